@@ -1,0 +1,275 @@
+//! The communicator: the point-to-point API every method is written
+//! against (DESIGN.md § Layers 3), plus the clock and work loop.
+//!
+//! Methods in `src/` see only this trait, so the same code runs over the
+//! engine's own protocols on any transport, over a library's native
+//! tagged path, and under the sim's virtual time.
+
+use serde::Serialize;
+
+use crate::{Caps, Clock, Rank, RegionId, Tag, TransportError, TransportInfo};
+
+/// Receive from any rank.
+pub const ANY_SOURCE: Source = None;
+/// Receive any tag.
+pub const ANY_TAG: TagSel = None;
+/// A receive's source selector (`None` = any).
+pub type Source = Option<Rank>;
+/// A receive's tag selector (`None` = any).
+pub type TagSel = Option<Tag>;
+
+/// A communicator-owned buffer (transport memory), cheap to copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Buf {
+    pub region: RegionId,
+    pub len: usize,
+}
+
+/// A pending non-blocking operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Req(pub u64);
+
+/// How a send completes (MPI's four modes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SendMode {
+    /// The protocol decides (eager buffers, rendezvous waits).
+    Standard,
+    /// Completes once the data is copied out of the user buffer.
+    Buffered,
+    /// Completes only once the matching receive is posted (ssend).
+    Synchronous,
+    /// The receive is known to be posted: skip the handshake; an error
+    /// naming the peer if it is not.
+    Ready,
+}
+
+/// A completed receive's (or send's) envelope.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Status {
+    pub source: Rank,
+    pub tag: Tag,
+    pub len: usize,
+}
+
+/// What each protocol really did, counted per run (JSON `ops`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
+pub struct OpCounts {
+    /// Two-sided messages posted (eager, control, raw send).
+    pub sends: u64,
+    /// One-sided writes posted.
+    pub writes: u64,
+    /// One-sided reads posted.
+    pub reads: u64,
+    /// Native tagged sends posted (library protocol).
+    pub tagged_sends: u64,
+    /// Payload bytes moved by the operations above.
+    pub bytes: u64,
+    /// Memory registrations performed (registration cache misses).
+    pub registrations: u64,
+}
+
+impl OpCounts {
+    /// Difference `self − earlier`, for per-size counts.
+    pub fn since(&self, earlier: &OpCounts) -> OpCounts {
+        OpCounts {
+            sends: self.sends - earlier.sends,
+            writes: self.writes - earlier.writes,
+            reads: self.reads - earlier.reads,
+            tagged_sends: self.tagged_sends - earlier.tagged_sends,
+            bytes: self.bytes - earlier.bytes,
+            registrations: self.registrations - earlier.registrations,
+        }
+    }
+}
+
+/// Facts about a communicator for headers and JSON.
+#[derive(Clone, Debug, Serialize)]
+pub struct CommInfo {
+    pub transport: TransportInfo,
+    pub caps: Caps,
+    /// Protocol in use (`eager`, `rdma-read`, …, `native`).
+    pub protocol: String,
+    pub eager_limit: usize,
+}
+
+/// The point-to-point API. Errors name the peer; every wait honours the
+/// communicator's timeout.
+pub trait Communicator {
+    fn rank(&self) -> Rank;
+    fn size(&self) -> u32;
+    fn info(&self) -> CommInfo;
+
+    /// The communicator's clock (cycle counter, or virtual under sim).
+    fn clock(&self) -> &dyn Clock;
+    /// Current time in clock ticks.
+    fn now(&self) -> u64 {
+        self.clock().ticks()
+    }
+    /// Spend `units` of calibrated computation, calling no communication
+    /// function.
+    fn work(&mut self, units: u64);
+    /// Nanoseconds one work unit takes (calibrated; exact under sim).
+    fn work_unit_ns(&self) -> f64;
+    /// Spin for `ns` nanoseconds without calling any communication function.
+    fn delay(&mut self, ns: f64);
+
+    /// Allocate a buffer usable by every operation below.
+    fn alloc(&mut self, len: usize) -> Result<Buf, TransportError>;
+    /// Write into a buffer (outside any timed region).
+    fn fill(&mut self, buf: Buf, f: &mut dyn FnMut(&mut [u8])) -> Result<(), TransportError>;
+    /// Read a buffer (outside any timed region).
+    fn inspect(&self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError>;
+
+    /// Start sending `buf[off..off+len]` to `dst`.
+    fn isend_mode(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+        mode: SendMode,
+    ) -> Result<Req, TransportError>;
+    /// Start receiving up to `len` bytes into `buf[off..]`.
+    fn irecv(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Result<Req, TransportError>;
+    /// Whether `req` finished (it is then retired).
+    fn test(&mut self, req: Req) -> Result<Option<Status>, TransportError>;
+    /// Block until `req` finishes.
+    fn wait(&mut self, req: Req) -> Result<Status, TransportError>;
+    /// Drive progress once.
+    fn progress(&mut self) -> Result<(), TransportError>;
+    /// Every rank enters before any leaves.
+    fn barrier(&mut self) -> Result<(), TransportError>;
+    /// Operations posted so far.
+    fn op_counts(&self) -> OpCounts;
+
+    // ---- provided: the rest of the MPI-style API ----
+
+    fn isend(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<Req, TransportError> {
+        self.isend_mode(buf, off, len, dst, tag, SendMode::Standard)
+    }
+    fn issend(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<Req, TransportError> {
+        self.isend_mode(buf, off, len, dst, tag, SendMode::Synchronous)
+    }
+    fn irsend(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<Req, TransportError> {
+        self.isend_mode(buf, off, len, dst, tag, SendMode::Ready)
+    }
+    fn ibsend(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<Req, TransportError> {
+        self.isend_mode(buf, off, len, dst, tag, SendMode::Buffered)
+    }
+    fn send(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        let r = self.isend(buf, off, len, dst, tag)?;
+        self.wait(r).map(|_| ())
+    }
+    fn ssend(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        let r = self.issend(buf, off, len, dst, tag)?;
+        self.wait(r).map(|_| ())
+    }
+    fn rsend(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        let r = self.irsend(buf, off, len, dst, tag)?;
+        self.wait(r).map(|_| ())
+    }
+    fn bsend(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        let r = self.ibsend(buf, off, len, dst, tag)?;
+        self.wait(r).map(|_| ())
+    }
+    fn recv(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Result<Status, TransportError> {
+        let r = self.irecv(buf, off, len, src, tag)?;
+        self.wait(r)
+    }
+    /// Send and receive at once (no deadlock whatever the partner does).
+    #[allow(clippy::too_many_arguments)]
+    fn sendrecv(
+        &mut self,
+        sbuf: Buf,
+        soff: usize,
+        slen: usize,
+        dst: Rank,
+        stag: Tag,
+        rbuf: Buf,
+        roff: usize,
+        rlen: usize,
+        src: Source,
+        rtag: TagSel,
+    ) -> Result<Status, TransportError> {
+        let r = self.irecv(rbuf, roff, rlen, src, rtag)?;
+        let s = self.isend(sbuf, soff, slen, dst, stag)?;
+        self.wait(s)?;
+        self.wait(r)
+    }
+    /// Wait for every request, in order.
+    fn waitall(&mut self, reqs: &[Req]) -> Result<Vec<Status>, TransportError> {
+        reqs.iter().map(|&r| self.wait(r)).collect()
+    }
+}

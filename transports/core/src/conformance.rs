@@ -1,0 +1,1 @@
+//! The contract's conformance suite, generic over [`crate::Transport`].

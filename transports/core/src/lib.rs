@@ -1,0 +1,45 @@
+//! The ovbench transport contract and the communicator built on it.
+//!
+//! Layer 1 of `DESIGN.md`: a [`Transport`] is a connected set of endpoints,
+//! one per peer rank, with registered memory, two-sided sends into
+//! transport-owned pre-posted buffers, one-sided write/read against a
+//! peer's [`RemoteKey`], and non-blocking completion polling. Every fabric
+//! crate (tcp, verbs, ucx, ofi, mpi, sim) implements it, and every one runs
+//! the generic [`conformance`] suite.
+//!
+//! Layer 3 is the [`Communicator`]: the point-to-point API every method in
+//! `src/` is written against, plus the clock and work loop, so that under
+//! the sim transport both become virtual.
+//!
+//! # How the contract maps onto the fabrics
+//!
+//! | contract item | verbs | UCX | libfabric |
+//! |---|---|---|---|
+//! | [`Transport::register`] / [`RemoteKey`] | `ibv_reg_mr`; key = `rkey` (4 B) | `ucp_mem_map` + `ucp_rkey_pack` (tens–hundreds of B) | `fi_mr_reg` (requested key when `mr_mode` lacks `FI_MR_PROV_KEY`); key = `fi_mr_key` (8 B) |
+//! | [`Transport::post_send`] | `ibv_post_send(IBV_WR_SEND)` into pre-posted `ibv_post_recv` buffers, credit-counted | `ucp_am_send_nbx` | `fi_send` into pre-posted `fi_recv` buffers |
+//! | [`Transport::post_write`] (completion = visible at target) | `ibv_post_send(IBV_WR_RDMA_WRITE)`; RC completion implies placement | `ucp_put_nbx` **then** `ucp_ep_flush_nbx` (put completion is only local) | `fi_write`; `tcp;ofi_rxm` completes early, so the target's CQ is progressed / `FI_DELIVERY_COMPLETE` requested |
+//! | [`Transport::post_read`] | `ibv_post_send(IBV_WR_RDMA_READ)` | `ucp_get_nbx` | `fi_read` |
+//! | [`Transport::poll`] | `ibv_poll_cq` | `ucp_worker_progress` + request callbacks | `fi_cq_read` (+ `fi_cq_readerr`) |
+//! | [`Transport::wait_fd`] | completion channel fd (`ibv_get_cq_event`) | `ucp_worker_get_efd` + `ucp_worker_arm` | `fi_control(FI_GETWAIT)` |
+//! | [`Transport::tsend`] / [`Transport::trecv`] (native) | — | `ucp_tag_send_nbx` / `ucp_tag_recv_nbx` / `ucp_tag_send_sync_nbx` | `fi_tsend` / `fi_trecv` |
+//! | [`Transport::address`] / [`Transport::connect`] | LID, GID, QPN, PSN → `ibv_modify_qp` RTR/RTS | `ucp_worker_get_address` → `ucp_ep_create` | `fi_getname` → `fi_av_insert` |
+
+mod caps;
+pub mod clock;
+mod comm;
+pub mod conformance;
+mod error;
+mod key;
+mod transport;
+
+pub use caps::{Caps, Progress, RmaKind, RmaProgress};
+pub use clock::{Clock, ClockInfo};
+pub use comm::{
+    Buf, CommInfo, Communicator, OpCounts, Req, SendMode, Source, Status, TagSel, ANY_SOURCE,
+    ANY_TAG,
+};
+pub use error::{OpKind, TransportError};
+pub use key::{RemoteKey, RemoteKeyError, MAX_KEY_BLOB};
+pub use transport::{
+    Completion, Ctx, LocalSlice, MrHandle, Rank, RegionId, Tag, Transport, TransportInfo,
+};

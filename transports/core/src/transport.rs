@@ -1,0 +1,240 @@
+//! The transport contract (DESIGN.md § Layers 1).
+//!
+//! Semantics every implementation must honour — the [`crate::conformance`]
+//! suite checks each one:
+//!
+//! * **Memory** is allocated by the transport ([`Transport::alloc`]) so it
+//!   can be pinned, registered and reached by a progress thread; callers
+//!   touch it only through [`Transport::read_region`] /
+//!   [`Transport::write_region`]. [`Transport::register`] makes a range of
+//!   it reachable by peers through the [`RemoteKey`] of
+//!   [`Transport::remote_key`]; any one-sided access outside a live
+//!   registration is rejected at the target with an error naming the
+//!   initiator, never performed.
+//! * **Two-sided sends** ([`Transport::post_send`]) carry one control or
+//!   eager message of at most [`Caps::eager_buf_size`] bytes (header plus
+//!   payload). The header bytes and payload are copied before the call
+//!   returns, so the caller may reuse them at once. Receives are the
+//!   transport's own pre-posted, credited buffers: a sender never
+//!   overruns a receiver, and posting never fails for lack of a buffer
+//!   (the transport queues internally). Messages from one peer arrive in
+//!   the order they were posted.
+//! * **Completions** ([`Transport::poll`], never blocking) carry the
+//!   caller's [`Ctx`]. A send completes when the message has left for the
+//!   peer (its buffer is reusable); a **write completes only when its
+//!   data is visible at the target** (transports whose library completes
+//!   early must flush or wait for the target's acknowledgement); a read
+//!   completes when its data is in local memory. An error completion names
+//!   the peer, the operation and the status.
+//! * **Ordering between kinds**: a FIN message posted after a write's
+//!   completion is seen by the target only after the written data is
+//!   visible (this follows from the write rule above).
+//!
+//! [`Caps::eager_buf_size`]: crate::Caps::eager_buf_size
+
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+use crate::{Caps, OpKind, RemoteKey, TransportError};
+
+/// A process's index in the job, `0..size`.
+pub type Rank = u32;
+/// A message tag (MPI-style; wildcards are expressed by [`crate::TagSel`]).
+pub type Tag = u32;
+/// The caller's context value, returned in the operation's completion.
+pub type Ctx = u64;
+
+/// A block of transport-owned memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RegionId(pub u32);
+
+/// A range of a region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LocalSlice {
+    pub region: RegionId,
+    pub offset: usize,
+    pub len: usize,
+}
+
+impl LocalSlice {
+    pub fn new(region: RegionId, offset: usize, len: usize) -> Self {
+        LocalSlice {
+            region,
+            offset,
+            len,
+        }
+    }
+    /// The sub-range `[off, off+len)` of this slice (caller checks bounds).
+    pub fn sub(&self, off: usize, len: usize) -> LocalSlice {
+        debug_assert!(off + len <= self.len);
+        LocalSlice::new(self.region, self.offset + off, len)
+    }
+}
+
+/// A live memory registration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MrHandle(pub u32);
+
+/// What a transport is, for headers and JSON.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct TransportInfo {
+    /// `tcp`, `verbs`, `ucx`, `ofi`, `mpi`, `sim`.
+    pub name: String,
+    /// Device, provider or transport list actually in use (e.g. `rxe0:1`, `tcp;ofi_rxm`).
+    pub device: String,
+    /// Library name and version (`rdma-core 44.0`, `UCX 1.13.1`, …), empty if none.
+    pub library: String,
+    /// Further facts worth printing (MTU, GID index, `UCX_TLS`, …).
+    pub extra: Vec<(String, String)>,
+}
+
+/// One finished operation or one arrived message.
+#[derive(Debug)]
+pub enum Completion {
+    /// A [`Transport::post_send`] has left; its buffer is reusable.
+    Send { ctx: Ctx },
+    /// A [`Transport::post_write`] is visible at the target.
+    Write { ctx: Ctx },
+    /// A [`Transport::post_read`]'s data is in local memory.
+    Read { ctx: Ctx },
+    /// A two-sided message arrived from `peer`. Hand `data` back with
+    /// [`Transport::recycle`] when done so its allocation is reused.
+    Recv { peer: Rank, data: Vec<u8> },
+    /// A native tagged send completed.
+    TaggedSend { ctx: Ctx },
+    /// A native tagged receive completed with this envelope.
+    TaggedRecv {
+        ctx: Ctx,
+        peer: Rank,
+        tag: Tag,
+        len: usize,
+    },
+    /// An operation failed.
+    Error {
+        ctx: Option<Ctx>,
+        peer: Rank,
+        op: OpKind,
+        status: String,
+    },
+}
+
+/// A connected set of endpoints, one per peer rank. See the module docs
+/// for the semantics every method must honour.
+pub trait Transport: Send {
+    /// Name, device and library for the header.
+    fn info(&self) -> TransportInfo;
+    /// What this transport can do.
+    fn caps(&self) -> Caps;
+    /// This process's rank.
+    fn rank(&self) -> Rank;
+    /// Number of ranks in the job.
+    fn size(&self) -> u32;
+
+    /// This endpoint's address bytes for the bootstrap exchange.
+    fn address(&self) -> Vec<u8>;
+    /// Connect to every peer; `addresses[r]` is rank `r`'s [`Self::address`]
+    /// (own entry included). Collective: every rank calls it.
+    fn connect(&mut self, addresses: &[Vec<u8>]) -> Result<(), TransportError>;
+
+    /// Allocate `len` bytes of zeroed, page-aligned memory.
+    fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError>;
+    /// Release a region (its registrations must be gone).
+    fn free(&mut self, region: RegionId) -> Result<(), TransportError>;
+    /// Read a range of local memory.
+    fn read_region(&self, s: LocalSlice, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError>;
+    /// Modify a range of local memory.
+    fn write_region(
+        &mut self,
+        s: LocalSlice,
+        f: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<(), TransportError>;
+
+    /// Register a range for one-sided access (and as a local RMA buffer).
+    fn register(&mut self, s: LocalSlice) -> Result<MrHandle, TransportError>;
+    /// Drop a registration; later accesses through its key are rejected.
+    fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError>;
+    /// The key a peer needs to reach `mr`; offsets are relative to its start.
+    fn remote_key(&self, mr: MrHandle) -> RemoteKey;
+
+    /// Send one message: `header` then `payload` (if any), at most
+    /// [`Caps::eager_buf_size`](crate::Caps::eager_buf_size) bytes together.
+    fn post_send(
+        &mut self,
+        peer: Rank,
+        header: &[u8],
+        payload: Option<LocalSlice>,
+        ctx: Ctx,
+    ) -> Result<(), TransportError>;
+    /// Write `local` (inside registration `mr`) to `remote` at `remote_offset`.
+    fn post_write(
+        &mut self,
+        peer: Rank,
+        local: LocalSlice,
+        mr: MrHandle,
+        remote: &RemoteKey,
+        remote_offset: u64,
+        ctx: Ctx,
+    ) -> Result<(), TransportError>;
+    /// Read `local.len` bytes from `remote` at `remote_offset` into `local`.
+    fn post_read(
+        &mut self,
+        peer: Rank,
+        local: LocalSlice,
+        mr: MrHandle,
+        remote: &RemoteKey,
+        remote_offset: u64,
+        ctx: Ctx,
+    ) -> Result<(), TransportError>;
+
+    /// Make progress and append finished work to `out`; never blocks.
+    /// Returns how many completions were appended.
+    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError>;
+    /// Give back a received message's buffer for reuse.
+    fn recycle(&mut self, data: Vec<u8>) {
+        drop(data);
+    }
+
+    /// A file descriptor that becomes readable when [`Self::poll`] may
+    /// find something, for ranks that sleep instead of spinning.
+    fn wait_fd(&self) -> Option<RawFd> {
+        None
+    }
+    /// Sleep until something may be ready or `timeout` passes. The
+    /// default yields the CPU once.
+    fn block(&mut self, timeout: Duration) -> Result<(), TransportError> {
+        let _ = timeout;
+        std::thread::yield_now();
+        Ok(())
+    }
+
+    /// Native tagged send (the library's own protocol). `sync` asks for
+    /// completion only once the receive is matched (ssend).
+    fn tsend(
+        &mut self,
+        peer: Rank,
+        tag: Tag,
+        src: LocalSlice,
+        sync: bool,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        let _ = (peer, tag, src, sync, ctx);
+        Err(TransportError::Unsupported(format!(
+            "the {} transport has no native tagged protocol; use --proto eager, rdma-write, rdma-read, pipelined, auto or raw",
+            self.info().name
+        )))
+    }
+    /// Native tagged receive; `None` is a wildcard.
+    fn trecv(
+        &mut self,
+        src: Option<Rank>,
+        tag: Option<Tag>,
+        dst: LocalSlice,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        let _ = (src, tag, dst, ctx);
+        Err(TransportError::Unsupported(format!(
+            "the {} transport has no native tagged protocol",
+            self.info().name
+        )))
+    }
+}
