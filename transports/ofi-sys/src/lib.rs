@@ -1,0 +1,1 @@
+//! ovbench-ofi-sys (lands with its issue)

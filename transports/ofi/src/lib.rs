@@ -1,0 +1,1 @@
+//! ovbench-ofi (lands with its issue)

@@ -1,0 +1,1 @@
+//! ovbench-ucx-sys (lands with its issue)

@@ -1,0 +1,1 @@
+//! ovbench-ucx (lands with its issue)

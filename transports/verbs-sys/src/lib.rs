@@ -1,0 +1,1 @@
+//! ovbench-verbs-sys (lands with its issue)

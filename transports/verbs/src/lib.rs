@@ -1,0 +1,1 @@
+//! ovbench-verbs (lands with its issue)
