@@ -1,1 +1,4 @@
-//! ovbench
+//! ovbench: what communication really costs.
+
+pub mod methods;
+pub mod report;

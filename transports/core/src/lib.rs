@@ -31,6 +31,7 @@ pub mod conformance;
 mod error;
 mod key;
 mod transport;
+pub mod work;
 
 pub use caps::{Caps, Progress, RmaKind, RmaProgress};
 pub use clock::{Clock, ClockInfo};
@@ -43,3 +44,4 @@ pub use key::{RemoteKey, RemoteKeyError, MAX_KEY_BLOB};
 pub use transport::{
     Completion, Ctx, LocalSlice, MrHandle, Rank, RegionId, Tag, Transport, TransportInfo,
 };
+pub use work::Work;
