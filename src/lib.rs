@@ -1,4 +1,6 @@
 //! ovbench: what communication really costs.
 
+pub mod common;
 pub mod methods;
 pub mod report;
+pub mod sizes;

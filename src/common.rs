@@ -1,0 +1,207 @@
+//! The options every command shares (transport, ranks, protocol, outputs),
+//! flattened into each subcommand with `#[command(flatten)]`. Methods in
+//! `src/methods` reuse [`CommonArgs`] as it is: keep its fields stable.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use ovbench_core::Progress;
+
+use crate::sizes::{ByteSize, Seconds};
+
+/// Which fabric carries the traffic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TransportKind {
+    /// TCP sockets, RMA emulated by the target's progress engine.
+    Tcp,
+    /// The deterministic LogGP model: all ranks in one process, virtual time.
+    Sim,
+    /// InfiniBand / RoCE verbs.
+    Verbs,
+    /// UCX.
+    Ucx,
+    /// libfabric.
+    Ofi,
+    /// An MPI library (run under mpirun).
+    Mpi,
+}
+
+impl TransportKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            TransportKind::Tcp => "tcp",
+            TransportKind::Sim => "sim",
+            TransportKind::Verbs => "verbs",
+            TransportKind::Ucx => "ucx",
+            TransportKind::Ofi => "ofi",
+            TransportKind::Mpi => "mpi",
+        }
+    }
+}
+
+impl std::fmt::Display for TransportKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which protocol moves a message (DESIGN.md § Layers 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProtoArg {
+    /// Copy through pre-registered bounce buffers.
+    Eager,
+    /// Rendezvous: RTS, CTS with the receiver's key, write, FIN.
+    RdmaWrite,
+    /// Rendezvous: RTS with the sender's key, receiver reads, FIN.
+    RdmaRead,
+    /// First fragment eager, then per-fragment PUT/write/FIN.
+    Pipelined,
+    /// Eager up to --eager-limit, then rdma-read where RMA is offloaded, else rdma-write.
+    Auto,
+    /// The bare data-moving operation (--op), no protocol.
+    Raw,
+    /// The library's own tagged protocol (UCX, libfabric, MPI).
+    Native,
+}
+
+impl ProtoArg {
+    pub fn name(self) -> &'static str {
+        match self {
+            ProtoArg::Eager => "eager",
+            ProtoArg::RdmaWrite => "rdma-write",
+            ProtoArg::RdmaRead => "rdma-read",
+            ProtoArg::Pipelined => "pipelined",
+            ProtoArg::Auto => "auto",
+            ProtoArg::Raw => "raw",
+            ProtoArg::Native => "native",
+        }
+    }
+}
+
+/// The operation `--proto raw` times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RawOp {
+    Write,
+    Read,
+    Send,
+}
+
+/// `on` / `off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+impl OnOff {
+    pub fn is_on(self) -> bool {
+        self == OnOff::On
+    }
+}
+
+/// Options shared by every command.
+#[derive(Clone, Debug, Args)]
+pub struct CommonArgs {
+    /// Fabric to use (verbs, ucx, ofi and mpi need their cargo feature).
+    #[arg(long, value_enum, default_value_t = TransportKind::Tcp, help_heading = "Transport")]
+    pub transport: TransportKind,
+    /// Number of ranks to start on this host (ignored under mpirun/srun).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Transport")]
+    pub np: u32,
+    /// Message protocol.
+    #[arg(long, value_enum, default_value_t = ProtoArg::Auto, help_heading = "Protocol")]
+    pub proto: ProtoArg,
+    /// Operation timed by --proto raw.
+    #[arg(long, value_enum, default_value_t = RawOp::Send, help_heading = "Protocol")]
+    pub op: RawOp,
+    /// Largest message sent eagerly by --proto auto (K = 1024).
+    #[arg(long, default_value = "16K", help_heading = "Protocol")]
+    pub eager_limit: ByteSize,
+    /// Fragment size of --proto pipelined (default: the engine's).
+    #[arg(long, help_heading = "Protocol")]
+    pub frag_size: Option<ByteSize>,
+    /// Registration cache (leave-pinned) for rendezvous buffers.
+    #[arg(long, value_enum, default_value_t = OnOff::On, help_heading = "Protocol")]
+    pub reg_cache: OnOff,
+    /// Two-sided progress: by polling inside calls, or an asynchronous thread.
+    #[arg(long, default_value_t = Progress::Poll, value_parser = parse_progress, help_heading = "Protocol")]
+    pub progress: Progress,
+    /// Deadline of every wait (seconds, or with a unit: 500ms, 2m).
+    #[arg(long, default_value = "60", help_heading = "Transport")]
+    pub timeout: Seconds,
+    /// Write results as JSON (rewritten after every completed size).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub json: Option<PathBuf>,
+    /// Write results as CSV (rewritten after every completed size).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub csv: Option<PathBuf>,
+    /// Sim model parameters, KEY=VAL,... (L, os, or, g, G, offload, jitter, seed, ...).
+    #[arg(
+        long,
+        value_name = "KEY=VAL,...",
+        default_value = "",
+        help_heading = "Transport"
+    )]
+    pub sim: String,
+    /// Record transfer events and report overlap bounds (off by default).
+    #[arg(long, help_heading = "Output")]
+    pub instrument: bool,
+}
+
+fn parse_progress(s: &str) -> Result<Progress, String> {
+    s.parse()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser, Debug)]
+    struct T {
+        #[command(flatten)]
+        c: CommonArgs,
+    }
+
+    #[test]
+    fn defaults_match_the_design() {
+        let t = T::try_parse_from(["x"]).unwrap();
+        assert_eq!(t.c.transport, TransportKind::Tcp);
+        assert_eq!(t.c.np, 2);
+        assert_eq!(t.c.proto, ProtoArg::Auto);
+        assert_eq!(t.c.op, RawOp::Send);
+        assert_eq!(t.c.eager_limit.bytes(), 16 * 1024);
+        assert_eq!(t.c.progress, Progress::Poll);
+        assert_eq!(t.c.timeout.0.as_secs(), 60);
+        assert!(!t.c.instrument);
+    }
+
+    #[test]
+    fn spellings() {
+        let t = T::try_parse_from([
+            "x",
+            "--proto",
+            "rdma-read",
+            "--progress",
+            "thread",
+            "--eager-limit",
+            "8K",
+            "--timeout",
+            "5s",
+            "--reg-cache",
+            "off",
+        ])
+        .unwrap();
+        assert_eq!(t.c.proto, ProtoArg::RdmaRead);
+        assert_eq!(t.c.progress, Progress::Thread);
+        assert_eq!(t.c.eager_limit.bytes(), 8192);
+        assert!(!t.c.reg_cache.is_on());
+        let e = T::try_parse_from(["x", "--progress", "spin"]).unwrap_err();
+        assert!(e.to_string().contains("poll"), "{e}");
+        assert!(T::try_parse_from(["x", "--np", "0"]).is_err());
+    }
+}
