@@ -4,3 +4,4 @@ pub mod common;
 pub mod methods;
 pub mod report;
 pub mod sizes;
+pub mod stats;

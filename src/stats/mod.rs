@@ -1,0 +1,15 @@
+//! Statistics as pure code (criterion.rs style): [`Summary`] of a sample
+//! of latencies — HDR-histogram percentiles, exact min/max/mean/stddev and
+//! a Student-t confidence interval of the mean — and the [`Estimate`]
+//! type every reported figure with an interval uses.
+//!
+//! Confidence intervals are two-sided Student-t intervals of the mean at
+//! [`DEFAULT_LEVEL`] (95 %) unless a method asks for another level (logp
+//! uses 90 %, as logp-mpi.txt does).
+
+mod estimate;
+pub mod student;
+mod summary;
+
+pub use estimate::{ConfidenceInterval, Estimate, Sample, DEFAULT_LEVEL};
+pub use summary::Summary;
