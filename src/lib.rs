@@ -1,6 +1,7 @@
 //! ovbench: what communication really costs.
 
 pub mod common;
+pub mod export;
 pub mod methods;
 pub mod report;
 pub mod sizes;

@@ -1,0 +1,70 @@
+//! The results of one run as the exporters see them: the header
+//! (environment), the tables with their rows' JSON objects, run-level
+//! summaries and notes.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// The JSON schema identifier; bump on an incompatible change.
+pub const SCHEMA: &str = "ovbench/1";
+
+/// One table: a title, the printed column headings and the JSON rows.
+#[derive(Clone, Debug, Serialize)]
+pub struct Table {
+    pub title: String,
+    pub columns: Vec<String>,
+    pub rows: Vec<Value>,
+}
+
+/// Everything measured so far.
+#[derive(Clone, Debug, Serialize)]
+pub struct Document {
+    pub schema: &'static str,
+    /// The environment of DESIGN.md § Conventions (command line, version,
+    /// hosts, CPU, clock, transport, ...).
+    pub header: Value,
+    pub tables: Vec<Table>,
+    /// Run-level figures (e.g. logp's `L_ns`), merged in order.
+    pub summary: Map<String, Value>,
+    pub notes: Vec<String>,
+    /// Whether the run finished (false while rows are still coming).
+    pub complete: bool,
+}
+
+impl Document {
+    pub fn new(header: Value) -> Document {
+        Document {
+            schema: SCHEMA,
+            header,
+            tables: Vec::new(),
+            summary: Map::new(),
+            notes: Vec::new(),
+            complete: false,
+        }
+    }
+    pub fn start_table(&mut self, title: &str, columns: &[&str]) {
+        self.tables.push(Table {
+            title: title.to_string(),
+            columns: columns.iter().map(|s| s.to_string()).collect(),
+            rows: Vec::new(),
+        });
+    }
+    /// Append a row to the current table (starting an untitled one if none).
+    pub fn push_row(&mut self, row: Value) {
+        if self.tables.is_empty() {
+            self.start_table("", &[]);
+        }
+        if let Some(t) = self.tables.last_mut() {
+            t.rows.push(row);
+        }
+    }
+    /// Merge a summary object's keys (a non-object is kept under `value`).
+    pub fn add_summary(&mut self, v: Value) {
+        match v {
+            Value::Object(m) => self.summary.extend(m),
+            other => {
+                self.summary.insert("value".into(), other);
+            }
+        }
+    }
+}
