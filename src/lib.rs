@@ -3,6 +3,7 @@
 pub mod common;
 pub mod export;
 pub mod methods;
+pub mod output;
 pub mod report;
 pub mod sizes;
 pub mod stats;

@@ -1,0 +1,186 @@
+//! Output to the reader: the `#` header and aligned tables on stdout,
+//! the progress line on stderr, and the file exports, all behind the
+//! [`Sink`](crate::report::Sink) that measuring code writes to.
+
+mod progress;
+mod table;
+
+use std::io::Write;
+
+use serde_json::Value;
+
+pub use progress::ProgressLine;
+pub use table::{mbps, us, TableFormat};
+
+use crate::export::{Document, FileExports};
+use crate::report::Sink;
+
+/// Rank 0's sink: prints to stdout and rewrites the export files after
+/// every row. A failed file write is reported on stderr at once and
+/// returned by [`ReportSink::finish`].
+pub struct ReportSink {
+    doc: Document,
+    files: FileExports,
+    table: TableFormat,
+    out: Box<dyn Write>,
+    error: Option<anyhow::Error>,
+}
+
+impl std::fmt::Debug for ReportSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReportSink")
+            .field("files", &self.files)
+            .finish()
+    }
+}
+
+impl ReportSink {
+    /// `header_lines` are printed as `# ` comments; `header` is the JSON
+    /// environment object. The files are written once at once, so an
+    /// unwritable path fails before anything is measured.
+    pub fn new(
+        header: Value,
+        header_lines: &[String],
+        files: FileExports,
+        out: Box<dyn Write>,
+    ) -> anyhow::Result<ReportSink> {
+        let mut s = ReportSink {
+            doc: Document::new(header),
+            files,
+            table: TableFormat::default(),
+            out,
+            error: None,
+        };
+        for l in header_lines {
+            s.print(&format!("# {l}"));
+        }
+        s.files.write(&s.doc)?;
+        Ok(s)
+    }
+    fn print(&mut self, line: &str) {
+        // stdout closed (e.g. `| head`): keep measuring, files still written.
+        let _ = writeln!(self.out, "{line}");
+        let _ = self.out.flush();
+    }
+    fn save(&mut self) {
+        if self.error.is_some() {
+            return;
+        }
+        if let Err(e) = self.files.write(&self.doc) {
+            eprintln!("ovbench: {e:#}");
+            self.error = Some(e);
+        }
+    }
+    /// Mark the document complete, write it a last time, and report the
+    /// first file error if any.
+    pub fn finish(mut self) -> anyhow::Result<()> {
+        self.doc.complete = true;
+        self.save();
+        match self.error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+    /// The document so far.
+    pub fn document(&self) -> &Document {
+        &self.doc
+    }
+}
+
+impl Sink for ReportSink {
+    fn table(&mut self, title: &str, columns: &[&str]) {
+        self.table = TableFormat::new(columns);
+        self.print("#");
+        if !title.is_empty() {
+            self.print(&format!("# {title}"));
+        }
+        let heading = self.table.heading(columns);
+        self.print(&heading);
+        self.doc.start_table(title, columns);
+        self.save();
+    }
+    fn row(&mut self, cells: &[String], json: Value) {
+        let line = self.table.row(cells);
+        self.print(&line);
+        self.doc.push_row(json);
+        self.save();
+    }
+    fn summary(&mut self, json: Value, lines: &[String]) {
+        for l in lines {
+            self.print(&format!("# {l}"));
+        }
+        self.doc.add_summary(json);
+        self.save();
+    }
+    fn note(&mut self, text: &str) {
+        self.print(&format!("# note: {text}"));
+        self.doc.notes.push(text.to_string());
+        self.save();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+    impl Write for Shared {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn rows_reach_stdout_and_the_json_file_after_each_row() {
+        let dir = std::env::temp_dir().join(format!("ovbench-sink-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("r.json");
+        let out = Shared::default();
+        let mut s = ReportSink::new(
+            json!({"command": "latency"}),
+            &["ovbench 0.1.0".to_string()],
+            FileExports::new(Some(&path), None),
+            Box::new(out.clone()),
+        )
+        .unwrap();
+        s.table("latency", &["size[B]", "p50[us]"]);
+        s.row(
+            &["8".into(), "1.50".into()],
+            json!({"size": 8, "p50_ns": 1500.0}),
+        );
+        // Written after the row, before finish: a crash now keeps it.
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(v["tables"][0]["rows"][0]["p50_ns"], 1500.0);
+        assert_eq!(v["complete"], false);
+        s.note("hello");
+        s.finish().unwrap();
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(v["complete"], true);
+        assert_eq!(v["notes"][0], "hello");
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        assert!(text.starts_with("# ovbench 0.1.0\n"), "{text}");
+        assert!(
+            text.contains("1.50\n") && text.contains("# note: hello"),
+            "{text}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn unwritable_file_fails_before_measuring() {
+        let r = ReportSink::new(
+            json!({}),
+            &[],
+            FileExports::new(Some(std::path::Path::new("/no/such/dir/r.json")), None),
+            Box::new(std::io::sink()),
+        );
+        assert!(r.is_err());
+    }
+}
