@@ -1,6 +1,8 @@
 //! ovbench: what communication really costs.
 
 pub mod common;
+pub mod cpu;
+pub mod env;
 pub mod export;
 pub mod methods;
 pub mod output;

@@ -1,0 +1,97 @@
+//! Versions of the communication libraries installed here (rdma-core,
+//! UCX, libfabric, MPI), found at run time through pkg-config or dpkg,
+//! best effort: a missing tool or library is simply left out.
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Each library: display name, pkg-config modules, Debian packages.
+const LIBRARIES: &[(&str, &[&str], &[&str])] = &[
+    ("rdma-core", &["libibverbs"], &["rdma-core", "libibverbs1"]),
+    ("UCX", &["ucx"], &["libucx0", "ucx-utils"]),
+    ("libfabric", &["libfabric"], &["libfabric1"]),
+    (
+        "Open MPI",
+        &["ompi"],
+        &["openmpi-bin", "libopenmpi3t64", "libopenmpi3"],
+    ),
+    ("MPICH", &["mpich"], &["mpich", "libmpich12"]),
+];
+
+/// Run a short query with a deadline; its trimmed stdout on success.
+fn query(program: &str, args: &[&str]) -> Option<String> {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    let out = child.wait_with_output().ok()?;
+    let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !s.is_empty()).then_some(s)
+}
+
+/// Library name → version (and where it was found).
+pub fn library_versions() -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for (name, pc, debs) in LIBRARIES {
+        let from_pc = pc
+            .iter()
+            .find_map(|m| query("pkg-config", &["--modversion", m]));
+        let found = from_pc.or_else(|| {
+            debs.iter().find_map(|d| {
+                query("dpkg-query", &["-W", "-f=${Status} ${Version}", d]).and_then(|s| {
+                    s.strip_prefix("install ok installed ")
+                        .map(|v| format!("{v} (dpkg {d})"))
+                })
+            })
+        });
+        if let Some(v) = found {
+            out.insert(name.to_string(), v);
+        }
+    }
+    out
+}
+
+/// `UCX_*` and `FI_*` variables of this process's environment.
+pub fn fabric_env() -> BTreeMap<String, String> {
+    std::env::vars()
+        .filter(|(k, _)| k.starts_with("UCX_") || k.starts_with("FI_"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_have_a_deadline_and_tolerate_absence() {
+        assert_eq!(query("/nonexistent/tool", &[]), None);
+        assert_eq!(query("sh", &["-c", "echo 1.2.3"]).as_deref(), Some("1.2.3"));
+        let t = Instant::now();
+        assert_eq!(query("sleep", &["10"]), None);
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn library_scan_finishes() {
+        // Whatever is installed, every entry is one of the known names.
+        for k in library_versions().keys() {
+            assert!(LIBRARIES.iter().any(|(n, _, _)| n == k), "{k}");
+        }
+    }
+}
