@@ -1,7 +1,40 @@
 //! The five methods of DESIGN.md (overhead, overlap, commtest, logp,
-//! bcast), each a plain function of (communicator, options).
-//! Filled in by issue 3.
+//! bcast), each a plain function of (communicator, options): `run(comm,
+//! args, sink)` on every rank, rows to the sink as they complete, and a
+//! result struct that derives `Serialize`.
+//!
+//! Methods see only [`ovbench_core::Communicator`]: point-to-point calls,
+//! barrier, the clock, the work loop and `delay`. The same code therefore
+//! runs over every transport and protocol, and under the sim's virtual
+//! time.
+
+pub mod common;
+pub mod logp;
+pub mod overhead;
+
+use ovbench_core::Communicator;
+
+use crate::report::Sink;
 
 /// The methods' subcommands, flattened into the CLI.
 #[derive(Debug, clap::Subcommand)]
-pub enum MethodCommand {}
+pub enum MethodCommand {
+    /// Host send/receive overhead and availability by the post-work-wait
+    /// loop (Sandia SMB mpi_overhead).
+    Overhead(overhead::Args),
+    /// LogP parameters os, or, g, L and G (Kielmann et al., logp_mpi).
+    Logp(logp::Args),
+}
+
+/// Run `cmd` on this rank. Every rank must call it; only rank 0's `sink`
+/// should print (others pass a [`crate::report::NullSink`]).
+pub fn run_method(
+    cmd: &MethodCommand,
+    comm: &mut dyn Communicator,
+    sink: &mut dyn Sink,
+) -> anyhow::Result<()> {
+    match cmd {
+        MethodCommand::Overhead(a) => overhead::run(comm, a, sink).map(drop),
+        MethodCommand::Logp(a) => logp::run(comm, a, sink).map(drop),
+    }
+}

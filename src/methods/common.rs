@@ -1,0 +1,201 @@
+//! What the methods share: unit conversion, size lists, small control
+//! messages between ranks (always outside the timed regions), and the
+//! statistics the stopping rules need (mean, standard deviation,
+//! Student-t confidence intervals).
+//!
+//! The t quantiles come from [`crate::stats::student`]; the small
+//! [`Estimate`] here adds the sample count the stopping rules and the
+//! JSON rows need, and accepts a single sample.
+
+use anyhow::Context;
+use ovbench_core::{Buf, Communicator, Rank, Tag};
+use serde::Serialize;
+
+use crate::stats::student;
+
+/// Tag of control messages (commands, continue/stop flags, gathers).
+pub(crate) const TAG_CTRL: Tag = 0x4f56_0001;
+
+/// Nanoseconds of a tick difference on the communicator's clock.
+pub(crate) fn ns(comm: &dyn Communicator, ticks: u64) -> f64 {
+    comm.clock().to_ns(ticks)
+}
+
+/// Microseconds with three decimals, as the originals print them.
+pub(crate) fn us(ns: f64) -> String {
+    format!("{:.3}", ns / 1000.0)
+}
+
+/// A small buffer for control words, sent with [`TAG_CTRL`].
+pub(crate) struct Ctrl {
+    buf: Buf,
+}
+
+const CTRL_WORDS: usize = 8;
+
+impl Ctrl {
+    pub(crate) fn new(comm: &mut dyn Communicator) -> anyhow::Result<Ctrl> {
+        Ok(Ctrl {
+            buf: comm.alloc(CTRL_WORDS * 8)?,
+        })
+    }
+
+    /// Send up to eight words to `dst`.
+    pub(crate) fn send(
+        &self,
+        comm: &mut dyn Communicator,
+        dst: Rank,
+        words: &[u64],
+    ) -> anyhow::Result<()> {
+        assert!(words.len() <= CTRL_WORDS);
+        comm.fill(self.buf, &mut |b| {
+            for (i, w) in words.iter().enumerate() {
+                b[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+            }
+        })?;
+        comm.send(self.buf, 0, words.len() * 8, dst, TAG_CTRL)
+            .with_context(|| format!("control message to rank {dst}"))?;
+        Ok(())
+    }
+
+    /// Receive the words `src` sent.
+    pub(crate) fn recv(&self, comm: &mut dyn Communicator, src: Rank) -> anyhow::Result<Vec<u64>> {
+        let st = comm
+            .recv(self.buf, 0, CTRL_WORDS * 8, Some(src), Some(TAG_CTRL))
+            .with_context(|| format!("control message from rank {src}"))?;
+        let mut out = Vec::with_capacity(st.len / 8);
+        comm.inspect(self.buf, &mut |b| {
+            for i in 0..st.len / 8 {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(&b[i * 8..i * 8 + 8]);
+                out.push(u64::from_le_bytes(w));
+            }
+        })?;
+        Ok(out)
+    }
+
+    /// Rank 0's words reach every rank along a binomial tree; every rank
+    /// calls this and gets them back.
+    pub(crate) fn bcast(
+        &self,
+        comm: &mut dyn Communicator,
+        words: &[u64],
+    ) -> anyhow::Result<Vec<u64>> {
+        let (me, n) = (comm.rank(), comm.size());
+        let mut mine = words.to_vec();
+        let mut mask = 1u32;
+        while mask < n {
+            if me & mask != 0 {
+                mine = self.recv(comm, me - mask)?;
+                break;
+            }
+            mask <<= 1;
+        }
+        mask >>= 1;
+        while mask > 0 {
+            if me + mask < n {
+                self.send(comm, me + mask, &mine)?;
+            }
+            mask >>= 1;
+        }
+        Ok(mine)
+    }
+
+    /// Every rank's value arrives at rank 0 (`Some` there, `None` elsewhere).
+    pub(crate) fn gather(
+        &self,
+        comm: &mut dyn Communicator,
+        value: f64,
+    ) -> anyhow::Result<Option<Vec<f64>>> {
+        if comm.rank() != 0 {
+            self.send(comm, 0, &[value.to_bits()])?;
+            return Ok(None);
+        }
+        let mut all = vec![value];
+        for r in 1..comm.size() {
+            let w = self.recv(comm, r)?;
+            all.push(f64::from_bits(*w.first().context("empty gather message")?));
+        }
+        Ok(Some(all))
+    }
+}
+
+/// Arithmetic mean (0 for no samples).
+pub(crate) fn mean(x: &[f64]) -> f64 {
+    if x.is_empty() {
+        0.0
+    } else {
+        x.iter().sum::<f64>() / x.len() as f64
+    }
+}
+
+/// Sample standard deviation (0 below two samples).
+pub(crate) fn stddev(x: &[f64]) -> f64 {
+    if x.len() < 2 {
+        return 0.0;
+    }
+    let m = mean(x);
+    (x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (x.len() - 1) as f64).sqrt()
+}
+
+/// A mean with its two-sided confidence interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Estimate {
+    pub mean: f64,
+    pub lo: f64,
+    pub hi: f64,
+    pub samples: usize,
+}
+
+impl Estimate {
+    /// Student-t interval at confidence `level` (e.g. 0.9).
+    pub(crate) fn of(x: &[f64], level: f64) -> Estimate {
+        let m = mean(x);
+        if x.len() < 2 {
+            return Estimate {
+                mean: m,
+                lo: m,
+                hi: m,
+                samples: x.len(),
+            };
+        }
+        let t = student::critical(level, (x.len() - 1) as f64);
+        let half = t * stddev(x) / (x.len() as f64).sqrt();
+        Estimate {
+            mean: m,
+            lo: m - half,
+            hi: m + half,
+            samples: x.len(),
+        }
+    }
+
+    /// Whether the interval is narrower than `2·eps` of the mean.
+    pub(crate) fn narrow(&self, eps: f64) -> bool {
+        self.samples >= 2 && (self.hi - self.lo) <= 2.0 * eps * self.mean.abs()
+    }
+
+    /// The same interval moved by `d`.
+    pub(crate) fn shifted(&self, d: f64) -> Estimate {
+        Estimate {
+            mean: self.mean + d,
+            lo: self.lo + d,
+            hi: self.hi + d,
+            samples: self.samples,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn estimate_interval() {
+        let e = Estimate::of(&[10.0, 10.0, 10.0], 0.9);
+        assert_eq!((e.lo, e.hi), (10.0, 10.0));
+        assert!(e.narrow(0.03));
+        let e = Estimate::of(&[9.0, 11.0], 0.9);
+        assert!(e.lo < 9.0 && e.hi > 11.0);
+        assert!(!e.narrow(0.03));
+    }
+}
