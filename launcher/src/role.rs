@@ -1,0 +1,483 @@
+//! Who am I? The launcher, a rank it spawned, or a rank of srun/mpirun.
+//!
+//! Environment variables read here (all set by the launcher for its
+//! children; the last two are for users under srun/mpirun):
+//!
+//! | variable | meaning |
+//! |---|---|
+//! | `OVBENCH_RANK`, `OVBENCH_SIZE` | this rank and the number of ranks |
+//! | `OVBENCH_LOCAL_RANK`, `OVBENCH_LOCAL_SIZE` | the same among the ranks of this host |
+//! | `OVBENCH_BOOTSTRAP` | `host:port` of the bootstrap service |
+//! | `OVBENCH_SECRET` | the job secret every connection must present |
+//! | `OVBENCH_CPU` | the core this rank pins itself to |
+//! | `OVBENCH_NCPUS` | CPUs the launcher could use (for oversubscription) |
+//! | `OVBENCH_OVERSUBSCRIBED` | `1` when ranks plus progress threads exceed them |
+//! | `OVBENCH_LAUNCHER_PID` | the launcher; a rank dies with it |
+//! | `OVBENCH_BOOTSTRAP_HOST` | under srun/mpirun: host of rank 0, which runs the service |
+//!
+//! Under srun/mpirun, rank 0 hosts the service on the port of
+//! `OVBENCH_BOOTSTRAP` if set, else on a port derived from the job id; the
+//! host is `OVBENCH_BOOTSTRAP_HOST`, else loopback when the whole job is on
+//! one node, else the first node of the Slurm node list (rank 0's node
+//! under srun's default block distribution). Without `OVBENCH_SECRET` the
+//! secret is derived from the job id: it then only keeps stray connections
+//! out, so export a random `OVBENCH_SECRET` on shared clusters.
+
+use std::env;
+
+use anyhow::{bail, Context, Result};
+use nix::sys::signal::Signal;
+use nix::unistd::{getppid, Pid};
+
+/// What this process is in the job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// No job environment: spawn `np` ranks of ourselves.
+    Launcher { np: u32 },
+    /// One rank of a job.
+    Rank(RankEnv),
+}
+
+/// Which system started the ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobSource {
+    /// ovbench's own local launcher.
+    Launcher,
+    Slurm,
+    OpenMpi,
+    /// MPICH/Hydra's PMI.
+    Pmi,
+    Pmix,
+}
+
+impl JobSource {
+    /// What the user can check when the bootstrap service is unreachable.
+    pub fn hint(self) -> &'static str {
+        match self {
+            JobSource::Launcher => "started by the local ovbench launcher",
+            _ => "under srun/mpirun: set OVBENCH_BOOTSTRAP_HOST to the host of rank 0, or OVBENCH_BOOTSTRAP=host:port, and export it to every rank",
+        }
+    }
+}
+
+/// A rank's identity and how to reach its job's bootstrap service.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RankEnv {
+    pub rank: u32,
+    pub size: u32,
+    pub local_rank: u32,
+    /// Ranks on this host, when the job system says.
+    pub local_size: Option<u32>,
+    /// `host:port` of the bootstrap service.
+    pub bootstrap: String,
+    pub secret: String,
+    /// Core to pin to (set by the local launcher only; srun/mpirun bind).
+    pub cpu: Option<usize>,
+    /// CPUs available to the job on this host, when the launcher says.
+    pub ncpus: Option<u32>,
+    pub source: JobSource,
+    /// This rank runs the service (rank 0 under srun/mpirun).
+    pub hosts_service: bool,
+    /// The launcher found ranks plus progress threads over the CPUs.
+    pub launcher_oversubscribed: bool,
+}
+
+impl RankEnv {
+    /// Whether ranks plus progress threads on this host outnumber its
+    /// cores, so waits must yield or block instead of spinning.
+    pub fn oversubscribed(&self, progress_threads_per_rank: u32) -> bool {
+        self.launcher_oversubscribed
+            || match (self.local_size, self.ncpus) {
+                (Some(n), Some(cpus)) => {
+                    u64::from(n) * (1 + u64::from(progress_threads_per_rank)) > u64::from(cpus)
+                }
+                _ => false,
+            }
+    }
+}
+
+/// Decides the role from the environment. `np_flag` is `--np` if given.
+///
+/// A rank spawned by the launcher also asks the kernel to kill it when
+/// the launcher dies, so no rank can outlive the `ovbench` the user ran.
+pub fn detect(np_flag: Option<u32>) -> Result<Role> {
+    detect_from(&|k| env::var(k).ok(), np_flag).and_then(|role| {
+        if let Role::Rank(RankEnv {
+            source: JobSource::Launcher,
+            ..
+        }) = role
+        {
+            tie_to_launcher()?;
+        }
+        Ok(role)
+    })
+}
+
+fn tie_to_launcher() -> Result<()> {
+    let Some(pid) = env::var("OVBENCH_LAUNCHER_PID").ok() else {
+        return Ok(());
+    };
+    let pid: i32 = pid
+        .parse()
+        .with_context(|| format!("OVBENCH_LAUNCHER_PID={pid:?} is not a process id"))?;
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).context("prctl(PR_SET_PDEATHSIG)")?;
+    // The launcher may have died before the request took effect.
+    if getppid() != Pid::from_raw(pid) {
+        bail!("the ovbench launcher (pid {pid}) is gone; this rank stops");
+    }
+    Ok(())
+}
+
+/// [`detect`] over any variable lookup (tests pass a map).
+pub fn detect_from(var: &dyn Fn(&str) -> Option<String>, np_flag: Option<u32>) -> Result<Role> {
+    if var("OVBENCH_RANK").is_some() {
+        return spawned_rank(var).map(Role::Rank);
+    }
+    if let Some(env) = external_rank(var)? {
+        return Ok(Role::Rank(env));
+    }
+    let np = np_flag.unwrap_or(2);
+    if np == 0 {
+        bail!("--np must be at least 1");
+    }
+    Ok(Role::Launcher { np })
+}
+
+fn num<T: std::str::FromStr>(
+    var: &dyn Fn(&str) -> Option<String>,
+    name: &str,
+) -> Result<Option<T>> {
+    match var(name) {
+        None => Ok(None),
+        Some(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| anyhow::anyhow!("{name}={v:?} is not a valid number")),
+    }
+}
+
+fn required<T: std::str::FromStr>(var: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<T> {
+    num(var, name)?.with_context(|| {
+        format!("OVBENCH_RANK is set but {name} is not: ovbench ranks are started by the ovbench launcher; unset OVBENCH_RANK to launch")
+    })
+}
+
+fn spawned_rank(var: &dyn Fn(&str) -> Option<String>) -> Result<RankEnv> {
+    let rank: u32 = required(var, "OVBENCH_RANK")?;
+    let size: u32 = required(var, "OVBENCH_SIZE")?;
+    if rank >= size {
+        bail!("OVBENCH_RANK={rank} is not below OVBENCH_SIZE={size}");
+    }
+    let bootstrap = var("OVBENCH_BOOTSTRAP").context(
+        "OVBENCH_RANK is set but OVBENCH_BOOTSTRAP is not; unset OVBENCH_RANK to launch",
+    )?;
+    let secret = var("OVBENCH_SECRET")
+        .context("OVBENCH_RANK is set but OVBENCH_SECRET is not; unset OVBENCH_RANK to launch")?;
+    Ok(RankEnv {
+        rank,
+        size,
+        local_rank: num(var, "OVBENCH_LOCAL_RANK")?.unwrap_or(rank),
+        local_size: Some(num(var, "OVBENCH_LOCAL_SIZE")?.unwrap_or(size)),
+        bootstrap,
+        secret,
+        cpu: num(var, "OVBENCH_CPU")?,
+        ncpus: num(var, "OVBENCH_NCPUS")?,
+        source: JobSource::Launcher,
+        hosts_service: false,
+        launcher_oversubscribed: var("OVBENCH_OVERSUBSCRIBED").is_some_and(|v| v == "1"),
+    })
+}
+
+/// A rank of srun, mpirun (Open MPI or Hydra) or a PMIx launcher.
+fn external_rank(var: &dyn Fn(&str) -> Option<String>) -> Result<Option<RankEnv>> {
+    // (source, rank var, size var, local rank var, local size var)
+    let kinds: [(JobSource, &str, &str, &str, &str); 4] = [
+        (
+            JobSource::OpenMpi,
+            "OMPI_COMM_WORLD_RANK",
+            "OMPI_COMM_WORLD_SIZE",
+            "OMPI_COMM_WORLD_LOCAL_RANK",
+            "OMPI_COMM_WORLD_LOCAL_SIZE",
+        ),
+        (
+            JobSource::Pmi,
+            "PMI_RANK",
+            "PMI_SIZE",
+            "MPI_LOCALRANKID",
+            "MPI_LOCALNRANKS",
+        ),
+        // srun sets SLURM_STEP_ID; a batch script (no step) must launch locally.
+        (
+            JobSource::Slurm,
+            "SLURM_PROCID",
+            "SLURM_NTASKS",
+            "SLURM_LOCALID",
+            "",
+        ),
+        (JobSource::Pmix, "PMIX_RANK", "PMIX_SIZE", "", ""),
+    ];
+    for (source, rv, sv, lrv, lsv) in kinds {
+        let Some(rank) = num::<u32>(var, rv)? else {
+            continue;
+        };
+        if source == JobSource::Slurm && var("SLURM_STEP_ID").is_none() {
+            continue;
+        }
+        let size = match num::<u32>(var, sv)? {
+            Some(s) => s,
+            None => bail!("{rv} is set but {sv} is not, so the job size is unknown; launch with srun or mpirun, which set both"),
+        };
+        if rank >= size {
+            bail!("{rv}={rank} is not below {sv}={size}");
+        }
+        if size == 1 {
+            // A one-task step is an allocation to launch inside, not a job.
+            return Ok(None);
+        }
+        let local_rank = if lrv.is_empty() { None } else { num(var, lrv)? };
+        let mut local_size = if lsv.is_empty() { None } else { num(var, lsv)? };
+        let one_node = var("SLURM_STEP_NUM_NODES")
+            .or_else(|| var("SLURM_NNODES"))
+            .is_some_and(|n| n.trim() == "1")
+            && source == JobSource::Slurm;
+        if one_node {
+            local_size = Some(size);
+        }
+        let bootstrap = bootstrap_address(var, size, local_size)?;
+        let secret = match var("OVBENCH_SECRET") {
+            Some(s) => s,
+            None => format!(
+                "job-{:016x}",
+                fnv1a(job_id(var).unwrap_or_default().as_bytes())
+            ),
+        };
+        return Ok(Some(RankEnv {
+            rank,
+            size,
+            local_rank: local_rank.unwrap_or(0),
+            local_size,
+            bootstrap,
+            secret,
+            cpu: None,
+            ncpus: None,
+            source,
+            hosts_service: rank == 0,
+            launcher_oversubscribed: false,
+        }));
+    }
+    Ok(None)
+}
+
+/// The job's identity, from whichever system started it.
+fn job_id(var: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    if let Some(j) = var("SLURM_JOB_ID") {
+        let step = var("SLURM_STEP_ID").unwrap_or_default();
+        return Some(format!("slurm:{j}.{step}"));
+    }
+    [
+        "OMPI_MCA_ess_base_jobid",
+        "PMIX_NAMESPACE",
+        "PMI_KVSNAME",
+        "PMI_PORT",
+    ]
+    .into_iter()
+    .find_map(|k| var(k).map(|v| format!("{k}:{v}")))
+}
+
+fn bootstrap_address(
+    var: &dyn Fn(&str) -> Option<String>,
+    size: u32,
+    local_size: Option<u32>,
+) -> Result<String> {
+    const WHAT_TO_SET: &str = "set OVBENCH_BOOTSTRAP=host:port (host of rank 0, a free port) in every rank's environment (e.g. mpirun -x OVBENCH_BOOTSTRAP=$(hostname):47000)";
+    let explicit = var("OVBENCH_BOOTSTRAP");
+    if let Some(addr) = &explicit {
+        if addr
+            .rsplit_once(':')
+            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+        {
+            return Ok(addr.clone());
+        }
+        bail!("OVBENCH_BOOTSTRAP={addr:?} is not host:port");
+    }
+    let Some(id) = job_id(var) else {
+        bail!("cannot derive a bootstrap port: no job id (SLURM_JOB_ID, OMPI_MCA_ess_base_jobid, PMIX_NAMESPACE) in the environment; {WHAT_TO_SET}");
+    };
+    let port = derive_port(&id);
+    let host = if let Some(h) = var("OVBENCH_BOOTSTRAP_HOST") {
+        h
+    } else if local_size == Some(size) {
+        "127.0.0.1".to_string()
+    } else if let Some(list) = var("SLURM_STEP_NODELIST").or_else(|| var("SLURM_JOB_NODELIST")) {
+        first_host(&list).with_context(|| format!("cannot read the Slurm node list {list:?}; set OVBENCH_BOOTSTRAP_HOST to the host of rank 0"))?
+    } else {
+        bail!("cannot tell which host runs rank 0; set OVBENCH_BOOTSTRAP_HOST to it (e.g. mpirun -x OVBENCH_BOOTSTRAP_HOST=$(hostname)), or {WHAT_TO_SET}");
+    };
+    Ok(format!("{host}:{port}"))
+}
+
+/// A port in 20000..50000 that every rank of the job computes alike.
+pub fn derive_port(job_id: &str) -> u16 {
+    20000 + (fnv1a(job_id.as_bytes()) % 30000) as u16
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The first host of a Slurm host list: `node[07-09,12],gpu1` → `node07`.
+pub fn first_host(list: &str) -> Option<String> {
+    let mut depth = 0;
+    let mut end = list.len();
+    for (i, c) in list.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                end = i;
+                break;
+            }
+            _ => {}
+        }
+    }
+    let item = list[..end].trim();
+    let host = match item.split_once('[') {
+        None => item.to_string(),
+        Some((prefix, rest)) => {
+            let (range, suffix) = rest.split_once(']')?;
+            let first = range.split([',', '-']).next()?;
+            format!("{prefix}{first}{suffix}")
+        }
+    };
+    (!host.is_empty() && !host.contains(['[', ']'])).then_some(host)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn role(vars: &[(&str, &str)], np: Option<u32>) -> Result<Role> {
+        let m: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        detect_from(&|k| m.get(k).cloned(), np)
+    }
+
+    #[test]
+    fn no_job_means_launcher() {
+        assert_eq!(role(&[], None).unwrap(), Role::Launcher { np: 2 });
+        assert_eq!(role(&[], Some(5)).unwrap(), Role::Launcher { np: 5 });
+        assert!(role(&[], Some(0)).is_err());
+        // A batch script (no step) and a one-task step launch locally.
+        let batch = [
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "4"),
+            ("SLURM_JOB_ID", "9"),
+        ];
+        assert_eq!(role(&batch, Some(3)).unwrap(), Role::Launcher { np: 3 });
+        let one = [("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "1")];
+        assert_eq!(role(&one, None).unwrap(), Role::Launcher { np: 2 });
+    }
+
+    #[test]
+    fn spawned_child() {
+        let vars = [
+            ("OVBENCH_RANK", "1"),
+            ("OVBENCH_SIZE", "3"),
+            ("OVBENCH_LOCAL_RANK", "1"),
+            ("OVBENCH_BOOTSTRAP", "127.0.0.1:4000"),
+            ("OVBENCH_SECRET", "ab"),
+            ("OVBENCH_CPU", "5"),
+            ("OVBENCH_NCPUS", "2"),
+        ];
+        let Role::Rank(env) = role(&vars, Some(3)).unwrap() else {
+            panic!("not a rank")
+        };
+        assert_eq!((env.rank, env.size, env.cpu), (1, 3, Some(5)));
+        assert!(env.oversubscribed(0));
+        assert!(!env.hosts_service);
+        let bad = [("OVBENCH_RANK", "3"), ("OVBENCH_SIZE", "3")];
+        assert!(role(&bad, None).is_err());
+        let missing = [("OVBENCH_RANK", "0"), ("OVBENCH_SIZE", "3")];
+        let e = role(&missing, None).unwrap_err().to_string();
+        assert!(e.contains("OVBENCH_BOOTSTRAP"), "{e}");
+    }
+
+    #[test]
+    fn srun_rank_on_several_nodes() {
+        let vars = [
+            ("SLURM_PROCID", "2"),
+            ("SLURM_NTASKS", "4"),
+            ("SLURM_STEP_ID", "0"),
+            ("SLURM_JOB_ID", "777"),
+            ("SLURM_NNODES", "2"),
+            ("SLURM_JOB_NODELIST", "cn[012-013]"),
+        ];
+        let Role::Rank(env) = role(&vars, None).unwrap() else {
+            panic!("not a rank")
+        };
+        assert_eq!(env.source, JobSource::Slurm);
+        assert_eq!(
+            env.bootstrap,
+            format!("cn012:{}", derive_port("slurm:777.0"))
+        );
+        assert!(!env.hosts_service);
+    }
+
+    #[test]
+    fn mpirun_rank() {
+        let local = [
+            ("OMPI_COMM_WORLD_RANK", "0"),
+            ("OMPI_COMM_WORLD_SIZE", "2"),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "2"),
+            ("OMPI_MCA_ess_base_jobid", "123"),
+        ];
+        let Role::Rank(env) = role(&local, None).unwrap() else {
+            panic!("not a rank")
+        };
+        assert!(env.hosts_service);
+        assert!(env.bootstrap.starts_with("127.0.0.1:"));
+        // Several nodes and nothing to say where rank 0 is: tell the user.
+        let remote = [
+            ("PMI_RANK", "1"),
+            ("PMI_SIZE", "4"),
+            ("MPI_LOCALNRANKS", "2"),
+            ("PMI_KVSNAME", "kvs_1"),
+        ];
+        let e = role(&remote, None).unwrap_err().to_string();
+        assert!(e.contains("OVBENCH_BOOTSTRAP_HOST"), "{e}");
+        let mut named = remote.to_vec();
+        named.push(("OVBENCH_BOOTSTRAP_HOST", "head"));
+        let Role::Rank(env) = role(&named, None).unwrap() else {
+            panic!("not a rank")
+        };
+        assert!(env.bootstrap.starts_with("head:"));
+        let explicit = [
+            ("PMIX_RANK", "0"),
+            ("PMIX_SIZE", "2"),
+            ("OVBENCH_BOOTSTRAP", "x:1"),
+        ];
+        let Role::Rank(env) = role(&explicit, None).unwrap() else {
+            panic!("not a rank")
+        };
+        assert_eq!(env.bootstrap, "x:1");
+        let no_size = [("PMIX_RANK", "0")];
+        assert!(role(&no_size, None).is_err());
+    }
+
+    #[test]
+    fn host_lists() {
+        assert_eq!(first_host("node[07-09,12],gpu1").as_deref(), Some("node07"));
+        assert_eq!(first_host("a1,a2").as_deref(), Some("a1"));
+        assert_eq!(first_host("r[3,5]-ib").as_deref(), Some("r3-ib"));
+        assert_eq!(first_host("x[1-"), None);
+        assert_eq!(first_host(""), None);
+        assert_eq!(derive_port("j"), derive_port("j"));
+        assert!((20000..50000).contains(&derive_port("anything")));
+    }
+}

@@ -1,0 +1,455 @@
+//! The bootstrap service: a key-value store with barrier and allgather for
+//! the ranks of one job, on a TCP socket guarded by the job's secret.
+//!
+//! The launcher runs it on loopback; under srun/mpirun rank 0 runs it. One
+//! thread accepts, one thread serves each rank. A rank whose connection
+//! drops without a goodbye is recorded as dead, and everyone waiting on the
+//! service gets an error naming it instead of waiting out the deadline.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+use crate::wire::{
+    read_frame, secrets_equal, write_frame, CollKind, ReadError, Request, Response, MAX_RANKS,
+    MAX_REQUEST,
+};
+
+/// How long a new connection has to present the secret.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often blocked threads look at the stop flag.
+const TICK: Duration = Duration::from_millis(100);
+/// A stalled reader must not block a service thread for longer than this.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Total bytes of values the store will hold; a runaway rank is refused.
+const MAX_STORED: usize = 256 * 1024 * 1024;
+
+/// Where each rank stands with the service.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Presence {
+    NotYet,
+    Connected,
+    /// Said goodbye: finished normally.
+    Left,
+    /// Connection dropped or broke the protocol.
+    Died,
+}
+
+/// One step of the ranks' common sequence of collectives.
+struct Coll {
+    kind: CollKind,
+    contrib: Vec<Option<Vec<u8>>>,
+    arrived: u32,
+    result: Option<Arc<Vec<Vec<u8>>>>,
+    taken: u32,
+    mismatch: Option<String>,
+}
+
+struct State {
+    kv: HashMap<String, Vec<u8>>,
+    stored: usize,
+    presence: Vec<Presence>,
+    died: Vec<u32>,
+    colls: BTreeMap<u64, Coll>,
+    next_step: Vec<u64>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    cv: Condvar,
+    stop: AtomicBool,
+    secret: Vec<u8>,
+    size: u32,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A running bootstrap service; dropping it stops it and joins its threads.
+pub struct Service {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Service({}, {} ranks)", self.addr, self.shared.size)
+    }
+}
+
+impl Service {
+    /// Binds `bind` (port 0 for an ephemeral one) and serves a job of
+    /// `size` ranks that must present `secret`.
+    pub fn start(bind: SocketAddr, size: u32, secret: &[u8]) -> Result<Service> {
+        if size == 0 || size > MAX_RANKS {
+            bail!("a job needs between 1 and {MAX_RANKS} ranks, not {size}");
+        }
+        let listener = TcpListener::bind(bind).with_context(|| {
+            format!("cannot open the bootstrap service on {bind}; if the port is taken, set OVBENCH_BOOTSTRAP=host:port to another one")
+        })?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                kv: HashMap::new(),
+                stored: 0,
+                presence: vec![Presence::NotYet; size as usize],
+                died: Vec::new(),
+                colls: BTreeMap::new(),
+                next_step: vec![0; size as usize],
+            }),
+            cv: Condvar::new(),
+            stop: AtomicBool::new(false),
+            secret: secret.to_vec(),
+            size,
+        });
+        let sh = Arc::clone(&shared);
+        let accept = std::thread::Builder::new()
+            .name("ovbench-bootstrap".into())
+            .spawn(move || accept_loop(listener, sh))
+            .context("cannot start the bootstrap service thread")?;
+        Ok(Service {
+            addr,
+            shared,
+            accept: Some(accept),
+        })
+    }
+
+    /// The address ranks connect to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Ranks whose connection dropped without a goodbye, first one first.
+    pub fn died(&self) -> Vec<u32> {
+        self.shared.lock().died.clone()
+    }
+
+    /// Waits until every rank has said goodbye or died, or `deadline`.
+    /// Returns whether they all did.
+    pub fn wait_all_gone(&self, deadline: Instant) -> bool {
+        let mut st = self.shared.lock();
+        loop {
+            if st
+                .presence
+                .iter()
+                .all(|p| matches!(p, Presence::Left | Presence::Died))
+            {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            st = self
+                .shared
+                .cv
+                .wait_timeout(st, (deadline - now).min(TICK))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        self.shared.cv.notify_all();
+        if let Some(h) = self.accept.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    let mut conns: Vec<JoinHandle<()>> = Vec::new();
+    while !shared.stop.load(Ordering::Relaxed) {
+        let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        let ready = poll(&mut fds, PollTimeout::from(100u8));
+        if !matches!(ready, Ok(n) if n > 0) {
+            continue;
+        }
+        let Ok((stream, _peer)) = listener.accept() else {
+            continue;
+        };
+        let sh = Arc::clone(&shared);
+        if let Ok(h) = std::thread::Builder::new()
+            .name("ovbench-bootstrap-conn".into())
+            .spawn(move || serve(stream, sh))
+        {
+            conns.push(h);
+        }
+        conns.retain(|h| !h.is_finished());
+    }
+    for h in conns {
+        let _ = h.join();
+    }
+}
+
+/// Serves one connection: the secret first, then requests until goodbye.
+fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
+    if stream.set_nonblocking(false).is_err()
+        || stream.set_read_timeout(Some(TICK)).is_err()
+        || stream.set_write_timeout(Some(WRITE_TIMEOUT)).is_err()
+    {
+        return;
+    }
+    let _ = stream.set_nodelay(true);
+    let Some(rank) = handshake(&mut stream, &shared) else {
+        return;
+    };
+    loop {
+        let body = match read_frame(&mut stream, MAX_REQUEST, None, Some(&shared.stop)) {
+            Ok(b) => b,
+            Err(ReadError::Stopped) => return,
+            Err(ReadError::Closed) => return mark_died(&shared, rank),
+            Err(ReadError::TimedOut) => continue,
+            Err(ReadError::Other(e)) => {
+                let msg = format!("rank {rank}: bad bootstrap frame: {e:#}");
+                let _ = write_frame(&mut stream, &Response::Err(msg).encode());
+                return mark_died(&shared, rank);
+            }
+        };
+        let req = match Request::decode(&body) {
+            Ok(r) => r,
+            Err(e) => {
+                let msg = format!("rank {rank}: bad bootstrap request: {e:#}");
+                let _ = write_frame(&mut stream, &Response::Err(msg).encode());
+                return mark_died(&shared, rank);
+            }
+        };
+        let bye = req == Request::Bye;
+        let resp = handle(&shared, rank, req);
+        if write_frame(&mut stream, &resp.encode()).is_err() && !bye {
+            return mark_died(&shared, rank);
+        }
+        if bye {
+            return;
+        }
+    }
+}
+
+/// Checks the hello; answers it and returns the rank, or refuses.
+fn handshake(stream: &mut TcpStream, shared: &Shared) -> Option<u32> {
+    let deadline = Instant::now() + HELLO_TIMEOUT;
+    let body = read_frame(stream, MAX_REQUEST, Some(deadline), Some(&shared.stop)).ok()?;
+    let verdict = match Request::decode(&body) {
+        Ok(Request::Hello { rank, size, secret }) => {
+            if !secrets_equal(&secret, &shared.secret) {
+                Err("wrong job secret: this service belongs to another ovbench job".to_string())
+            } else if size != shared.size {
+                Err(format!(
+                    "this job has {} ranks, the client believes {size}",
+                    shared.size
+                ))
+            } else if rank >= size {
+                Err(format!("rank {rank} out of range for {size} ranks"))
+            } else {
+                let mut st = shared.lock();
+                let p = &mut st.presence[rank as usize];
+                if *p == Presence::NotYet {
+                    *p = Presence::Connected;
+                    Ok(rank)
+                } else {
+                    Err(format!("rank {rank} has already connected once"))
+                }
+            }
+        }
+        Ok(_) => Err("the first request must be a hello with the job secret".into()),
+        Err(e) => Err(format!("bad hello: {e:#}")),
+    };
+    match verdict {
+        Ok(rank) => {
+            if write_frame(stream, &Response::Ok.encode()).is_err() {
+                mark_died(shared, rank);
+                return None;
+            }
+            Some(rank)
+        }
+        Err(msg) => {
+            let _ = write_frame(stream, &Response::Err(msg).encode());
+            None
+        }
+    }
+}
+
+fn mark_died(shared: &Shared, rank: u32) {
+    let mut st = shared.lock();
+    if st.presence[rank as usize] == Presence::Connected {
+        st.presence[rank as usize] = Presence::Died;
+        st.died.push(rank);
+    }
+    drop(st);
+    shared.cv.notify_all();
+}
+
+fn died_message(st: &State) -> Option<String> {
+    let first = st.died.first()?;
+    Some(format!(
+        "rank {first} disconnected from the bootstrap service without finishing (it probably crashed or was killed)"
+    ))
+}
+
+fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
+    match req {
+        Request::Put { key, value } => {
+            let mut st = shared.lock();
+            let old = st.kv.get(&key).map_or(0, Vec::len);
+            let stored = st.stored - old + value.len();
+            if stored > MAX_STORED {
+                return Response::Err(format!(
+                    "rank {rank}: the bootstrap store is full ({MAX_STORED} bytes)"
+                ));
+            }
+            st.stored = stored;
+            st.kv.insert(key, value);
+            drop(st);
+            shared.cv.notify_all();
+            Response::Ok
+        }
+        Request::Get { wait_ms, key } => get(shared, &key, wait_ms),
+        Request::Collective {
+            kind,
+            wait_ms,
+            data,
+        } => collective(shared, rank, kind, wait_ms, data),
+        Request::Bye => {
+            let mut st = shared.lock();
+            st.presence[rank as usize] = Presence::Left;
+            drop(st);
+            shared.cv.notify_all();
+            Response::Ok
+        }
+        Request::Hello { .. } => Response::Err(format!("rank {rank}: hello sent twice")),
+    }
+}
+
+fn get(shared: &Shared, key: &str, wait_ms: u32) -> Response {
+    let deadline = Instant::now() + Duration::from_millis(u64::from(wait_ms));
+    let mut st = shared.lock();
+    loop {
+        if let Some(v) = st.kv.get(key) {
+            return Response::Value(v.clone());
+        }
+        if let Some(msg) = died_message(&st) {
+            return Response::Err(format!("waiting for key {key:?}: {msg}"));
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Response::Err(format!(
+                "key {key:?} did not appear within {:.1} s; the rank that should publish it may be stuck",
+                wait_ms as f64 / 1e3
+            ));
+        }
+        if shared.stop.load(Ordering::Relaxed) {
+            return Response::Err("the bootstrap service is shutting down".into());
+        }
+        st = shared
+            .cv
+            .wait_timeout(st, (deadline - now).min(TICK))
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}
+
+fn collective(shared: &Shared, rank: u32, kind: CollKind, wait_ms: u32, data: Vec<u8>) -> Response {
+    let deadline = Instant::now() + Duration::from_millis(u64::from(wait_ms));
+    let size = shared.size;
+    let mut st = shared.lock();
+    let step = st.next_step[rank as usize];
+    st.next_step[rank as usize] += 1;
+    let coll = st.colls.entry(step).or_insert_with(|| Coll {
+        kind,
+        contrib: vec![None; size as usize],
+        arrived: 0,
+        result: None,
+        taken: 0,
+        mismatch: None,
+    });
+    if coll.kind != kind && coll.mismatch.is_none() {
+        coll.mismatch = Some(format!(
+            "collective #{step}: rank {rank} called {kind:?} while others called {:?}; the ranks disagree on the program",
+            coll.kind
+        ));
+    }
+    coll.contrib[rank as usize] = Some(data);
+    coll.arrived += 1;
+    if coll.arrived == size {
+        let all = coll
+            .contrib
+            .iter_mut()
+            .map(|c| c.take().unwrap_or_default());
+        coll.result = Some(Arc::new(all.collect()));
+        shared.cv.notify_all();
+    }
+    loop {
+        let Some(coll) = st.colls.get_mut(&step) else {
+            return Response::Err(format!("collective #{step} vanished (service bug)"));
+        };
+        if let Some(msg) = &coll.mismatch {
+            return Response::Err(msg.clone());
+        }
+        if let Some(result) = coll.result.clone() {
+            coll.taken += 1;
+            if coll.taken == size {
+                st.colls.remove(&step);
+            }
+            return match kind {
+                CollKind::Barrier => Response::Ok,
+                CollKind::Allgather => Response::Gathered(result.to_vec()),
+            };
+        }
+        let missing: Vec<u32> = (0..size)
+            .filter(|&r| coll.contrib[r as usize].is_none() && r != rank)
+            .collect();
+        let gone: Vec<u32> = missing
+            .iter()
+            .copied()
+            .filter(|&r| matches!(st.presence[r as usize], Presence::Left | Presence::Died))
+            .collect();
+        if !gone.is_empty() {
+            let why = died_message(&st)
+                .unwrap_or_else(|| format!("rank {} already finished and left the job", gone[0]));
+            return Response::Err(format!("{kind:?} #{step}: {why}"));
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Response::Err(format!(
+                "{kind:?} #{step} timed out after {:.1} s; still waiting for rank(s) {}",
+                wait_ms as f64 / 1e3,
+                list(&missing)
+            ));
+        }
+        if shared.stop.load(Ordering::Relaxed) {
+            return Response::Err("the bootstrap service is shutting down".into());
+        }
+        st = shared
+            .cv
+            .wait_timeout(st, (deadline - now).min(TICK))
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}
+
+/// "1, 2, 3" (shortened for huge jobs).
+fn list(ranks: &[u32]) -> String {
+    let mut s: Vec<String> = ranks.iter().take(16).map(u32::to_string).collect();
+    if ranks.len() > 16 {
+        s.push(format!("and {} more", ranks.len() - 16));
+    }
+    s.join(", ")
+}
+
+#[cfg(test)]
+mod tests;

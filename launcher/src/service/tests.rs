@@ -1,0 +1,185 @@
+//! The service driven by real clients on threads, over loopback TCP.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::Service;
+use crate::client::Bootstrap;
+use crate::wire::{Request, MAX_REQUEST};
+
+const SECRET: &[u8] = b"0123456789abcdef";
+
+fn start(size: u32) -> (Service, String) {
+    let s = Service::start(([127, 0, 0, 1], 0).into(), size, SECRET).unwrap();
+    let addr = s.addr().to_string();
+    (s, addr)
+}
+
+fn join(addr: &str, rank: u32, size: u32, timeout: Duration) -> Bootstrap {
+    Bootstrap::connect_to(addr, rank, size, SECRET, timeout).unwrap()
+}
+
+/// Runs `f` as every rank of a `size`-rank job, each on its own thread.
+fn run_job<T: Send + 'static>(
+    size: u32,
+    f: impl Fn(Bootstrap) -> T + Send + Sync + Clone + 'static,
+) -> Vec<T> {
+    let (_service, addr) = start(size);
+    let handles: Vec<_> = (0..size)
+        .map(|r| {
+            let (f, addr) = (f.clone(), addr.clone());
+            thread::spawn(move || f(join(&addr, r, size, Duration::from_secs(10))))
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+#[test]
+fn allgather_is_in_rank_order_and_repeatable() {
+    let out = run_job(4, |mut b| {
+        let mut rounds = Vec::new();
+        for round in 0..3u8 {
+            let mine = vec![b.rank() as u8, round];
+            rounds.push(b.allgather(&mine).unwrap());
+            b.barrier().unwrap();
+        }
+        rounds
+    });
+    for rounds in out {
+        for (round, all) in rounds.iter().enumerate() {
+            let want: Vec<Vec<u8>> = (0..4u8).map(|r| vec![r, round as u8]).collect();
+            assert_eq!(all, &want);
+        }
+    }
+}
+
+#[test]
+fn get_waits_for_a_later_put() {
+    let out = run_job(3, |mut b| {
+        let r = b.rank();
+        // Rank r waits for r+1's key, which r+1 stores only after a delay.
+        thread::sleep(Duration::from_millis(50 * u64::from(r)));
+        b.put(&format!("addr/{r}"), format!("rank{r}").as_bytes())
+            .unwrap();
+        let next = (r + 1) % b.size();
+        let v = b.get(&format!("addr/{next}")).unwrap();
+        let root = b.broadcast(2, b"from-two").unwrap();
+        let gathered = b.gather_to_root(&[r as u8], 0).unwrap();
+        (r, next, v, root, gathered)
+    });
+    for (r, next, v, root, gathered) in out {
+        assert_eq!(v, format!("rank{next}").into_bytes());
+        assert_eq!(root, b"from-two");
+        assert_eq!(gathered.is_some(), r == 0);
+    }
+}
+
+#[test]
+fn wrong_secret_is_refused() {
+    let (_s, addr) = start(2);
+    let e =
+        Bootstrap::connect_to(&addr, 0, 2, b"not-the-secret", Duration::from_secs(2)).unwrap_err();
+    assert!(format!("{e:#}").contains("wrong job secret"), "{e:#}");
+    // The refused attempt did not take rank 0's place.
+    join(&addr, 0, 2, Duration::from_secs(2));
+    // A second rank 0 and a wrong job size are refused as well.
+    let e = Bootstrap::connect_to(&addr, 0, 2, SECRET, Duration::from_secs(2)).unwrap_err();
+    assert!(format!("{e:#}").contains("already connected"), "{e:#}");
+    let e = Bootstrap::connect_to(&addr, 1, 3, SECRET, Duration::from_secs(2)).unwrap_err();
+    assert!(format!("{e:#}").contains("3"), "{e:#}");
+}
+
+#[test]
+fn garbage_before_the_secret_is_dropped() {
+    let (_s, addr) = start(1);
+    let mut raw = TcpStream::connect(&addr).unwrap();
+    raw.write_all(&[4, 0, 0, 0, 1, 2, 3, 4]).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = Vec::new();
+    // The service answers with an error frame, then closes: EOF, not a hang.
+    raw.read_to_end(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf).contains("bad hello"));
+}
+
+#[test]
+fn oversized_frame_is_refused_and_the_rank_reported() {
+    let (service, addr) = start(2);
+    let mut raw = TcpStream::connect(&addr).unwrap();
+    let hello = Request::Hello {
+        rank: 1,
+        size: 2,
+        secret: SECRET.to_vec(),
+    }
+    .encode();
+    raw.write_all(&(hello.len() as u32).to_le_bytes()).unwrap();
+    raw.write_all(&hello).unwrap();
+    raw.write_all(&((MAX_REQUEST as u32) + 1).to_le_bytes())
+        .unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = Vec::new();
+    raw.read_to_end(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf).contains("exceeds the limit"));
+    assert_eq!(service.died(), vec![1]);
+    // Rank 0 waiting on the broken rank hears about it instead of hanging.
+    let mut b = join(&addr, 0, 2, Duration::from_secs(30));
+    let t = Instant::now();
+    let e = b.barrier().unwrap_err();
+    assert!(format!("{e:#}").contains("rank 1"), "{e:#}");
+    assert!(t.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn deadlines_are_honoured() {
+    let (_s, addr) = start(2);
+    let mut b = join(&addr, 0, 2, Duration::from_millis(300));
+    let t = Instant::now();
+    let e = b.get("never").unwrap_err();
+    assert!(format!("{e:#}").contains("did not appear"), "{e:#}");
+    let e = b.barrier().unwrap_err();
+    assert!(format!("{e:#}").contains("rank(s) 1"), "{e:#}");
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(600) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    // Nobody listening: connecting gives up at its deadline.
+    drop(_s);
+    let t = Instant::now();
+    assert!(Bootstrap::connect_to(&addr, 1, 2, SECRET, Duration::from_millis(300)).is_err());
+    assert!(t.elapsed() < Duration::from_secs(3));
+}
+
+#[test]
+fn a_vanished_rank_is_named_to_the_waiters() {
+    let (service, addr) = start(3);
+    let a2 = addr.clone();
+    let waiter = thread::spawn(move || {
+        let mut b = join(&a2, 0, 3, Duration::from_secs(30));
+        let t = Instant::now();
+        (b.allgather(b"x").unwrap_err(), t.elapsed())
+    });
+    let b1 = join(&addr, 1, 3, Duration::from_secs(30));
+    let b2 = join(&addr, 2, 3, Duration::from_secs(30));
+    thread::sleep(Duration::from_millis(100));
+    // Rank 2 "crashes": its socket closes without a goodbye.
+    b2.vanish();
+    let (e, took) = waiter.join().unwrap();
+    assert!(format!("{e:#}").contains("rank 2 disconnected"), "{e:#}");
+    assert!(took < Duration::from_secs(5));
+    assert_eq!(service.died(), vec![2]);
+    drop(b1);
+}
+
+#[test]
+fn the_hosting_rank_waits_for_goodbyes() {
+    let (service, addr) = start(2);
+    let b0 = join(&addr, 0, 2, Duration::from_secs(5));
+    let b1 = join(&addr, 1, 2, Duration::from_secs(5));
+    assert!(!service.wait_all_gone(Instant::now() + Duration::from_millis(50)));
+    b0.finish().unwrap();
+    drop(b1);
+    assert!(service.wait_all_gone(Instant::now() + Duration::from_secs(2)));
+    assert!(service.died().is_empty());
+}

@@ -1,0 +1,381 @@
+//! Local mode: spawn `np` ranks of ourselves, watch them, and tear them all
+//! down as soon as one fails or the user interrupts.
+//!
+//! The launcher blocks SIGINT, SIGTERM, SIGHUP and SIGCHLD and reads them
+//! from a signalfd, so a rank's death wakes it at once (no busy polling
+//! while the benchmark runs) and Ctrl-C reaches the teardown code instead
+//! of killing the launcher and orphaning the ranks. The ranks start with
+//! a clean signal mask (std resets it before exec).
+
+use std::ffi::OsString;
+use std::os::fd::AsFd;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::unistd::Pid;
+
+use crate::output::{drain, forward, Sink};
+use crate::pinning::plan_pinning;
+use crate::service::Service;
+
+/// How [`launch_local`] runs the job.
+#[derive(Clone, Debug)]
+pub struct LaunchOptions {
+    /// Deadline of every bootstrap wait, and how long the other ranks may
+    /// keep running after one rank finished successfully.
+    pub timeout: Duration,
+    /// Program to run as the ranks; `None`: this executable.
+    pub program: Option<PathBuf>,
+    /// Pin each rank to a core (`OVBENCH_CPU`).
+    pub pin: bool,
+    /// Progress threads per rank, counted when deciding oversubscription.
+    pub progress_threads: u32,
+    /// Between SIGTERM and SIGKILL in a teardown.
+    pub grace: Duration,
+    /// Stop the whole job after this long; `None`: no limit.
+    pub job_timeout: Option<Duration>,
+}
+
+impl Default for LaunchOptions {
+    fn default() -> Self {
+        LaunchOptions {
+            timeout: Duration::from_secs(60),
+            program: None,
+            pin: true,
+            progress_threads: 0,
+            grace: Duration::from_secs(1),
+            job_timeout: None,
+        }
+    }
+}
+
+/// Exit code when the job ran out of time (as timeout(1)).
+pub const EXIT_TIMEOUT: i32 = 124;
+
+/// Runs `np` ranks of the program with `args` on this host and returns
+/// the job's exit code: 0 when every rank succeeded, else the failing
+/// rank's code (128 + signal when killed; 128 + signal when the launcher
+/// itself was interrupted; [`EXIT_TIMEOUT`] for a deadline). Errors are
+/// problems starting the job. No rank outlives this call.
+pub fn launch_local(np: u32, args: &[OsString], opts: &LaunchOptions) -> Result<i32> {
+    if np == 0 {
+        bail!("--np must be at least 1");
+    }
+    let program = match &opts.program {
+        Some(p) => p.clone(),
+        None => {
+            std::env::current_exe().context("cannot find this executable to start the ranks")?
+        }
+    };
+    // Block before any thread starts so every thread inherits the mask.
+    let mut mask = SigSet::empty();
+    for s in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGCHLD,
+    ] {
+        mask.add(s);
+    }
+    let _restore = MaskGuard(mask.thread_swap_mask(SigmaskHow::SIG_BLOCK)?);
+    let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+        .context("signalfd")?;
+
+    let secret = crate::secret::generate()?;
+    let service = Service::start(([127, 0, 0, 1], 0).into(), np, secret.as_bytes())?;
+    let plan = plan_pinning(np);
+    if opts.pin {
+        for w in &plan.warnings {
+            eprintln!("ovbench: warning: {w}");
+        }
+    }
+    let oversubscribed = plan.oversubscribed_with(opts.progress_threads);
+
+    let mut ranks = Ranks::default();
+    for rank in 0..np {
+        let mut cmd = Command::new(&program);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .env("OVBENCH_RANK", rank.to_string())
+            .env("OVBENCH_SIZE", np.to_string())
+            .env("OVBENCH_LOCAL_RANK", rank.to_string())
+            .env("OVBENCH_LOCAL_SIZE", np.to_string())
+            .env("OVBENCH_BOOTSTRAP", service.addr().to_string())
+            .env("OVBENCH_SECRET", &secret)
+            .env("OVBENCH_NCPUS", plan.available.len().to_string())
+            .env(
+                "OVBENCH_OVERSUBSCRIBED",
+                u8::from(oversubscribed).to_string(),
+            )
+            .env("OVBENCH_LAUNCHER_PID", std::process::id().to_string());
+        if opts.pin {
+            cmd.env("OVBENCH_CPU", plan.cpus[rank as usize].to_string());
+        }
+        if rank > 0 {
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start rank {rank} ({})", program.display()))?;
+        if let Some(out) = child.stdout.take() {
+            ranks.forwarders.extend(forward(out, rank, Sink::Stdout));
+        }
+        if let Some(err) = child.stderr.take() {
+            ranks.forwarders.extend(forward(err, rank, Sink::Stderr));
+        }
+        ranks.live.push(Some((rank, child)));
+    }
+    let code = monitor(&mut ranks, &sfd, &service, opts);
+    ranks.teardown(opts.grace);
+    drain(
+        std::mem::take(&mut ranks.forwarders),
+        Instant::now() + Duration::from_secs(1),
+    );
+    Ok(code)
+}
+
+/// Restores the signal mask [`launch_local`] found.
+struct MaskGuard(SigSet);
+
+impl Drop for MaskGuard {
+    fn drop(&mut self) {
+        let _ = self.0.thread_set_mask();
+    }
+}
+
+/// The children; dropping this kills whatever still runs.
+#[derive(Default)]
+struct Ranks {
+    live: Vec<Option<(u32, Child)>>,
+    forwarders: Vec<JoinHandle<()>>,
+}
+
+impl Ranks {
+    /// SIGTERM to every live rank, SIGKILL after `grace`, reap them all.
+    fn teardown(&mut self, grace: Duration) {
+        if self.reap_all() {
+            return;
+        }
+        self.signal_all(Signal::SIGTERM);
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline && !self.reap_all() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.signal_all(Signal::SIGKILL);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !self.reap_all() {
+            if Instant::now() >= deadline {
+                for (rank, child) in self.live.iter().flatten() {
+                    eprintln!(
+                        "ovbench: rank {rank} (pid {}) survived SIGKILL (stuck in the kernel?); kill it by hand",
+                        child.id()
+                    );
+                }
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn signal_all(&self, sig: Signal) {
+        for (_, child) in self.live.iter().flatten() {
+            let _ = kill(Pid::from_raw(child.id() as i32), sig);
+        }
+    }
+
+    /// Reaps what has exited; true when none is left.
+    fn reap_all(&mut self) -> bool {
+        for slot in &mut self.live {
+            if let Some((_, child)) = slot {
+                if !matches!(child.try_wait(), Ok(None)) {
+                    *slot = None;
+                }
+            }
+        }
+        self.live.iter().all(Option::is_none)
+    }
+}
+
+impl Drop for Ranks {
+    fn drop(&mut self) {
+        self.signal_all(Signal::SIGKILL);
+        for (_, child) in self.live.iter_mut().flatten() {
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A rank that exited, and how.
+struct Exit {
+    rank: u32,
+    pid: u32,
+    status: ExitStatus,
+}
+
+/// Watches the ranks until all succeeded or something must stop the job;
+/// returns the job's exit code. Leaves teardown to the caller.
+fn monitor(ranks: &mut Ranks, sfd: &SignalFd, service: &Service, opts: &LaunchOptions) -> i32 {
+    let start = Instant::now();
+    let mut first_done: Option<Instant> = None;
+    loop {
+        if let Some(sig) = interrupted(sfd) {
+            eprintln!("ovbench: received {}; stopping all ranks", sig.as_str());
+            return 128 + sig as i32;
+        }
+        let mut failed = Vec::new();
+        for slot in &mut ranks.live {
+            let Some((rank, child)) = slot else { continue };
+            let status = match child.try_wait() {
+                Ok(None) => continue,
+                Ok(Some(s)) => s,
+                // Cannot happen for our own child; treat it as lost.
+                Err(_) => ExitStatus::from_raw(255 << 8),
+            };
+            if !status.success() {
+                failed.push(Exit {
+                    rank: *rank,
+                    pid: child.id(),
+                    status,
+                });
+            }
+            *slot = None;
+            first_done.get_or_insert_with(Instant::now);
+        }
+        if !failed.is_empty() {
+            if let Some(sig) = interrupted(sfd) {
+                eprintln!("ovbench: received {}; stopping all ranks", sig.as_str());
+                return 128 + sig as i32;
+            }
+            return report_failure(failed, &service.died());
+        }
+        if ranks.live.iter().all(Option::is_none) {
+            return 0;
+        }
+        let now = Instant::now();
+        if first_done.is_some_and(|t| now - t > opts.timeout) {
+            let still: Vec<String> = ranks
+                .live
+                .iter()
+                .flatten()
+                .map(|(r, c)| format!("rank {r} (pid {})", c.id()))
+                .collect();
+            eprintln!(
+                "ovbench: {} still running {:.0} s after another rank finished; stopping it (raise --timeout if that is expected)",
+                still.join(", "),
+                opts.timeout.as_secs_f64()
+            );
+            return EXIT_TIMEOUT;
+        }
+        if opts.job_timeout.is_some_and(|t| now - start > t) {
+            eprintln!(
+                "ovbench: the job ran past its limit of {:.0} s; stopping all ranks",
+                opts.job_timeout.unwrap_or_default().as_secs_f64()
+            );
+            return EXIT_TIMEOUT;
+        }
+        // Woken at once by SIGCHLD or a signal; the timeout is a safety net.
+        let mut fds = [PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];
+        let _ = poll(&mut fds, PollTimeout::from(200u8));
+    }
+}
+
+/// Drains the signalfd; the first terminating signal, if any.
+fn interrupted(sfd: &SignalFd) -> Option<Signal> {
+    let mut got = None;
+    while let Ok(Some(info)) = sfd.read_signal() {
+        let sig = Signal::try_from(info.ssi_signo as i32).ok();
+        if sig != Some(Signal::SIGCHLD) && got.is_none() {
+            got = sig;
+        }
+    }
+    got
+}
+
+/// Prints which rank failed and how; returns the job's exit code.
+///
+/// When several ranks ended at once, the one to blame is the one whose
+/// bootstrap connection dropped first, else one killed by a signal (the
+/// others most likely failed because of it), else the lowest rank.
+fn report_failure(mut failed: Vec<Exit>, died_first: &[u32]) -> i32 {
+    let pick = died_first
+        .iter()
+        .find_map(|d| failed.iter().position(|e| e.rank == *d))
+        .or_else(|| failed.iter().position(|e| e.status.signal().is_some()))
+        .unwrap_or(0);
+    let culprit = failed.remove(pick);
+    eprintln!(
+        "ovbench: rank {} (pid {}) {}; stopping the other ranks",
+        culprit.rank,
+        culprit.pid,
+        describe(culprit.status)
+    );
+    for e in &failed {
+        eprintln!(
+            "ovbench: rank {} (pid {}) also {}",
+            e.rank,
+            e.pid,
+            describe(e.status)
+        );
+    }
+    exit_code(culprit.status)
+}
+
+/// "exited with status 3", "was killed by signal 9 (SIGKILL)".
+pub fn describe(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exited with status {c}"),
+        (None, Some(s)) => match Signal::try_from(s) {
+            Ok(sig) => format!("was killed by signal {s} ({})", sig.as_str()),
+            Err(_) => format!("was killed by signal {s}"),
+        },
+        _ => format!("ended with {status}"),
+    }
+}
+
+fn exit_code(status: ExitStatus) -> i32 {
+    match (status.code(), status.signal()) {
+        (Some(c), _) if c != 0 => c,
+        (None, Some(s)) => 128 + s,
+        _ => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_are_described() {
+        assert_eq!(
+            describe(ExitStatus::from_raw(3 << 8)),
+            "exited with status 3"
+        );
+        assert_eq!(
+            describe(ExitStatus::from_raw(9)),
+            "was killed by signal 9 (SIGKILL)"
+        );
+        assert_eq!(exit_code(ExitStatus::from_raw(9)), 137);
+        assert_eq!(exit_code(ExitStatus::from_raw(3 << 8)), 3);
+    }
+
+    #[test]
+    fn the_first_dead_connection_is_blamed() {
+        let e = |rank, raw| Exit {
+            rank,
+            pid: 100 + rank,
+            status: ExitStatus::from_raw(raw),
+        };
+        // Rank 2 failed because rank 1's connection dropped first.
+        assert_eq!(report_failure(vec![e(2, 1 << 8), e(1, 9)], &[1]), 137);
+        // No connection record: the signal is the likelier cause.
+        assert_eq!(report_failure(vec![e(0, 1 << 8), e(3, 15)], &[]), 143);
+        assert_eq!(report_failure(vec![e(0, 5 << 8)], &[]), 5);
+    }
+}
