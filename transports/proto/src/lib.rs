@@ -1,1 +1,55 @@
-//! ovbench-proto
+//! The ovbench protocol engine: eager and rendezvous protocols as pure
+//! state machines, with no I/O and no clock reads (DESIGN.md § Layers 2).
+//!
+//! In the style of quinn-proto, the caller feeds the [`Engine`] what
+//! happened — a user call ([`Engine::isend`], [`Engine::irecv`]), an
+//! arrived message ([`Engine::on_message`]), a finished operation
+//! ([`Engine::on_completion`]), a finished registration
+//! ([`Engine::on_registered`]) — always with the current time `now` in
+//! the caller's clock ticks, and pulls back the operations to perform
+//! ([`Engine::poll_op`]) and the instrumentation events
+//! ([`Engine::poll_event`]). After every input, drain [`Engine::poll_op`]
+//! until it returns `None`, performing each operation in order; an
+//! operation's result (a registration, a completion) is fed back the same
+//! way, and may queue further operations.
+//!
+//! Nothing that arrives is trusted: every header field and key is checked
+//! and a violation is a [`ProtoError`] naming the peer, never a panic, and
+//! the engine never asks for a write outside a slice the user handed it.
+//!
+//! # Protocols
+//!
+//! * **eager** — the payload travels in the message; above one bounce
+//!   buffer (`eager_buf_size − HEADER_LEN`) as a train of packets.
+//! * **rdma-write** — RTS → the receiver registers its buffer and answers
+//!   CTS with the key → the sender writes → FIN.
+//! * **rdma-read** — RTS carries the sender's key → the receiver reads →
+//!   FIN back to the sender.
+//! * **pipelined** — the first fragment travels eagerly with the request;
+//!   the receiver acknowledges, then per `frag_size` fragment registers it
+//!   and sends PUT with its key; the sender registers its fragment, writes
+//!   it and sends FIN. Registrations are never cached here (the paper's
+//!   default Open MPI scheme).
+//! * **auto** — eager up to `eager_limit`, above it rdma-read where RMA is
+//!   native and offloaded ([`Config::prefer_read`]), else rdma-write.
+//! * **raw** — one bare data operation per message, see [`RawOp`].
+//!
+//! Zero-length messages, internal ([`Space::Internal`]) messages and
+//! [`Mode::Buffered`] sends always go eager: there is nothing to move by
+//! RDMA, or the mode promises the data is copied out at once.
+
+mod engine;
+mod error;
+mod raw;
+mod recv;
+mod send;
+mod types;
+pub mod wire;
+
+pub use engine::{Engine, MIN_EAGER_BUF};
+pub use error::ProtoError;
+pub use types::{
+    Config, Counts, Event, EventKind, Key, Mode, MrId, Op, Placement, Protocol, Rank, RawOp, ReqId,
+    Slice, Space, Status, Tag, Watch,
+};
+pub use wire::HEADER_LEN;

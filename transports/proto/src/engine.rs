@@ -1,0 +1,638 @@
+//! The engine's state and its entry points; the protocol steps live in
+//! `send.rs` (sender side), `recv.rs` (matching, receiver side) and
+//! `raw.rs` (`--proto raw`).
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::wire::{self, Header, Kind};
+use crate::{
+    Config, Counts, Event, EventKind, Key, Mode, MrId, Op, Placement, ProtoError, Protocol, Rank,
+    RawOp, ReqId, Slice, Space, Status, Tag, Watch,
+};
+
+/// Smallest eager buffer the engine accepts: a header, a key with a
+/// 64-byte blob, and payload room.
+pub const MIN_EAGER_BUF: usize = wire::HEADER_LEN + 18 + 64 + 64;
+
+/// Which protocol one message runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wire {
+    Eager,
+    RdmaWrite,
+    RdmaRead,
+    Pipelined,
+    RawSend,
+    RawWrite,
+    RawRead,
+}
+
+/// Where a request stands (both directions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// A receive not matched yet, or a raw operation waiting for a key.
+    Queued,
+    /// Eager packets moving (or a synchronous eager waiting for its ack).
+    Eager,
+    /// Registering the buffer before RTS/CTS/read/write.
+    Registering,
+    /// rdma-write sender: RTS sent, waiting for CTS.
+    WaitCts,
+    /// Waiting for the peer's FIN (rdma-write receiver, rdma-read sender).
+    WaitFin,
+    /// rdma-write sender: write posted.
+    Writing,
+    /// rdma-read receiver: read posted.
+    Reading,
+    /// pipelined: fragments moving.
+    Pipe,
+    /// raw write receiver: watching the last byte.
+    RawWait,
+    Done,
+}
+
+/// A user request.
+#[derive(Debug)]
+pub(crate) struct Req {
+    pub send: bool,
+    /// Send: destination. Receive: source selector, then the matched source.
+    pub peer: Option<Rank>,
+    pub tag: Option<Tag>,
+    pub space: Space,
+    pub buf: Slice,
+    pub seq: u32,
+    /// The message's length (receive: once matched).
+    pub len: usize,
+    pub wire: Wire,
+    pub mode: Mode,
+    pub stage: Stage,
+    /// Registration of the whole buffer: handle, key, kept by the cache.
+    pub mr: Option<(MrId, Key, bool)>,
+    pub need_ack: bool,
+    pub acked: bool,
+    /// Bytes placed (receiver) or written (pipelined sender) so far.
+    pub done_bytes: usize,
+    /// Pipelined: bytes of the first, eager fragment.
+    pub first: usize,
+    /// Pipelined sender: bytes asked for by PUTs so far.
+    pub requested: usize,
+    /// The other side's XFER bracket (rendezvous) id.
+    pub xfer: u64,
+    /// Raw: the marker this message carries or waits for.
+    pub marker: u8,
+    /// The peer's key for this message (CTS or rdma-read RTS).
+    pub peer_key: Option<Key>,
+    pub result: Option<Result<Status, ProtoError>>,
+}
+
+/// What a finished operation's context stands for.
+#[derive(Clone, Debug)]
+pub(crate) enum CtxUse {
+    /// An eager or first-fragment packet; `req` completes with it (raw send).
+    Packet {
+        xfer: u64,
+        bytes: usize,
+        req: Option<u64>,
+    },
+    /// A control message; `req` completes with it (raw key announcement).
+    Ctrl {
+        req: Option<u64>,
+    },
+    Write {
+        req: u64,
+        xfer: u64,
+        offset: usize,
+        bytes: usize,
+        mr: MrId,
+        cached: bool,
+    },
+    Read {
+        req: u64,
+        xfer: u64,
+    },
+}
+
+/// What a registration was asked for.
+#[derive(Clone, Debug)]
+pub(crate) enum Token {
+    /// The whole buffer of `req` (rendezvous, raw).
+    Whole { req: u64 },
+    /// Pipelined sender fragment, to write into `key`.
+    SendFrag { req: u64, offset: usize, key: Key },
+    /// Pipelined receiver fragment, to announce with PUT.
+    RecvFrag { req: u64, offset: usize },
+}
+
+/// A message that arrived before its receive.
+#[derive(Debug)]
+pub(crate) struct Unexp {
+    pub uid: u64,
+    pub peer: Rank,
+    pub tag: Tag,
+    pub space: Space,
+    pub seq: u32,
+    pub len: u64,
+    pub kind: Kind,
+    pub flags: u8,
+    pub key: Option<Key>,
+    /// Eager bytes buffered so far (eager, raw send, pipelined first fragment).
+    pub data: Vec<u8>,
+}
+
+/// Where a message in flight towards us is handled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum In {
+    Req(u64),
+    Unexp(u64),
+}
+
+/// The protocol engine of one rank. See the crate docs for the driving rules.
+#[derive(Debug)]
+pub struct Engine {
+    pub(crate) cfg: Config,
+    pub(crate) next_id: u64,
+    pub(crate) reqs: HashMap<u64, Req>,
+    pub(crate) posted: VecDeque<u64>,
+    pub(crate) unexpected: VecDeque<Unexp>,
+    pub(crate) unexpected_bytes: usize,
+    pub(crate) incoming: HashMap<(Rank, u32), In>,
+    pub(crate) outgoing: HashMap<(Rank, u32), u64>,
+    pub(crate) send_seq: Vec<u32>,
+    pub(crate) recv_seq: Vec<u32>,
+    pub(crate) ctxs: HashMap<u64, CtxUse>,
+    pub(crate) tokens: HashMap<u64, (Token, Slice, bool)>,
+    pub(crate) cache: Vec<(Slice, MrId, Key)>,
+    pub(crate) ops: VecDeque<Op>,
+    pub(crate) events: VecDeque<Event>,
+    pub(crate) counts: Counts,
+    pub(crate) raw: crate::raw::RawState,
+    /// Pipelined receiver fragments in flight: (req, offset) → (xfer, mr, len).
+    pub(crate) frags: HashMap<(u64, usize), (u64, MrId, usize)>,
+}
+
+impl Engine {
+    pub fn new(cfg: Config) -> Result<Engine, ProtoError> {
+        if cfg.eager_buf_size < MIN_EAGER_BUF {
+            return Err(ProtoError::Invalid(format!(
+                "the transport's eager buffer of {} bytes is below the engine's minimum of {MIN_EAGER_BUF} (a header and a remote key must fit): the transport must offer larger receive buffers",
+                cfg.eager_buf_size
+            )));
+        }
+        if cfg.frag_size == 0 {
+            return Err(ProtoError::Invalid(
+                "--frag-size must be at least 1 byte".into(),
+            ));
+        }
+        let n = cfg.size as usize;
+        Ok(Engine {
+            cfg,
+            next_id: 1,
+            reqs: HashMap::new(),
+            posted: VecDeque::new(),
+            unexpected: VecDeque::new(),
+            unexpected_bytes: 0,
+            incoming: HashMap::new(),
+            outgoing: HashMap::new(),
+            send_seq: vec![0; n],
+            recv_seq: vec![0; n],
+            ctxs: HashMap::new(),
+            tokens: HashMap::new(),
+            cache: Vec::new(),
+            ops: VecDeque::new(),
+            events: VecDeque::new(),
+            counts: Counts::default(),
+            raw: Default::default(),
+            frags: HashMap::new(),
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Largest payload of one packet.
+    pub fn max_payload(&self) -> usize {
+        self.cfg.eager_buf_size - wire::HEADER_LEN
+    }
+
+    /// Start sending `src` to `peer`. Drain [`Self::poll_op`] afterwards.
+    pub fn isend(
+        &mut self,
+        now: u64,
+        src: Slice,
+        peer: Rank,
+        tag: Tag,
+        mode: Mode,
+        space: Space,
+    ) -> Result<ReqId, ProtoError> {
+        if peer >= self.cfg.size {
+            return Err(ProtoError::Invalid(format!(
+                "send of {} bytes to rank {peer}, but the job has only {} ranks",
+                src.len, self.cfg.size
+            )));
+        }
+        let wire = self.choose(src.len, mode, space);
+        let id = self.new_id();
+        let seq = self.send_seq[peer as usize];
+        if !matches!(wire, Wire::RawWrite | Wire::RawRead) {
+            self.send_seq[peer as usize] = seq.wrapping_add(1);
+        }
+        self.reqs.insert(
+            id,
+            Req {
+                send: true,
+                peer: Some(peer),
+                tag: Some(tag),
+                space,
+                buf: src,
+                seq,
+                len: src.len,
+                wire,
+                mode,
+                stage: Stage::Queued,
+                mr: None,
+                need_ack: mode == Mode::Synchronous,
+                acked: false,
+                done_bytes: 0,
+                first: 0,
+                requested: 0,
+                xfer: 0,
+                marker: 0,
+                peer_key: None,
+                result: None,
+            },
+        );
+        let r = self.start_send(now, id);
+        if r.is_err() {
+            self.reqs.remove(&id);
+        }
+        r.map(|_| ReqId(id))
+    }
+
+    /// Start receiving up to `dst.len` bytes. Drain [`Self::poll_op`] afterwards.
+    pub fn irecv(
+        &mut self,
+        now: u64,
+        dst: Slice,
+        src: Option<Rank>,
+        tag: Option<Tag>,
+        space: Space,
+    ) -> Result<ReqId, ProtoError> {
+        if let Some(p) = src {
+            if p >= self.cfg.size {
+                return Err(ProtoError::Invalid(format!(
+                    "receive of {} bytes from rank {p}, but the job has only {} ranks",
+                    dst.len, self.cfg.size
+                )));
+            }
+        }
+        let id = self.new_id();
+        let wire = match (self.cfg.protocol, space) {
+            (Protocol::Raw(RawOp::Write), Space::User) => Wire::RawWrite,
+            (Protocol::Raw(RawOp::Read), Space::User) => Wire::RawRead,
+            _ => Wire::Eager,
+        };
+        self.reqs.insert(
+            id,
+            Req {
+                send: false,
+                peer: src,
+                tag,
+                space,
+                buf: dst,
+                seq: 0,
+                len: 0,
+                wire,
+                mode: Mode::Standard,
+                stage: Stage::Queued,
+                mr: None,
+                need_ack: false,
+                acked: false,
+                done_bytes: 0,
+                first: 0,
+                requested: 0,
+                xfer: 0,
+                marker: 0,
+                peer_key: None,
+                result: None,
+            },
+        );
+        let r = match wire {
+            Wire::RawWrite | Wire::RawRead => self.raw_recv(now, id),
+            _ => self.post_recv(now, id),
+        };
+        if r.is_err() {
+            self.reqs.remove(&id);
+            self.posted.retain(|&x| x != id);
+        }
+        r.map(|_| ReqId(id))
+    }
+
+    /// A two-sided message arrived from `peer`. If a [`Placement`] comes
+    /// back, copy those bytes of `bytes` into its slice before anything else.
+    pub fn on_message(
+        &mut self,
+        now: u64,
+        peer: Rank,
+        bytes: &[u8],
+    ) -> Result<Option<Placement>, ProtoError> {
+        if peer >= self.cfg.size {
+            return Err(ProtoError::Invalid(format!(
+                "the transport reported a message from rank {peer} in a job of {} ranks",
+                self.cfg.size
+            )));
+        }
+        let (h, start) = wire::decode(bytes).map_err(|d| ProtoError::bad(peer, d))?;
+        match h.kind {
+            Kind::Eager | Kind::RawSend | Kind::RtsWrite | Kind::RtsRead | Kind::PipeRts => {
+                self.on_request(now, peer, h, bytes, start)
+            }
+            Kind::EagerFrag => self.on_eager_frag(now, peer, h, bytes, start),
+            Kind::FinWrite => self.on_fin_write(now, peer, h).map(|_| None),
+            Kind::Cts => self.on_cts(now, peer, h).map(|_| None),
+            Kind::FinRead => self.on_fin_read(now, peer, h).map(|_| None),
+            Kind::PipeAck => self.on_pipe_ack(now, peer, h).map(|_| None),
+            Kind::Put => self.on_put(now, peer, h).map(|_| None),
+            Kind::SyncAck => self.on_sync_ack(now, peer, h).map(|_| None),
+            Kind::RawKey => self.on_raw_key(now, peer, h).map(|_| None),
+        }
+    }
+
+    /// An operation posted with context `ctx` finished (send left, write
+    /// visible, read landed). Unknown contexts are an error.
+    pub fn on_completion(&mut self, now: u64, ctx: u64) -> Result<(), ProtoError> {
+        let Some(u) = self.ctxs.remove(&ctx) else {
+            return Err(ProtoError::Invalid(format!(
+                "completion for unknown operation context {ctx}: the transport returned a context the engine never posted"
+            )));
+        };
+        match u {
+            CtxUse::Packet { xfer, bytes, req } => {
+                self.event(EventKind::XferEnd, xfer, bytes, now);
+                if let Some(r) = req {
+                    self.finish(r);
+                }
+                Ok(())
+            }
+            CtxUse::Ctrl { req } => {
+                if let Some(r) = req {
+                    self.finish(r);
+                }
+                Ok(())
+            }
+            CtxUse::Write {
+                req,
+                xfer,
+                offset,
+                bytes,
+                mr,
+                cached,
+            } => self.on_write_done(now, req, xfer, offset, bytes, mr, cached),
+            CtxUse::Read { req, xfer } => self.on_read_done(now, req, xfer),
+        }
+    }
+
+    /// A [`Op::Register`] with `token` succeeded with handle `mr` and `key`.
+    pub fn on_registered(
+        &mut self,
+        now: u64,
+        token: u64,
+        mr: MrId,
+        key: Key,
+    ) -> Result<(), ProtoError> {
+        let Some((t, slice, cacheable)) = self.tokens.remove(&token) else {
+            return Err(ProtoError::Invalid(format!(
+                "registration result for unknown token {token}"
+            )));
+        };
+        self.key_fits(&key)?;
+        if cacheable && self.cfg.reg_cache {
+            self.cache.push((slice, mr, key.clone()));
+        }
+        self.registered(now, t, slice, mr, key, cacheable && self.cfg.reg_cache)
+    }
+
+    /// The next operation to perform, in order; `None` when there is none.
+    #[must_use]
+    pub fn poll_op(&mut self) -> Option<Op> {
+        self.ops.pop_front()
+    }
+
+    /// The next instrumentation event; `None` when there is none.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Whether `req` has finished (successfully or not).
+    pub fn is_done(&self, req: ReqId) -> bool {
+        self.reqs
+            .get(&req.0)
+            .map_or(true, |r| r.result.is_some() || r.stage == Stage::Done)
+    }
+
+    /// Retire `req` if it finished: its status or its error. `None` while
+    /// it is still in progress (or unknown).
+    pub fn take(&mut self, req: ReqId) -> Option<Result<Status, ProtoError>> {
+        let r = self.reqs.get_mut(&req.0)?;
+        let res = r.result.take()?;
+        let busy = self.ctxs.values().any(|c| match c {
+            CtxUse::Write { req: x, .. } | CtxUse::Read { req: x, .. } => *x == req.0,
+            _ => false,
+        });
+        if busy {
+            // Keep the state for the operations still in flight; mark retired.
+            r.stage = Stage::Done;
+            r.result = None;
+        } else {
+            self.reqs.remove(&req.0);
+        }
+        Some(res)
+    }
+
+    /// Raw-write receives whose last byte the caller must watch.
+    pub fn watches(&self) -> Vec<Watch> {
+        self.raw_watches()
+    }
+
+    /// What the engine has asked for so far.
+    pub fn counts(&self) -> Counts {
+        self.counts
+    }
+
+    /// Drop every cached registration (queues [`Op::Deregister`]s).
+    pub fn flush_cache(&mut self) {
+        for (_, mr, _) in std::mem::take(&mut self.cache) {
+            self.dereg(mr);
+        }
+        self.flush_raw();
+    }
+
+    /// Number of requests not yet retired (for leak checks and shutdown).
+    pub fn in_flight(&self) -> usize {
+        self.reqs.len()
+    }
+
+    /// A sentence saying what `req` waits for, for timeout messages.
+    pub fn describe(&self, req: ReqId) -> String {
+        let Some(r) = self.reqs.get(&req.0) else {
+            return format!("request {} (already retired)", req.0);
+        };
+        let who = match r.peer {
+            Some(p) => format!("rank {p}"),
+            None => "any rank".to_string(),
+        };
+        let tag = match r.tag {
+            Some(t) => format!("tag {t}"),
+            None => "any tag".to_string(),
+        };
+        let what = match (r.send, r.stage) {
+            (false, Stage::Queued) => "no matching message has arrived".to_string(),
+            (_, Stage::Eager) if r.send => "waiting for the synchronous-send acknowledgement".into(),
+            (_, Stage::Eager) => format!("{} of {} bytes arrived", r.done_bytes, r.len),
+            (true, Stage::Queued) => "waiting for the receiver's raw-buffer key".into(),
+            (_, Stage::Registering) => "registering the buffer".into(),
+            (_, Stage::WaitCts) => "RTS sent, waiting for CTS".into(),
+            (_, Stage::WaitFin) => "waiting for FIN".into(),
+            (_, Stage::Writing) => "RDMA write posted, waiting for its completion".into(),
+            (_, Stage::Reading) => "RDMA read posted, waiting for its completion".into(),
+            (_, Stage::Pipe) => format!(
+                "pipelined: {} of {} bytes done (first fragment {})",
+                r.done_bytes + r.first,
+                r.len,
+                r.first
+            ),
+            (_, Stage::RawWait) => format!(
+                "raw write: waiting for marker {} in the last byte (both sides must use the same size)",
+                r.marker
+            ),
+            (_, Stage::Done) => "finished".into(),
+        };
+        format!(
+            "{} of {} bytes {} {who} ({tag}, {:?}): {what}",
+            if r.send { "send" } else { "receive" },
+            if r.send { r.len } else { r.buf.len },
+            if r.send { "to" } else { "from" },
+            r.wire
+        )
+    }
+
+    // ---- shared helpers ----
+
+    pub(crate) fn new_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    fn choose(&self, len: usize, mode: Mode, space: Space) -> Wire {
+        if space == Space::Internal {
+            return Wire::Eager;
+        }
+        if let Protocol::Raw(op) = self.cfg.protocol {
+            return match op {
+                RawOp::Send => Wire::RawSend,
+                RawOp::Write => Wire::RawWrite,
+                RawOp::Read => Wire::RawRead,
+            };
+        }
+        if len == 0 || mode == Mode::Buffered {
+            return Wire::Eager;
+        }
+        match self.cfg.protocol {
+            Protocol::Eager => Wire::Eager,
+            Protocol::RdmaWrite => Wire::RdmaWrite,
+            Protocol::RdmaRead => Wire::RdmaRead,
+            Protocol::Pipelined => Wire::Pipelined,
+            Protocol::Auto if len <= self.cfg.eager_limit => Wire::Eager,
+            Protocol::Auto if self.cfg.prefer_read => Wire::RdmaRead,
+            Protocol::Auto => Wire::RdmaWrite,
+            Protocol::Raw(_) => Wire::RawSend,
+        }
+    }
+
+    pub(crate) fn event(&mut self, kind: EventKind, xfer: u64, bytes: usize, at: u64) {
+        if self.cfg.instrument {
+            self.events.push_back(Event {
+                kind,
+                xfer,
+                bytes,
+                at,
+            });
+        }
+    }
+
+    /// Queue a two-sided send; returns its context.
+    pub(crate) fn send_op(
+        &mut self,
+        peer: Rank,
+        h: &Header,
+        payload: Option<Slice>,
+        u: CtxUse,
+    ) -> u64 {
+        let ctx = self.new_id();
+        self.ctxs.insert(ctx, u);
+        self.counts.sends += 1;
+        self.counts.bytes += payload.map_or(0, |p| p.len as u64);
+        self.ops.push_back(Op::Send {
+            peer,
+            header: h.encode(),
+            payload: payload.filter(|p| p.len > 0),
+            ctx,
+        });
+        ctx
+    }
+
+    /// A key we are about to send must fit one packet with its header.
+    pub(crate) fn key_fits(&self, key: &Key) -> Result<(), ProtoError> {
+        let need = wire::HEADER_LEN + 18 + key.blob.len();
+        if key.blob.len() > wire::MAX_KEY_BLOB || need > self.cfg.eager_buf_size {
+            return Err(ProtoError::Invalid(format!(
+                "a local remote key of {} bytes does not fit one {}-byte message: the transport's keys are too large for its eager buffers",
+                key.blob.len(),
+                self.cfg.eager_buf_size
+            )));
+        }
+        Ok(())
+    }
+
+    /// Register `slice` for `t`, from the cache when allowed.
+    pub(crate) fn register(
+        &mut self,
+        now: u64,
+        slice: Slice,
+        cacheable: bool,
+        t: Token,
+    ) -> Result<(), ProtoError> {
+        if cacheable && self.cfg.reg_cache {
+            // Exact match: a key always covers exactly the slice it names.
+            if let Some((_, mr, key)) = self.cache.iter().find(|(c, _, _)| *c == slice) {
+                let (mr, key) = (*mr, key.clone());
+                return self.registered(now, t, slice, mr, key, true);
+            }
+        }
+        let token = self.new_id();
+        self.tokens.insert(token, (t, slice, cacheable));
+        self.counts.registrations += 1;
+        self.ops.push_back(Op::Register { slice, token });
+        Ok(())
+    }
+
+    pub(crate) fn dereg(&mut self, mr: MrId) {
+        self.counts.deregistrations += 1;
+        self.ops.push_back(Op::Deregister { mr });
+    }
+
+    /// Mark `req` finished successfully.
+    pub(crate) fn finish(&mut self, req: u64) {
+        if let Some(r) = self.reqs.get_mut(&req) {
+            if r.stage != Stage::Done {
+                r.stage = Stage::Done;
+                r.result = Some(Ok(Status {
+                    source: r.peer.unwrap_or(0),
+                    tag: r.tag.unwrap_or(0),
+                    len: r.len,
+                }));
+            }
+        }
+    }
+}

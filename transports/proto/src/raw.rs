@@ -1,0 +1,294 @@
+//! `--proto raw` with `--op write|read`: one bare one-sided operation per
+//! message (see [`crate::RawOp`] for how each side detects completion).
+//! Raw buffers stay registered (their keys are announced once and cached
+//! by the peer) until [`Engine::flush_cache`], whatever `--reg-cache` says.
+
+use std::collections::HashMap;
+
+use crate::engine::{CtxUse, Engine, Stage, Token, Wire};
+use crate::send::gone;
+use crate::wire::{Header, Kind};
+use crate::{
+    EventKind, Key, MrId, Op, ProtoError, Protocol, Rank, RawOp, ReqId, Slice, Tag, Watch,
+};
+
+#[derive(Debug, Default)]
+pub(crate) struct RawState {
+    /// Keys peers announced, by (peer, tag).
+    peer_keys: HashMap<(Rank, Tag), Key>,
+    /// Buffers we announced, by (peer, tag).
+    announced: HashMap<(Rank, Tag), Slice>,
+    /// Our raw registrations, never dropped before `flush_cache`.
+    pub(crate) regs: HashMap<Slice, (MrId, Key)>,
+    send_marker: HashMap<(Rank, Tag), u8>,
+    recv_marker: HashMap<(Rank, Tag), u8>,
+    /// Requests waiting for a peer's key, in posting order.
+    parked: Vec<u64>,
+    /// Raw-write receives waiting for their marker, in posting order.
+    watching: Vec<u64>,
+}
+
+/// The next marker: 1..=255, cycling, never 0 (fresh memory is zero).
+fn next_marker(m: &mut HashMap<(Rank, Tag), u8>, k: (Rank, Tag)) -> u8 {
+    let v = m.entry(k).or_insert(0);
+    *v = if *v == 255 { 1 } else { *v + 1 };
+    *v
+}
+
+impl Engine {
+    fn raw_ends(&self, id: u64) -> Result<(Rank, Tag, Slice, bool), ProtoError> {
+        let r = self.reqs.get(&id).ok_or_else(|| gone(id))?;
+        match (r.peer, r.tag) {
+            (Some(p), Some(t)) => Ok((p, t, r.buf, r.send)),
+            _ => Err(ProtoError::Invalid(format!(
+                "--proto raw --op {} needs a specific source rank and tag: a one-sided operation carries no envelope to match",
+                if r.wire == Wire::RawWrite { "write" } else { "read" }
+            ))),
+        }
+    }
+
+    /// Register a raw buffer (once), then continue in [`Self::raw_registered`].
+    fn raw_register(&mut self, now: u64, id: u64, buf: Slice) -> Result<(), ProtoError> {
+        if let Some((mr, key)) = self.raw.regs.get(&buf).cloned() {
+            return self.raw_continue(now, id, buf, mr, key);
+        }
+        self.reqs.get_mut(&id).ok_or_else(|| gone(id))?.stage = Stage::Registering;
+        self.register(now, buf, false, Token::Whole { req: id })
+    }
+
+    pub(crate) fn raw_send(&mut self, now: u64, id: u64) -> Result<(), ProtoError> {
+        let (peer, tag, buf, _) = self.raw_ends(id)?;
+        let wire = self.reqs[&id].wire;
+        if buf.len == 0 {
+            return Err(ProtoError::Invalid(format!(
+                "raw {} of 0 bytes to rank {peer}: a raw one-sided message needs at least 1 byte (its last byte is the arrival marker); start --sizes at 1",
+                if wire == Wire::RawWrite { "write" } else { "read" }
+            )));
+        }
+        if wire == Wire::RawWrite {
+            let marker = next_marker(&mut self.raw.send_marker, (peer, tag));
+            self.reqs.get_mut(&id).expect("request").marker = marker;
+            let at = buf.sub(buf.len - 1, 1).expect("non-empty");
+            self.ops.push_back(Op::StampByte { at, value: marker });
+            if self.raw.peer_keys.contains_key(&(peer, tag)) {
+                return self.raw_register(now, id, buf);
+            }
+            self.raw.parked.push(id);
+            return Ok(());
+        }
+        // Raw read: the target only announces its buffer, once.
+        match self.raw.announced.get(&(peer, tag)) {
+            Some(s) if *s == buf => {
+                self.finish(id);
+                Ok(())
+            }
+            Some(s) => Err(announce_mismatch(peer, tag, *s, buf)),
+            None => {
+                self.raw.announced.insert((peer, tag), buf);
+                self.raw_register(now, id, buf)
+            }
+        }
+    }
+
+    pub(crate) fn raw_recv(&mut self, now: u64, id: u64) -> Result<(), ProtoError> {
+        let (peer, tag, buf, _) = self.raw_ends(id)?;
+        let wire = self.reqs[&id].wire;
+        if buf.len == 0 {
+            return Err(ProtoError::Invalid(format!(
+                "raw receive of 0 bytes from rank {peer}: a raw one-sided message needs at least 1 byte; start --sizes at 1"
+            )));
+        }
+        {
+            let r = self.reqs.get_mut(&id).expect("request");
+            r.len = buf.len;
+        }
+        if wire == Wire::RawRead {
+            if self.raw.peer_keys.contains_key(&(peer, tag)) {
+                return self.raw_register(now, id, buf);
+            }
+            self.raw.parked.push(id);
+            return Ok(());
+        }
+        let marker = next_marker(&mut self.raw.recv_marker, (peer, tag));
+        {
+            let r = self.reqs.get_mut(&id).expect("request");
+            r.marker = marker;
+            r.stage = Stage::RawWait;
+        }
+        self.raw.watching.push(id);
+        match self.raw.announced.get(&(peer, tag)) {
+            Some(s) if *s == buf => Ok(()),
+            Some(s) => Err(announce_mismatch(peer, tag, *s, buf)),
+            None => {
+                self.raw.announced.insert((peer, tag), buf);
+                self.raw_register(now, id, buf)?;
+                self.reqs.get_mut(&id).expect("request").stage = Stage::RawWait;
+                Ok(())
+            }
+        }
+    }
+
+    /// A raw buffer registration finished.
+    pub(crate) fn raw_registered(
+        &mut self,
+        now: u64,
+        id: u64,
+        buf: Slice,
+        mr: MrId,
+        key: Key,
+    ) -> Result<(), ProtoError> {
+        self.raw.regs.insert(buf, (mr, key.clone()));
+        self.raw_continue(now, id, buf, mr, key)
+    }
+
+    fn raw_continue(
+        &mut self,
+        now: u64,
+        id: u64,
+        buf: Slice,
+        mr: MrId,
+        key: Key,
+    ) -> Result<(), ProtoError> {
+        let (peer, tag, _, send) = self.raw_ends(id)?;
+        let wire = self.reqs[&id].wire;
+        match (send, wire) {
+            (true, Wire::RawWrite) | (false, Wire::RawRead) => {
+                let pk = self
+                    .raw
+                    .peer_keys
+                    .get(&(peer, tag))
+                    .cloned()
+                    .ok_or_else(|| gone(id))?;
+                if pk.len < buf.len as u64 {
+                    return Err(ProtoError::key(
+                        peer,
+                        format!(
+                            "its raw buffer for tag {tag} holds {} bytes, this message has {}",
+                            pk.len, buf.len
+                        ),
+                    ));
+                }
+                let xfer = self.new_id();
+                self.event(EventKind::XferBegin, xfer, buf.len, now);
+                if send {
+                    self.reqs.get_mut(&id).expect("request").stage = Stage::Writing;
+                    let ctx = self.new_id();
+                    self.ctxs.insert(
+                        ctx,
+                        CtxUse::Write {
+                            req: id,
+                            xfer,
+                            offset: 0,
+                            bytes: buf.len,
+                            mr,
+                            cached: true,
+                        },
+                    );
+                    self.counts.writes += 1;
+                    self.counts.bytes += buf.len as u64;
+                    self.ops.push_back(Op::Write {
+                        peer,
+                        local: buf,
+                        mr,
+                        key: pk,
+                        remote_offset: 0,
+                        ctx,
+                    });
+                } else {
+                    self.reqs.get_mut(&id).expect("request").stage = Stage::Reading;
+                    self.post_read(peer, buf, mr, pk, id, xfer);
+                }
+            }
+            (true, Wire::RawRead) | (false, Wire::RawWrite) => {
+                let mut h = Header::ctrl(Kind::RawKey, 0, tag, buf.len as u64);
+                h.key = Some(key);
+                let req = send.then_some(id);
+                if !send {
+                    self.reqs.get_mut(&id).expect("request").stage = Stage::RawWait;
+                }
+                self.send_op(peer, &h, None, CtxUse::Ctrl { req });
+            }
+            _ => return Err(gone(id)),
+        }
+        Ok(())
+    }
+
+    pub(crate) fn on_raw_key(&mut self, now: u64, peer: Rank, h: Header) -> Result<(), ProtoError> {
+        if !matches!(self.cfg.protocol, Protocol::Raw(RawOp::Write | RawOp::Read)) {
+            return Err(ProtoError::bad(
+                peer,
+                format!("raw-buffer key, but this rank runs {:?}: every rank must use the same --proto and --op", self.cfg.protocol),
+            ));
+        }
+        let key = h.key.expect("decode checked the key");
+        if key.len < h.len {
+            return Err(ProtoError::key(
+                peer,
+                format!("raw key covers {} bytes, announced {}", key.len, h.len),
+            ));
+        }
+        self.raw.peer_keys.insert((peer, h.tag), key);
+        let (ready, rest): (Vec<u64>, Vec<u64>) = std::mem::take(&mut self.raw.parked)
+            .into_iter()
+            .partition(|id| {
+                self.reqs
+                    .get(id)
+                    .is_some_and(|r| r.peer == Some(peer) && r.tag == Some(h.tag))
+            });
+        self.raw.parked = rest;
+        for id in ready {
+            let buf = self.reqs[&id].buf;
+            self.raw_register(now, id, buf)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn raw_watches(&self) -> Vec<Watch> {
+        self.raw
+            .watching
+            .iter()
+            .filter_map(|id| {
+                let r = self.reqs.get(id)?;
+                Some(Watch {
+                    req: ReqId(*id),
+                    at: r.buf.sub(r.buf.len - 1, 1)?,
+                })
+            })
+            .collect()
+    }
+
+    /// The watched last byte of raw-write receive `req` reads `byte`. The
+    /// receive completes when it shows its marker or a later one (the
+    /// sender may already have written the next message).
+    pub fn on_raw_byte(&mut self, now: u64, req: ReqId, byte: u8) {
+        let Some(r) = self.reqs.get(&req.0) else {
+            return;
+        };
+        if byte == 0 || r.stage != Stage::RawWait {
+            return;
+        }
+        let ahead = (byte as u16 + 255 - r.marker as u16) % 255;
+        let len = r.len;
+        if ahead < 128 {
+            let xfer = self.new_id();
+            self.event(EventKind::XferEnd, xfer, len, now);
+            self.raw.watching.retain(|x| *x != req.0);
+            self.finish(req.0);
+        }
+    }
+
+    /// Deregister raw buffers too (part of [`Engine::flush_cache`]).
+    pub(crate) fn flush_raw(&mut self) {
+        for (_, (mr, _)) in std::mem::take(&mut self.raw.regs) {
+            self.dereg(mr);
+        }
+        self.raw.announced.clear();
+    }
+}
+
+fn announce_mismatch(peer: Rank, tag: Tag, had: Slice, now: Slice) -> ProtoError {
+    ProtoError::Invalid(format!(
+        "raw mode announces one buffer per rank and tag: rank {peer} tag {tag} uses region {} offset {} ({} bytes), this call {} offset {} ({} bytes); post the same buffer each time, or use --proto rdma-write/rdma-read",
+        had.region, had.offset, had.len, now.region, now.offset, now.len
+    ))
+}

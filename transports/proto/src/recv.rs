@@ -1,0 +1,454 @@
+//! The receiver's side: matching (expected and unexpected queues, MPI's
+//! non-overtaking order, wildcards) and the receive half of each protocol.
+
+use crate::engine::{CtxUse, Engine, In, Stage, Token, Unexp, Wire};
+use crate::send::gone;
+use crate::wire::{Header, Kind, FLAG_INTERNAL, FLAG_READY, FLAG_SYNC};
+use crate::{EventKind, Key, Op, Placement, ProtoError, Rank, Space, Tag};
+
+/// What of the first packet's payload is where.
+enum Data<'a> {
+    /// In the packet being handled, from byte `start` of it.
+    Live { bytes: &'a [u8], start: usize },
+    /// Buffered when it arrived unexpected.
+    Buffered(Vec<u8>),
+}
+
+impl Engine {
+    fn matches(&self, id: u64, peer: Rank, tag: Tag, space: Space) -> bool {
+        let r = &self.reqs[&id];
+        r.space == space && r.peer.map_or(true, |p| p == peer) && r.tag.map_or(true, |t| t == tag)
+    }
+
+    pub(crate) fn post_recv(&mut self, now: u64, id: u64) -> Result<(), ProtoError> {
+        let (src, tag, space) = {
+            let r = &self.reqs[&id];
+            (r.peer, r.tag, r.space)
+        };
+        let pos = self.unexpected.iter().position(|u| {
+            u.space == space
+                && src.map_or(true, |p| p == u.peer)
+                && tag.map_or(true, |t| t == u.tag)
+        });
+        match pos {
+            Some(i) => {
+                let u = self.unexpected.remove(i).expect("position is in range");
+                self.unexpected_bytes -= u.data.len();
+                self.accept(
+                    now,
+                    id,
+                    u.peer,
+                    u.seq,
+                    u.tag,
+                    u.len,
+                    u.kind,
+                    u.flags,
+                    u.key,
+                    Data::Buffered(u.data),
+                )
+                .map(|_| ())
+            }
+            None => {
+                self.posted.push_back(id);
+                Ok(())
+            }
+        }
+    }
+
+    /// The first packet of a message (eager, raw send, RTS, pipelined RTS).
+    pub(crate) fn on_request(
+        &mut self,
+        now: u64,
+        peer: Rank,
+        h: Header,
+        bytes: &[u8],
+        start: usize,
+    ) -> Result<Option<Placement>, ProtoError> {
+        let want = self.recv_seq[peer as usize];
+        if h.seq != want {
+            return Err(ProtoError::bad(
+                peer,
+                format!(
+                    "{:?} carries sequence {} but {want} was expected: a message was lost, duplicated or reordered",
+                    h.kind, h.seq
+                ),
+            ));
+        }
+        if h.offset != 0 {
+            return Err(ProtoError::bad(
+                peer,
+                format!("{:?} at offset {}, not 0", h.kind, h.offset),
+            ));
+        }
+        if h.kind == Kind::RawSend && h.payload_len as u64 != h.len {
+            return Err(ProtoError::bad(peer, "raw send split over packets"));
+        }
+        if let (Kind::RtsRead, Some(k)) = (h.kind, &h.key) {
+            if k.len < h.len {
+                return Err(ProtoError::key(
+                    peer,
+                    format!(
+                        "RTS key covers {} bytes but the message has {}",
+                        k.len, h.len
+                    ),
+                ));
+            }
+        }
+        self.recv_seq[peer as usize] = want.wrapping_add(1);
+        let space = if h.flags & FLAG_INTERNAL != 0 {
+            Space::Internal
+        } else {
+            Space::User
+        };
+        let n = h.payload_len as usize;
+        if matches!(h.kind, Kind::Eager | Kind::RawSend | Kind::PipeRts) {
+            // Arrival of eager data: the receiver's only XFER event for it.
+            let xfer = self.new_id();
+            self.event(EventKind::XferEnd, xfer, n, now);
+        }
+        let pos = self
+            .posted
+            .iter()
+            .position(|&id| self.matches(id, peer, h.tag, space));
+        if let Some(i) = pos {
+            let id = self.posted.remove(i).expect("position is in range");
+            return self.accept(
+                now,
+                id,
+                peer,
+                h.seq,
+                h.tag,
+                h.len,
+                h.kind,
+                h.flags,
+                h.key,
+                Data::Live { bytes, start },
+            );
+        }
+        if h.flags & FLAG_READY != 0 {
+            return Err(ProtoError::NotReady {
+                peer,
+                tag: h.tag,
+                len: h.len,
+            });
+        }
+        self.buffer_check(peer, n)?;
+        let uid = self.new_id();
+        let data = bytes[start..start + n].to_vec();
+        self.unexpected_bytes += n;
+        if h.kind == Kind::Eager && (n as u64) < h.len {
+            self.incoming.insert((peer, h.seq), In::Unexp(uid));
+        }
+        self.unexpected.push_back(Unexp {
+            uid,
+            peer,
+            tag: h.tag,
+            space,
+            seq: h.seq,
+            len: h.len,
+            kind: h.kind,
+            flags: h.flags,
+            key: h.key,
+            data,
+        });
+        Ok(None)
+    }
+
+    fn buffer_check(&self, peer: Rank, n: usize) -> Result<(), ProtoError> {
+        if self.unexpected_bytes + n > self.cfg.max_unexpected_bytes {
+            return Err(ProtoError::bad(
+                peer,
+                format!(
+                    "{} bytes of unexpected messages are buffered and {n} more arrived, over the {}-byte cap: the program sends far ahead of its receives",
+                    self.unexpected_bytes, self.cfg.max_unexpected_bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Receive `id` matched message `seq` from `peer`; start its protocol.
+    #[allow(clippy::too_many_arguments)]
+    fn accept(
+        &mut self,
+        now: u64,
+        id: u64,
+        peer: Rank,
+        seq: u32,
+        tag: Tag,
+        len: u64,
+        kind: Kind,
+        flags: u8,
+        key: Option<Key>,
+        data: Data<'_>,
+    ) -> Result<Option<Placement>, ProtoError> {
+        let r = self.reqs.get_mut(&id).ok_or_else(|| gone(id))?;
+        if len > r.buf.len as u64 {
+            return Err(ProtoError::Truncated {
+                peer,
+                tag,
+                len,
+                capacity: r.buf.len,
+            });
+        }
+        let len = len as usize;
+        r.peer = Some(peer);
+        r.tag = Some(tag);
+        r.seq = seq;
+        r.len = len;
+        r.wire = match kind {
+            Kind::RtsWrite => Wire::RdmaWrite,
+            Kind::RtsRead => Wire::RdmaRead,
+            Kind::PipeRts => Wire::Pipelined,
+            Kind::RawSend => Wire::RawSend,
+            _ => Wire::Eager,
+        };
+        let buf = r.buf;
+        let (n, placement) = match data {
+            Data::Live { bytes, start } => {
+                let n = bytes.len() - start;
+                let p = (n > 0).then(|| Placement {
+                    dst: buf.sub(0, n).expect("n ≤ len ≤ buf"),
+                    src_start: start,
+                });
+                (n, p)
+            }
+            Data::Buffered(d) => {
+                let n = d.len();
+                if n > 0 {
+                    self.ops.push_back(Op::Deliver {
+                        dst: buf.sub(0, n).expect("n ≤ len ≤ buf"),
+                        data: d,
+                    });
+                }
+                (n, None)
+            }
+        };
+        let r = self.reqs.get_mut(&id).expect("request");
+        match kind {
+            Kind::Eager | Kind::RawSend => {
+                r.done_bytes = n;
+                r.stage = Stage::Eager;
+                if flags & FLAG_SYNC != 0 {
+                    let h = Header::ctrl(Kind::SyncAck, seq, tag, len as u64);
+                    self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
+                }
+                if n == len {
+                    self.incoming.remove(&(peer, seq));
+                    self.finish(id);
+                } else {
+                    self.incoming.insert((peer, seq), In::Req(id));
+                }
+            }
+            Kind::RtsWrite | Kind::RtsRead => {
+                r.stage = Stage::Registering;
+                r.peer_key = key;
+                if kind == Kind::RtsWrite {
+                    self.incoming.insert((peer, seq), In::Req(id));
+                }
+                let slice = buf.sub(0, len).expect("len ≤ buf");
+                self.register(now, slice, true, Token::Whole { req: id })?;
+            }
+            Kind::PipeRts => {
+                r.first = n;
+                r.stage = Stage::Pipe;
+                let h = Header::ctrl(Kind::PipeAck, seq, tag, len as u64);
+                self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
+                if n == len {
+                    self.finish(id);
+                } else {
+                    self.incoming.insert((peer, seq), In::Req(id));
+                    let frag = self.cfg.frag_size;
+                    let mut off = n;
+                    while off < len {
+                        let k = frag.min(len - off);
+                        let slice = buf.sub(off, k).expect("fragment inside the message");
+                        self.register(
+                            now,
+                            slice,
+                            false,
+                            Token::RecvFrag {
+                                req: id,
+                                offset: off,
+                            },
+                        )?;
+                        off += k;
+                    }
+                }
+            }
+            other => {
+                return Err(ProtoError::Invalid(format!(
+                    "internal: {other:?} is not a request"
+                )));
+            }
+        }
+        Ok(placement)
+    }
+
+    /// A later packet of an eager train.
+    pub(crate) fn on_eager_frag(
+        &mut self,
+        now: u64,
+        peer: Rank,
+        h: Header,
+        bytes: &[u8],
+        start: usize,
+    ) -> Result<Option<Placement>, ProtoError> {
+        let Some(&inc) = self.incoming.get(&(peer, h.seq)) else {
+            return Err(ProtoError::bad(
+                peer,
+                format!(
+                    "eager packet at offset {} for message {} which is not arriving",
+                    h.offset, h.seq
+                ),
+            ));
+        };
+        let n = h.payload_len as usize;
+        let xfer = self.new_id();
+        match inc {
+            In::Req(id) => {
+                let r = self.reqs.get_mut(&id).ok_or_else(|| gone(id))?;
+                if r.wire != Wire::Eager || h.len != r.len as u64 || h.offset != r.done_bytes as u64
+                {
+                    return Err(ProtoError::bad(
+                        peer,
+                        format!(
+                            "eager packet (offset {}, len {}) does not continue message {} ({} of {} bytes so far)",
+                            h.offset, h.len, h.seq, r.done_bytes, r.len
+                        ),
+                    ));
+                }
+                let dst = r
+                    .buf
+                    .sub(r.done_bytes, n)
+                    .ok_or_else(|| ProtoError::bad(peer, "eager packet beyond the receive"))?;
+                r.done_bytes += n;
+                if r.done_bytes == r.len {
+                    self.incoming.remove(&(peer, h.seq));
+                    self.finish(id);
+                }
+                self.event(EventKind::XferEnd, xfer, n, now);
+                Ok((n > 0).then_some(Placement {
+                    dst,
+                    src_start: start,
+                }))
+            }
+            In::Unexp(uid) => {
+                self.buffer_check(peer, n)?;
+                let u = self
+                    .unexpected
+                    .iter_mut()
+                    .find(|u| u.uid == uid)
+                    .ok_or_else(|| gone(uid))?;
+                if h.len != u.len || h.offset != u.data.len() as u64 {
+                    return Err(ProtoError::bad(
+                        peer,
+                        format!(
+                            "eager packet (offset {}, len {}) does not continue message {} ({} of {} bytes so far)",
+                            h.offset, h.len, h.seq, u.data.len(), u.len
+                        ),
+                    ));
+                }
+                u.data.extend_from_slice(&bytes[start..start + n]);
+                if u.data.len() as u64 == u.len {
+                    self.incoming.remove(&(peer, h.seq));
+                }
+                self.unexpected_bytes += n;
+                self.event(EventKind::XferEnd, xfer, n, now);
+                Ok(None)
+            }
+        }
+    }
+
+    /// FIN after the sender's write (rdma-write, or one pipelined fragment).
+    pub(crate) fn on_fin_write(
+        &mut self,
+        now: u64,
+        peer: Rank,
+        h: Header,
+    ) -> Result<(), ProtoError> {
+        let id = match self.incoming.get(&(peer, h.seq)) {
+            Some(In::Req(id)) => *id,
+            _ => {
+                return Err(ProtoError::bad(
+                    peer,
+                    format!("FIN for message {} which is not awaiting one", h.seq),
+                ))
+            }
+        };
+        let r = self.reqs.get_mut(&id).ok_or_else(|| gone(id))?;
+        if h.len != r.len as u64 {
+            return Err(ProtoError::bad(
+                peer,
+                format!("FIN says {} bytes, message {} has {}", h.len, h.seq, r.len),
+            ));
+        }
+        match (r.wire, r.stage) {
+            (Wire::RdmaWrite, Stage::WaitFin) => {
+                let (xfer, len, mr) = (r.xfer, r.len, r.mr.take());
+                self.incoming.remove(&(peer, h.seq));
+                self.event(EventKind::XferEnd, xfer, len, now);
+                if let Some((mr, _, false)) = mr {
+                    self.dereg(mr);
+                }
+                self.finish(id);
+            }
+            (Wire::Pipelined, Stage::Pipe) => {
+                let Some((xfer, mr, n)) = self.frags.remove(&(id, h.offset as usize)) else {
+                    return Err(ProtoError::bad(
+                        peer,
+                        format!("FIN for fragment at offset {} of message {} that was never PUT or is already done", h.offset, h.seq),
+                    ));
+                };
+                self.event(EventKind::XferEnd, xfer, n, now);
+                self.dereg(mr);
+                let r = self.reqs.get_mut(&id).expect("request");
+                r.done_bytes += n;
+                if r.first + r.done_bytes == r.len {
+                    self.incoming.remove(&(peer, h.seq));
+                    self.finish(id);
+                }
+            }
+            (w, s) => {
+                return Err(ProtoError::bad(
+                    peer,
+                    format!(
+                        "FIN for message {} in state {s:?} of {w:?}: it came before the CTS",
+                        h.seq
+                    ),
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    /// The receiver's read (rdma-read or raw read) landed.
+    pub(crate) fn on_read_done(&mut self, now: u64, req: u64, xfer: u64) -> Result<(), ProtoError> {
+        let r = self.reqs.get_mut(&req).ok_or_else(|| gone(req))?;
+        let (peer, seq, tag, len, wire) = (
+            r.peer.unwrap_or(0),
+            r.seq,
+            r.tag.unwrap_or(0),
+            r.len,
+            r.wire,
+        );
+        let mr = r.mr.take();
+        self.event(EventKind::XferEnd, xfer, len, now);
+        if wire == Wire::RdmaRead {
+            if let Some((mr, _, false)) = mr {
+                self.dereg(mr);
+            }
+            let h = Header::ctrl(Kind::FinRead, seq, tag, len as u64);
+            self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
+        }
+        self.finish(req);
+        if self
+            .reqs
+            .get(&req)
+            .is_some_and(|r| r.stage == Stage::Done && r.result.is_none())
+        {
+            self.reqs.remove(&req);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,505 @@
+//! The sender's side of every protocol, and the registration dispatch.
+
+use crate::engine::{CtxUse, Engine, Stage, Token, Wire};
+use crate::wire::{Header, Kind, FLAG_INTERNAL, FLAG_READY, FLAG_SYNC};
+use crate::{EventKind, Key, Mode, MrId, Op, ProtoError, Rank, Slice, Space};
+
+impl Engine {
+    /// Header flags for a send request.
+    fn flags_of(&self, id: u64) -> u8 {
+        let Some(r) = self.reqs.get(&id) else {
+            return 0;
+        };
+        let mut f = 0;
+        if r.mode == Mode::Synchronous {
+            f |= FLAG_SYNC;
+        }
+        if r.mode == Mode::Ready {
+            f |= FLAG_READY;
+        }
+        if r.space == Space::Internal {
+            f |= FLAG_INTERNAL;
+        }
+        f
+    }
+
+    pub(crate) fn start_send(&mut self, now: u64, id: u64) -> Result<(), ProtoError> {
+        let flags = self.flags_of(id);
+        let r = &self.reqs[&id];
+        let (peer, tag, seq, len, buf, wire) = (
+            r.peer.unwrap_or(0),
+            r.tag.unwrap_or(0),
+            r.seq,
+            r.len,
+            r.buf,
+            r.wire,
+        );
+        let max = self.max_payload();
+        match wire {
+            Wire::Eager => {
+                let mut off = 0;
+                loop {
+                    let n = max.min(len - off);
+                    let mut h = Header::ctrl(
+                        if off == 0 {
+                            Kind::Eager
+                        } else {
+                            Kind::EagerFrag
+                        },
+                        seq,
+                        tag,
+                        len as u64,
+                    );
+                    h.offset = off as u64;
+                    h.payload_len = n as u32;
+                    h.flags = flags;
+                    let xfer = self.new_id();
+                    self.event(EventKind::XferBegin, xfer, n, now);
+                    let u = CtxUse::Packet {
+                        xfer,
+                        bytes: n,
+                        req: None,
+                    };
+                    self.send_op(peer, &h, buf.sub(off, n), u);
+                    off += n;
+                    if off >= len {
+                        break;
+                    }
+                }
+                let r = self.reqs.get_mut(&id).expect("request just inserted");
+                if r.need_ack {
+                    r.stage = Stage::Eager;
+                    self.outgoing.insert((peer, seq), id);
+                } else {
+                    self.finish(id);
+                }
+            }
+            Wire::RawSend => {
+                if len > max {
+                    return Err(ProtoError::Invalid(format!(
+                        "raw send of {len} bytes to rank {peer} exceeds one bounce buffer ({max} bytes): use --proto eager (a packet train) for larger messages"
+                    )));
+                }
+                let mut h = Header::ctrl(Kind::RawSend, seq, tag, len as u64);
+                h.payload_len = len as u32;
+                h.flags = flags & FLAG_INTERNAL;
+                let xfer = self.new_id();
+                self.event(EventKind::XferBegin, xfer, len, now);
+                let u = CtxUse::Packet {
+                    xfer,
+                    bytes: len,
+                    req: Some(id),
+                };
+                self.send_op(peer, &h, Some(buf), u);
+                self.reqs.get_mut(&id).expect("request").stage = Stage::Eager;
+            }
+            Wire::RdmaWrite => {
+                let mut h = Header::ctrl(Kind::RtsWrite, seq, tag, len as u64);
+                h.flags = flags;
+                self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
+                self.reqs.get_mut(&id).expect("request").stage = Stage::WaitCts;
+                self.outgoing.insert((peer, seq), id);
+            }
+            Wire::RdmaRead => {
+                self.reqs.get_mut(&id).expect("request").stage = Stage::Registering;
+                self.outgoing.insert((peer, seq), id);
+                self.register(now, buf, true, Token::Whole { req: id })?;
+            }
+            Wire::Pipelined => {
+                let first = max.min(len);
+                let mut h = Header::ctrl(Kind::PipeRts, seq, tag, len as u64);
+                h.payload_len = first as u32;
+                h.flags = flags;
+                let xfer = self.new_id();
+                self.event(EventKind::XferBegin, xfer, first, now);
+                let u = CtxUse::Packet {
+                    xfer,
+                    bytes: first,
+                    req: None,
+                };
+                self.send_op(peer, &h, buf.sub(0, first), u);
+                let r = self.reqs.get_mut(&id).expect("request");
+                r.first = first;
+                r.stage = Stage::Pipe;
+                self.outgoing.insert((peer, seq), id);
+            }
+            Wire::RawWrite | Wire::RawRead => self.raw_send(now, id)?,
+        }
+        Ok(())
+    }
+
+    /// A registration asked for by `t` is ready.
+    pub(crate) fn registered(
+        &mut self,
+        now: u64,
+        t: Token,
+        slice: Slice,
+        mr: MrId,
+        key: Key,
+        cached: bool,
+    ) -> Result<(), ProtoError> {
+        match t {
+            Token::Whole { req } => self.whole_registered(now, req, slice, mr, key, cached),
+            Token::SendFrag {
+                req,
+                offset,
+                key: peer_key,
+            } => {
+                let peer = self.req_peer(req)?;
+                let xfer = self.new_id();
+                self.event(EventKind::XferBegin, xfer, slice.len, now);
+                self.post_write(peer, slice, mr, peer_key, req, xfer, offset, cached);
+                Ok(())
+            }
+            Token::RecvFrag { req, offset } => {
+                let r = self.reqs.get(&req).ok_or_else(|| gone(req))?;
+                let (peer, seq, tag, len) = (r.peer.unwrap_or(0), r.seq, r.tag.unwrap_or(0), r.len);
+                let mut h = Header::ctrl(Kind::Put, seq, tag, len as u64);
+                h.offset = offset as u64;
+                h.key = Some(key);
+                let xfer = self.new_id();
+                self.event(EventKind::XferBegin, xfer, slice.len, now);
+                self.frags.insert((req, offset), (xfer, mr, slice.len));
+                self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
+                Ok(())
+            }
+        }
+    }
+
+    fn req_peer(&self, req: u64) -> Result<Rank, ProtoError> {
+        self.reqs
+            .get(&req)
+            .and_then(|r| r.peer)
+            .ok_or_else(|| gone(req))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn post_write(
+        &mut self,
+        peer: Rank,
+        local: Slice,
+        mr: MrId,
+        key: Key,
+        req: u64,
+        xfer: u64,
+        offset: usize,
+        cached: bool,
+    ) {
+        let ctx = self.new_id();
+        self.ctxs.insert(
+            ctx,
+            CtxUse::Write {
+                req,
+                xfer,
+                offset,
+                bytes: local.len,
+                mr,
+                cached,
+            },
+        );
+        self.counts.writes += 1;
+        self.counts.bytes += local.len as u64;
+        self.ops.push_back(Op::Write {
+            peer,
+            local,
+            mr,
+            key,
+            remote_offset: 0,
+            ctx,
+        });
+    }
+
+    pub(crate) fn post_read(
+        &mut self,
+        peer: Rank,
+        local: Slice,
+        mr: MrId,
+        key: Key,
+        req: u64,
+        xfer: u64,
+    ) {
+        let ctx = self.new_id();
+        self.ctxs.insert(ctx, CtxUse::Read { req, xfer });
+        self.counts.reads += 1;
+        self.counts.bytes += local.len as u64;
+        self.ops.push_back(Op::Read {
+            peer,
+            local,
+            mr,
+            key,
+            remote_offset: 0,
+            ctx,
+        });
+    }
+
+    fn whole_registered(
+        &mut self,
+        now: u64,
+        req: u64,
+        slice: Slice,
+        mr: MrId,
+        key: Key,
+        cached: bool,
+    ) -> Result<(), ProtoError> {
+        let xfer = self.new_id();
+        let flags = self.flags_of(req);
+        let r = self.reqs.get_mut(&req).ok_or_else(|| gone(req))?;
+        if matches!(r.wire, Wire::RawWrite | Wire::RawRead) {
+            return self.raw_registered(now, req, slice, mr, key);
+        }
+        r.mr = Some((mr, key.clone(), cached));
+        let (peer, seq, tag, len, send, wire) = (
+            r.peer.unwrap_or(0),
+            r.seq,
+            r.tag.unwrap_or(0),
+            r.len,
+            r.send,
+            r.wire,
+        );
+        r.xfer = xfer;
+        match (send, wire) {
+            (true, Wire::RdmaRead) => {
+                r.stage = Stage::WaitFin;
+                let mut h = Header::ctrl(Kind::RtsRead, seq, tag, len as u64);
+                h.flags = flags;
+                h.key = Some(key);
+                // The sender does no RDMA: RTS post → FIN discovery.
+                self.event(EventKind::XferBegin, xfer, len, now);
+                self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
+            }
+            (true, Wire::RdmaWrite) => {
+                r.stage = Stage::Writing;
+                let pk = r.peer_key.take().ok_or_else(|| gone(req))?;
+                self.event(EventKind::XferBegin, xfer, len, now);
+                self.post_write(peer, slice, mr, pk, req, xfer, 0, cached);
+            }
+            (false, Wire::RdmaWrite) => {
+                r.stage = Stage::WaitFin;
+                let mut h = Header::ctrl(Kind::Cts, seq, tag, len as u64);
+                h.key = Some(key);
+                // The receiver does no RDMA: CTS post → FIN discovery.
+                self.event(EventKind::XferBegin, xfer, len, now);
+                self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
+            }
+            (false, Wire::RdmaRead) => {
+                r.stage = Stage::Reading;
+                let pk = r.peer_key.take().ok_or_else(|| gone(req))?;
+                self.event(EventKind::XferBegin, xfer, len, now);
+                self.post_read(peer, slice, mr, pk, req, xfer);
+            }
+            (s, w) => {
+                return Err(ProtoError::Invalid(format!(
+                    "internal: registration for a {} using {w:?}",
+                    if s { "send" } else { "receive" }
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn on_write_done(
+        &mut self,
+        now: u64,
+        req: u64,
+        xfer: u64,
+        offset: usize,
+        bytes: usize,
+        mr: MrId,
+        cached: bool,
+    ) -> Result<(), ProtoError> {
+        self.event(EventKind::XferEnd, xfer, bytes, now);
+        if !cached {
+            self.dereg(mr);
+        }
+        let r = self.reqs.get_mut(&req).ok_or_else(|| gone(req))?;
+        let (peer, seq, tag, len) = (r.peer.unwrap_or(0), r.seq, r.tag.unwrap_or(0), r.len);
+        match r.wire {
+            Wire::RdmaWrite => {
+                r.mr = None;
+                let h = Header::ctrl(Kind::FinWrite, seq, tag, len as u64);
+                self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
+                self.finish(req);
+            }
+            Wire::Pipelined => {
+                r.done_bytes += bytes;
+                let done = r.first + r.done_bytes == r.len;
+                let mut h = Header::ctrl(Kind::FinWrite, seq, tag, len as u64);
+                h.offset = offset as u64;
+                self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
+                if done {
+                    self.finish(req);
+                }
+            }
+            _ => self.finish(req),
+        }
+        if self
+            .reqs
+            .get(&req)
+            .is_some_and(|r| r.stage == Stage::Done && r.result.is_none())
+        {
+            // Retired by the user while the write was in flight.
+            self.reqs.remove(&req);
+        }
+        Ok(())
+    }
+
+    /// Look up our message `seq` to `peer` that a control message refers to.
+    fn outgoing_req(&self, peer: Rank, h: &Header, want: Wire) -> Result<u64, ProtoError> {
+        let id = *self.outgoing.get(&(peer, h.seq)).ok_or_else(|| {
+            ProtoError::bad(
+                peer,
+                format!(
+                    "{:?} for message {} which is not in flight to that rank",
+                    h.kind, h.seq
+                ),
+            )
+        })?;
+        let r = &self.reqs[&id];
+        if r.wire != want || h.len != r.len as u64 || h.tag != r.tag.unwrap_or(0) {
+            return Err(ProtoError::bad(
+                peer,
+                format!(
+                    "{:?} (len {}, tag {}) does not fit message {} ({:?}, {} bytes, tag {})",
+                    h.kind,
+                    h.len,
+                    h.tag,
+                    h.seq,
+                    r.wire,
+                    r.len,
+                    r.tag.unwrap_or(0)
+                ),
+            ));
+        }
+        Ok(id)
+    }
+
+    pub(crate) fn on_cts(&mut self, now: u64, peer: Rank, h: Header) -> Result<(), ProtoError> {
+        let id = self.outgoing_req(peer, &h, Wire::RdmaWrite)?;
+        let r = self.reqs.get_mut(&id).expect("outgoing request");
+        if r.stage != Stage::WaitCts {
+            return Err(ProtoError::bad(
+                peer,
+                format!("duplicate CTS for message {}", h.seq),
+            ));
+        }
+        let key = h.key.expect("decode checked the key");
+        if key.len < r.len as u64 {
+            return Err(ProtoError::key(
+                peer,
+                format!(
+                    "CTS key covers {} bytes but message {} has {}",
+                    key.len, h.seq, r.len
+                ),
+            ));
+        }
+        r.peer_key = Some(key);
+        r.stage = Stage::Registering;
+        let buf = r.buf;
+        self.outgoing.remove(&(peer, h.seq));
+        self.register(now, buf, true, Token::Whole { req: id })
+    }
+
+    pub(crate) fn on_fin_read(
+        &mut self,
+        now: u64,
+        peer: Rank,
+        h: Header,
+    ) -> Result<(), ProtoError> {
+        let id = self.outgoing_req(peer, &h, Wire::RdmaRead)?;
+        let r = self.reqs.get_mut(&id).expect("outgoing request");
+        if r.stage != Stage::WaitFin {
+            return Err(ProtoError::bad(
+                peer,
+                format!("FIN for message {} before its RTS", h.seq),
+            ));
+        }
+        let (xfer, len, mr) = (r.xfer, r.len, r.mr.take());
+        self.outgoing.remove(&(peer, h.seq));
+        self.event(EventKind::XferEnd, xfer, len, now);
+        if let Some((mr, _, false)) = mr {
+            self.dereg(mr);
+        }
+        self.finish(id);
+        Ok(())
+    }
+
+    pub(crate) fn on_pipe_ack(
+        &mut self,
+        _now: u64,
+        peer: Rank,
+        h: Header,
+    ) -> Result<(), ProtoError> {
+        let id = self.outgoing_req(peer, &h, Wire::Pipelined)?;
+        let r = self.reqs.get_mut(&id).expect("outgoing request");
+        if r.acked {
+            return Err(ProtoError::bad(
+                peer,
+                format!("duplicate acknowledgement of message {}", h.seq),
+            ));
+        }
+        r.acked = true;
+        if r.first == r.len {
+            self.outgoing.remove(&(peer, h.seq));
+            self.finish(id);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn on_put(&mut self, now: u64, peer: Rank, h: Header) -> Result<(), ProtoError> {
+        let id = self.outgoing_req(peer, &h, Wire::Pipelined)?;
+        let r = self.reqs.get_mut(&id).expect("outgoing request");
+        if !r.acked {
+            return Err(ProtoError::bad(
+                peer,
+                format!("PUT for message {} before its acknowledgement", h.seq),
+            ));
+        }
+        let key = h.key.expect("decode checked the key");
+        let n = key.len;
+        let want = (r.first + r.requested) as u64;
+        if n == 0 || h.offset != want || h.offset.saturating_add(n) > r.len as u64 {
+            return Err(ProtoError::key(
+                peer,
+                format!(
+                    "PUT asks for {n} bytes at offset {} of message {} ({} bytes, next fragment at {want})",
+                    h.offset, h.seq, r.len
+                ),
+            ));
+        }
+        let (offset, n) = (h.offset as usize, n as usize);
+        r.requested += n;
+        let slice = r.buf.sub(offset, n).ok_or_else(|| gone(id))?;
+        if r.first + r.requested == r.len {
+            self.outgoing.remove(&(peer, h.seq));
+        }
+        self.register(
+            now,
+            slice,
+            false,
+            Token::SendFrag {
+                req: id,
+                offset,
+                key,
+            },
+        )
+    }
+
+    pub(crate) fn on_sync_ack(
+        &mut self,
+        _now: u64,
+        peer: Rank,
+        h: Header,
+    ) -> Result<(), ProtoError> {
+        let id = self.outgoing_req(peer, &h, Wire::Eager)?;
+        self.outgoing.remove(&(peer, h.seq));
+        self.finish(id);
+        Ok(())
+    }
+}
+
+pub(crate) fn gone(req: u64) -> ProtoError {
+    ProtoError::Invalid(format!(
+        "internal: request {req} vanished while its operations were in flight"
+    ))
+}

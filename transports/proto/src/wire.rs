@@ -1,0 +1,353 @@
+//! The wire header. Little-endian, fixed [`HEADER_LEN`] bytes, then the
+//! encoded key (`key_len` bytes), then the payload (`payload_len` bytes):
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 0..2 | magic `0x4F56` |
+//! | 2 | version |
+//! | 3 | kind ([`Kind`]) |
+//! | 4..8 | seq: the message's number from sender to receiver |
+//! | 8..12 | tag |
+//! | 12..20 | len: the whole message's length |
+//! | 20..28 | offset of this packet's payload (or fragment) in the message |
+//! | 28..32 | payload_len |
+//! | 32..34 | key_len |
+//! | 34 | flags ([`FLAG_SYNC`], [`FLAG_READY`], [`FLAG_INTERNAL`]) |
+//! | 35 | reserved, zero |
+//!
+//! [`decode`] checks every field against the packet's real length; the
+//! engine then checks sequence, state and ranges against what it knows.
+
+use crate::Key;
+
+pub const MAGIC: u16 = 0x4F56;
+pub const VERSION: u8 = 1;
+/// Bytes of the fixed header.
+pub const HEADER_LEN: usize = 36;
+/// Largest opaque key blob accepted (as `ovbench_core::MAX_KEY_BLOB`).
+pub const MAX_KEY_BLOB: usize = 1024;
+
+/// The sender asks for an acknowledgement once the receive is matched.
+pub const FLAG_SYNC: u8 = 1;
+/// Ready mode: the receive must already be posted.
+pub const FLAG_READY: u8 = 2;
+/// Internal traffic (barrier); matches only internal receives.
+pub const FLAG_INTERNAL: u8 = 4;
+const KNOWN_FLAGS: u8 = FLAG_SYNC | FLAG_READY | FLAG_INTERNAL;
+
+/// Message kinds. "→R" travels sender to receiver, "→S" back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// →R first packet of an eager message (payload inside).
+    Eager = 1,
+    /// →R a later packet of an eager train.
+    EagerFrag = 2,
+    /// →R rdma-write rendezvous request.
+    RtsWrite = 3,
+    /// →R rdma-read rendezvous request with the sender's key.
+    RtsRead = 4,
+    /// →S clear to send, with the receiver's key.
+    Cts = 5,
+    /// →R the sender's write (at `offset`, `len` bytes) is visible.
+    FinWrite = 6,
+    /// →S the receiver's read finished.
+    FinRead = 7,
+    /// →R pipelined request with the first fragment inside.
+    PipeRts = 8,
+    /// →S the pipelined request was matched.
+    PipeAck = 9,
+    /// →S write fragment at `offset` of `len` bytes into this key.
+    Put = 10,
+    /// →S a synchronous eager send was matched.
+    SyncAck = 11,
+    /// →R a raw send (one packet).
+    RawSend = 12,
+    /// either way: the key of the raw buffer for `tag`.
+    RawKey = 13,
+}
+
+impl Kind {
+    fn from_u8(v: u8) -> Option<Kind> {
+        use Kind::*;
+        Some(match v {
+            1 => Eager,
+            2 => EagerFrag,
+            3 => RtsWrite,
+            4 => RtsRead,
+            5 => Cts,
+            6 => FinWrite,
+            7 => FinRead,
+            8 => PipeRts,
+            9 => PipeAck,
+            10 => Put,
+            11 => SyncAck,
+            12 => RawSend,
+            13 => RawKey,
+            _ => return None,
+        })
+    }
+    /// Whether this kind must (true) or must not (false) carry a key.
+    fn has_key(self) -> bool {
+        matches!(self, Kind::RtsRead | Kind::Cts | Kind::Put | Kind::RawKey)
+    }
+    /// Whether this kind may carry payload bytes.
+    fn has_payload(self) -> bool {
+        matches!(
+            self,
+            Kind::Eager | Kind::EagerFrag | Kind::PipeRts | Kind::RawSend
+        )
+    }
+}
+
+/// A decoded header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub kind: Kind,
+    pub seq: u32,
+    pub tag: u32,
+    pub len: u64,
+    pub offset: u64,
+    pub payload_len: u32,
+    pub flags: u8,
+    pub key: Option<Key>,
+}
+
+impl Header {
+    /// A header with no key or payload.
+    pub fn ctrl(kind: Kind, seq: u32, tag: u32, len: u64) -> Header {
+        Header {
+            kind,
+            seq,
+            tag,
+            len,
+            offset: 0,
+            payload_len: 0,
+            flags: 0,
+            key: None,
+        }
+    }
+
+    /// Header bytes (fixed part plus key); the payload follows separately.
+    pub fn encode(&self) -> Vec<u8> {
+        let key_len = self.key.as_ref().map_or(0, |k| 18 + k.blob.len());
+        let mut out = Vec::with_capacity(HEADER_LEN + key_len);
+        out.extend_from_slice(&MAGIC.to_le_bytes());
+        out.push(VERSION);
+        out.push(self.kind as u8);
+        out.extend_from_slice(&self.seq.to_le_bytes());
+        out.extend_from_slice(&self.tag.to_le_bytes());
+        out.extend_from_slice(&self.len.to_le_bytes());
+        out.extend_from_slice(&self.offset.to_le_bytes());
+        out.extend_from_slice(&self.payload_len.to_le_bytes());
+        out.extend_from_slice(&(key_len as u16).to_le_bytes());
+        out.push(self.flags);
+        out.push(0);
+        if let Some(k) = &self.key {
+            out.extend_from_slice(&k.addr.to_le_bytes());
+            out.extend_from_slice(&k.len.to_le_bytes());
+            out.extend_from_slice(&(k.blob.len() as u16).to_le_bytes());
+            out.extend_from_slice(&k.blob);
+        }
+        out
+    }
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(a)
+}
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// Decode a key: addr, len, u16 blob length, blob — exactly `b.len()` bytes.
+pub fn decode_key(b: &[u8]) -> Result<Key, String> {
+    if b.len() < 18 {
+        return Err(format!("key of {} bytes is shorter than 18", b.len()));
+    }
+    let addr = u64_at(b, 0);
+    let len = u64_at(b, 8);
+    let blen = u16_at(b, 16) as usize;
+    if blen > MAX_KEY_BLOB {
+        return Err(format!(
+            "key blob of {blen} bytes exceeds the {MAX_KEY_BLOB}-byte cap"
+        ));
+    }
+    if b.len() != 18 + blen {
+        return Err(format!(
+            "key blob says {blen} bytes but {} follow",
+            b.len() - 18
+        ));
+    }
+    if addr.checked_add(len).is_none() {
+        return Err(format!("key range {addr:#x}+{len} overflows"));
+    }
+    Ok(Key {
+        addr,
+        len,
+        blob: b[18..].to_vec(),
+    })
+}
+
+/// Decode and check a packet; returns the header and where the payload starts.
+pub fn decode(b: &[u8]) -> Result<(Header, usize), String> {
+    if b.len() < HEADER_LEN {
+        return Err(format!(
+            "message of {} bytes is shorter than the {HEADER_LEN}-byte header",
+            b.len()
+        ));
+    }
+    let magic = u16_at(b, 0);
+    if magic != MAGIC {
+        return Err(format!(
+            "bad magic {magic:#06x} (expected {MAGIC:#06x}): not an ovbench peer or corrupted stream"
+        ));
+    }
+    if b[2] != VERSION {
+        return Err(format!(
+            "protocol version {} but this build speaks {VERSION}: run the same ovbench on every rank",
+            b[2]
+        ));
+    }
+    let kind = Kind::from_u8(b[3]).ok_or_else(|| format!("unknown message kind {}", b[3]))?;
+    let payload_len = u32_at(b, 28);
+    let key_len = u16_at(b, 32) as usize;
+    let flags = b[34];
+    if flags & !KNOWN_FLAGS != 0 {
+        return Err(format!("unknown flags {flags:#04x} in {kind:?}"));
+    }
+    if b[35] != 0 {
+        return Err(format!("reserved header byte is {:#04x}, not zero", b[35]));
+    }
+    if kind.has_key() != (key_len > 0) {
+        return Err(format!(
+            "{kind:?} with a key of {key_len} bytes: this kind {} a key",
+            if kind.has_key() {
+                "needs"
+            } else {
+                "carries no"
+            }
+        ));
+    }
+    if !kind.has_payload() && payload_len != 0 {
+        return Err(format!("{kind:?} carries {payload_len} payload bytes"));
+    }
+    let want = HEADER_LEN + key_len + payload_len as usize;
+    if b.len() != want {
+        return Err(format!(
+            "{kind:?} of {} bytes, but the header accounts for {want} (key {key_len}, payload {payload_len})",
+            b.len()
+        ));
+    }
+    let key = if key_len > 0 {
+        Some(decode_key(&b[HEADER_LEN..HEADER_LEN + key_len])?)
+    } else {
+        None
+    };
+    let h = Header {
+        kind,
+        seq: u32_at(b, 4),
+        tag: u32_at(b, 8),
+        len: u64_at(b, 12),
+        offset: u64_at(b, 20),
+        payload_len,
+        flags,
+        key,
+    };
+    if h.offset
+        .checked_add(payload_len as u64)
+        .map_or(true, |end| end > h.len)
+    {
+        return Err(format!(
+            "{kind:?} payload {}+{payload_len} lies outside the {}-byte message",
+            h.offset, h.len
+        ));
+    }
+    Ok((h, HEADER_LEN + key_len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Header {
+        Header {
+            kind: Kind::Cts,
+            seq: 7,
+            tag: 3,
+            len: 4096,
+            offset: 0,
+            payload_len: 0,
+            flags: FLAG_SYNC,
+            key: Some(Key {
+                addr: 0x1000,
+                len: 4096,
+                blob: vec![9, 8, 7],
+            }),
+        }
+    }
+
+    #[test]
+    fn roundtrip() {
+        let h = sample();
+        let b = h.encode();
+        let (d, start) = decode(&b).unwrap();
+        assert_eq!(d, h);
+        assert_eq!(start, b.len());
+    }
+
+    #[test]
+    fn every_field_is_checked() {
+        let good = sample().encode();
+        let bad = |f: &dyn Fn(&mut Vec<u8>), what: &str| {
+            let mut b = good.clone();
+            f(&mut b);
+            let e = decode(&b).unwrap_err();
+            assert!(e.contains(what), "{e:?} lacks {what:?}");
+        };
+        bad(&|b| b[0] ^= 1, "magic");
+        bad(&|b| b[2] = 9, "version");
+        bad(&|b| b[3] = 99, "unknown message kind");
+        bad(&|b| b[34] = 0x80, "unknown flags");
+        bad(&|b| b[35] = 1, "reserved");
+        bad(&|b| b[28] = 1, "payload bytes");
+        bad(&|b| b.truncate(20), "shorter");
+        bad(&|b| b.push(0), "accounts for");
+        bad(&|b| b[32] = 0, "needs a key");
+        // Key blob length larger than what follows.
+        bad(&|b| b[HEADER_LEN + 16] = 200, "key blob says");
+        // Blob over the cap.
+        bad(
+            &|b| b[HEADER_LEN + 16..HEADER_LEN + 18].copy_from_slice(&2000u16.to_le_bytes()),
+            "cap",
+        );
+        // Key range overflow.
+        bad(
+            &|b| b[HEADER_LEN..HEADER_LEN + 8].copy_from_slice(&u64::MAX.to_le_bytes()),
+            "overflows",
+        );
+    }
+
+    #[test]
+    fn payload_outside_message_rejected() {
+        let mut h = Header::ctrl(Kind::EagerFrag, 1, 0, 10);
+        h.offset = 8;
+        h.payload_len = 4;
+        let mut b = h.encode();
+        b.extend_from_slice(&[0; 4]);
+        assert!(decode(&b).unwrap_err().contains("outside"));
+        let mut h = Header::ctrl(Kind::Eager, 1, 0, u64::MAX);
+        h.offset = u64::MAX;
+        h.payload_len = 1;
+        let mut b = h.encode();
+        b.push(0);
+        assert!(decode(&b).unwrap_err().contains("outside"));
+    }
+}
