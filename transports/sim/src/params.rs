@@ -1,0 +1,323 @@
+//! The model's parameters, parsed from `--sim KEY=VAL,…` (DESIGN.md § The
+//! sim model). Keys are case-sensitive; durations need a unit (ps, ns, us,
+//! ms, s) and are kept as integer picoseconds so closed forms in tests hold
+//! exactly. G is kept in femtoseconds per byte so sub-picosecond gaps
+//! (fast links) are not rounded away.
+
+use std::collections::BTreeMap;
+
+use ovbench_core::Progress;
+
+/// Picoseconds: the simulator's unit of virtual time.
+pub type Ps = u64;
+
+/// LogGP parameters plus the model's switches. Every field is public so a
+/// caller (the CLI's `--progress`) can override one after parsing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimParams {
+    /// Wire latency: injection start to last byte at the target, less m·G.
+    pub l: Ps,
+    /// CPU cost of each operation the engine posts (send, write, read).
+    pub o_s: Ps,
+    /// CPU cost of consuming one arrived two-sided message (or serving one
+    /// one-sided request when not offloaded).
+    pub o_r: Ps,
+    /// Minimum gap between two injections at one NIC.
+    pub g: Ps,
+    /// Per-byte gap, femtoseconds per byte (default 0.1 ns = 100 000 fs).
+    pub big_g_fs: u64,
+    /// One-sided operations served by the target's NIC (`yes`) or by the
+    /// target's next library call (`no`).
+    pub offload: bool,
+    /// Two-sided progress: consumed inside library calls, or by a thread.
+    pub progress: Progress,
+    /// Largest uniform random extra added to L per message (0: none).
+    pub jitter: Ps,
+    /// Seed of the jitter's generator.
+    pub seed: u64,
+    /// Clock offset per rank, picoseconds (may be negative).
+    pub skew: BTreeMap<u32, i64>,
+    /// Clock drift per rank: the rank's clock reads t·(1 + drift).
+    pub drift: BTreeMap<u32, f64>,
+}
+
+impl Default for SimParams {
+    fn default() -> Self {
+        SimParams {
+            l: 1_000_000,
+            o_s: 300_000,
+            o_r: 300_000,
+            g: 500_000,
+            big_g_fs: 100_000,
+            offload: true,
+            progress: Progress::Poll,
+            jitter: 0,
+            seed: 0,
+            skew: BTreeMap::new(),
+            drift: BTreeMap::new(),
+        }
+    }
+}
+
+impl SimParams {
+    /// Parse `KEY=VAL,…` over the defaults; an empty string gives the
+    /// defaults. Errors name the key and the offending value.
+    pub fn parse(s: &str) -> Result<SimParams, String> {
+        let mut p = SimParams::default();
+        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (key, val) = item
+                .split_once('=')
+                .ok_or_else(|| format!("--sim: `{item}` is not KEY=VALUE"))?;
+            let (key, val) = (key.trim(), val.trim());
+            let bad = |e: String| format!("--sim {key}={val}: {e}");
+            match key {
+                "L" => p.l = parse_duration_ps(val).map_err(bad)?,
+                "os" | "o_s" => p.o_s = parse_duration_ps(val).map_err(bad)?,
+                "or" | "o_r" => p.o_r = parse_duration_ps(val).map_err(bad)?,
+                "g" => p.g = parse_duration_ps(val).map_err(bad)?,
+                "G" => p.big_g_fs = parse_per_byte_fs(val).map_err(bad)?,
+                "offload" => p.offload = parse_yes_no(val).map_err(bad)?,
+                "progress" => p.progress = val.parse().map_err(bad)?,
+                "jitter" => p.jitter = parse_duration_ps(val).map_err(bad)?,
+                "seed" => {
+                    p.seed = val
+                        .parse()
+                        .map_err(|_| bad("expected an unsigned integer".into()))?
+                }
+                _ => {
+                    if let Some(r) = key.strip_prefix("skew.") {
+                        let rank = parse_rank(r).map_err(bad)?;
+                        p.skew.insert(rank, parse_signed_ps(val).map_err(bad)?);
+                    } else if let Some(r) = key.strip_prefix("drift.") {
+                        let rank = parse_rank(r).map_err(bad)?;
+                        p.drift.insert(rank, parse_drift(val).map_err(bad)?);
+                    } else {
+                        return Err(format!(
+                            "--sim: unknown key `{key}` (keys are case-sensitive: L, os, o_s, or, o_r, g, G, offload, progress, jitter, seed, skew.R, drift.R)"
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(p)
+    }
+
+    /// m·G in picoseconds (rounded down).
+    pub fn bytes_ps(&self, m: u64) -> Ps {
+        ((m as u128 * self.big_g_fs as u128) / 1000) as Ps
+    }
+
+    /// Gap a NIC keeps after starting an injection of m bytes: max(g, m·G).
+    pub fn inject_gap(&self, m: u64) -> Ps {
+        self.g.max(self.bytes_ps(m))
+    }
+
+    /// Check that every per-rank key names a rank of an `np`-rank job.
+    pub fn check_ranks(&self, np: u32) -> Result<(), String> {
+        let bad = self
+            .skew
+            .keys()
+            .map(|r| ("skew", r))
+            .chain(self.drift.keys().map(|r| ("drift", r)))
+            .find(|(_, &r)| r >= np);
+        match bad {
+            Some((k, r)) => Err(format!(
+                "--sim {k}.{r}: rank {r} does not exist in a {np}-rank run"
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// `key=value` pairs for the header.
+    pub fn describe(&self) -> Vec<(String, String)> {
+        let ns = |ps: Ps| format!("{}ns", ps as f64 / 1000.0);
+        vec![
+            ("L".into(), ns(self.l)),
+            ("o_s".into(), ns(self.o_s)),
+            ("o_r".into(), ns(self.o_r)),
+            ("g".into(), ns(self.g)),
+            (
+                "G".into(),
+                format!("{}ns/B", self.big_g_fs as f64 / 1_000_000.0),
+            ),
+            (
+                "offload".into(),
+                if self.offload { "yes" } else { "no" }.into(),
+            ),
+            ("progress".into(), self.progress.to_string()),
+            ("jitter".into(), ns(self.jitter)),
+            ("seed".into(), self.seed.to_string()),
+        ]
+    }
+}
+
+fn parse_rank(s: &str) -> Result<u32, String> {
+    s.parse().map_err(|_| format!("`{s}` is not a rank number"))
+}
+
+fn parse_yes_no(s: &str) -> Result<bool, String> {
+    match s {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err("expected `yes` or `no`".into()),
+    }
+}
+
+/// A drift ratio: a plain number (`1e-6`) or parts per million (`5ppm`).
+fn parse_drift(s: &str) -> Result<f64, String> {
+    let (num, scale) = match s.strip_suffix("ppm") {
+        Some(n) => (n, 1e-6),
+        None => (s, 1.0),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| "expected a ratio such as 1e-6 or 5ppm".to_string())?;
+    if !v.is_finite() || v * scale <= -1.0 {
+        return Err("drift must be finite and above -1".into());
+    }
+    Ok(v * scale)
+}
+
+/// Split `12.5ns` into its decimal number and its unit in picoseconds.
+fn split_unit(s: &str) -> Result<(&str, u128), String> {
+    const UNITS: [(&str, u128); 5] = [
+        ("ps", 1),
+        ("ns", 1_000),
+        ("us", 1_000_000),
+        ("ms", 1_000_000_000),
+        ("s", 1_000_000_000_000),
+    ];
+    for (u, ps) in UNITS {
+        if let Some(n) = s.strip_suffix(u) {
+            // `ps`, `ns`, … also end in `s`: the longer units come first.
+            if u == "s" && n.ends_with(|c: char| c.is_ascii_alphabetic()) {
+                continue;
+            }
+            return Ok((n, ps));
+        }
+    }
+    Err(format!(
+        "`{s}` needs a unit: ps, ns, us, ms or s (e.g. 300ns)"
+    ))
+}
+
+/// Exact decimal × scale → integer, refusing anything finer than 1.
+fn decimal_times(num: &str, scale: u128, what: &str) -> Result<u128, String> {
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    if int.is_empty() && frac.is_empty()
+        || !int.bytes().all(|b| b.is_ascii_digit())
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+    {
+        return Err(format!("`{num}` is not a non-negative decimal number"));
+    }
+    let digits = format!("{int}{frac}");
+    let mantissa: u128 = digits
+        .parse::<u128>()
+        .map_err(|_| format!("`{num}` is too large"))?;
+    let pow = 10u128
+        .checked_pow(frac.len() as u32)
+        .ok_or_else(|| format!("`{num}` has too many decimals"))?;
+    let scaled = mantissa
+        .checked_mul(scale)
+        .ok_or_else(|| format!("`{num}` is too large"))?;
+    if scaled % pow != 0 {
+        return Err(format!("`{num}` is finer than the model's {what}"));
+    }
+    Ok(scaled / pow)
+}
+
+/// A non-negative duration with a unit → picoseconds.
+pub fn parse_duration_ps(s: &str) -> Result<Ps, String> {
+    let (num, ps) = split_unit(s)?;
+    let v = decimal_times(num, ps, "1 ps resolution")?;
+    Ps::try_from(v).map_err(|_| format!("`{s}` is too large"))
+}
+
+/// A possibly negative duration → picoseconds.
+pub fn parse_signed_ps(s: &str) -> Result<i64, String> {
+    let (neg, body) = match s.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    let v = i64::try_from(parse_duration_ps(body)?).map_err(|_| format!("`{s}` is too large"))?;
+    Ok(if neg { -v } else { v })
+}
+
+/// A per-byte time (`0.1ns`, optionally `0.1ns/B`) → femtoseconds per byte.
+pub fn parse_per_byte_fs(s: &str) -> Result<u64, String> {
+    let body = s.strip_suffix("/B").unwrap_or(s);
+    let (num, ps) = split_unit(body)?;
+    let fs = decimal_times(num, ps * 1000, "1 fs/B resolution")?;
+    u64::try_from(fs).map_err(|_| format!("`{s}` is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_design() {
+        let p = SimParams::parse("").unwrap();
+        assert_eq!(p.l, 1_000_000);
+        assert_eq!((p.o_s, p.o_r, p.g), (300_000, 300_000, 500_000));
+        assert_eq!(p.big_g_fs, 100_000);
+        assert!(p.offload);
+        assert_eq!(p.progress, Progress::Poll);
+        assert_eq!((p.jitter, p.seed), (0, 0));
+    }
+
+    #[test]
+    fn every_key_and_unit() {
+        let p = SimParams::parse(
+            "L=2us,os=1ns,o_r=250ps,g=0.5us,G=0.02ns/B,offload=no,progress=thread,jitter=1.5ns,seed=7,skew.3=-2us,drift.1=5ppm",
+        )
+        .unwrap();
+        assert_eq!(p.l, 2_000_000);
+        assert_eq!(p.o_s, 1_000);
+        assert_eq!(p.o_r, 250);
+        assert_eq!(p.g, 500_000);
+        assert_eq!(p.big_g_fs, 20_000);
+        assert!(!p.offload);
+        assert_eq!(p.progress, Progress::Thread);
+        assert_eq!(p.jitter, 1_500);
+        assert_eq!(p.seed, 7);
+        assert_eq!(p.skew[&3], -2_000_000);
+        assert!((p.drift[&1] - 5e-6).abs() < 1e-18);
+        let q = SimParams::parse("o_s=1ms,or=1s,G=3ps").unwrap();
+        assert_eq!(
+            (q.o_s, q.o_r, q.big_g_fs),
+            (1_000_000_000, 1_000_000_000_000, 3_000)
+        );
+    }
+
+    #[test]
+    fn errors_name_key_and_value() {
+        let e = SimParams::parse("l=1us").unwrap_err();
+        assert!(e.contains("unknown key `l`"), "{e}");
+        let e = SimParams::parse("L=1").unwrap_err();
+        assert!(e.contains("L=1") && e.contains("unit"), "{e}");
+        let e = SimParams::parse("g=0.0001ns").unwrap_err();
+        assert!(e.contains("g=0.0001ns") && e.contains("finer"), "{e}");
+        let e = SimParams::parse("offload=maybe").unwrap_err();
+        assert!(e.contains("offload=maybe"), "{e}");
+        let e = SimParams::parse("os=-3ns").unwrap_err();
+        assert!(e.contains("os=-3ns"), "{e}");
+        let e = SimParams::parse("skew.x=1ns").unwrap_err();
+        assert!(e.contains("skew.x") && e.contains("rank"), "{e}");
+        assert!(SimParams::parse("L").unwrap_err().contains("KEY=VALUE"));
+        assert!(SimParams::parse("seed=abc")
+            .unwrap_err()
+            .contains("seed=abc"));
+    }
+
+    #[test]
+    fn gaps_follow_loggp() {
+        let p = SimParams::default();
+        assert_eq!(p.bytes_ps(1000), 100_000);
+        assert_eq!(p.inject_gap(0), 500_000);
+        assert_eq!(p.inject_gap(1 << 20), 104_857_600);
+        assert!(p.check_ranks(4).is_ok());
+        let q = SimParams::parse("skew.9=1ns").unwrap();
+        assert!(q.check_ranks(4).unwrap_err().contains("skew.9"));
+    }
+}

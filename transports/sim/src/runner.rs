@@ -1,0 +1,138 @@
+//! Running N ranks: one thread per rank under the scheduler's baton, each
+//! given its transport, clock and work loop; the results come back in
+//! rank order with the simulator's [`SimReport`].
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use ovbench_core::Rank;
+
+use crate::sched::{list, Abort, Shared};
+use crate::{Ps, SimClock, SimParams, SimReport, SimTransport, SimWork};
+
+/// Stack of each rank thread: the engine and methods keep little on it.
+const RANK_STACK: usize = 1 << 20;
+
+/// Why a simulated run failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SimError {
+    /// Bad `--sim` parameters for this run.
+    #[error("{0}")]
+    Params(String),
+    /// Every live rank waited for something that could never come.
+    #[error("simulation deadlock at {} ns: ranks {} are blocked and nothing is in flight", *.at_ps as f64 / 1000.0, list(.ranks))]
+    Deadlock { ranks: Vec<Rank>, at_ps: Ps },
+    /// A rank's code panicked; the others were stopped.
+    #[error("rank {rank} panicked: {message}")]
+    Panicked { rank: Rank, message: String },
+    /// The operating system refused a rank thread.
+    #[error("cannot start the thread of rank {rank}: {source}")]
+    Spawn {
+        rank: Rank,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What each rank's code gets: its endpoint, clock and work loop.
+#[derive(Debug)]
+pub struct RankKit {
+    pub rank: Rank,
+    pub transport: SimTransport,
+    pub clock: Arc<SimClock>,
+    pub work: SimWork,
+}
+
+/// Run `f` on `np` simulated ranks with the bare transport (the runner
+/// for the engine's communicator builds on this). Returns each rank's
+/// result in rank order and the truth.
+pub fn run_raw<R: Send>(
+    np: u32,
+    params: &SimParams,
+    f: impl Fn(RankKit) -> R + Sync,
+) -> Result<(Vec<R>, SimReport), SimError> {
+    if np == 0 {
+        return Err(SimError::Params(
+            "a simulated run needs at least one rank".into(),
+        ));
+    }
+    params.check_ranks(np).map_err(SimError::Params)?;
+    let shared = Arc::new(Shared::new(np, params.clone()));
+    let f = &f;
+    let results: Vec<Option<R>> = std::thread::scope(|s| {
+        let mut handles = Vec::with_capacity(np as usize);
+        for r in 0..np {
+            let sh = Arc::clone(&shared);
+            let h = std::thread::Builder::new()
+                .name(format!("sim-rank-{r}"))
+                .stack_size(RANK_STACK)
+                .spawn_scoped(s, move || rank_main(sh, r, f));
+            match h {
+                Ok(h) => handles.push(h),
+                Err(source) => {
+                    // Release the threads already waiting so the scope can join them.
+                    shared.stop(r, format!("thread spawn failed: {source}"));
+                    return Err(SimError::Spawn { rank: r, source });
+                }
+            }
+        }
+        // Every thread waits for the baton; give it to the first rank.
+        shared.start();
+        Ok(handles
+            .into_iter()
+            .map(|h| h.join().ok().flatten())
+            .collect())
+    })?;
+    let g = shared.lock();
+    match &g.abort {
+        Some(Abort::Deadlock { ranks, at }) => Err(SimError::Deadlock {
+            ranks: ranks.clone(),
+            at_ps: *at,
+        }),
+        Some(Abort::Panic { rank, message }) => Err(SimError::Panicked {
+            rank: *rank,
+            message: message.clone(),
+        }),
+        None => {
+            let report = SimReport {
+                ranks: g.w.ranks.iter().map(|r| r.truth.clone()).collect(),
+                switches: g.switches,
+            };
+            let results = results
+                .into_iter()
+                .map(|r| r.expect("rank finished"))
+                .collect();
+            Ok((results, report))
+        }
+    }
+}
+
+fn rank_main<R>(shared: Arc<Shared>, r: Rank, f: &(impl Fn(RankKit) -> R + Sync)) -> Option<R> {
+    drop(shared.enter(r));
+    if shared.lock().abort.is_some() {
+        shared.finish(r, None);
+        return None;
+    }
+    let kit = RankKit {
+        rank: r,
+        transport: SimTransport::new(Arc::clone(&shared), r),
+        clock: Arc::new(SimClock::new(Arc::clone(&shared), r)),
+        work: SimWork::new(Arc::clone(&shared), r),
+    };
+    match catch_unwind(AssertUnwindSafe(|| f(kit))) {
+        Ok(v) => {
+            shared.finish(r, None);
+            Some(v)
+        }
+        Err(e) => {
+            let message = e
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| e.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic".into());
+            shared.finish(r, Some(message));
+            None
+        }
+    }
+}

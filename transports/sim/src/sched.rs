@@ -1,0 +1,276 @@
+//! The baton: every rank is an OS thread, but exactly one runs at a time —
+//! the one with the smallest virtual time (ties broken by rank), after
+//! every event up to that time has been processed. A rank that makes a
+//! transport call while another rank or an event is behind it hands the
+//! baton over and waits, so causality holds and runs repeat exactly. If no
+//! rank can run and no event is pending while some rank is blocked, the
+//! run is a deadlock: every waiting rank is released with an error that
+//! names the blocked ranks.
+
+use std::cmp::Reverse;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use ovbench_core::{OpKind, Rank, TransportError};
+
+use crate::world::{Status, World};
+use crate::{Ps, SimParams};
+
+/// Why a run stopped early; copied into every rank's later errors.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Abort {
+    Deadlock { ranks: Vec<Rank>, at: Ps },
+    Panic { rank: Rank, message: String },
+}
+
+impl Abort {
+    pub(crate) fn error(&self) -> TransportError {
+        let detail = match self {
+            Abort::Deadlock { ranks, at } => format!(
+                "simulation deadlock at {} ns: ranks {} are blocked and nothing is in flight",
+                *at as f64 / 1000.0,
+                list(ranks)
+            ),
+            Abort::Panic { rank, message } => {
+                format!("simulation stopped: rank {rank} panicked: {message}")
+            }
+        };
+        TransportError::Local {
+            op: OpKind::Poll,
+            detail,
+        }
+    }
+}
+
+/// `0, 3, 7` (at most 32 named, then a count).
+pub(crate) fn list(ranks: &[Rank]) -> String {
+    let mut s: Vec<String> = ranks.iter().take(32).map(|r| r.to_string()).collect();
+    if ranks.len() > 32 {
+        s.push(format!("and {} more", ranks.len() - 32));
+    }
+    s.join(", ")
+}
+
+/// The scheduler's lock-protected part.
+#[derive(Debug)]
+pub(crate) struct Sched {
+    pub w: World,
+    baton: Option<Rank>,
+    pub abort: Option<Abort>,
+    /// Baton handoffs between threads (performance figure).
+    pub switches: u64,
+}
+
+/// State every rank's transport, clock and work loop share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub np: u32,
+    pub params: SimParams,
+    state: Mutex<Sched>,
+    cvs: Vec<Condvar>,
+    /// Each rank's CPU time, readable without the lock by its clock.
+    pub times: Vec<AtomicU64>,
+}
+
+pub(crate) type Guard<'a> = MutexGuard<'a, Sched>;
+
+impl Shared {
+    pub(crate) fn new(np: u32, params: SimParams) -> Shared {
+        Shared {
+            np,
+            state: Mutex::new(Sched {
+                w: World::new(np, params.clone()),
+                baton: None,
+                abort: None,
+                switches: 0,
+            }),
+            params,
+            cvs: (0..np).map(|_| Condvar::new()).collect(),
+            times: (0..np).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> Guard<'_> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A rank's true virtual time.
+    pub(crate) fn now(&self, r: Rank) -> Ps {
+        self.times[r as usize].load(Ordering::Relaxed)
+    }
+
+    /// Set a rank's time (in the world and in its clock's mirror).
+    pub(crate) fn set_now(&self, g: &mut Guard<'_>, r: Rank, t: Ps) {
+        g.w.ranks[r as usize].now = t;
+        self.times[r as usize].store(t, Ordering::Relaxed);
+    }
+
+    /// Mirror the world's time of `r` into its clock after a cost was charged.
+    pub(crate) fn publish(&self, g: &Guard<'_>, r: Rank) {
+        self.times[r as usize].store(g.w.ranks[r as usize].now, Ordering::Relaxed);
+    }
+
+    /// Advance `r`'s CPU by `d` outside any library call (work, delay).
+    pub(crate) fn advance(&self, r: Rank, d: Ps, compute: bool) {
+        let mut g = self.lock();
+        let t0 = g.w.ranks[r as usize].now;
+        if compute {
+            g.w.ranks[r as usize].truth.add_compute(t0, t0 + d);
+        }
+        self.set_now(&mut g, r, t0 + d);
+    }
+
+    /// Wait for the first turn of `r` (a rank thread's start).
+    pub(crate) fn enter(&self, r: Rank) -> Guard<'_> {
+        let g = self.lock();
+        let mut g = self.cvs[r as usize]
+            .wait_while(g, |s| s.baton != Some(r) && s.abort.is_none())
+            .unwrap_or_else(|e| e.into_inner());
+        g.w.ranks[r as usize].status = Status::Running;
+        g
+    }
+
+    /// Bring the world up to `r`'s current time before it acts: process
+    /// every event at or before it and let every rank behind it run first.
+    pub(crate) fn sync<'a>(
+        &'a self,
+        mut g: Guard<'a>,
+        r: Rank,
+    ) -> Result<Guard<'a>, TransportError> {
+        if let Some(a) = &g.abort {
+            return Err(a.error());
+        }
+        let t = g.w.ranks[r as usize].now;
+        loop {
+            if g.w.next_event().is_some_and(|e| e <= t) {
+                g.w.step();
+                continue;
+            }
+            let behind = g.w.ready.peek().is_some_and(|Reverse(k)| *k < (t, r));
+            if !behind {
+                return Ok(g);
+            }
+            g.w.ranks[r as usize].status = Status::Ready;
+            g.w.ready.push(Reverse((t, r)));
+            return self.switch(g, r);
+        }
+    }
+
+    /// `r` has nothing to do: sleep until an event makes it ready.
+    pub(crate) fn block<'a>(
+        &'a self,
+        mut g: Guard<'a>,
+        r: Rank,
+    ) -> Result<Guard<'a>, TransportError> {
+        g.w.ranks[r as usize].status = Status::Blocked;
+        self.switch(g, r)
+    }
+
+    /// Give the baton to the next rank in time order (processing events
+    /// on the way) and wait until it comes back to `r`.
+    fn switch<'a>(&'a self, mut g: Guard<'a>, r: Rank) -> Result<Guard<'a>, TransportError> {
+        match self.pick(&mut g) {
+            Some(n) if n == r => {}
+            Some(n) => {
+                g.switches += 1;
+                self.cvs[n as usize].notify_one();
+                g = self.cvs[r as usize]
+                    .wait_while(g, |s| s.baton != Some(r) && s.abort.is_none())
+                    .unwrap_or_else(|e| e.into_inner());
+            }
+            None => {
+                if g.abort.is_none() {
+                    let ranks = blocked(&g.w);
+                    let at = g.w.ranks[r as usize].now;
+                    g.abort = Some(Abort::Deadlock { ranks, at });
+                }
+                self.release_all();
+            }
+        }
+        match &g.abort {
+            Some(a) => Err(a.error()),
+            None => Ok(g),
+        }
+    }
+
+    /// Choose the next rank to run and hand it the baton; `None` when
+    /// nothing can run.
+    fn pick(&self, g: &mut Guard<'_>) -> Option<Rank> {
+        loop {
+            let ev = g.w.next_event();
+            let rd = g.w.ready.peek().map(|Reverse(k)| *k);
+            match (ev, rd) {
+                (Some(e), Some((t, _))) if e <= t => g.w.step(),
+                (_, Some((t, n))) => {
+                    g.w.ready.pop();
+                    let st = &mut g.w.ranks[n as usize];
+                    st.status = Status::Running;
+                    let t = t.max(st.now);
+                    self.set_now(g, n, t);
+                    g.baton = Some(n);
+                    return Some(n);
+                }
+                (Some(_), None) => g.w.step(),
+                (None, None) => return None,
+            }
+        }
+    }
+
+    /// `r`'s closure returned (or panicked): record its end and pass on.
+    pub(crate) fn finish(&self, r: Rank, panic: Option<String>) {
+        let mut g = self.lock();
+        let st = &mut g.w.ranks[r as usize];
+        st.status = Status::Done;
+        st.truth.end_ps = st.now;
+        if let Some(message) = panic {
+            if g.abort.is_none() {
+                g.abort = Some(Abort::Panic { rank: r, message });
+            }
+        }
+        if g.abort.is_some() {
+            self.release_all();
+            return;
+        }
+        match self.pick(&mut g) {
+            Some(n) => {
+                g.switches += 1;
+                self.cvs[n as usize].notify_one();
+            }
+            None => {
+                let ranks = blocked(&g.w);
+                if !ranks.is_empty() {
+                    let at = g.w.ranks[r as usize].now;
+                    g.abort = Some(Abort::Deadlock { ranks, at });
+                    self.release_all();
+                }
+            }
+        }
+    }
+
+    /// Hand the baton to the first rank (all ranks start ready at 0).
+    pub(crate) fn start(&self) {
+        let mut g = self.lock();
+        if g.abort.is_none() && self.pick(&mut g).is_some() {
+            self.cvs[g.baton.expect("picked") as usize].notify_one();
+        }
+    }
+
+    /// Stop the run from outside (the runner could not start rank `r`).
+    pub(crate) fn stop(&self, r: Rank, message: String) {
+        let mut g = self.lock();
+        g.abort.get_or_insert(Abort::Panic { rank: r, message });
+        self.release_all();
+    }
+
+    fn release_all(&self) {
+        for cv in &self.cvs {
+            cv.notify_all();
+        }
+    }
+}
+
+fn blocked(w: &World) -> Vec<Rank> {
+    (0..w.ranks.len() as Rank)
+        .filter(|&i| w.ranks[i as usize].status == Status::Blocked)
+        .collect()
+}

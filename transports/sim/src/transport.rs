@@ -1,0 +1,304 @@
+//! [`SimTransport`]: one rank's endpoint into the simulated machine. Every
+//! call that other ranks can influence (posting, polling, registration)
+//! first syncs with the scheduler, so it takes effect at the rank's
+//! virtual time in global time order; memory access is local and free.
+//!
+//! Costs (DESIGN.md § The sim model): each post charges o_s to the
+//! caller; each two-sided message consumed by [`Transport::poll`] charges
+//! o_r (progress=poll), as does each one-sided request served there
+//! (offload=no). A message's size m is its payload: header bytes are free,
+//! so a 0-byte message is exact in the closed forms.
+//!
+//! A rank that polls [`SPIN_LIMIT`] times at one virtual time with nothing
+//! deliverable is spinning; it then jumps to its next event, as does
+//! [`Transport::block`] at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ovbench_core::{
+    Caps, Completion, Ctx, LocalSlice, MrHandle, Progress, Rank, RegionId, RemoteKey, RmaKind,
+    RmaProgress, Transport, TransportError, TransportInfo, MAX_KEY_BLOB,
+};
+
+use crate::sched::{Guard, Shared};
+use crate::world::{RmaKind as Req, RmaReq};
+
+/// Largest two-sided message, header included.
+pub const EAGER_BUF_SIZE: usize = 64 * 1024;
+
+/// Empty polls at one virtual time after which a rank is taken to be
+/// spinning and jumps to its next event. Above 1 so that a library call
+/// that polls once and then returns to the user does not lose time.
+pub const SPIN_LIMIT: u32 = 4;
+
+/// One rank's transport under sim.
+#[derive(Debug)]
+pub struct SimTransport {
+    shared: Arc<Shared>,
+    rank: Rank,
+}
+
+impl SimTransport {
+    pub(crate) fn new(shared: Arc<Shared>, rank: Rank) -> SimTransport {
+        SimTransport { shared, rank }
+    }
+
+    fn check_peer(&self, peer: Rank) -> Result<(), TransportError> {
+        if peer < self.shared.np {
+            Ok(())
+        } else {
+            Err(TransportError::Invalid(format!(
+                "rank {peer} does not exist in a {}-rank run",
+                self.shared.np
+            )))
+        }
+    }
+
+    fn synced(&self) -> Result<Guard<'_>, TransportError> {
+        self.shared.sync(self.shared.lock(), self.rank)
+    }
+
+    /// Validate and copy the local side of a write/read, then post it.
+    #[allow(clippy::too_many_arguments)]
+    fn post_rma(
+        &mut self,
+        peer: Rank,
+        local: LocalSlice,
+        mr: MrHandle,
+        remote: &RemoteKey,
+        remote_offset: u64,
+        ctx: Ctx,
+        write: bool,
+    ) -> Result<(), TransportError> {
+        self.check_peer(peer)?;
+        if remote.blob.len() > MAX_KEY_BLOB {
+            return Err(TransportError::Invalid(format!(
+                "remote key blob of {} bytes exceeds the {MAX_KEY_BLOB}-byte cap",
+                remote.blob.len()
+            )));
+        }
+        let mut g = self.synced()?;
+        let me = &g.w.ranks[self.rank as usize];
+        me.mem.check_local(mr, local)?;
+        let kind = if write {
+            Req::Write {
+                data: me.mem.slice(local)?.to_vec(),
+            }
+        } else {
+            Req::Read {
+                len: local.len as u64,
+                local,
+            }
+        };
+        let req = RmaReq {
+            from: self.rank,
+            key: remote.clone(),
+            offset: remote_offset,
+            ctx,
+            op: 0,
+            kind,
+        };
+        g.w.post_rma(self.rank, peer, req);
+        g.w.ranks[self.rank as usize].empty_polls = 0;
+        self.shared.publish(&g, self.rank);
+        Ok(())
+    }
+}
+
+impl Transport for SimTransport {
+    fn info(&self) -> TransportInfo {
+        TransportInfo {
+            name: "sim".into(),
+            device: "loggp".into(),
+            library: "ovbench-sim".into(),
+            extra: self.shared.params.describe(),
+        }
+    }
+
+    fn caps(&self) -> Caps {
+        let p = &self.shared.params;
+        Caps {
+            rma: RmaKind::Native,
+            rma_progress: if p.offload {
+                RmaProgress::Offloaded
+            } else {
+                RmaProgress::TargetProgress
+            },
+            progress: p.progress,
+            max_inline: 0,
+            eager_buf_size: EAGER_BUF_SIZE,
+            native_tagged: false,
+            native_sync_send: false,
+        }
+    }
+
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    fn size(&self) -> u32 {
+        self.shared.np
+    }
+
+    fn address(&self) -> Vec<u8> {
+        self.rank.to_le_bytes().to_vec()
+    }
+
+    fn connect(&mut self, addresses: &[Vec<u8>]) -> Result<(), TransportError> {
+        if addresses.len() != self.shared.np as usize {
+            return Err(TransportError::Invalid(format!(
+                "{} addresses for a {}-rank run",
+                addresses.len(),
+                self.shared.np
+            )));
+        }
+        for (i, a) in addresses.iter().enumerate() {
+            if a.as_slice() != (i as u32).to_le_bytes() {
+                return Err(TransportError::Invalid(format!(
+                    "address {i} is not a sim address of rank {i}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
+        Ok(self.shared.lock().w.ranks[self.rank as usize]
+            .mem
+            .alloc(len))
+    }
+
+    fn free(&mut self, region: RegionId) -> Result<(), TransportError> {
+        self.shared.lock().w.ranks[self.rank as usize]
+            .mem
+            .free(region)
+    }
+
+    fn read_region(&self, s: LocalSlice, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
+        let g = self.shared.lock();
+        f(g.w.ranks[self.rank as usize].mem.slice(s)?);
+        Ok(())
+    }
+
+    fn write_region(
+        &mut self,
+        s: LocalSlice,
+        f: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<(), TransportError> {
+        let mut g = self.shared.lock();
+        f(g.w.ranks[self.rank as usize].mem.slice_mut(s)?);
+        Ok(())
+    }
+
+    fn register(&mut self, s: LocalSlice) -> Result<MrHandle, TransportError> {
+        let mut g = self.synced()?;
+        g.w.ranks[self.rank as usize].mem.register(s)
+    }
+
+    fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
+        let mut g = self.synced()?;
+        g.w.ranks[self.rank as usize].mem.deregister(mr)
+    }
+
+    fn remote_key(&self, mr: MrHandle) -> RemoteKey {
+        self.shared.lock().w.ranks[self.rank as usize]
+            .mem
+            .remote_key(mr)
+    }
+
+    fn post_send(
+        &mut self,
+        peer: Rank,
+        header: &[u8],
+        payload: Option<LocalSlice>,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        self.check_peer(peer)?;
+        let plen = payload.map_or(0, |p| p.len);
+        if header.len() + plen > EAGER_BUF_SIZE {
+            return Err(TransportError::Invalid(format!(
+                "message of {} bytes to rank {peer} exceeds the {EAGER_BUF_SIZE}-byte eager buffer",
+                header.len() + plen
+            )));
+        }
+        let mut g = self.synced()?;
+        let mut data = Vec::with_capacity(header.len() + plen);
+        data.extend_from_slice(header);
+        if let Some(p) = payload {
+            data.extend_from_slice(g.w.ranks[self.rank as usize].mem.slice(p)?);
+        }
+        g.w.post_send(self.rank, peer, data, plen as u64, ctx);
+        g.w.ranks[self.rank as usize].empty_polls = 0;
+        self.shared.publish(&g, self.rank);
+        Ok(())
+    }
+
+    fn post_write(
+        &mut self,
+        peer: Rank,
+        local: LocalSlice,
+        mr: MrHandle,
+        remote: &RemoteKey,
+        remote_offset: u64,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        self.post_rma(peer, local, mr, remote, remote_offset, ctx, true)
+    }
+
+    fn post_read(
+        &mut self,
+        peer: Rank,
+        local: LocalSlice,
+        mr: MrHandle,
+        remote: &RemoteKey,
+        remote_offset: u64,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        self.post_rma(peer, local, mr, remote, remote_offset, ctx, false)
+    }
+
+    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
+        let mut g = self.synced()?;
+        let r = self.rank as usize;
+        if !g.w.ranks[r].has_work() {
+            let st = &mut g.w.ranks[r];
+            if st.spin_at != st.now {
+                (st.spin_at, st.empty_polls) = (st.now, 0);
+            }
+            st.empty_polls += 1;
+            if st.empty_polls < SPIN_LIMIT {
+                return Ok(0);
+            }
+            g = self.shared.block(g, self.rank)?;
+        }
+        let st = &mut g.w.ranks[r];
+        st.empty_polls = 0;
+        let charge = g.w.p.progress == Progress::Poll;
+        let (o_r, start) = (g.w.p.o_r, out.len());
+        // One-sided requests waiting for this library call (offload=no).
+        while let Some(req) = g.w.ranks[r].rma.pop_front() {
+            g.w.ranks[r].now += o_r;
+            let t = g.w.ranks[r].now;
+            g.w.serve(self.rank, t, req);
+        }
+        let st = &mut g.w.ranks[r];
+        while let Some((peer, data)) = st.inbox.pop_front() {
+            if charge {
+                st.now += o_r;
+            }
+            out.push(Completion::Recv { peer, data });
+        }
+        out.extend(st.done.drain(..));
+        self.shared.publish(&g, self.rank);
+        Ok(out.len() - start)
+    }
+
+    fn block(&mut self, _timeout: Duration) -> Result<(), TransportError> {
+        let g = self.synced()?;
+        if g.w.ranks[self.rank as usize].has_work() {
+            return Ok(());
+        }
+        self.shared.block(g, self.rank).map(drop)
+    }
+}

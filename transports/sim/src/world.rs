@@ -1,0 +1,391 @@
+//! The model's state and its cost rules (DESIGN.md § The sim model): NICs
+//! injecting at most one message per max(g, m·G), wires of latency L (+
+//! seeded jitter), one-sided requests served by the target's NIC or by its
+//! next library call, and completions that cost no CPU. Events run in
+//! (time, sequence) order; the scheduler in [`crate::sched`] interleaves
+//! them with the ranks so that everything happens in virtual-time order.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+
+use ovbench_core::{Completion, Ctx, LocalSlice, OpKind, Progress, Rank, RemoteKey};
+
+use crate::memory::Memory;
+use crate::truth::{OpTruth, RankTruth};
+use crate::{Ps, SimParams};
+
+/// Where a rank stands with the scheduler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// Holds the baton.
+    Running,
+    /// Waiting in the ready queue for its turn.
+    Ready,
+    /// Inside a library call with nothing to do: wakes at its next event.
+    Blocked,
+    /// Its closure returned.
+    Done,
+}
+
+/// A one-sided request on its way to, or waiting at, the target.
+#[derive(Debug)]
+pub(crate) struct RmaReq {
+    pub from: Rank,
+    pub key: RemoteKey,
+    pub offset: u64,
+    pub ctx: Ctx,
+    /// Index of the operation in the initiator's truth.
+    pub op: usize,
+    pub kind: RmaKind,
+}
+
+#[derive(Debug)]
+pub(crate) enum RmaKind {
+    Write { data: Vec<u8> },
+    Read { len: u64, local: LocalSlice },
+}
+
+#[derive(Debug)]
+enum Ev {
+    /// A two-sided message's last byte is at `dst`.
+    Deliver { dst: Rank, src: Rank, data: Vec<u8> },
+    /// A completion becomes available at `rank`.
+    Complete {
+        rank: Rank,
+        c: Completion,
+        op: Option<usize>,
+    },
+    /// A one-sided request reaches the target's NIC.
+    RmaArrive { target: Rank, req: RmaReq },
+    /// A read's data is back at the initiator.
+    ReadReturn {
+        rank: Rank,
+        local: LocalSlice,
+        data: Vec<u8>,
+        ctx: Ctx,
+        op: usize,
+    },
+}
+
+/// An event with its ordering key; only (time, seq) takes part in ordering.
+#[derive(Debug)]
+struct Timed {
+    at: Ps,
+    seq: u64,
+    ev: Ev,
+}
+impl PartialEq for Timed {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Timed {}
+impl PartialOrd for Timed {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Timed {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(o.at, o.seq))
+    }
+}
+
+/// One rank's CPU, NIC, memory and queues.
+#[derive(Debug)]
+pub(crate) struct RankState {
+    pub mem: Memory,
+    /// The rank's CPU time; mirrored in the shared atomic its clock reads.
+    pub now: Ps,
+    /// Arrived two-sided messages not yet consumed.
+    pub inbox: VecDeque<(Rank, Vec<u8>)>,
+    /// Completions available to poll.
+    pub done: VecDeque<Completion>,
+    /// One-sided requests waiting for this rank's next library call.
+    pub rma: VecDeque<RmaReq>,
+    /// When this NIC may start its next injection.
+    pub nic_free: Ps,
+    pub status: Status,
+    /// Consecutive empty polls at time `spin_at` (spinning detection).
+    pub empty_polls: u32,
+    pub spin_at: Ps,
+    pub truth: RankTruth,
+}
+
+impl RankState {
+    pub(crate) fn has_work(&self) -> bool {
+        !self.inbox.is_empty() || !self.done.is_empty() || !self.rma.is_empty()
+    }
+}
+
+/// SplitMix64: the jitter's generator — small, seeded, the same everywhere.
+#[derive(Debug)]
+struct SplitMix64(u64);
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// The whole simulated machine.
+#[derive(Debug)]
+pub(crate) struct World {
+    pub p: SimParams,
+    pub ranks: Vec<RankState>,
+    events: BinaryHeap<Reverse<Timed>>,
+    seq: u64,
+    /// Ranks waiting for the baton, by (time, rank).
+    pub ready: BinaryHeap<Reverse<(Ps, Rank)>>,
+    /// Last arrival per (src, dst): two-sided messages stay in order.
+    fifo: HashMap<(Rank, Rank), Ps>,
+    rng: SplitMix64,
+}
+
+impl World {
+    pub(crate) fn new(np: u32, p: SimParams) -> World {
+        let ranks = (0..np)
+            .map(|r| RankState {
+                mem: Memory::new(r),
+                now: 0,
+                inbox: VecDeque::new(),
+                done: VecDeque::new(),
+                rma: VecDeque::new(),
+                nic_free: 0,
+                status: Status::Ready,
+                empty_polls: 0,
+                spin_at: 0,
+                truth: RankTruth::default(),
+            })
+            .collect();
+        let rng = SplitMix64(p.seed);
+        World {
+            p,
+            ranks,
+            events: BinaryHeap::new(),
+            seq: 0,
+            ready: (0..np).map(|r| Reverse((0, r))).collect(),
+            fifo: HashMap::new(),
+            rng,
+        }
+    }
+
+    /// Time of the earliest pending event.
+    pub(crate) fn next_event(&self) -> Option<Ps> {
+        self.events.peek().map(|e| e.0.at)
+    }
+
+    fn push(&mut self, at: Ps, ev: Ev) {
+        self.seq += 1;
+        self.events.push(Reverse(Timed {
+            at,
+            seq: self.seq,
+            ev,
+        }));
+    }
+
+    fn jitter(&mut self) -> Ps {
+        match self.p.jitter {
+            0 => 0,
+            j => self.rng.next() % (j + 1),
+        }
+    }
+
+    /// Start an injection of `m` bytes at `rank`'s NIC no earlier than
+    /// `t`; returns when the last byte reaches the peer.
+    fn inject(&mut self, rank: Rank, t: Ps, m: u64) -> Ps {
+        let gap = self.p.inject_gap(m);
+        let nic = &mut self.ranks[rank as usize].nic_free;
+        let start = t.max(*nic);
+        *nic = start + gap;
+        start + self.p.l + self.jitter() + self.p.bytes_ps(m)
+    }
+
+    fn record(&mut self, rank: Rank, kind: OpKind, peer: Rank, bytes: u64, post: Ps) -> usize {
+        let ops = &mut self.ranks[rank as usize].truth.ops;
+        ops.push(OpTruth {
+            kind,
+            peer,
+            bytes,
+            post_ps: post,
+            complete_ps: None,
+        });
+        ops.len() - 1
+    }
+
+    /// A two-sided send posted by `src` at its current time: o_s of CPU,
+    /// then the NIC; the send completes one L after the message arrives.
+    pub(crate) fn post_send(
+        &mut self,
+        src: Rank,
+        dst: Rank,
+        data: Vec<u8>,
+        payload: u64,
+        ctx: Ctx,
+    ) {
+        let t = self.ranks[src as usize].now;
+        let op = self.record(src, OpKind::Send, dst, payload, t);
+        let t1 = t + self.p.o_s;
+        self.ranks[src as usize].now = t1;
+        let mut arrive = self.inject(src, t1, payload);
+        let last = self.fifo.entry((src, dst)).or_insert(0);
+        arrive = arrive.max(*last);
+        *last = arrive;
+        self.push(arrive, Ev::Deliver { dst, src, data });
+        let l = self.p.l;
+        self.push(
+            arrive + l,
+            Ev::Complete {
+                rank: src,
+                c: Completion::Send { ctx },
+                op: Some(op),
+            },
+        );
+    }
+
+    /// A one-sided write or read posted by `from` at its current time.
+    pub(crate) fn post_rma(&mut self, from: Rank, target: Rank, mut req: RmaReq) {
+        let t = self.ranks[from as usize].now;
+        let (kind, bytes, wire) = match &req.kind {
+            RmaKind::Write { data } => (OpKind::Write, data.len() as u64, data.len() as u64),
+            RmaKind::Read { len, .. } => (OpKind::Read, *len, 0),
+        };
+        req.op = self.record(from, kind, target, bytes, t);
+        let t1 = t + self.p.o_s;
+        self.ranks[from as usize].now = t1;
+        let arrive = self.inject(from, t1, wire);
+        self.push(arrive, Ev::RmaArrive { target, req });
+    }
+
+    /// Process the earliest event (it may make blocked ranks ready).
+    pub(crate) fn step(&mut self) {
+        let Some(Reverse(Timed { at, ev, .. })) = self.events.pop() else {
+            return;
+        };
+        match ev {
+            Ev::Deliver { dst, src, data } => {
+                self.ranks[dst as usize].inbox.push_back((src, data));
+                self.wake(dst, at);
+            }
+            Ev::Complete { rank, c, op } => self.complete(rank, at, c, op),
+            Ev::RmaArrive { target, req } => {
+                let by_nic = self.p.offload || self.p.progress == Progress::Thread;
+                if by_nic {
+                    self.serve(target, at, req);
+                } else {
+                    self.ranks[target as usize].rma.push_back(req);
+                    self.wake(target, at);
+                }
+            }
+            Ev::ReadReturn {
+                rank,
+                local,
+                data,
+                ctx,
+                op,
+            } => {
+                let placed = self.ranks[rank as usize]
+                    .mem
+                    .slice_mut(local)
+                    .map(|s| s.copy_from_slice(&data));
+                let c = match placed {
+                    Ok(()) => Completion::Read { ctx },
+                    Err(e) => Completion::Error {
+                        ctx: Some(ctx),
+                        peer: rank,
+                        op: OpKind::Read,
+                        status: format!("local buffer vanished before the data returned: {e}"),
+                    },
+                };
+                self.complete(rank, at, c, Some(op));
+            }
+        }
+    }
+
+    fn complete(&mut self, rank: Rank, at: Ps, c: Completion, op: Option<usize>) {
+        let r = &mut self.ranks[rank as usize];
+        if let Some(i) = op {
+            r.truth.ops[i].complete_ps = Some(at);
+        }
+        r.done.push_back(c);
+        self.wake(rank, at);
+    }
+
+    /// Make a blocked rank ready at `at`.
+    fn wake(&mut self, rank: Rank, at: Ps) {
+        let r = &mut self.ranks[rank as usize];
+        if r.status == Status::Blocked {
+            r.status = Status::Ready;
+            self.ready.push(Reverse((at.max(r.now), rank)));
+        }
+    }
+
+    /// Serve a one-sided request at `target` at time `at`: check its key,
+    /// move the data, and schedule the initiator's completion.
+    pub(crate) fn serve(&mut self, target: Rank, at: Ps, req: RmaReq) {
+        let (op_kind, n) = match &req.kind {
+            RmaKind::Write { data } => (OpKind::Write, data.len() as u64),
+            RmaKind::Read { len, .. } => (OpKind::Read, *len),
+        };
+        let l = self.p.l;
+        let mem = &mut self.ranks[target as usize].mem;
+        let slice = match mem.resolve(&req.key, req.offset, n) {
+            Ok(s) => s,
+            Err(detail) => {
+                let c = Completion::Error {
+                    ctx: Some(req.ctx),
+                    peer: target,
+                    op: op_kind,
+                    status: format!(
+                        "rank {target} rejected the {op_kind} of {n} bytes at offset {} from rank {}: {detail}",
+                        req.offset, req.from
+                    ),
+                };
+                self.push(
+                    at + l,
+                    Ev::Complete {
+                        rank: req.from,
+                        c,
+                        op: Some(req.op),
+                    },
+                );
+                return;
+            }
+        };
+        match req.kind {
+            RmaKind::Write { data } => {
+                mem.slice_mut(slice)
+                    .expect("resolved slice is in range")
+                    .copy_from_slice(&data);
+                self.push(
+                    at + l,
+                    Ev::Complete {
+                        rank: req.from,
+                        c: Completion::Write { ctx: req.ctx },
+                        op: Some(req.op),
+                    },
+                );
+            }
+            RmaKind::Read { len, local } => {
+                let data = mem
+                    .slice(slice)
+                    .expect("resolved slice is in range")
+                    .to_vec();
+                let back = self.inject(target, at, len);
+                self.push(
+                    back,
+                    Ev::ReadReturn {
+                        rank: req.from,
+                        local,
+                        data,
+                        ctx: req.ctx,
+                        op: req.op,
+                    },
+                );
+            }
+        }
+    }
+}
