@@ -8,6 +8,7 @@
 //! runs over every transport and protocol, and under the sim's virtual
 //! time.
 
+pub mod bcast;
 pub mod common;
 pub mod logp;
 pub mod overhead;
@@ -24,6 +25,9 @@ pub enum MethodCommand {
     Overhead(overhead::Args),
     /// LogP parameters os, or, g, L and G (Kielmann et al., logp_mpi).
     Logp(logp::Args),
+    /// Broadcast measured five ways, OL_i per destination (de Supinski
+    /// and Karonis).
+    Bcast(bcast::Args),
 }
 
 /// Run `cmd` on this rank. Every rank must call it; only rank 0's `sink`
@@ -36,5 +40,6 @@ pub fn run_method(
     match cmd {
         MethodCommand::Overhead(a) => overhead::run(comm, a, sink).map(drop),
         MethodCommand::Logp(a) => logp::run(comm, a, sink).map(drop),
+        MethodCommand::Bcast(a) => bcast::run(comm, a, sink).map(drop),
     }
 }

@@ -1,0 +1,333 @@
+//! A threaded in-memory communicator for the methods' liveness tests:
+//! one thread per rank, real time, eager messages into per-rank
+//! mailboxes, synchronous sends completing when matched. It checks that
+//! every method's ranks agree on their message sequence (no deadlock,
+//! no mismatched sizes) independently of any transport; accuracy is the
+//! sim's job.
+
+#![allow(dead_code)]
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use ovbench::report::Sink;
+use ovbench_core::clock::MonotonicClock;
+use ovbench_core::{
+    Buf, Caps, Clock, CommInfo, Communicator, OpCounts, Rank, RegionId, Req, SendMode, Source,
+    Status, Tag, TagSel, TransportError,
+};
+
+struct Msg {
+    src: Rank,
+    tag: Tag,
+    data: Vec<u8>,
+    matched: Option<Arc<AtomicBool>>,
+}
+
+#[derive(Default)]
+struct Mailbox {
+    q: Mutex<VecDeque<Msg>>,
+    cv: Condvar,
+}
+
+enum Pending {
+    Send(Option<Arc<AtomicBool>>, Status),
+    Recv {
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    },
+}
+
+/// One rank of the threaded mock.
+pub struct MockComm {
+    rank: Rank,
+    size: u32,
+    boxes: Arc<Vec<Mailbox>>,
+    barrier: Arc<Barrier>,
+    clock: MonotonicClock,
+    regions: Vec<Vec<u8>>,
+    pending: HashMap<u64, Pending>,
+    next: u64,
+    ops: OpCounts,
+}
+
+fn timeout(rank: Rank) -> TransportError {
+    TransportError::Invalid(format!("mock rank {rank}: wait timed out (deadlock?)"))
+}
+
+impl MockComm {
+    fn try_match(&mut self, id: u64) -> Result<Option<Status>, TransportError> {
+        let Some(p) = self.pending.get(&id) else {
+            return Err(TransportError::Invalid(format!("unknown request {id}")));
+        };
+        match p {
+            Pending::Send(flag, st) => {
+                if flag.as_ref().is_none_or(|f| f.load(Ordering::Acquire)) {
+                    let st = *st;
+                    self.pending.remove(&id);
+                    return Ok(Some(st));
+                }
+                Ok(None)
+            }
+            Pending::Recv {
+                buf,
+                off,
+                len,
+                src,
+                tag,
+            } => {
+                let (buf, off, len, src, tag) = (*buf, *off, *len, *src, *tag);
+                let mb = &self.boxes[self.rank as usize];
+                let mut q = mb.q.lock().unwrap();
+                let pos = q
+                    .iter()
+                    .position(|m| src.is_none_or(|s| s == m.src) && tag.is_none_or(|t| t == m.tag));
+                let Some(pos) = pos else {
+                    return Ok(None);
+                };
+                let m = q.remove(pos).unwrap();
+                drop(q);
+                if m.data.len() > len {
+                    return Err(TransportError::Invalid(format!(
+                        "mock rank {}: {} bytes from rank {} into a {len}-byte receive",
+                        self.rank,
+                        m.data.len(),
+                        m.src
+                    )));
+                }
+                self.regions[buf.region.0 as usize][off..off + m.data.len()]
+                    .copy_from_slice(&m.data);
+                if let Some(f) = m.matched {
+                    f.store(true, Ordering::Release);
+                    for b in self.boxes.iter() {
+                        b.cv.notify_all();
+                    }
+                }
+                self.pending.remove(&id);
+                Ok(Some(Status {
+                    source: m.src,
+                    tag: m.tag,
+                    len: m.data.len(),
+                }))
+            }
+        }
+    }
+}
+
+fn spin(ns: f64) {
+    let t = Instant::now();
+    while (t.elapsed().as_nanos() as f64) < ns {
+        std::hint::spin_loop();
+    }
+}
+
+impl Communicator for MockComm {
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+    fn size(&self) -> u32 {
+        self.size
+    }
+    fn info(&self) -> CommInfo {
+        mock_info()
+    }
+    fn clock(&self) -> &dyn Clock {
+        &self.clock
+    }
+    fn work(&mut self, units: u64) {
+        spin(units as f64);
+    }
+    fn work_unit_ns(&self) -> f64 {
+        1.0
+    }
+    fn delay(&mut self, ns: f64) {
+        spin(ns);
+    }
+    fn alloc(&mut self, len: usize) -> Result<Buf, TransportError> {
+        self.regions.push(vec![0; len]);
+        Ok(Buf {
+            region: RegionId(self.regions.len() as u32 - 1),
+            len,
+        })
+    }
+    fn fill(&mut self, buf: Buf, f: &mut dyn FnMut(&mut [u8])) -> Result<(), TransportError> {
+        f(&mut self.regions[buf.region.0 as usize]);
+        Ok(())
+    }
+    fn inspect(&self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
+        f(&self.regions[buf.region.0 as usize]);
+        Ok(())
+    }
+    fn isend_mode(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+        mode: SendMode,
+    ) -> Result<Req, TransportError> {
+        let data = self.regions[buf.region.0 as usize][off..off + len].to_vec();
+        let flag = (mode == SendMode::Synchronous).then(|| Arc::new(AtomicBool::new(false)));
+        let mb = &self.boxes[dst as usize];
+        mb.q.lock().unwrap().push_back(Msg {
+            src: self.rank,
+            tag,
+            data,
+            matched: flag.clone(),
+        });
+        mb.cv.notify_all();
+        self.ops.sends += 1;
+        self.ops.bytes += len as u64;
+        self.next += 1;
+        let st = Status {
+            source: self.rank,
+            tag,
+            len,
+        };
+        self.pending.insert(self.next, Pending::Send(flag, st));
+        Ok(Req(self.next))
+    }
+    fn irecv(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Result<Req, TransportError> {
+        self.next += 1;
+        self.pending.insert(
+            self.next,
+            Pending::Recv {
+                buf,
+                off,
+                len,
+                src,
+                tag,
+            },
+        );
+        Ok(Req(self.next))
+    }
+    fn test(&mut self, req: Req) -> Result<Option<Status>, TransportError> {
+        self.try_match(req.0)
+    }
+    fn wait(&mut self, req: Req) -> Result<Status, TransportError> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(st) = self.try_match(req.0)? {
+                return Ok(st);
+            }
+            if Instant::now() > deadline {
+                return Err(timeout(self.rank));
+            }
+            let mb = &self.boxes[self.rank as usize];
+            let q = mb.q.lock().unwrap();
+            let _ = mb.cv.wait_timeout(q, Duration::from_micros(200)).unwrap();
+        }
+    }
+    fn progress(&mut self) -> Result<(), TransportError> {
+        Ok(())
+    }
+    fn barrier(&mut self) -> Result<(), TransportError> {
+        self.barrier.wait();
+        Ok(())
+    }
+    fn op_counts(&self) -> OpCounts {
+        self.ops
+    }
+}
+
+fn mock_info() -> CommInfo {
+    CommInfo {
+        transport: ovbench_core::TransportInfo {
+            name: "mock".into(),
+            ..Default::default()
+        },
+        caps: Caps {
+            rma: ovbench_core::RmaKind::Emulated,
+            rma_progress: ovbench_core::RmaProgress::TargetProgress,
+            progress: ovbench_core::Progress::Poll,
+            max_inline: 0,
+            eager_buf_size: usize::MAX,
+            native_tagged: false,
+            native_sync_send: false,
+        },
+        protocol: "eager".into(),
+        eager_limit: usize::MAX,
+    }
+}
+
+/// A sink that keeps everything, for assertions.
+#[derive(Debug, Default, Clone)]
+pub struct MemSink {
+    pub tables: Vec<(String, Vec<String>)>,
+    pub rows: Vec<(Vec<String>, serde_json::Value)>,
+    pub summaries: Vec<serde_json::Value>,
+    pub notes: Vec<String>,
+}
+
+impl Sink for MemSink {
+    fn table(&mut self, title: &str, columns: &[&str]) {
+        self.tables.push((
+            title.into(),
+            columns.iter().map(|c| c.to_string()).collect(),
+        ));
+    }
+    fn row(&mut self, cells: &[String], json: serde_json::Value) {
+        let cols = self.tables.last().map_or(0, |t| t.1.len());
+        assert_eq!(cells.len(), cols, "row {cells:?} vs columns");
+        self.rows.push((cells.to_vec(), json));
+    }
+    fn summary(&mut self, json: serde_json::Value, _lines: &[String]) {
+        self.summaries.push(json);
+    }
+    fn note(&mut self, text: &str) {
+        self.notes.push(text.into());
+    }
+}
+
+/// Run `f` on `np` threaded ranks; returns rank 0's result and sink.
+pub fn run_mock<T: Send + 'static>(
+    np: u32,
+    f: impl Fn(&mut dyn Communicator, &mut MemSink) -> anyhow::Result<T> + Send + Sync + 'static,
+) -> (T, MemSink) {
+    let boxes: Arc<Vec<Mailbox>> = Arc::new((0..np).map(|_| Mailbox::default()).collect());
+    let barrier = Arc::new(Barrier::new(np as usize));
+    let f = Arc::new(f);
+    let handles: Vec<_> = (0..np)
+        .map(|rank| {
+            let (boxes, barrier, f) = (boxes.clone(), barrier.clone(), f.clone());
+            std::thread::spawn(move || {
+                let mut c = MockComm {
+                    rank,
+                    size: np,
+                    boxes,
+                    barrier,
+                    clock: MonotonicClock::new(),
+                    regions: Vec::new(),
+                    pending: HashMap::new(),
+                    next: 0,
+                    ops: OpCounts::default(),
+                };
+                let mut sink = MemSink::default();
+                let r = f(&mut c, &mut sink);
+                (r, sink)
+            })
+        })
+        .collect();
+    let mut first = None;
+    for (i, h) in handles.into_iter().enumerate() {
+        let (r, sink) = h.join().expect("rank panicked");
+        let r = r.unwrap_or_else(|e| panic!("rank {i}: {e:#}"));
+        if i == 0 {
+            first = Some((r, sink));
+        }
+    }
+    first.unwrap()
+}

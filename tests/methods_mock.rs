@@ -1,0 +1,168 @@
+//! Every method runs to completion on a threaded in-memory communicator
+//! (tests/common_methods): the ranks agree on the message sequence, rows
+//! reach rank 0's sink with as many cells as columns, and the figures are
+//! finite and ordered where the method says they must be. Accuracy
+//! against closed forms is tests/methods_sim.rs.
+
+mod common_methods;
+
+use clap::Parser;
+use common_methods::run_mock;
+use ovbench::methods::{bcast, logp, overhead, MethodCommand};
+
+#[derive(Parser, Debug)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: MethodCommand,
+}
+
+fn parse(args: &[&str]) -> MethodCommand {
+    let mut v = vec!["ovbench"];
+    v.extend_from_slice(args);
+    Cli::try_parse_from(v).expect("arguments parse").cmd
+}
+
+#[test]
+fn overhead_send_and_recv_on_two_and_four_ranks() {
+    for (np, recv) in [(2, false), (2, true), (4, false)] {
+        let mut a = vec!["overhead", "--sizes", "0,1K", "--iterations", "20"];
+        if recv {
+            a.push("--recv");
+        }
+        let MethodCommand::Overhead(args) = parse(&a) else {
+            panic!()
+        };
+        let (out, sink) = run_mock(np, move |c, s| overhead::run(c, &args, s));
+        assert_eq!(out.sizes.len(), 2);
+        assert_eq!(sink.rows.len(), 2);
+        for r in &out.sizes {
+            assert!(r.iter_ns > 1.5 * r.base_ns, "{r:?}");
+            assert!(r.work_ns > 0.0 && r.base_ns > 0.0);
+            assert!(r.steps.len() >= 2);
+            assert!(r.avail_pct.is_finite());
+        }
+        assert_eq!(sink.rows[1].1["size"], 1024);
+    }
+}
+
+#[test]
+fn overhead_rejects_odd_rank_counts() {
+    let MethodCommand::Overhead(args) = parse(&["overhead"]) else {
+        panic!()
+    };
+    let r = std::panic::catch_unwind(|| run_mock(3, move |c, s| overhead::run(c, &args, s)));
+    assert!(r.is_err(), "3 ranks must be refused");
+}
+
+#[test]
+fn logp_runs_and_reports_every_size() {
+    let MethodCommand::Logp(args) = parse(&[
+        "logp",
+        "--max-size",
+        "4K",
+        "--max-its",
+        "3",
+        "--eps",
+        "0.5",
+        "--max-diff",
+        "10",
+    ]) else {
+        panic!()
+    };
+    let (out, sink) = run_mock(2, move |c, s| logp::run(c, &args, s));
+    let sizes: Vec<usize> = out.sizes.iter().map(|r| r.size).collect();
+    assert_eq!(sizes[..3], [0, 1, 2]);
+    assert!(sizes.contains(&4096));
+    for r in &out.sizes {
+        assert!(r.os.samples >= 2 && r.os.samples <= 12, "{r:?}");
+        assert!(r.rtt.mean > 0.0 && r.os.mean > 0.0 && r.or.mean > 0.0);
+        assert!(r.rtt.lo <= r.rtt.mean && r.rtt.mean <= r.rtt.hi);
+    }
+    assert!(out.g0_ns > 0.0 && out.g0_messages >= 20);
+    assert!((out.l_ns - (out.rtt0_ns / 2.0 - out.g0_ns)).abs() < 1e-6);
+    assert_eq!(sink.summaries.len(), 1);
+    assert!(sink.summaries[0]["L_ns"].is_number());
+    assert!(sink.summaries[0]["G_ns_per_byte"].is_number());
+    assert_eq!(sink.rows.len(), out.sizes.len());
+}
+
+#[test]
+fn logp_modes_run() {
+    for (s, r) in [("isend", "irecv"), ("ssend", "recv")] {
+        let MethodCommand::Logp(args) = parse(&[
+            "logp",
+            "--max-size",
+            "64",
+            "--max-its",
+            "2",
+            "--eps",
+            "0.5",
+            "--max-diff",
+            "10",
+            "--send-mode",
+            s,
+            "--recv-mode",
+            r,
+        ]) else {
+            panic!()
+        };
+        let (out, _) = run_mock(3, move |c, s| logp::run(c, &args, s));
+        assert_eq!(out.sizes.last().unwrap().size, 64);
+    }
+}
+
+#[test]
+fn bcast_all_methods_every_algorithm() {
+    for alg in ["binomial", "linear", "backward", "flat"] {
+        for barrier in ["dissemination", "ring"] {
+            let MethodCommand::Bcast(args) = parse(&[
+                "bcast",
+                "--method",
+                "all",
+                "--algorithm",
+                alg,
+                "--barrier",
+                barrier,
+                "--reps",
+                "5",
+                "--min-measurements",
+                "2",
+                "--max-measurements",
+                "3",
+            ]) else {
+                panic!()
+            };
+            let (out, sink) = run_mock(5, move |c, s| bcast::run(c, &args, s));
+            assert_eq!(out.oli.len(), 4);
+            let names: Vec<&str> = out.figures.iter().map(|f| f.method.as_str()).collect();
+            assert_eq!(
+                names,
+                [
+                    "send-latency",
+                    "rounds-forward",
+                    "rounds-backward",
+                    &format!("barrier-{barrier}"),
+                    "ack"
+                ]
+            );
+            for f in &out.figures {
+                assert!(
+                    f.time_ns > 0.0 && (1..=3).contains(&f.measurements),
+                    "{f:?}"
+                );
+            }
+            assert!(out.max_ol_ns.is_some());
+            // 4 OL_i rows, 5 method rows, the max row.
+            assert_eq!(sink.rows.len(), 10);
+        }
+    }
+}
+
+#[test]
+fn bcast_needs_three_ranks() {
+    let MethodCommand::Bcast(args) = parse(&["bcast"]) else {
+        panic!()
+    };
+    let r = std::panic::catch_unwind(|| run_mock(2, move |c, s| bcast::run(c, &args, s)));
+    assert!(r.is_err());
+}
