@@ -67,7 +67,7 @@ impl MockComm {
         };
         match p {
             Pending::Send(flag, st) => {
-                if flag.as_ref().is_none_or(|f| f.load(Ordering::Acquire)) {
+                if flag.as_ref().map_or(true, |f| f.load(Ordering::Acquire)) {
                     let st = *st;
                     self.pending.remove(&id);
                     return Ok(Some(st));
@@ -84,9 +84,9 @@ impl MockComm {
                 let (buf, off, len, src, tag) = (*buf, *off, *len, *src, *tag);
                 let mb = &self.boxes[self.rank as usize];
                 let mut q = mb.q.lock().unwrap();
-                let pos = q
-                    .iter()
-                    .position(|m| src.is_none_or(|s| s == m.src) && tag.is_none_or(|t| t == m.tag));
+                let pos = q.iter().position(|m| {
+                    src.map_or(true, |s| s == m.src) && tag.map_or(true, |t| t == m.tag)
+                });
                 let Some(pos) = pos else {
                     return Ok(None);
                 };
