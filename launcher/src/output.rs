@@ -1,17 +1,17 @@
-//! Forwarding a rank's output line by line, so two ranks' diagnostics are
-//! never interleaved mid-line on the user's terminal.
+//! Forwarding the ranks' output whole lines at a time, so two ranks'
+//! diagnostics are never interleaved mid-line on the user's terminal.
 //!
-//! Rank 0 writes to the terminal directly (its report, and its progress bar
-//! needs to see a terminal); the other ranks' stdout and stderr come
-//! through pipes and go out here, one whole line per write, prefixed with
-//! the rank.
+//! Every rank's stderr, and the stdout of ranks other than 0, come through
+//! pipes and go out here, one line per write (a line ends at `\n`, or at
+//! `\r` so progress bars still move), labelled `[rank N] ` except for
+//! rank 0. Rank 0's stdout (the report) goes to the terminal directly.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// A line longer than this is cut and forwarded in pieces.
-const MAX_LINE: u64 = 16 * 1024;
+const MAX_LINE: usize = 16 * 1024;
 
 /// Which of the launcher's streams a rank's pipe goes to.
 #[derive(Clone, Copy, Debug)]
@@ -20,35 +20,58 @@ pub enum Sink {
     Stderr,
 }
 
-/// Starts a thread copying `from` to `sink` line by line, prefixed
-/// `[rank N] `. The thread ends when the pipe closes (the rank exited).
-pub fn forward(from: impl Read + Send + 'static, rank: u32, sink: Sink) -> Option<JoinHandle<()>> {
+/// Starts a thread copying `from` to `sink` a line at a time, each line
+/// prefixed with `label`. The thread ends when the pipe closes.
+pub fn forward(
+    mut from: impl Read + Send + 'static,
+    label: String,
+    sink: Sink,
+) -> Option<JoinHandle<()>> {
     std::thread::Builder::new()
-        .name(format!("ovbench-out-{rank}"))
+        .name("ovbench-output".into())
         .spawn(move || {
-            let mut reader = BufReader::new(from);
-            let prefix = format!("[rank {rank}] ");
-            let mut buf = Vec::new();
+            let mut pending: Vec<u8> = Vec::new();
+            let mut chunk = [0u8; 8192];
             loop {
-                buf.clear();
-                buf.extend_from_slice(prefix.as_bytes());
-                match reader.by_ref().take(MAX_LINE).read_until(b'\n', &mut buf) {
-                    Ok(0) | Err(_) => return,
-                    Ok(_) => {}
-                }
-                if !buf.ends_with(b"\n") {
-                    buf.push(b'\n');
-                }
-                let r = match sink {
-                    Sink::Stdout => std::io::stdout().lock().write_all(&buf),
-                    Sink::Stderr => std::io::stderr().lock().write_all(&buf),
+                let n = match from.read(&mut chunk) {
+                    Ok(0) | Err(_) => {
+                        if !pending.is_empty() {
+                            pending.push(b'\n');
+                            emit(sink, &label, &pending);
+                        }
+                        return;
+                    }
+                    Ok(n) => n,
                 };
-                if r.is_err() {
-                    return;
+                pending.extend_from_slice(&chunk[..n]);
+                while let Some(i) = pending.iter().position(|&c| c == b'\n' || c == b'\r') {
+                    let line: Vec<u8> = pending.drain(..=i).collect();
+                    if !emit(sink, &label, &line) {
+                        return;
+                    }
+                }
+                if pending.len() > MAX_LINE {
+                    pending.push(b'\n');
+                    if !emit(sink, &label, &pending) {
+                        return;
+                    }
+                    pending.clear();
                 }
             }
         })
         .ok()
+}
+
+/// Writes `label` and `line` with one write call; false if the sink is gone.
+fn emit(sink: Sink, label: &str, line: &[u8]) -> bool {
+    let mut buf = Vec::with_capacity(label.len() + line.len());
+    buf.extend_from_slice(label.as_bytes());
+    buf.extend_from_slice(line);
+    let r = match sink {
+        Sink::Stdout => std::io::stdout().lock().write_all(&buf),
+        Sink::Stderr => std::io::stderr().lock().write_all(&buf),
+    };
+    r.is_ok()
 }
 
 /// Waits for forwarders to drain what the ranks wrote, until `deadline`;

@@ -12,6 +12,7 @@
 //! | `OVBENCH_CPU` | the core this rank pins itself to |
 //! | `OVBENCH_NCPUS` | CPUs the launcher could use (for oversubscription) |
 //! | `OVBENCH_OVERSUBSCRIBED` | `1` when ranks plus progress threads exceed them |
+//! | `OVBENCH_STDERR_TTY` | `1` when the launcher's stderr (where the rank's goes) is a terminal |
 //! | `OVBENCH_LAUNCHER_PID` | the launcher; a rank dies with it |
 //! | `OVBENCH_BOOTSTRAP_HOST` | under srun/mpirun: host of rank 0, which runs the service |
 //!
@@ -80,9 +81,18 @@ pub struct RankEnv {
     pub hosts_service: bool,
     /// The launcher found ranks plus progress threads over the CPUs.
     pub launcher_oversubscribed: bool,
+    /// Whether stderr ends on a terminal, when the launcher says (a
+    /// spawned rank's stderr is a pipe through the launcher).
+    pub stderr_tty: Option<bool>,
 }
 
 impl RankEnv {
+    /// Whether this rank's stderr reaches a terminal (for progress bars).
+    pub fn stderr_is_terminal(&self) -> bool {
+        self.stderr_tty
+            .unwrap_or_else(|| std::io::IsTerminal::is_terminal(&std::io::stderr()))
+    }
+
     /// Whether ranks plus progress threads on this host outnumber its
     /// cores, so waits must yield or block instead of spinning.
     pub fn oversubscribed(&self, progress_threads_per_rank: u32) -> bool {
@@ -186,6 +196,7 @@ fn spawned_rank(var: &dyn Fn(&str) -> Option<String>) -> Result<RankEnv> {
         source: JobSource::Launcher,
         hosts_service: false,
         launcher_oversubscribed: var("OVBENCH_OVERSUBSCRIBED").is_some_and(|v| v == "1"),
+        stderr_tty: var("OVBENCH_STDERR_TTY").map(|v| v == "1"),
     })
 }
 
@@ -264,6 +275,7 @@ fn external_rank(var: &dyn Fn(&str) -> Option<String>) -> Result<Option<RankEnv>
             source,
             hosts_service: rank == 0,
             launcher_oversubscribed: false,
+            stderr_tty: None,
         }));
     }
     Ok(None)

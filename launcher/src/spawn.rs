@@ -8,6 +8,7 @@
 //! a clean signal mask (std resets it before exec).
 
 use std::ffi::OsString;
+use std::io::IsTerminal;
 use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -98,6 +99,8 @@ pub fn launch_local(np: u32, args: &[OsString], opts: &LaunchOptions) -> Result<
     }
     let oversubscribed = plan.oversubscribed_with(opts.progress_threads);
 
+    // The ranks' stderr is a pipe to us; tell them what it ends up on.
+    let stderr_tty = std::io::stderr().is_terminal();
     let mut ranks = Ranks::default();
     for rank in 0..np {
         let mut cmd = Command::new(&program);
@@ -114,21 +117,30 @@ pub fn launch_local(np: u32, args: &[OsString], opts: &LaunchOptions) -> Result<
                 "OVBENCH_OVERSUBSCRIBED",
                 u8::from(oversubscribed).to_string(),
             )
-            .env("OVBENCH_LAUNCHER_PID", std::process::id().to_string());
+            .env("OVBENCH_LAUNCHER_PID", std::process::id().to_string())
+            .env("OVBENCH_STDERR_TTY", u8::from(stderr_tty).to_string());
         if opts.pin {
             cmd.env("OVBENCH_CPU", plan.cpus[rank as usize].to_string());
         }
+        cmd.stderr(Stdio::piped());
         if rank > 0 {
-            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+            cmd.stdout(Stdio::piped());
         }
         let mut child = cmd
             .spawn()
             .with_context(|| format!("cannot start rank {rank} ({})", program.display()))?;
+        let label = if rank == 0 {
+            String::new()
+        } else {
+            format!("[rank {rank}] ")
+        };
         if let Some(out) = child.stdout.take() {
-            ranks.forwarders.extend(forward(out, rank, Sink::Stdout));
+            ranks
+                .forwarders
+                .extend(forward(out, label.clone(), Sink::Stdout));
         }
         if let Some(err) = child.stderr.take() {
-            ranks.forwarders.extend(forward(err, rank, Sink::Stderr));
+            ranks.forwarders.extend(forward(err, label, Sink::Stderr));
         }
         ranks.live.push(Some((rank, child)));
     }
@@ -187,6 +199,29 @@ impl Ranks {
     fn signal_all(&self, sig: Signal) {
         for (_, child) in self.live.iter().flatten() {
             let _ = kill(Pid::from_raw(child.id() as i32), sig);
+        }
+    }
+
+    /// Waits until `deadline` for `rank` to exit; its exit if it failed.
+    fn reap_rank_until(&mut self, rank: u32, deadline: Instant) -> Option<Exit> {
+        let slot = self
+            .live
+            .iter_mut()
+            .find(|s| s.as_ref().is_some_and(|(r, _)| *r == rank))?;
+        loop {
+            let (_, child) = slot.as_mut()?;
+            let pid = child.id();
+            match child.try_wait() {
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Ok(None) => return None,
+                Ok(Some(status)) => {
+                    *slot = None;
+                    return (!status.success()).then_some(Exit { rank, pid, status });
+                }
+                Err(_) => return None,
+            }
         }
     }
 
@@ -253,7 +288,15 @@ fn monitor(ranks: &mut Ranks, sfd: &SignalFd, service: &Service, opts: &LaunchOp
                 eprintln!("ovbench: received {}; stopping all ranks", sig.as_str());
                 return 128 + sig as i32;
             }
-            return report_failure(failed, &service.died());
+            let died = service.died();
+            // A rank whose connection dropped first may not be reaped yet
+            // (it closes its files before it becomes a zombie); wait a
+            // moment so the blame goes to it, not to its victims.
+            let settle = Instant::now() + Duration::from_millis(500);
+            for &d in &died {
+                failed.extend(ranks.reap_rank_until(d, settle));
+            }
+            return report_failure(failed, &died);
         }
         if ranks.live.iter().all(Option::is_none) {
             return 0;
