@@ -1,0 +1,450 @@
+//! [`TcpTransport`]: the [`Transport`] contract over TCP sockets.
+
+use std::io::Read;
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
+use ovbench_core::{
+    Caps, Completion, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RegionId, RemoteKey,
+    RmaKind, RmaProgress, Transport, TransportError, TransportInfo,
+};
+
+use crate::engine::{Engine, Pending};
+use crate::mesh;
+use crate::thread::{self, Shared, WAKE_TOKEN};
+use crate::tx::{TxData, TxItem};
+use crate::wire::{key_blob, parse_key_blob, Header, Kind, HDR_LEN};
+
+/// How a [`TcpTransport`] runs.
+#[derive(Clone, Debug)]
+pub struct TcpOptions {
+    /// Progress by polling only, or also by a thread blocking in epoll.
+    pub progress: Progress,
+    /// Address to listen on (the peers connect to it).
+    pub bind: IpAddr,
+    /// Largest two-sided message, header included.
+    pub eager_buf_size: usize,
+    /// Deadline for building the mesh.
+    pub timeout: Duration,
+}
+
+impl Default for TcpOptions {
+    fn default() -> Self {
+        TcpOptions {
+            progress: Progress::Poll,
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            eager_buf_size: 64 * 1024,
+            timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The smallest eager buffer accepted: room for protocol headers and keys.
+const MIN_EAGER: usize = 1024;
+/// Longest a dropped transport spends pushing out its goodbye.
+const SHUTDOWN_BUDGET: Duration = Duration::from_millis(500);
+
+/// The progress thread and the sockets that talk to it.
+struct Worker {
+    handle: JoinHandle<()>,
+    wake: UnixStream,
+    notify: UnixStream,
+}
+
+/// A TCP endpoint set: one connection per peer rank.
+pub struct TcpTransport {
+    rank: Rank,
+    size: u32,
+    opts: TcpOptions,
+    listener: Option<TcpListener>,
+    address: SocketAddr,
+    shared: Arc<Shared>,
+    epoll: Arc<Epoll>,
+    worker: Option<Worker>,
+}
+
+impl std::fmt::Debug for TcpTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpTransport")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("address", &self.address)
+            .field("progress", &self.opts.progress)
+            .finish()
+    }
+}
+
+fn local(op: OpKind, detail: String) -> TransportError {
+    TransportError::Local { op, detail }
+}
+
+impl TcpTransport {
+    /// Listen on `opts.bind` (an ephemeral port); [`Transport::address`]
+    /// then gives the bytes the peers need.
+    pub fn new(rank: Rank, size: u32, opts: TcpOptions) -> Result<TcpTransport, TransportError> {
+        if size == 0 || rank >= size {
+            return Err(TransportError::Invalid(format!(
+                "rank {rank} in a job of {size} ranks"
+            )));
+        }
+        if opts.eager_buf_size < MIN_EAGER || opts.eager_buf_size > u32::MAX as usize {
+            return Err(TransportError::Invalid(format!(
+                "eager buffer of {} bytes: use {MIN_EAGER} bytes to 4 GiB",
+                opts.eager_buf_size
+            )));
+        }
+        let listener = TcpListener::bind(SocketAddr::new(opts.bind, 0)).map_err(|e| {
+            TransportError::io(
+                format!(
+                    "rank {rank} cannot listen on {}: pick an address of this host",
+                    opts.bind
+                ),
+                e,
+            )
+        })?;
+        let address = listener
+            .local_addr()
+            .map_err(|e| TransportError::io("reading the listening address", e))?;
+        let epoll = Arc::new(
+            Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)
+                .map_err(|e| TransportError::io("creating an epoll instance", e.into()))?,
+        );
+        let engine = Engine::new(rank, size, opts.eager_buf_size, epoll.clone());
+        Ok(TcpTransport {
+            rank,
+            size,
+            opts,
+            listener: Some(listener),
+            address,
+            shared: Arc::new(Shared {
+                engine: Mutex::new(engine),
+                stop: AtomicBool::new(false),
+                notified: AtomicBool::new(false),
+            }),
+            epoll,
+            worker: None,
+        })
+    }
+
+    fn start_worker(&mut self) -> Result<(), TransportError> {
+        let pair = || {
+            let (a, b) = UnixStream::pair()?;
+            a.set_nonblocking(true)?;
+            b.set_nonblocking(true)?;
+            Ok::<_, std::io::Error>((a, b))
+        };
+        let io = |e| TransportError::io("starting the TCP progress thread", e);
+        let (wake, wake_rx) = pair().map_err(io)?;
+        let (notify_tx, notify) = pair().map_err(io)?;
+        self.epoll
+            .add(
+                wake_rx.as_fd(),
+                EpollEvent::new(EpollFlags::EPOLLIN, WAKE_TOKEN),
+            )
+            .map_err(|e| io(e.into()))?;
+        let handle = thread::spawn(
+            self.shared.clone(),
+            self.epoll.clone(),
+            wake_rx,
+            notify_tx,
+            self.rank,
+        )
+        .map_err(io)?;
+        self.worker = Some(Worker {
+            handle,
+            wake,
+            notify,
+        });
+        Ok(())
+    }
+
+    /// Common checks and bookkeeping of write and read.
+    #[allow(clippy::too_many_arguments)]
+    fn post_rma(
+        &mut self,
+        op: OpKind,
+        peer: Rank,
+        local: LocalSlice,
+        mr: MrHandle,
+        remote: &RemoteKey,
+        remote_offset: u64,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        let mut g = self.shared.lock();
+        g.peer_for(peer, op, local.len)?;
+        let bad = |detail: String| {
+            TransportError::Invalid(format!(
+                "{op} of {} bytes at offset {remote_offset} of rank {peer}: {detail}",
+                local.len
+            ))
+        };
+        g.mem.check_local(mr, local).map_err(bad)?;
+        let (reg, check) = parse_key_blob(&remote.blob).ok_or_else(|| {
+            bad(format!(
+                "the remote key's blob has {} bytes, a TCP key has 12: it is not a key of this transport",
+                remote.blob.len()
+            ))
+        })?;
+        remote
+            .check_range(remote_offset, local.len as u64)
+            .map_err(bad)?;
+        let id = g.next_id();
+        g.pending.insert(
+            id,
+            Pending {
+                peer,
+                op,
+                ctx,
+                local,
+                remote_offset,
+            },
+        );
+        let mut h = Header::new(if op == OpKind::Write {
+            Kind::WriteReq
+        } else {
+            Kind::ReadReq
+        });
+        h.id = id;
+        h.offset = remote_offset;
+        h.len = local.len as u64;
+        h.reg = reg;
+        h.check = check;
+        let data = if op == OpKind::Write {
+            TxData::Region(local)
+        } else {
+            TxData::None
+        };
+        g.enqueue(peer, TxItem::new(h, data, None));
+        Ok(())
+    }
+}
+
+impl Transport for TcpTransport {
+    fn info(&self) -> TransportInfo {
+        TransportInfo {
+            name: "tcp".into(),
+            device: self.opts.bind.to_string(),
+            library: String::new(),
+            extra: vec![
+                ("listen".into(), self.address.to_string()),
+                (
+                    "eager_buf_size".into(),
+                    self.opts.eager_buf_size.to_string(),
+                ),
+                ("progress".into(), self.opts.progress.to_string()),
+            ],
+        }
+    }
+
+    fn caps(&self) -> Caps {
+        Caps {
+            rma: RmaKind::Emulated,
+            rma_progress: RmaProgress::TargetProgress,
+            progress: self.opts.progress,
+            max_inline: self.opts.eager_buf_size,
+            eager_buf_size: self.opts.eager_buf_size,
+            native_tagged: false,
+            native_sync_send: false,
+        }
+    }
+
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    fn size(&self) -> u32 {
+        self.size
+    }
+
+    fn address(&self) -> Vec<u8> {
+        self.address.to_string().into_bytes()
+    }
+
+    fn connect(&mut self, addresses: &[Vec<u8>]) -> Result<(), TransportError> {
+        let listener = self.listener.take().ok_or_else(|| {
+            TransportError::Invalid(format!("rank {} is already connected", self.rank))
+        })?;
+        let deadline = Instant::now() + self.opts.timeout;
+        let streams = mesh::build(self.rank, self.size, &listener, addresses, deadline)?;
+        self.shared.lock().attach(streams)?;
+        if self.opts.progress == Progress::Thread {
+            self.start_worker()?;
+        }
+        Ok(())
+    }
+
+    fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
+        self.shared.lock().mem.alloc(len)
+    }
+
+    fn free(&mut self, region: RegionId) -> Result<(), TransportError> {
+        self.shared.lock().mem.free(region)
+    }
+
+    fn read_region(&self, s: LocalSlice, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
+        let g = self.shared.lock();
+        f(g.mem.slice(s)?);
+        Ok(())
+    }
+
+    fn write_region(
+        &mut self,
+        s: LocalSlice,
+        f: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<(), TransportError> {
+        let mut g = self.shared.lock();
+        f(g.mem.slice_mut(s)?);
+        Ok(())
+    }
+
+    fn register(&mut self, s: LocalSlice) -> Result<MrHandle, TransportError> {
+        self.shared.lock().mem.register(s)
+    }
+
+    fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
+        self.shared.lock().mem.deregister(mr)
+    }
+
+    fn remote_key(&self, mr: MrHandle) -> RemoteKey {
+        match self.shared.lock().mem.registration(mr) {
+            Some(r) => RemoteKey {
+                addr: 0,
+                len: r.len as u64,
+                blob: key_blob(mr.0, r.check),
+            },
+            // No such registration: a key that every target refuses.
+            None => RemoteKey::default(),
+        }
+    }
+
+    fn post_send(
+        &mut self,
+        peer: Rank,
+        header: &[u8],
+        payload: Option<LocalSlice>,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        let plen = payload.map_or(0, |p| p.len);
+        let total = header.len() + plen;
+        if total > self.opts.eager_buf_size {
+            return Err(TransportError::Invalid(format!(
+                "send of {total} bytes to rank {peer} exceeds the {}-byte eager buffer: split it or use a rendezvous protocol",
+                self.opts.eager_buf_size
+            )));
+        }
+        let mut g = self.shared.lock();
+        g.peer_for(peer, OpKind::Send, total)?;
+        let mut data = g.pool.pop().unwrap_or_default();
+        data.clear();
+        data.reserve(total);
+        data.extend_from_slice(header);
+        if let Some(p) = payload {
+            data.extend_from_slice(g.mem.slice(p)?);
+        }
+        let mut h = Header::new(Kind::Msg);
+        h.len = total as u64;
+        g.enqueue(
+            peer,
+            TxItem::new(h, TxData::Owned(data), Some(Completion::Send { ctx })),
+        );
+        Ok(())
+    }
+
+    fn post_write(
+        &mut self,
+        peer: Rank,
+        local: LocalSlice,
+        mr: MrHandle,
+        remote: &RemoteKey,
+        remote_offset: u64,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        self.post_rma(OpKind::Write, peer, local, mr, remote, remote_offset, ctx)
+    }
+
+    fn post_read(
+        &mut self,
+        peer: Rank,
+        local: LocalSlice,
+        mr: MrHandle,
+        remote: &RemoteKey,
+        remote_offset: u64,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        self.post_rma(OpKind::Read, peer, local, mr, remote, remote_offset, ctx)
+    }
+
+    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
+        if let Some(w) = &self.worker {
+            if self.shared.notified.swap(false, Ordering::AcqRel) {
+                let mut sink = [0u8; 64];
+                while matches!((&w.notify).read(&mut sink), Ok(n) if n > 0) {}
+            }
+        }
+        let mut g = self.shared.lock();
+        g.progress_all();
+        let n = g.done.len();
+        out.extend(g.done.drain(..));
+        Ok(n)
+    }
+
+    fn recycle(&mut self, mut data: Vec<u8>) {
+        let mut g = self.shared.lock();
+        if g.pool.len() < 256 && data.capacity() <= 2 * self.opts.eager_buf_size + HDR_LEN {
+            data.clear();
+            g.pool.push(data);
+        }
+    }
+
+    fn wait_fd(&self) -> Option<RawFd> {
+        Some(match &self.worker {
+            Some(w) => w.notify.as_raw_fd(),
+            None => self.epoll.0.as_raw_fd(),
+        })
+    }
+
+    fn block(&mut self, timeout: Duration) -> Result<(), TransportError> {
+        if !self.shared.lock().done.is_empty() {
+            return Ok(());
+        }
+        let ms = timeout.as_millis().min(u128::from(u16::MAX)) as u16;
+        let res = match &self.worker {
+            Some(w) => {
+                let mut fds = [nix::poll::PollFd::new(
+                    w.notify.as_fd(),
+                    nix::poll::PollFlags::POLLIN,
+                )];
+                nix::poll::poll(&mut fds, ms).map(|_| ())
+            }
+            None => {
+                let mut ev = [EpollEvent::empty(); 1];
+                self.epoll.wait(&mut ev, ms).map(|_| ())
+            }
+        };
+        match res {
+            Ok(()) | Err(nix::errno::Errno::EINTR) => Ok(()),
+            Err(e) => Err(local(
+                OpKind::Poll,
+                format!("waiting for the TCP sockets: {e}"),
+            )),
+        }
+    }
+}
+
+impl Drop for TcpTransport {
+    fn drop(&mut self) {
+        if let Some(w) = self.worker.take() {
+            self.shared.stop.store(true, Ordering::Release);
+            let _ = (&w.wake).write(&[1]);
+            let _ = w.handle.join();
+        }
+        self.shared.lock().shutdown(SHUTDOWN_BUDGET);
+    }
+}
