@@ -1,6 +1,8 @@
 //! ovbench: what communication really costs.
 
+pub mod bench;
 pub mod common;
+pub mod control;
 pub mod cpu;
 pub mod env;
 pub mod export;

@@ -35,6 +35,10 @@ impl ProgressLine {
             what
         )
     }
+    /// Turn the line off (other ranks, or when the caller says so).
+    pub fn enabled_if(&mut self, on: bool) {
+        self.enabled &= on;
+    }
     /// Show that step `what` is running.
     pub fn start(&mut self, what: &str) {
         if self.enabled {

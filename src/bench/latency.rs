@@ -1,0 +1,264 @@
+//! `latency`: ping-pong between ranks 0 and 1, one-way latency = RTT/2
+//! per iteration (DESIGN.md § Conventions, Latency); under `--proto raw
+//! --op read` the whole read operation, as ib_read_lat times it. Each
+//! iteration's tick difference goes into a pre-allocated array; the
+//! histogram is built afterwards. Other ranks only join the barriers.
+
+use anyhow::{bail, Result};
+use clap::Args;
+use serde_json::{json, Value};
+
+use super::rankreport::{gather, round2, row_fields, Meter};
+use super::verify;
+use super::{data_tag, BenchCtx, Counts, SweepArgs, HUGE, LARGE};
+use crate::common::RawOp;
+use crate::output::{us, ProgressLine};
+use crate::sizes::format_bytes;
+use crate::stats::{Summary, DEFAULT_LEVEL};
+
+/// `ovbench latency` options.
+#[derive(Clone, Debug, Args)]
+pub struct LatencyArgs {
+    #[command(flatten)]
+    pub sweep: SweepArgs,
+}
+
+/// OSU-like defaults: 10000 iterations (1000 warm-up) below 64 KiB,
+/// 1000 (100) below 1 MiB, 100 (10) above.
+pub fn default_counts(size: usize) -> Counts {
+    match size {
+        s if s < LARGE => Counts {
+            iters: 10_000,
+            warmup: 1_000,
+        },
+        s if s < HUGE => Counts {
+            iters: 1_000,
+            warmup: 100,
+        },
+        _ => Counts {
+            iters: 100,
+            warmup: 10,
+        },
+    }
+}
+
+/// The table's columns.
+pub const COLUMNS: [&str; 10] = [
+    "size[B]",
+    "iters",
+    "min[us]",
+    "p50[us]",
+    "p90[us]",
+    "p99[us]",
+    "p99.9[us]",
+    "max[us]",
+    "mean[us]",
+    "stddev[us]",
+];
+
+/// Run the sweep. Returns once every size is done on this rank.
+pub fn run(cx: &mut BenchCtx<'_>, args: &LatencyArgs) -> Result<()> {
+    let size = cx.comm.size();
+    if size < 2 {
+        bail!("latency needs two ranks (it runs between ranks 0 and 1): use --np 2 or more");
+    }
+    let rank = cx.comm.rank();
+    let sizes = args.sweep.sizes.as_slice();
+    let max = args.sweep.sizes.max().max(1);
+    let sbuf = cx.comm.alloc(max)?;
+    let rbuf = cx.comm.alloc(max)?;
+    let title = match cx.raw {
+        Some(RawOp::Read) => "latency: whole raw read operation (as ib_read_lat), ranks 0 <- 1",
+        _ => "latency: one-way = round trip / 2, ranks 0 <-> 1",
+    };
+    cx.sink.table(title, &COLUMNS);
+    let mut progress = ProgressLine::new("latency", sizes.len());
+    progress.enabled_if(cx.progress && rank == 0);
+    for (idx, &len) in sizes.iter().enumerate() {
+        if cx.skips(len) {
+            cx.sink.note(&format!(
+                "size {len} skipped: a raw {} moves at least one byte",
+                if cx.raw == Some(RawOp::Read) {
+                    "read"
+                } else {
+                    "write"
+                }
+            ));
+            continue;
+        }
+        progress.start(&format!("size {}", format_bytes(len)));
+        let counts = args.sweep.counts(len, default_counts);
+        one_size(cx, idx, len, counts, args.sweep.verify, sbuf, rbuf)?;
+        progress.step();
+    }
+    progress.clear();
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn one_size(
+    cx: &mut BenchCtx<'_>,
+    idx: usize,
+    len: usize,
+    counts: Counts,
+    verify: bool,
+    sbuf: ovbench_core::Buf,
+    rbuf: ovbench_core::Buf,
+) -> Result<()> {
+    let rank = cx.comm.rank();
+    let tag = data_tag(idx);
+    let read = cx.raw == Some(RawOp::Read);
+    if verify || cx.raw == Some(RawOp::Write) {
+        // Raw write detects arrival by a marker in the last byte: start from zero.
+        verify::clear(cx.comm, rbuf)?;
+    }
+    if verify {
+        verify::fill(cx.comm, sbuf, len, rank)?;
+    }
+    let n = (counts.warmup + counts.iters) as usize;
+    let warm = counts.warmup as usize;
+    let mut ticks = vec![0u64; counts.iters as usize];
+    let meter = Meter::start(cx.comm);
+    cx.comm.barrier()?;
+    let comm = &mut *cx.comm;
+    match (rank, read) {
+        (0, false) => {
+            for i in 0..n {
+                let t0 = comm.now();
+                comm.send(sbuf, 0, len, 1, tag)?;
+                comm.recv(rbuf, 0, len, Some(1), Some(tag))?;
+                let t1 = comm.now();
+                if i >= warm {
+                    ticks[i - warm] = t1.wrapping_sub(t0);
+                }
+            }
+        }
+        (1, false) => {
+            for _ in 0..n {
+                comm.recv(rbuf, 0, len, Some(0), Some(tag))?;
+                comm.send(sbuf, 0, len, 0, tag)?;
+            }
+        }
+        (0, true) => {
+            for i in 0..n {
+                let t0 = comm.now();
+                comm.recv(rbuf, 0, len, Some(1), Some(tag))?;
+                let t1 = comm.now();
+                if i >= warm {
+                    ticks[i - warm] = t1.wrapping_sub(t0);
+                }
+            }
+        }
+        (1, true) => {
+            // The read's target: announce the buffer, then serve reads
+            // (progress) until rank 0 is done, i.e. in the barrier below.
+            for _ in 0..n {
+                comm.send(sbuf, 0, len, 0, tag)?;
+            }
+        }
+        _ => {}
+    }
+    comm.barrier()?;
+    let clock_ns = comm.clock().ns_per_tick();
+    let report = meter.finish(cx.comm, 0.0);
+    if verify && rank <= 1 {
+        let checked = len - cx.marker_bytes().min(len);
+        verify::check(cx.comm, rbuf, len, 1 - rank, checked)?;
+    }
+    let all = gather(cx.ctl, &report)?;
+    if let Some(all) = all {
+        // One-way for a ping-pong, the whole operation for a raw read.
+        let scale = if read { clock_ns } else { clock_ns / 2.0 };
+        let ns: Vec<f64> = ticks.iter().map(|&t| t as f64 * scale).collect();
+        let s = Summary::of(&ns, DEFAULT_LEVEL)
+            .ok_or_else(|| anyhow::anyhow!("size {len}: no timed iterations"))?;
+        let (ops, cpu) = row_fields(&all);
+        cx.sink
+            .row(&cells(len, &s), row_json(len, counts, &s, ops, cpu));
+    }
+    Ok(())
+}
+
+fn cells(len: usize, s: &Summary) -> Vec<String> {
+    vec![
+        len.to_string(),
+        s.samples.to_string(),
+        us(s.min),
+        us(s.p50),
+        us(s.p90),
+        us(s.p99),
+        us(s.p999),
+        us(s.max),
+        us(s.mean),
+        us(s.stddev),
+    ]
+}
+
+/// A row of the JSON schema: flat, unit-suffixed figures.
+pub fn row_json(len: usize, counts: Counts, s: &Summary, ops: Value, cpu: Value) -> Value {
+    let ci = s.mean_ci.map(|e| {
+        json!({"level": e.ci.level, "lower_ns": round2(e.ci.lower), "upper_ns": round2(e.ci.upper)})
+    });
+    json!({
+        "size": len,
+        "iterations": counts.iters,
+        "warmup": counts.warmup,
+        "samples": s.samples,
+        "min_ns": round2(s.min),
+        "p50_ns": round2(s.p50),
+        "p90_ns": round2(s.p90),
+        "p99_ns": round2(s.p99),
+        "p999_ns": round2(s.p999),
+        "max_ns": round2(s.max),
+        "mean_ns": round2(s.mean),
+        "stddev_ns": round2(s.stddev),
+        "mean_ci": ci,
+        "ops": ops,
+        "cpu": cpu,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_shrink_with_size() {
+        assert_eq!(default_counts(0).iters, 10_000);
+        assert_eq!(default_counts(LARGE - 1).warmup, 1_000);
+        assert_eq!(default_counts(LARGE).iters, 1_000);
+        assert_eq!(
+            default_counts(4 << 20),
+            Counts {
+                iters: 100,
+                warmup: 10
+            }
+        );
+    }
+
+    #[test]
+    fn row_has_the_schema_keys() {
+        let s = Summary::of(&[1000.0, 2000.0, 3000.0], 0.95).unwrap();
+        let v = row_json(
+            8,
+            Counts {
+                iters: 3,
+                warmup: 1,
+            },
+            &s,
+            json!({"sends": 6}),
+            json!([]),
+        );
+        for k in [
+            "size", "samples", "p50_ns", "p99_ns", "mean_ns", "ops", "cpu",
+        ] {
+            assert!(v.get(k).is_some(), "{k} missing in {v}");
+        }
+        assert_eq!(v["samples"], 3);
+        assert_eq!(v["mean_ns"], 2000.0);
+        assert_eq!(v["mean_ci"]["level"], 0.95);
+        let c = cells(8, &s);
+        assert_eq!(c.len(), COLUMNS.len());
+        assert_eq!(c[3], "2.00");
+    }
+}

@@ -1,0 +1,155 @@
+//! The basics every user expects from perftest and OSU: `latency`
+//! (ping-pong, HDR percentiles), `bw` (windowed, one direction), `bibw`
+//! and `msgrate`, written against the [`Communicator`] so they run over
+//! every protocol and transport, and under sim.
+//!
+//! Each size runs outside-the-loop setup (verify patterns, a barrier),
+//! the timed loop storing raw timestamps into a pre-allocated array, then
+//! analysis, verification and the per-rank report gathered to rank 0.
+
+pub mod latency;
+mod rankreport;
+mod verify;
+pub mod window;
+
+use clap::Args;
+use ovbench_core::{Communicator, Tag};
+
+use crate::common::RawOp;
+use crate::control::Control;
+use crate::report::Sink;
+use crate::sizes::Sizes;
+
+pub use rankreport::{Ops, RankReport};
+
+/// Below this size the small-message iteration counts apply (as OSU's
+/// LARGE_MESSAGE_SIZE, but at 64 KiB).
+pub const LARGE: usize = 64 * 1024;
+/// From this size on the fewest iterations apply.
+pub const HUGE: usize = 1024 * 1024;
+
+/// Tag of the timed messages of the size with index `i`: each size has
+/// its own tag, so a raw write's (peer, tag) always names one buffer.
+pub fn data_tag(i: usize) -> Tag {
+    1000 + i as Tag
+}
+/// Tag of bw's per-window acknowledgement.
+pub const ACK_TAG: Tag = 999;
+
+/// The sweep options of latency, bw, bibw and msgrate.
+#[derive(Clone, Debug, Args)]
+pub struct SweepArgs {
+    /// Message sizes: MIN:MAX (MIN, then powers of two), or a list 8,1K,1M (K = 1024).
+    #[arg(long, default_value = "0:4M")]
+    pub sizes: Sizes,
+    /// Timed iterations per size (default: by size, fewer for large messages).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub iters: Option<u64>,
+    /// Untimed iterations before the timed ones (default: by size).
+    #[arg(long)]
+    pub warmup: Option<u64>,
+    /// Check every received byte after each size (outside the timed region).
+    #[arg(long)]
+    pub verify: bool,
+}
+
+/// Iterations and warm-up of a size: (timed, warm-up).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counts {
+    pub iters: u64,
+    pub warmup: u64,
+}
+
+impl SweepArgs {
+    /// The user's counts, else `defaults(size)`.
+    pub fn counts(&self, size: usize, defaults: fn(usize) -> Counts) -> Counts {
+        let d = defaults(size);
+        Counts {
+            iters: self.iters.unwrap_or(d.iters),
+            warmup: self.warmup.unwrap_or(d.warmup),
+        }
+    }
+}
+
+/// What a benchmark runs with: the communicator, the control channel to
+/// rank 0, and the sink (real on rank 0, [`crate::report::NullSink`]
+/// elsewhere).
+pub struct BenchCtx<'a> {
+    pub comm: &'a mut dyn Communicator,
+    pub ctl: &'a mut dyn Control,
+    pub sink: &'a mut dyn Sink,
+    /// `Some` under `--proto raw`: the bare operation being timed.
+    pub raw: Option<RawOp>,
+    /// Show a progress line on stderr (rank 0).
+    pub progress: bool,
+}
+
+impl std::fmt::Debug for BenchCtx<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BenchCtx")
+            .field("rank", &self.comm.rank())
+            .field("raw", &self.raw)
+            .finish()
+    }
+}
+
+impl BenchCtx<'_> {
+    /// Whether the protocol owns the last byte of a message (raw write's
+    /// completion marker), so --verify leaves it out.
+    fn marker_bytes(&self) -> usize {
+        usize::from(self.raw == Some(RawOp::Write))
+    }
+    /// Sizes that the bare one-sided operations cannot move (0 bytes).
+    fn skips(&self, size: usize) -> bool {
+        size == 0 && matches!(self.raw, Some(RawOp::Write | RawOp::Read))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        s: SweepArgs,
+    }
+
+    #[test]
+    fn defaults_and_overrides() {
+        let t = T::try_parse_from(["x"]).unwrap();
+        assert_eq!(t.s.sizes.as_slice().len(), 24);
+        let d = |size: usize| Counts {
+            iters: if size < LARGE { 10 } else { 1 },
+            warmup: 2,
+        };
+        assert_eq!(
+            t.s.counts(8, d),
+            Counts {
+                iters: 10,
+                warmup: 2
+            }
+        );
+        let t = T::try_parse_from(["x", "--iters", "7", "--sizes", "1K"]).unwrap();
+        assert_eq!(
+            t.s.counts(1 << 20, d),
+            Counts {
+                iters: 7,
+                warmup: 2
+            }
+        );
+        let e = T::try_parse_from(["x", "--sizes", "8,1Q"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("`1Q`"), "{e}");
+        assert!(T::try_parse_from(["x", "--iters", "0"]).is_err());
+    }
+
+    #[test]
+    fn each_size_has_its_own_tag() {
+        assert_ne!(data_tag(0), data_tag(1));
+        assert_ne!(data_tag(0), ACK_TAG);
+    }
+}

@@ -1,0 +1,147 @@
+//! What every rank reports to rank 0 after each size (over the control
+//! channel, not the protocol being measured), and how rank 0 folds it
+//! into a row: operation counts summed over ranks, CPU use per rank.
+
+use anyhow::Result;
+use ovbench_core::{Communicator, OpCounts};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::control::{gather_values, Control};
+use crate::cpu::{CpuSnapshot, CpuUse};
+
+/// Operation counts as they travel and appear in JSON (`ops`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ops {
+    pub sends: u64,
+    pub writes: u64,
+    pub reads: u64,
+    pub tagged_sends: u64,
+    pub bytes: u64,
+    pub registrations: u64,
+}
+
+impl From<OpCounts> for Ops {
+    fn from(c: OpCounts) -> Ops {
+        Ops {
+            sends: c.sends,
+            writes: c.writes,
+            reads: c.reads,
+            tagged_sends: c.tagged_sends,
+            bytes: c.bytes,
+            registrations: c.registrations,
+        }
+    }
+}
+
+impl Ops {
+    pub fn add(&self, o: &Ops) -> Ops {
+        Ops {
+            sends: self.sends + o.sends,
+            writes: self.writes + o.writes,
+            reads: self.reads + o.reads,
+            tagged_sends: self.tagged_sends + o.tagged_sends,
+            bytes: self.bytes + o.bytes,
+            registrations: self.registrations + o.registrations,
+        }
+    }
+}
+
+/// One rank's figures for one size.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RankReport {
+    pub rank: u32,
+    pub cpu: CpuUse,
+    pub ops: Ops,
+    /// The rank's own timed interval (bw: first to last window), ns.
+    pub elapsed_ns: f64,
+}
+
+/// Started before a size's timed region, finished after it.
+#[derive(Debug)]
+pub struct Meter {
+    cpu: CpuSnapshot,
+    ops: OpCounts,
+}
+
+impl Meter {
+    pub fn start(comm: &dyn Communicator) -> Meter {
+        Meter {
+            cpu: CpuSnapshot::now(),
+            ops: comm.op_counts(),
+        }
+    }
+    pub fn finish(&self, comm: &dyn Communicator, elapsed_ns: f64) -> RankReport {
+        RankReport {
+            rank: comm.rank(),
+            cpu: self.cpu.until(&CpuSnapshot::now()),
+            ops: comm.op_counts().since(&self.ops).into(),
+            elapsed_ns,
+        }
+    }
+}
+
+/// Every rank's report at rank 0.
+pub fn gather(ctl: &mut dyn Control, mine: &RankReport) -> Result<Option<Vec<RankReport>>> {
+    gather_values(ctl, mine)
+}
+
+/// The `ops` object (summed over ranks) and `cpu` array of a row.
+pub fn row_fields(all: &[RankReport]) -> (Value, Value) {
+    let ops = all.iter().fold(Ops::default(), |a, r| a.add(&r.ops));
+    let cpu: Vec<Value> = all
+        .iter()
+        .map(|r| {
+            json!({
+                "rank": r.rank,
+                "user_pct": round2(r.cpu.user_pct),
+                "sys_pct": round2(r.cpu.sys_pct),
+                "wall_ns": r.cpu.wall_ns,
+            })
+        })
+        .collect();
+    (json!(ops), Value::Array(cpu))
+}
+
+/// Round to two decimals for JSON readability.
+pub fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ops_are_summed_and_cpu_listed_per_rank() {
+        let r = |rank, reads| RankReport {
+            rank,
+            cpu: CpuUse::new(1000, 900, 50),
+            ops: Ops {
+                sends: 2,
+                reads,
+                bytes: 10,
+                ..Ops::default()
+            },
+            elapsed_ns: 5.0,
+        };
+        let (ops, cpu) = row_fields(&[r(0, 0), r(1, 3)]);
+        assert_eq!(ops["sends"], 4);
+        assert_eq!(ops["reads"], 3);
+        assert_eq!(ops["bytes"], 20);
+        assert_eq!(cpu[1]["rank"], 1);
+        assert_eq!(cpu[0]["user_pct"], 90.0);
+        assert_eq!(cpu[0]["sys_pct"], 5.0);
+    }
+
+    #[test]
+    fn report_round_trips_as_json() {
+        let r = RankReport {
+            rank: 3,
+            elapsed_ns: 1.5,
+            ..Default::default()
+        };
+        let back: RankReport = serde_json::from_slice(&serde_json::to_vec(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+    }
+}

@@ -1,0 +1,329 @@
+//! `bw`, `bibw` and `msgrate`: windowed streaming as OSU's osu_bw,
+//! osu_bibw and osu_mbw_mr. A window of `--window` non-blocking sends
+//! (and as many pre-posted receives) is completed, then acknowledged by
+//! a zero-byte message (one direction) or simply completed both ways
+//! (bibw). With `--pairs N`, ranks i and i+N pair up for i < N; rank i
+//! sends. Bandwidth is bytes over the slowest pair's elapsed time, MB/s
+//! in 10^6 bytes per second; every window's time is kept for the spread.
+
+use anyhow::{bail, Result};
+use clap::Args;
+use ovbench_core::{Buf, Communicator, Rank, Req, Tag};
+use serde_json::{json, Value};
+
+use super::rankreport::{gather, round2, row_fields, Meter};
+use super::verify;
+use super::{data_tag, BenchCtx, Counts, SweepArgs, ACK_TAG, LARGE};
+use crate::common::RawOp;
+use crate::output::{mbps, us, ProgressLine};
+use crate::sizes::format_bytes;
+use crate::stats::{Summary, DEFAULT_LEVEL};
+
+/// Which of the three windowed benchmarks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Bw,
+    Bibw,
+    Msgrate,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Bw => "bw",
+            Kind::Bibw => "bibw",
+            Kind::Msgrate => "msgrate",
+        }
+    }
+    fn columns(self) -> [&'static str; 5] {
+        match self {
+            Kind::Msgrate => ["size[B]", "iters", "msg/s", "MB/s", "p50win[us]"],
+            _ => ["size[B]", "iters", "MB/s", "msg/s", "p50win[us]"],
+        }
+    }
+}
+
+/// `ovbench bw|bibw|msgrate` options.
+#[derive(Clone, Debug, Args)]
+pub struct WindowArgs {
+    #[command(flatten)]
+    pub sweep: SweepArgs,
+    /// Messages in flight per window.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    pub window: u32,
+    /// Pairs of ranks streaming at once (ranks i and i+N pair up; needs --np >= 2N).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub pairs: u32,
+}
+
+/// OSU-like defaults, counted in windows: 100 (10 warm-up) below 64 KiB,
+/// 20 (2) above.
+pub fn default_counts(size: usize) -> Counts {
+    if size < LARGE {
+        Counts {
+            iters: 100,
+            warmup: 10,
+        }
+    } else {
+        Counts {
+            iters: 20,
+            warmup: 2,
+        }
+    }
+}
+
+/// This rank's role: (sends?, receives?, peer).
+fn role(rank: Rank, pairs: u32, kind: Kind) -> Option<(bool, bool, Rank)> {
+    if rank < pairs {
+        Some((true, kind == Kind::Bibw, rank + pairs))
+    } else if rank < 2 * pairs {
+        Some((kind == Kind::Bibw, true, rank - pairs))
+    } else {
+        None
+    }
+}
+
+/// Run the sweep.
+pub fn run(cx: &mut BenchCtx<'_>, kind: Kind, args: &WindowArgs) -> Result<()> {
+    let np = cx.comm.size();
+    if np < 2 * args.pairs {
+        bail!(
+            "{} with --pairs {} needs {} ranks, but the job has {np}: use --np {}",
+            kind.name(),
+            args.pairs,
+            2 * args.pairs,
+            2 * args.pairs
+        );
+    }
+    if matches!(cx.raw, Some(RawOp::Write | RawOp::Read)) {
+        bail!(
+            "{} keeps a window of messages in flight into one buffer, which a bare one-sided operation cannot complete one by one: use --proto raw --op send, a protocol (eager, rdma-write, rdma-read, pipelined), or `ovbench latency` for raw write/read",
+            kind.name()
+        );
+    }
+    let sizes = args.sweep.sizes.as_slice();
+    let max = args.sweep.sizes.max().max(1);
+    let sbuf = cx.comm.alloc(max)?;
+    let rbuf = cx.comm.alloc(max)?;
+    let ack = cx.comm.alloc(1)?;
+    let title = format!(
+        "{}: window {}, {} pair{}, MB/s = 10^6 B/s",
+        kind.name(),
+        args.window,
+        args.pairs,
+        if args.pairs == 1 { "" } else { "s" }
+    );
+    cx.sink.table(&title, &kind.columns());
+    let mut progress = ProgressLine::new(kind.name(), sizes.len());
+    progress.enabled_if(cx.progress && cx.comm.rank() == 0);
+    for (idx, &len) in sizes.iter().enumerate() {
+        progress.start(&format!("size {}", format_bytes(len)));
+        let counts = args.sweep.counts(len, default_counts);
+        let bufs = Bufs { sbuf, rbuf, ack };
+        one_size(cx, kind, args, idx, len, counts, bufs)?;
+        progress.step();
+    }
+    progress.clear();
+    Ok(())
+}
+
+#[derive(Clone, Copy)]
+struct Bufs {
+    sbuf: Buf,
+    rbuf: Buf,
+    ack: Buf,
+}
+
+fn one_size(
+    cx: &mut BenchCtx<'_>,
+    kind: Kind,
+    args: &WindowArgs,
+    idx: usize,
+    len: usize,
+    counts: Counts,
+    b: Bufs,
+) -> Result<()> {
+    let rank = cx.comm.rank();
+    let role = role(rank, args.pairs, kind);
+    let verify = args.sweep.verify;
+    if verify {
+        verify::clear(cx.comm, b.rbuf)?;
+        verify::fill(cx.comm, b.sbuf, len, rank)?;
+    }
+    let w = args.window as usize;
+    let n = (counts.warmup + counts.iters) as usize;
+    let warm = counts.warmup as usize;
+    let mut windows = vec![0u64; counts.iters as usize];
+    let mut reqs: Vec<Req> = Vec::with_capacity(2 * w);
+    let tag = data_tag(idx);
+    let meter = Meter::start(cx.comm);
+    cx.comm.barrier()?;
+    let comm = &mut *cx.comm;
+    let mut start = comm.now();
+    if let Some((sends, recvs, peer)) = role {
+        for i in 0..n {
+            let t0 = comm.now();
+            if i == warm {
+                start = t0;
+            }
+            window(comm, &mut reqs, (sends, recvs), peer, tag, len, w, b)?;
+            if kind != Kind::Bibw {
+                if sends {
+                    comm.recv(b.ack, 0, 0, Some(peer), Some(ACK_TAG))?;
+                } else {
+                    comm.send(b.ack, 0, 0, peer, ACK_TAG)?;
+                }
+            }
+            if i >= warm {
+                windows[i - warm] = comm.now().wrapping_sub(t0);
+            }
+        }
+    }
+    let end = comm.now();
+    let ns_per_tick = comm.clock().ns_per_tick();
+    comm.barrier()?;
+    let elapsed_ns = end.wrapping_sub(start) as f64 * ns_per_tick;
+    let report = meter.finish(cx.comm, if role.is_some() { elapsed_ns } else { 0.0 });
+    if verify {
+        if let Some((_, true, peer)) = role {
+            verify::check(cx.comm, b.rbuf, len, peer, len)?;
+        }
+    }
+    if let Some(all) = gather(cx.ctl, &report)? {
+        let directions = if kind == Kind::Bibw { 2 } else { 1 };
+        let messages = counts.iters * args.window as u64 * u64::from(args.pairs) * directions;
+        let slowest = all.iter().map(|r| r.elapsed_ns).fold(0.0, f64::max);
+        let win: Vec<f64> = windows.iter().map(|&t| t as f64 * ns_per_tick).collect();
+        let s = Summary::of(&win, DEFAULT_LEVEL)
+            .ok_or_else(|| anyhow::anyhow!("size {len}: no timed windows"))?;
+        let (ops, cpu) = row_fields(&all);
+        let rates = Rates::new(messages, len, slowest);
+        let mut cells = vec![len.to_string(), counts.iters.to_string()];
+        let (bw, mr) = (
+            mbps(rates.bytes_per_sec),
+            format!("{:.0}", rates.msgs_per_sec),
+        );
+        if kind == Kind::Msgrate {
+            cells.extend([mr, bw]);
+        } else {
+            cells.extend([bw, mr]);
+        }
+        cells.push(us(s.p50));
+        cx.sink
+            .row(&cells, row_json(len, counts, args, &rates, &s, ops, cpu));
+    }
+    Ok(())
+}
+
+/// Post and complete one window.
+#[allow(clippy::too_many_arguments)]
+fn window(
+    comm: &mut dyn Communicator,
+    reqs: &mut Vec<Req>,
+    (sends, recvs): (bool, bool),
+    peer: Rank,
+    tag: Tag,
+    len: usize,
+    w: usize,
+    b: Bufs,
+) -> Result<()> {
+    if recvs {
+        for _ in 0..w {
+            reqs.push(comm.irecv(b.rbuf, 0, len, Some(peer), Some(tag))?);
+        }
+    }
+    if sends {
+        for _ in 0..w {
+            reqs.push(comm.isend(b.sbuf, 0, len, peer, tag)?);
+        }
+    }
+    for r in reqs.drain(..) {
+        comm.wait(r)?;
+    }
+    Ok(())
+}
+
+/// Aggregate rates of a size.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rates {
+    pub messages: u64,
+    pub elapsed_ns: f64,
+    pub bytes_per_sec: f64,
+    pub msgs_per_sec: f64,
+}
+
+impl Rates {
+    pub fn new(messages: u64, len: usize, elapsed_ns: f64) -> Rates {
+        let secs = elapsed_ns / 1e9;
+        let (bps, mps) = if secs > 0.0 {
+            (messages as f64 * len as f64 / secs, messages as f64 / secs)
+        } else {
+            (0.0, 0.0)
+        };
+        Rates {
+            messages,
+            elapsed_ns,
+            bytes_per_sec: bps,
+            msgs_per_sec: mps,
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn row_json(
+    len: usize,
+    counts: Counts,
+    args: &WindowArgs,
+    r: &Rates,
+    s: &Summary,
+    ops: Value,
+    cpu: Value,
+) -> Value {
+    json!({
+        "size": len,
+        "iterations": counts.iters,
+        "warmup": counts.warmup,
+        "window": args.window,
+        "pairs": args.pairs,
+        "samples": s.samples,
+        "messages": r.messages,
+        "elapsed_ns": round2(r.elapsed_ns),
+        "bytes_per_sec": round2(r.bytes_per_sec),
+        "msgs_per_sec": round2(r.msgs_per_sec),
+        "window_p50_ns": round2(s.p50),
+        "window_p99_ns": round2(s.p99),
+        "window_mean_ns": round2(s.mean),
+        "window_stddev_ns": round2(s.stddev),
+        "ops": ops,
+        "cpu": cpu,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_split_senders_and_receivers() {
+        assert_eq!(role(0, 2, Kind::Bw), Some((true, false, 2)));
+        assert_eq!(role(1, 2, Kind::Bw), Some((true, false, 3)));
+        assert_eq!(role(3, 2, Kind::Bw), Some((false, true, 1)));
+        assert_eq!(role(4, 2, Kind::Bw), None);
+        assert_eq!(role(2, 2, Kind::Bibw), Some((true, true, 0)));
+    }
+
+    #[test]
+    fn rates_from_known_figures() {
+        // 6400 messages of 1 MB in 2 s: 3.2 GB/s, 3200 msg/s.
+        let r = Rates::new(6400, 1_000_000, 2e9);
+        assert!((r.bytes_per_sec - 3.2e9).abs() < 1.0);
+        assert!((r.msgs_per_sec - 3200.0).abs() < 1e-9);
+        assert_eq!(Rates::new(10, 8, 0.0).bytes_per_sec, 0.0);
+    }
+
+    #[test]
+    fn defaults() {
+        assert_eq!(default_counts(8).iters, 100);
+        assert_eq!(default_counts(1 << 20).warmup, 2);
+    }
+}
