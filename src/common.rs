@@ -107,48 +107,49 @@ impl OnOff {
 #[derive(Clone, Debug, Args)]
 pub struct CommonArgs {
     /// Fabric to use (verbs, ucx, ofi and mpi need their cargo feature).
-    #[arg(long, value_enum, default_value_t = TransportKind::Tcp, help_heading = "Transport")]
+    #[arg(long, global = true, value_enum, default_value_t = TransportKind::Tcp, help_heading = "Transport")]
     pub transport: TransportKind,
     /// Number of ranks to start on this host (ignored under mpirun/srun).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Transport")]
+    #[arg(long, global = true, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Transport")]
     pub np: u32,
     /// Message protocol.
-    #[arg(long, value_enum, default_value_t = ProtoArg::Auto, help_heading = "Protocol")]
+    #[arg(long, global = true, value_enum, default_value_t = ProtoArg::Auto, help_heading = "Protocol")]
     pub proto: ProtoArg,
     /// Operation timed by --proto raw.
-    #[arg(long, value_enum, default_value_t = RawOp::Send, help_heading = "Protocol")]
+    #[arg(long, global = true, value_enum, default_value_t = RawOp::Send, help_heading = "Protocol")]
     pub op: RawOp,
     /// Largest message sent eagerly by --proto auto (K = 1024).
-    #[arg(long, default_value = "16K", help_heading = "Protocol")]
+    #[arg(long, global = true, default_value = "16K", help_heading = "Protocol")]
     pub eager_limit: ByteSize,
     /// Fragment size of --proto pipelined (default: the engine's).
-    #[arg(long, help_heading = "Protocol")]
+    #[arg(long, global = true, help_heading = "Protocol")]
     pub frag_size: Option<ByteSize>,
     /// Registration cache (leave-pinned) for rendezvous buffers.
-    #[arg(long, value_enum, default_value_t = OnOff::On, help_heading = "Protocol")]
+    #[arg(long, global = true, value_enum, default_value_t = OnOff::On, help_heading = "Protocol")]
     pub reg_cache: OnOff,
     /// Two-sided progress: by polling inside calls, or an asynchronous thread.
-    #[arg(long, default_value_t = Progress::Poll, value_parser = parse_progress, help_heading = "Protocol")]
+    #[arg(long, global = true, default_value_t = Progress::Poll, value_parser = parse_progress, help_heading = "Protocol")]
     pub progress: Progress,
     /// Deadline of every wait (seconds, or with a unit: 500ms, 2m).
-    #[arg(long, default_value = "60", help_heading = "Transport")]
+    #[arg(long, global = true, default_value = "60", help_heading = "Transport")]
     pub timeout: Seconds,
     /// Write results as JSON (rewritten after every completed size).
-    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    #[arg(long, global = true, value_name = "FILE", help_heading = "Output")]
     pub json: Option<PathBuf>,
     /// Write results as CSV (rewritten after every completed size).
-    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    #[arg(long, global = true, value_name = "FILE", help_heading = "Output")]
     pub csv: Option<PathBuf>,
     /// Sim model parameters, KEY=VAL,... (L, os, or, g, G, offload, jitter, seed, ...).
     #[arg(
         long,
+        global = true,
         value_name = "KEY=VAL,...",
         default_value = "",
         help_heading = "Transport"
     )]
     pub sim: String,
     /// Record transfer events and report overlap bounds (off by default).
-    #[arg(long, help_heading = "Output")]
+    #[arg(long, global = true, help_heading = "Output")]
     pub instrument: bool,
 }
 

@@ -1,6 +1,7 @@
 //! ovbench: what communication really costs.
 
 pub mod bench;
+pub mod cli;
 pub mod common;
 pub mod control;
 pub mod cpu;

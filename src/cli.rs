@@ -1,0 +1,96 @@
+//! The command line (clap derive): the common options of
+//! [`CommonArgs`](crate::common::CommonArgs), global so they may stand
+//! before or after the subcommand, and one subcommand per benchmark and
+//! method.
+
+use clap::{Parser, Subcommand};
+
+use crate::bench::latency::LatencyArgs;
+use crate::bench::window::WindowArgs;
+use crate::common::CommonArgs;
+use crate::methods::MethodCommand;
+
+/// Measures what communication really costs: latency, bandwidth, host
+/// overhead, overlap, LogP and broadcast over verbs, UCX, libfabric, TCP
+/// and MPI, with ovbench's own eager/rendezvous protocols or the
+/// library's.
+#[derive(Debug, Parser)]
+#[command(
+    name = "ovbench",
+    version,
+    about,
+    after_help = "Sizes: bytes with K/M/G suffixes (K = 1024); MIN:MAX is MIN then powers of two up to MAX; lists like 8,1K,1M.\nTables show µs and MB/s (10^6 B/s); JSON uses ns and bytes_per_sec.\nExamples:\n  ovbench latency --sizes 0:64K --verify\n  ovbench bw --proto rdma-read --json bw.json\n  ovbench overhead --transport sim --sim L=1us,os=300ns"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// What to measure.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Ping-pong latency (RTT/2) per size: min, p50, p90, p99, p99.9, max, mean, stddev.
+    Latency(LatencyArgs),
+    /// Windowed one-direction bandwidth (osu_bw).
+    Bw(WindowArgs),
+    /// Windowed bidirectional bandwidth (osu_bibw).
+    Bibw(WindowArgs),
+    /// Message rate with a window of messages in flight (osu_mbw_mr).
+    Msgrate(WindowArgs),
+    #[command(flatten)]
+    Method(MethodCommand),
+}
+
+impl Command {
+    /// The subcommand's name, for the header.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Latency(_) => "latency",
+            Command::Bw(_) => "bw",
+            Command::Bibw(_) => "bibw",
+            Command::Msgrate(_) => "msgrate",
+            Command::Method(MethodCommand::Overhead(_)) => "overhead",
+            Command::Method(MethodCommand::Logp(_)) => "logp",
+            Command::Method(MethodCommand::Bcast(_)) => "bcast",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn common_options_before_or_after_the_subcommand() {
+        let a = Cli::try_parse_from(["ovbench", "--np", "4", "latency", "--sizes", "8"]).unwrap();
+        let b = Cli::try_parse_from(["ovbench", "latency", "--np", "4", "--sizes", "8"]).unwrap();
+        assert_eq!(a.common.np, 4);
+        assert_eq!(b.common.np, 4);
+        assert_eq!(a.command.name(), "latency");
+        let c = Cli::try_parse_from(["ovbench", "bw", "--window", "16", "--pairs", "2"]).unwrap();
+        match c.command {
+            Command::Bw(w) => assert_eq!((w.window, w.pairs), (16, 2)),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn methods_are_subcommands() {
+        let c = Cli::try_parse_from(["ovbench", "overhead", "--transport", "sim"]).unwrap();
+        assert_eq!(c.command.name(), "overhead");
+    }
+
+    #[test]
+    fn bad_size_names_the_token() {
+        let e = Cli::try_parse_from(["ovbench", "latency", "--sizes", "8,12Q,1M"]).unwrap_err();
+        assert!(e.to_string().contains("`12Q`"), "{e}");
+    }
+}
