@@ -78,20 +78,25 @@ impl Bootstrap {
         timeout: Duration,
     ) -> Result<Bootstrap> {
         let deadline = Instant::now() + timeout;
-        let sockaddr = resolve(addr)?;
-        let stream = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match TcpStream::connect_timeout(&sockaddr, left.clamp(TICK, Duration::from_secs(5))) {
-                Ok(s) => break s,
-                Err(e) if Instant::now() + Duration::from_millis(50) < deadline => {
-                    let _ = e;
-                    std::thread::sleep(Duration::from_millis(50));
+        let candidates = resolve_all(addr)?;
+        let (stream, sockaddr) = 'connected: loop {
+            let mut last = None;
+            for sa in &candidates {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match TcpStream::connect_timeout(sa, left.clamp(TICK, Duration::from_secs(5))) {
+                    Ok(s) => break 'connected (s, *sa),
+                    Err(e) => last = Some(e),
                 }
-                Err(e) => bail!(
-                    "cannot reach the bootstrap service at {addr} within {:.1} s: {e}",
-                    timeout.as_secs_f64()
-                ),
             }
+            // Refused: the hosting rank may still be starting; retry.
+            if Instant::now() + Duration::from_millis(50) >= deadline {
+                bail!(
+                    "cannot reach the bootstrap service at {addr} within {:.1} s: {}",
+                    timeout.as_secs_f64(),
+                    last.map_or_else(|| "no address".to_string(), |e| e.to_string())
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
         };
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(TICK))?;
@@ -296,10 +301,20 @@ fn unexpected(resp: Response, what: &str) -> anyhow::Error {
 }
 
 fn resolve(addr: &str) -> Result<SocketAddr> {
-    addr.to_socket_addrs()
+    Ok(resolve_all(addr)?[0])
+}
+
+/// Every address of `addr`, IPv4 first (the hosting rank binds 0.0.0.0).
+fn resolve_all(addr: &str) -> Result<Vec<SocketAddr>> {
+    let mut all: Vec<SocketAddr> = addr
+        .to_socket_addrs()
         .with_context(|| {
             format!("cannot resolve the bootstrap address {addr:?} (expected host:port)")
         })?
-        .next()
-        .ok_or_else(|| anyhow!("the bootstrap address {addr:?} resolves to nothing"))
+        .collect();
+    if all.is_empty() {
+        bail!("the bootstrap address {addr:?} resolves to nothing");
+    }
+    all.sort_by_key(|a| !a.is_ipv4());
+    Ok(all)
 }

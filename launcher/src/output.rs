@@ -32,12 +32,15 @@ pub fn forward(
         .spawn(move || {
             let mut pending: Vec<u8> = Vec::new();
             let mut chunk = [0u8; 8192];
+            // If our own stream breaks, keep draining: a rank whose stderr
+            // pipe closed would die on its next diagnostic.
+            let mut sink = Some(sink);
             loop {
                 let n = match from.read(&mut chunk) {
                     Ok(0) | Err(_) => {
                         if !pending.is_empty() {
                             pending.push(b'\n');
-                            emit(sink, &label, &pending);
+                            emit(&mut sink, &label, &pending);
                         }
                         return;
                     }
@@ -46,15 +49,11 @@ pub fn forward(
                 pending.extend_from_slice(&chunk[..n]);
                 while let Some(i) = pending.iter().position(|&c| c == b'\n' || c == b'\r') {
                     let line: Vec<u8> = pending.drain(..=i).collect();
-                    if !emit(sink, &label, &line) {
-                        return;
-                    }
+                    emit(&mut sink, &label, &line);
                 }
                 if pending.len() > MAX_LINE {
                     pending.push(b'\n');
-                    if !emit(sink, &label, &pending) {
-                        return;
-                    }
+                    emit(&mut sink, &label, &pending);
                     pending.clear();
                 }
             }
@@ -62,16 +61,19 @@ pub fn forward(
         .ok()
 }
 
-/// Writes `label` and `line` with one write call; false if the sink is gone.
-fn emit(sink: Sink, label: &str, line: &[u8]) -> bool {
+/// Writes `label` and `line` with one write call; forgets a broken sink.
+fn emit(sink: &mut Option<Sink>, label: &str, line: &[u8]) {
+    let Some(to) = *sink else { return };
     let mut buf = Vec::with_capacity(label.len() + line.len());
     buf.extend_from_slice(label.as_bytes());
     buf.extend_from_slice(line);
-    let r = match sink {
+    let r = match to {
         Sink::Stdout => std::io::stdout().lock().write_all(&buf),
         Sink::Stderr => std::io::stderr().lock().write_all(&buf),
     };
-    r.is_ok()
+    if r.is_err() {
+        *sink = None;
+    }
 }
 
 /// Waits for forwarders to drain what the ranks wrote, until `deadline`;

@@ -28,6 +28,8 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 const TICK: Duration = Duration::from_millis(100);
 /// A stalled reader must not block a service thread for longer than this.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections beyond one per rank (refused attempts still handshaking).
+const EXTRA_CONNS: usize = 64;
 /// Total bytes of values the store will hold; a runaway rank is refused.
 const MAX_STORED: usize = 256 * 1024 * 1024;
 
@@ -174,6 +176,7 @@ impl Drop for Service {
 
 fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     let mut conns: Vec<JoinHandle<()>> = Vec::new();
+    let max_conns = shared.size as usize + EXTRA_CONNS;
     while !shared.stop.load(Ordering::Relaxed) {
         let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
         let ready = poll(&mut fds, PollTimeout::from(100u8));
@@ -183,6 +186,12 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         let Ok((stream, _peer)) = listener.accept() else {
             continue;
         };
+        conns.retain(|h| !h.is_finished());
+        if conns.len() >= max_conns {
+            // A connection flood must not exhaust threads; ranks retry.
+            drop(stream);
+            continue;
+        }
         let sh = Arc::clone(&shared);
         if let Ok(h) = std::thread::Builder::new()
             .name("ovbench-bootstrap-conn".into())
@@ -190,7 +199,6 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         {
             conns.push(h);
         }
-        conns.retain(|h| !h.is_finished());
     }
     for h in conns {
         let _ = h.join();

@@ -189,3 +189,48 @@ fn ranks_die_with_a_killed_launcher() {
     job.child.wait().unwrap();
     assert_all_gone(&p);
 }
+
+#[test]
+fn ranks_of_an_mpirun_job_bootstrap_through_rank_0() {
+    // As mpirun would start them: no launcher, rank 1 possibly first, rank 0
+    // hosting the service at the port derived from the job id.
+    let job = format!("test-{}", std::process::id());
+    let start = |rank: u32| {
+        Command::new(PROBE)
+            .env("OMPI_COMM_WORLD_RANK", rank.to_string())
+            .env("OMPI_COMM_WORLD_SIZE", "2")
+            .env("OMPI_COMM_WORLD_LOCAL_SIZE", "2")
+            .env("OMPI_MCA_ess_base_jobid", &job)
+            .env("OVBENCH_SECRET", "s3cret")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let r1 = start(1);
+    std::thread::sleep(Duration::from_millis(100));
+    let r0 = start(0);
+    let out0 = r0.wait_with_output().unwrap();
+    let out1 = r1.wait_with_output().unwrap();
+    let err = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(out0.status.success(), "rank 0: {}", err(&out0));
+    assert!(out1.status.success(), "rank 1: {}", err(&out1));
+    assert!(String::from_utf8_lossy(&out0.stdout).contains("probe: ok 2 ranks"));
+}
+
+#[test]
+fn a_rank_that_never_exits_is_stopped_after_the_timeout() {
+    let env = [
+        ("PROBE_FAIL", "linger"),
+        ("PROBE_FAIL_RANK", "1"),
+        ("PROBE_TIMEOUT_MS", "1000"),
+    ];
+    let mut job = Job::start(3, &env);
+    let (code, took) = job.finish(Duration::from_secs(15));
+    assert_eq!(code, 124, "stderr:\n{}", job.stderr());
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+    let p = pids(&job.seen);
+    let msg = format!("rank 1 (pid {}) still running", p[&1]);
+    assert!(job.stderr().contains(&msg), "{}", job.stderr());
+    assert_all_gone(&p);
+}

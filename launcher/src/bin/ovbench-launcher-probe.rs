@@ -5,7 +5,8 @@
 //!
 //! - `exit3`: rank `PROBE_FAIL_RANK` exits with status 3 after the exchange;
 //! - `hang`: that rank sleeps forever (the test kills it);
-//! - `hang-all`: every rank sleeps forever (the test interrupts the launcher).
+//! - `hang-all`: every rank sleeps forever (the test interrupts the launcher);
+//! - `linger`: that rank finishes its part, then never exits.
 //!
 //! Each rank prints `probe: rank R pid P` to stderr so the test can find
 //! and check every process; rank 0 prints `probe: ok N ranks` to stdout.
@@ -91,6 +92,9 @@ fn rank_main(env: &RankEnv, timeout: Duration) -> Result<()> {
     b.finish()?;
     if rank == 0 {
         println!("probe: ok {} ranks", env.size);
+    }
+    if mode == "linger" && me {
+        hang(rank);
     }
     Ok(())
 }
