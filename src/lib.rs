@@ -7,6 +7,7 @@ pub mod control;
 pub mod cpu;
 pub mod env;
 pub mod export;
+pub mod header;
 pub mod methods;
 pub mod output;
 pub mod report;
