@@ -1,0 +1,130 @@
+//! The difference progress makes (issue 2): a read from a rank that is
+//! computing, not calling the library, completes only once that rank polls
+//! again under `Progress::Poll`, and during its computation under
+//! `Progress::Thread`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use ovbench_core::conformance::{connect_all, Endpoints};
+use ovbench_core::{Completion, LocalSlice, Progress, Transport};
+use ovbench_tcp::{TcpOptions, TcpTransport};
+
+/// How long the target computes without calling the library.
+const COMPUTE: Duration = Duration::from_millis(600);
+
+/// When the read completed at the initiator, and when the target's
+/// computation started and ended.
+struct Timeline {
+    compute_start: Instant,
+    compute_end: Instant,
+    read_done: Instant,
+}
+
+fn spin(d: Duration) {
+    let t0 = Instant::now();
+    let mut x = 0u64;
+    while t0.elapsed() < d {
+        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+    }
+}
+
+fn read_during_compute(progress: Progress) -> Timeline {
+    let opts = TcpOptions {
+        progress,
+        timeout: Duration::from_secs(20),
+        ..TcpOptions::default()
+    };
+    let mut ts: Endpoints = (0..2)
+        .map(|r| Box::new(TcpTransport::new(r, 2, opts.clone()).unwrap()) as Box<dyn Transport>)
+        .collect();
+    connect_all(&mut ts).unwrap();
+    let len = 4096;
+    let remote = ts[1].alloc(len).unwrap();
+    let rs = LocalSlice::new(remote, 0, len);
+    ts[1].write_region(rs, &mut |b| b.fill(0x3C)).unwrap();
+    let rmr = ts[1].register(rs).unwrap();
+    let key = ts[1].remote_key(rmr);
+    let local = ts[0].alloc(len).unwrap();
+    let ls = LocalSlice::new(local, 0, len);
+    let lmr = ts[0].register(ls).unwrap();
+
+    let mut target = ts.pop().unwrap();
+    let mut initiator = ts.pop().unwrap();
+    let stop = AtomicBool::new(false);
+    let (tx, rx) = mpsc::channel();
+    let timeline = std::thread::scope(|s| {
+        let stop = &stop;
+        let t = s.spawn(move || {
+            let start = Instant::now();
+            tx.send(start).unwrap();
+            spin(COMPUTE);
+            let end = Instant::now();
+            // Back in the library: serve until the initiator is done.
+            let mut out = Vec::new();
+            while !stop.load(Ordering::Acquire) && end.elapsed() < Duration::from_secs(10) {
+                target.poll(&mut out).unwrap();
+                assert!(
+                    !out.iter().any(|c| matches!(c, Completion::Error { .. })),
+                    "{out:?}"
+                );
+                out.clear();
+            }
+            (start, end, target)
+        });
+        let compute_start = rx.recv().unwrap();
+        // Let the target be well inside its computation.
+        std::thread::sleep(Duration::from_millis(50));
+        initiator.post_read(1, ls, lmr, &key, 0, 9).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut out = Vec::new();
+        let read_done = loop {
+            initiator.poll(&mut out).unwrap();
+            if let Some(c) = out.iter().find(|c| !matches!(c, Completion::Send { .. })) {
+                assert!(matches!(c, Completion::Read { ctx: 9 }), "{c:?}");
+                break Instant::now();
+            }
+            assert!(Instant::now() < deadline, "the read never completed");
+        };
+        stop.store(true, Ordering::Release);
+        let (start, compute_end, _target) = t.join().unwrap();
+        assert_eq!(start, compute_start);
+        Timeline {
+            compute_start,
+            compute_end,
+            read_done,
+        }
+    });
+    let mut got = Vec::new();
+    initiator
+        .read_region(ls, &mut |b| got.extend_from_slice(b))
+        .unwrap();
+    assert!(
+        got.iter().all(|&b| b == 0x3C),
+        "the read brought wrong bytes"
+    );
+    timeline
+}
+
+#[test]
+fn poll_progress_serves_reads_only_after_the_computation() {
+    let t = read_during_compute(Progress::Poll);
+    assert!(
+        t.read_done >= t.compute_end,
+        "the read completed {:?} before the target stopped computing, with no one to serve it",
+        t.compute_end - t.read_done
+    );
+}
+
+#[test]
+fn thread_progress_serves_reads_during_the_computation() {
+    let t = read_during_compute(Progress::Thread);
+    let margin = Duration::from_millis(250);
+    assert!(
+        t.read_done + margin <= t.compute_end,
+        "the read completed {:?} after the computation started, {:?} before it ended: the progress thread did not serve it",
+        t.read_done - t.compute_start,
+        t.compute_end.saturating_duration_since(t.read_done)
+    );
+}
