@@ -44,7 +44,8 @@ fn main() {
         .expect("write bindings.rs");
 
     let mut cc = cc::Build::new();
-    cc.file(shims.with_extension("c")).include(env!("CARGO_MANIFEST_DIR"));
+    cc.file(shims.with_extension("c"))
+        .include(env!("CARGO_MANIFEST_DIR"));
     for p in &lib.include_paths {
         cc.include(p);
     }

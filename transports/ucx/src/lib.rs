@@ -1,1 +1,53 @@
-//! ovbench-ucx (lands with its issue)
+//! The ovbench transport over UCX (`ucp`), with UCX's own tag protocol as
+//! the native path (`--proto native`).
+//!
+//! | contract item | UCP calls | notes |
+//! |---|---|---|
+//! | context, worker | `ucp_init` (AM, RMA, TAG, WAKEUP), one `ucp_worker_create` | `UCX_TLS` from `--ucx-tls` plus `self`; `UCX_NET_DEVICES=lo` for tcp unless set |
+//! | address / connect | `ucp_worker_get_address` / `ucp_ep_create` per peer | error mode `PEER`: a dead peer becomes an error completion |
+//! | register / key | `ucp_mem_map` of transport memory, `ucp_rkey_pack` blob | peer keys size-checked, `ucp_ep_rkey_unpack`ed on first use, cached |
+//! | post_send | `ucp_am_send_nbx` (eager), handler copies into transport buffers | never the tag API: own protocols are ovbench's own; per-peer sequence numbers keep posting order |
+//! | post_write | `ucp_put_nbx` then `ucp_ep_flush_nbx` | completion only after the flush: the data is visible at the target |
+//! | post_read | `ucp_get_nbx` | |
+//! | poll / wait_fd | `ucp_worker_progress` + callback queue / `ucp_worker_get_efd` + `ucp_worker_arm` | |
+//! | tsend / trecv | `ucp_tag_send_nbx`, `ucp_tag_send_sync_nbx`, `ucp_tag_recv_nbx` | tag = source rank << 32 \| tag, so wildcards and the source work |
+//!
+//! **RMA progress.** Over `tcp`, put/get are native UCP operations but the
+//! target's UCX moves the bytes when it progresses its sockets: the caps
+//! say [`RmaProgress::TargetProgress`](ovbench_core::RmaProgress). Over
+//! shared memory, `shm` includes CMA, whose `process_vm_readv/writev` is
+//! done entirely by the initiator: [`Offloaded`](ovbench_core::RmaProgress).
+//! `posix` alone has no put/get, so UCP emulates RMA with active messages
+//! served by the target: target progress again. The decision is read from
+//! the endpoint's lane table after `connect` ([`UcxTransport::rma_path`]).
+//!
+//! **Limits.** An out-of-range offset is rejected at the initiator against
+//! the key's length; UCX offers no target-side check of a stale key.
+
+mod lanes;
+mod memory;
+mod ops;
+mod progress;
+mod status;
+mod transport;
+mod ucp;
+
+pub use lanes::RmaPath;
+pub use transport::{UcxTransport, EAGER_BUF_SIZE};
+
+use ovbench_core::Progress;
+
+/// How to set UCX up.
+#[derive(Clone, Debug, Default)]
+pub struct UcxOptions {
+    /// `--ucx-tls`: UCX transports (`tcp`, `posix`, `shm`, `sysv`, `cma`,
+    /// …, comma-separated); `self` is added. `None` keeps `UCX_TLS` or
+    /// UCX's default.
+    pub tls: Option<String>,
+    /// `--ucx-net-devices`; `None` means `UCX_NET_DEVICES` if set, else
+    /// `lo` when tcp is among the transports (single-host default).
+    pub net_devices: Option<String>,
+    /// Two-sided progress: by polling, or a thread blocked on the
+    /// worker's event fd.
+    pub progress: Progress,
+}

@@ -1,0 +1,146 @@
+//! Who serves one-sided operations: offloaded (the initiator's side
+//! moves the data — CMA, KNEM, XPMEM, RDMA NICs) or the target's progress
+//! engine (tcp, and UCP's software RMA emulation over active-message lanes
+//! when no transport has put/get, e.g. `posix` or `sysv` alone).
+//!
+//! The answer comes from the endpoint's lane table (`ucp_ep_print_info`),
+//! which names the transport of each `rma_bw` lane; before an endpoint
+//! exists, the transport list gives a first guess.
+
+use ovbench_core::RmaProgress;
+use ovbench_ucx_sys as sys;
+
+/// UCT transports whose put/get need no CPU at the target.
+const OFFLOADED: &[&str] = &[
+    "cma", "knem", "xpmem", "rc", "rc_v", "rc_x", "rc_mlx5", "rc_verbs", "dc", "dc_x", "dc_mlx5",
+    "gga",
+];
+
+/// How RMA reaches the peer, for caps and the header.
+#[derive(Clone, Debug)]
+pub struct RmaPath {
+    pub progress: RmaProgress,
+    /// The transports of the RMA lanes, e.g. `cma/memory` or `tcp/lo`.
+    pub lanes: String,
+    /// Why `progress` was chosen, in words.
+    pub reason: String,
+}
+
+/// A first guess from `UCX_TLS`, before any endpoint exists.
+pub(crate) fn guess(tls: &str) -> RmaPath {
+    let names: Vec<&str> = tls.split(',').collect();
+    let offload = names
+        .iter()
+        .any(|n| *n == "shm" || *n == "sm" || *n == "ib" || OFFLOADED.contains(n));
+    RmaPath {
+        progress: if offload {
+            RmaProgress::Offloaded
+        } else {
+            RmaProgress::TargetProgress
+        },
+        lanes: String::new(),
+        reason: format!("guessed from UCX_TLS={tls} before connecting"),
+    }
+}
+
+/// Parse a lane table as `ucp_ep_print_info` prints it: lines such as
+/// `lane[1]:  2:cma/memory.0 md[2] -> md[2]/cma/sysdev[255] rma_bw#0`.
+pub(crate) fn from_lane_table(table: &str) -> RmaPath {
+    let mut rma = Vec::new();
+    for line in table.lines().filter(|l| l.contains("lane[")) {
+        if !line
+            .split_whitespace()
+            .any(|w| w.starts_with("rma_bw") || w.starts_with("rma#"))
+        {
+            continue;
+        }
+        // "N:tl/dev.idx" right after the lane label.
+        if let Some(tl) = line
+            .split_whitespace()
+            .find_map(|w| {
+                w.split_once(':')
+                    .filter(|(n, _)| n.chars().all(|c| c.is_ascii_digit()) && !n.is_empty())
+            })
+            .map(|(_, rest)| rest.to_string())
+        {
+            rma.push(tl);
+        }
+    }
+    rma.sort();
+    rma.dedup();
+    let tl_of = |s: &String| s.split('/').next().unwrap_or("").to_string();
+    if rma.is_empty() {
+        return RmaPath {
+            progress: RmaProgress::TargetProgress,
+            lanes: "none (software RMA over active messages)".into(),
+            reason: "no transport in UCX_TLS has put/get to this peer: UCP emulates RMA with active messages served by the target's progress".into(),
+        };
+    }
+    let all_off = rma.iter().all(|l| OFFLOADED.contains(&tl_of(l).as_str()));
+    RmaPath {
+        progress: if all_off {
+            RmaProgress::Offloaded
+        } else {
+            RmaProgress::TargetProgress
+        },
+        lanes: rma.join(" "),
+        reason: if all_off {
+            "the RMA lanes move data without the target's CPU (cross-memory attach or RDMA)".into()
+        } else {
+            "an RMA lane is served by the target's progress engine (e.g. tcp: the target's UCX reads the socket), not offloaded".into()
+        },
+    }
+}
+
+/// Read the endpoint's lane table and classify its RMA lanes.
+pub(crate) fn probe(ep: sys::ucp_ep_h) -> Option<RmaPath> {
+    let mut buf: *mut libc::c_char = std::ptr::null_mut();
+    let mut len: libc::size_t = 0;
+    // SAFETY: open_memstream allocates a growing buffer; buf/len are
+    // updated on fflush/fclose.
+    let f = unsafe { libc::open_memstream(&mut buf, &mut len) };
+    if f.is_null() {
+        return None;
+    }
+    // SAFETY: ep is a live endpoint; f is an open FILE* (libc's and
+    // UCX's FILE are the same C type).
+    unsafe { sys::ucp_ep_print_info(ep, f.cast()) };
+    // SAFETY: f is closed once; afterwards buf holds len bytes.
+    unsafe { libc::fclose(f) };
+    if buf.is_null() {
+        return None;
+    }
+    // SAFETY: buf holds len initialised bytes written by the stream.
+    let text =
+        String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(buf as *const u8, len) })
+            .into_owned();
+    // SAFETY: buf was malloc'd by open_memstream and is freed once.
+    unsafe { libc::free(buf.cast()) };
+    Some(from_lane_table(&text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_lane_tables() {
+        let cma = "#  lane[0]:  1:posix/memory.0 md[1] -> md[1]/posix/sysdev[255] am am_bw#0\n#  lane[1]:  3:cma/memory.0 md[3] -> md[3]/cma/sysdev[255] rma_bw#0\n";
+        let p = from_lane_table(cma);
+        assert_eq!(p.progress, RmaProgress::Offloaded);
+        assert_eq!(p.lanes, "cma/memory.0");
+        let tcp = "#  lane[0]:  1:tcp/lo.0 md[1] -> md[1]/tcp/sysdev[255] rma_bw#0 am am_bw#0\n";
+        let p = from_lane_table(tcp);
+        assert_eq!(p.progress, RmaProgress::TargetProgress);
+        assert_eq!(p.lanes, "tcp/lo.0");
+        let none = "#  lane[0]:  1:posix/memory.0 md[1] -> md[1]/posix/sysdev[255] am am_bw#0\n";
+        assert_eq!(from_lane_table(none).progress, RmaProgress::TargetProgress);
+    }
+
+    #[test]
+    fn guesses_from_tls() {
+        assert_eq!(guess("shm,self").progress, RmaProgress::Offloaded);
+        assert_eq!(guess("posix,self").progress, RmaProgress::TargetProgress);
+        assert_eq!(guess("tcp,self").progress, RmaProgress::TargetProgress);
+    }
+}

@@ -1,0 +1,302 @@
+//! Transport-owned memory, its UCX mappings (`ucp_mem_map`), packed
+//! remote keys (`ucp_rkey_pack`) and the cache of unpacked peer keys.
+
+use std::alloc::{self, Layout};
+use std::collections::HashMap;
+use std::ptr::{self, NonNull};
+
+use ovbench_core::{
+    LocalSlice, MrHandle, OpKind, Rank, RegionId, RemoteKey, TransportError, MAX_KEY_BLOB,
+};
+use ovbench_ucx_sys as sys;
+
+use crate::status::local;
+
+const PAGE: usize = 4096;
+/// Unpacked peer keys kept before the cache is emptied (protocols that
+/// register per fragment would otherwise grow it without bound).
+const RKEY_CACHE_MAX: usize = 1024;
+
+/// A zeroed, page-aligned allocation.
+pub(crate) struct Region {
+    ptr: NonNull<u8>,
+    layout: Layout,
+    /// Bytes the user asked for.
+    len: usize,
+}
+
+impl Region {
+    fn new(len: usize) -> Result<Region, TransportError> {
+        let size = len.max(1).div_ceil(PAGE) * PAGE;
+        let layout = Layout::from_size_align(size, PAGE)
+            .map_err(|e| TransportError::Invalid(format!("cannot allocate {len} bytes: {e}")))?;
+        // SAFETY: layout has a non-zero size.
+        let p = unsafe { alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(p).ok_or_else(|| TransportError::Local {
+            op: OpKind::Register,
+            detail: format!("out of memory allocating {len} bytes"),
+        })?;
+        Ok(Region { ptr, layout, len })
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: ptr was allocated with exactly this layout.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+    }
+}
+
+/// A live `ucp_mem_map` of a slice, with its packed key.
+pub(crate) struct Mr {
+    pub memh: sys::ucp_mem_h,
+    pub slice: LocalSlice,
+    pub key: RemoteKey,
+}
+
+/// All regions, registrations and unpacked peer keys of one transport.
+#[derive(Default)]
+pub(crate) struct Memory {
+    regions: Vec<Option<Region>>,
+    mrs: Vec<Option<Mr>>,
+    rkeys: HashMap<(Rank, Vec<u8>), sys::ucp_rkey_h>,
+}
+
+impl Memory {
+    pub fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
+        let r = Region::new(len)?;
+        let id = self
+            .regions
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or_else(|| {
+                self.regions.push(None);
+                self.regions.len() - 1
+            });
+        self.regions[id] = Some(r);
+        Ok(RegionId(id as u32))
+    }
+
+    pub fn free(&mut self, id: RegionId) -> Result<(), TransportError> {
+        self.region(id)?;
+        if self.mrs.iter().flatten().any(|m| m.slice.region == id) {
+            return Err(TransportError::Invalid(format!(
+                "region {} still has registrations; deregister them before freeing it",
+                id.0
+            )));
+        }
+        self.regions[id.0 as usize] = None;
+        Ok(())
+    }
+
+    fn region(&self, id: RegionId) -> Result<&Region, TransportError> {
+        self.regions
+            .get(id.0 as usize)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| TransportError::Invalid(format!("region {} does not exist", id.0)))
+    }
+
+    /// Pointer to the start of `s`, after checking it lies in its region.
+    pub fn ptr(&self, s: LocalSlice) -> Result<*mut u8, TransportError> {
+        let r = self.region(s.region)?;
+        match s.offset.checked_add(s.len) {
+            Some(end) if end <= r.len => {}
+            _ => {
+                return Err(TransportError::Invalid(format!(
+                    "slice {}+{} is outside region {} of {} bytes",
+                    s.offset, s.len, s.region.0, r.len
+                )))
+            }
+        }
+        // SAFETY: offset is within the allocation (checked above).
+        Ok(unsafe { r.ptr.as_ptr().add(s.offset) })
+    }
+
+    pub fn slice(&self, s: LocalSlice) -> Result<&[u8], TransportError> {
+        let p = self.ptr(s)?;
+        // SAFETY: ptr() checked the range; the region lives as long as &self.
+        // Peers may write into registered memory concurrently (RDMA), which
+        // is the nature of the contract: readers see bytes, never UB in Rust
+        // terms beyond what a volatile device write is.
+        Ok(unsafe { std::slice::from_raw_parts(p, s.len) })
+    }
+
+    pub fn slice_mut(&mut self, s: LocalSlice) -> Result<&mut [u8], TransportError> {
+        let p = self.ptr(s)?;
+        // SAFETY: as in slice(), and &mut self excludes other Rust borrows.
+        Ok(unsafe { std::slice::from_raw_parts_mut(p, s.len) })
+    }
+
+    /// `ucp_mem_map` the slice and pack its remote key.
+    pub fn register(
+        &mut self,
+        ctx: sys::ucp_context_h,
+        s: LocalSlice,
+    ) -> Result<MrHandle, TransportError> {
+        let p = self.ptr(s)?;
+        let params = sys::ucp_mem_map_params_t {
+            field_mask: (sys::UCP_MEM_MAP_PARAM_FIELD_ADDRESS | sys::UCP_MEM_MAP_PARAM_FIELD_LENGTH)
+                as u64,
+            address: p.cast(),
+            length: s.len.max(1),
+            ..Default::default()
+        };
+        let mut memh: sys::ucp_mem_h = ptr::null_mut();
+        // SAFETY: ctx is live; the address range lies inside a live region.
+        let st = unsafe { sys::ucp_mem_map(ctx, &params, &mut memh) };
+        if st != sys::UCS_OK {
+            return Err(local(
+                OpKind::Register,
+                &format!("ucp_mem_map of {} bytes", s.len),
+                st,
+                "; raise the locked-memory limit (ulimit -l) if the transport pins memory",
+            ));
+        }
+        let mut buf: *mut libc::c_void = ptr::null_mut();
+        let mut blen = 0usize;
+        // SAFETY: memh was just mapped on ctx; buf/blen receive a UCX buffer.
+        let st = unsafe { sys::ucp_rkey_pack(ctx, memh, &mut buf, &mut blen) };
+        if st != sys::UCS_OK {
+            // SAFETY: memh is live and unmapped once here.
+            unsafe { sys::ucp_mem_unmap(ctx, memh) };
+            return Err(local(OpKind::Register, "ucp_rkey_pack", st, ""));
+        }
+        // SAFETY: UCX returned blen readable bytes at buf.
+        let blob = unsafe { std::slice::from_raw_parts(buf as *const u8, blen) }.to_vec();
+        // SAFETY: buf came from ucp_rkey_pack and is released once.
+        unsafe { sys::ucp_rkey_buffer_release(buf) };
+        if blob.len() > MAX_KEY_BLOB {
+            // SAFETY: as above.
+            unsafe { sys::ucp_mem_unmap(ctx, memh) };
+            return Err(TransportError::Local {
+                op: OpKind::Register,
+                detail: format!(
+                    "UCX packed a {}-byte remote key, over ovbench's {MAX_KEY_BLOB}-byte cap; restrict --ucx-tls to the transports in use",
+                    blob.len()
+                ),
+            });
+        }
+        let mr = Mr {
+            memh,
+            slice: s,
+            key: RemoteKey {
+                addr: p as u64,
+                len: s.len as u64,
+                blob,
+            },
+        };
+        let id = self
+            .mrs
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or_else(|| {
+                self.mrs.push(None);
+                self.mrs.len() - 1
+            });
+        self.mrs[id] = Some(mr);
+        Ok(MrHandle(id as u32))
+    }
+
+    pub fn mr(&self, h: MrHandle) -> Result<&Mr, TransportError> {
+        self.mrs
+            .get(h.0 as usize)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| {
+                TransportError::Invalid(format!("memory registration {} does not exist", h.0))
+            })
+    }
+
+    pub fn deregister(
+        &mut self,
+        ctx: sys::ucp_context_h,
+        h: MrHandle,
+    ) -> Result<(), TransportError> {
+        self.mr(h)?;
+        let mr = self.mrs[h.0 as usize].take().expect("checked above");
+        // SAFETY: memh is live (taken out of the table, so unmapped once).
+        let st = unsafe { sys::ucp_mem_unmap(ctx, mr.memh) };
+        crate::status::check(OpKind::Register, "ucp_mem_unmap", st)
+    }
+
+    /// Check that `local` lies inside registration `h`; returns its memh
+    /// and pointer.
+    pub fn local_rma(
+        &self,
+        h: MrHandle,
+        local: LocalSlice,
+    ) -> Result<(sys::ucp_mem_h, *mut u8), TransportError> {
+        let mr = self.mr(h)?;
+        let m = mr.slice;
+        let inside = local.region == m.region
+            && local.offset >= m.offset
+            && local
+                .offset
+                .checked_add(local.len)
+                .is_some_and(|e| e <= m.offset + m.len);
+        if !inside {
+            return Err(TransportError::Invalid(format!(
+                "local slice {}+{} of region {} is not inside registration {} ({}+{})",
+                local.offset, local.len, local.region.0, h.0, m.offset, m.len
+            )));
+        }
+        Ok((mr.memh, self.ptr(local)?))
+    }
+
+    /// The unpacked form of `peer`'s key, unpacked on first use and cached.
+    /// The blob is size-checked before UCX parses it.
+    pub fn rkey(
+        &mut self,
+        ep: sys::ucp_ep_h,
+        peer: Rank,
+        key: &RemoteKey,
+        rma_in_flight: usize,
+    ) -> Result<sys::ucp_rkey_h, TransportError> {
+        if key.blob.is_empty() || key.blob.len() > MAX_KEY_BLOB {
+            return Err(TransportError::BadKey {
+                peer,
+                detail: format!(
+                    "UCX key blob of {} bytes (must be 1..={MAX_KEY_BLOB})",
+                    key.blob.len()
+                ),
+            });
+        }
+        if let Some(r) = self.rkeys.get(&(peer, key.blob.clone())) {
+            return Ok(*r);
+        }
+        if self.rkeys.len() >= RKEY_CACHE_MAX && rma_in_flight == 0 {
+            self.clear_rkeys();
+        }
+        let mut rkey: sys::ucp_rkey_h = ptr::null_mut();
+        // SAFETY: ep is a live endpoint to `peer`; the blob is non-empty and
+        // capped, and UCX checks the packed format's own fields.
+        let st = unsafe { sys::ucp_ep_rkey_unpack(ep, key.blob.as_ptr().cast(), &mut rkey) };
+        if st != sys::UCS_OK {
+            return Err(TransportError::BadKey {
+                peer,
+                detail: format!(
+                    "ucp_ep_rkey_unpack returned {}; the key was packed by a different UCX configuration",
+                    crate::status::status_str(st)
+                ),
+            });
+        }
+        self.rkeys.insert((peer, key.blob.clone()), rkey);
+        Ok(rkey)
+    }
+
+    /// Destroy every unpacked peer key.
+    pub fn clear_rkeys(&mut self) {
+        for (_, r) in self.rkeys.drain() {
+            // SAFETY: r was unpacked by ucp_ep_rkey_unpack and is destroyed
+            // once, with no operation in flight using it.
+            unsafe { sys::ucp_rkey_destroy(r) };
+        }
+    }
+
+    /// Unmap every registration (before the context goes).
+    pub fn unmap_all(&mut self, ctx: sys::ucp_context_h) {
+        for mr in self.mrs.iter_mut().filter_map(Option::take) {
+            // SAFETY: each memh is live and unmapped once.
+            unsafe { sys::ucp_mem_unmap(ctx, mr.memh) };
+        }
+    }
+}

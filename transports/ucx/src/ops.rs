@@ -1,0 +1,307 @@
+//! What UCX callbacks touch: the completion queue, the active-message
+//! inbox with its per-peer reordering, and the boxed context of every
+//! request in flight.
+//!
+//! Callbacks run inside `ucp_worker_progress` — on the rank's own thread,
+//! or on the progress thread with `--progress thread` — so everything here
+//! sits behind one mutex and a condition variable wakes a sleeping rank.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ffi::c_void;
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use ovbench_core::{Completion, Ctx, OpKind, Rank, Tag};
+use ovbench_ucx_sys as sys;
+
+use crate::status::status_str;
+
+/// Active-message id ovbench registers its handler under.
+pub(crate) const AM_ID: u32 = 0x0b;
+/// Bytes of the AM header ovbench puts in front of every message:
+/// source rank and per-peer sequence number, both little-endian `u32`.
+pub(crate) const AM_HDR_LEN: usize = 8;
+/// Native tags carry the source rank in the upper 32 bits.
+pub(crate) const TAG_SRC_SHIFT: u32 = 32;
+
+/// The mutable part of [`Shared`].
+pub(crate) struct Inbox {
+    /// Finished work, in the order UCX reported it.
+    pub completions: VecDeque<Completion>,
+    /// Next sequence number expected from each peer.
+    expected: Vec<u32>,
+    /// Messages that overtook an earlier one (UCX does not order AMs
+    /// across lanes), keyed by sequence number.
+    held: Vec<BTreeMap<u32, Vec<u8>>>,
+    /// Receive buffers handed back through `Transport::recycle`.
+    pub recv_pool: Vec<Vec<u8>>,
+    /// Send staging buffers whose request has completed.
+    pub send_pool: Vec<Vec<u8>>,
+    /// One-sided operations in flight (unpacked rkeys are only destroyed
+    /// when none are).
+    pub rma_in_flight: usize,
+}
+
+/// State shared between the transport and its UCX callbacks.
+pub(crate) struct Shared {
+    pub rank: Rank,
+    pub size: u32,
+    /// Largest message (header included) a peer may send us.
+    pub max_msg: usize,
+    inbox: Mutex<Inbox>,
+    /// Signalled whenever a completion is queued.
+    pub ready: Condvar,
+}
+
+impl Shared {
+    pub fn new(rank: Rank, size: u32, max_msg: usize) -> Shared {
+        Shared {
+            rank,
+            size,
+            max_msg,
+            inbox: Mutex::new(Inbox {
+                completions: VecDeque::new(),
+                expected: vec![0; size as usize],
+                held: (0..size).map(|_| BTreeMap::new()).collect(),
+                recv_pool: Vec::new(),
+                send_pool: Vec::new(),
+                rma_in_flight: 0,
+            }),
+            ready: Condvar::new(),
+        }
+    }
+
+    /// Lock the inbox; a poisoned lock (a panic in another thread) still
+    /// holds consistent queues, so it is used as is.
+    pub fn lock(&self) -> MutexGuard<'_, Inbox> {
+        self.inbox.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn push(&self, c: Completion) {
+        self.lock().completions.push_back(c);
+        self.ready.notify_all();
+    }
+
+    /// An active message arrived: check the header, copy the data into a
+    /// transport buffer and deliver it in the peer's posting order.
+    fn deliver(&self, header: &[u8], data: &[u8]) {
+        if header.len() != AM_HDR_LEN {
+            self.push(Completion::Error {
+                ctx: None,
+                peer: self.rank,
+                op: OpKind::Recv,
+                status: format!(
+                    "an active message arrived with a {}-byte header (ovbench sends {AM_HDR_LEN}); is another program sharing this UCX worker?",
+                    header.len()
+                ),
+            });
+            return;
+        }
+        let src = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes"));
+        let seq = u32::from_le_bytes(header[4..8].try_into().expect("4 bytes"));
+        if src >= self.size || data.len() > self.max_msg {
+            self.push(Completion::Error {
+                ctx: None,
+                peer: src.min(self.size.saturating_sub(1)),
+                op: OpKind::Recv,
+                status: format!(
+                    "bad active message: source rank {src} of {} ranks, {} bytes (limit {}); the peers run different ovbench builds or settings",
+                    self.size,
+                    data.len(),
+                    self.max_msg
+                ),
+            });
+            return;
+        }
+        let mut g = self.lock();
+        let mut buf = g.recv_pool.pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(data);
+        let s = src as usize;
+        if seq != g.expected[s] {
+            g.held[s].insert(seq, buf);
+            return;
+        }
+        g.expected[s] = seq.wrapping_add(1);
+        g.completions.push_back(Completion::Recv {
+            peer: src,
+            data: buf,
+        });
+        loop {
+            let next = g.expected[s];
+            let Some(b) = g.held[s].remove(&next) else {
+                break;
+            };
+            g.expected[s] = next.wrapping_add(1);
+            g.completions
+                .push_back(Completion::Recv { peer: src, data: b });
+        }
+        drop(g);
+        self.ready.notify_all();
+    }
+}
+
+/// The context of one request in flight, boxed and passed to UCX as
+/// `user_data`; the completion callback takes it back.
+pub(crate) struct Op {
+    pub shared: *const Shared,
+    pub ctx: Ctx,
+    pub peer: Rank,
+    pub kind: OpKind,
+    /// The copied message of an active-message send.
+    pub staging: Option<Vec<u8>>,
+}
+
+impl Op {
+    /// Queue this operation's completion (or error) and recycle its
+    /// staging buffer.
+    pub fn finish(self, shared: &Shared, status: sys::ucs_status_t, tag: Option<(u64, usize)>) {
+        let mut g = shared.lock();
+        if let Some(b) = self.staging {
+            g.send_pool.push(b);
+        }
+        if matches!(self.kind, OpKind::Write | OpKind::Read) {
+            g.rma_in_flight = g.rma_in_flight.saturating_sub(1);
+        }
+        let c = if status != sys::UCS_OK {
+            Completion::Error {
+                ctx: Some(self.ctx),
+                peer: self.peer,
+                op: self.kind,
+                status: status_str(status),
+            }
+        } else {
+            match self.kind {
+                OpKind::Send => Completion::Send { ctx: self.ctx },
+                OpKind::Write => Completion::Write { ctx: self.ctx },
+                OpKind::Read => Completion::Read { ctx: self.ctx },
+                OpKind::TaggedSend => Completion::TaggedSend { ctx: self.ctx },
+                _ => {
+                    let (sender_tag, len) = tag.unwrap_or((0, 0));
+                    Completion::TaggedRecv {
+                        ctx: self.ctx,
+                        peer: (sender_tag >> TAG_SRC_SHIFT) as Rank,
+                        tag: sender_tag as u32 as Tag,
+                        len,
+                    }
+                }
+            }
+        };
+        g.completions.push_back(c);
+        drop(g);
+        shared.ready.notify_all();
+    }
+}
+
+/// Completion callback of sends, flushes (writes) and gets.
+pub(crate) unsafe extern "C" fn send_cb(
+    request: *mut c_void,
+    status: sys::ucs_status_t,
+    user_data: *mut c_void,
+) {
+    // SAFETY: user_data is the Box<Op> leaked when the request was posted;
+    // UCX calls this callback exactly once per request.
+    let op = unsafe { Box::from_raw(user_data as *mut Op) };
+    // SAFETY: op.shared points to the transport's Shared, which outlives
+    // the worker (it is dropped after ucp_worker_destroy).
+    let shared = unsafe { &*op.shared };
+    op.finish(shared, status, None);
+    // SAFETY: request is a live request handed to this callback; freeing
+    // it here is the documented way to release it.
+    unsafe { sys::ucp_request_free(request) };
+}
+
+/// Completion callback of native tagged receives.
+pub(crate) unsafe extern "C" fn tag_recv_cb(
+    request: *mut c_void,
+    status: sys::ucs_status_t,
+    info: *const sys::ucp_tag_recv_info_t,
+    user_data: *mut c_void,
+) {
+    // SAFETY: as in send_cb: user_data is our leaked Box<Op>, called once.
+    let op = unsafe { Box::from_raw(user_data as *mut Op) };
+    // SAFETY: as in send_cb: Shared outlives the worker.
+    let shared = unsafe { &*op.shared };
+    let tag = if info.is_null() {
+        None
+    } else {
+        // SAFETY: UCX passes a valid info for the duration of the callback.
+        let i = unsafe { &*info };
+        Some((i.sender_tag, i.length))
+    };
+    op.finish(shared, status, tag);
+    // SAFETY: as in send_cb.
+    unsafe { sys::ucp_request_free(request) };
+}
+
+/// The active-message handler: copies the whole message out (so UCX's
+/// buffer is released at once) and queues it.
+pub(crate) unsafe extern "C" fn am_recv_cb(
+    arg: *mut c_void,
+    header: *const c_void,
+    header_length: usize,
+    data: *mut c_void,
+    length: usize,
+    param: *const sys::ucp_am_recv_param_t,
+) -> sys::ucs_status_t {
+    // SAFETY: arg is the transport's Shared, registered with the handler
+    // and alive as long as the worker.
+    let shared = unsafe { &*(arg as *const Shared) };
+    // SAFETY: param is valid for the duration of the callback.
+    let attr = unsafe { (*param).recv_attr };
+    if attr & sys::UCP_AM_RECV_ATTR_FLAG_RNDV as u64 != 0 {
+        shared.push(Completion::Error {
+            ctx: None,
+            peer: shared.rank,
+            op: OpKind::Recv,
+            status: format!(
+                "an active message of {length} bytes arrived as a rendezvous; ovbench sends eager messages only, so the sender is not ovbench or uses a larger eager size"
+            ),
+        });
+        return sys::UCS_OK;
+    }
+    let hdr: &[u8] = if header_length == 0 || header.is_null() {
+        &[]
+    } else {
+        // SAFETY: UCX guarantees header_length readable bytes at header
+        // for the duration of the callback.
+        unsafe { std::slice::from_raw_parts(header as *const u8, header_length) }
+    };
+    let body: &[u8] = if length == 0 || data.is_null() {
+        &[]
+    } else {
+        // SAFETY: an eager (non-rendezvous) message's data holds `length`
+        // readable bytes for the duration of the callback.
+        unsafe { std::slice::from_raw_parts(data as *const u8, length) }
+    };
+    shared.deliver(hdr, body);
+    sys::UCS_OK
+}
+
+/// Endpoint error handler: the peer is gone or the link failed.
+pub(crate) unsafe extern "C" fn ep_err_cb(
+    arg: *mut c_void,
+    _ep: sys::ucp_ep_h,
+    status: sys::ucs_status_t,
+) {
+    // SAFETY: arg is a Box<EpErrArg> the transport keeps alive as long
+    // as the endpoint.
+    let a = unsafe { &*(arg as *const EpErrArg) };
+    // SAFETY: as in send_cb: Shared outlives the worker.
+    let shared = unsafe { &*a.shared };
+    shared.push(Completion::Error {
+        ctx: None,
+        peer: a.peer,
+        op: OpKind::Connect,
+        status: format!(
+            "the endpoint to rank {} failed: {}; the peer process died or the network path broke",
+            a.peer,
+            status_str(status)
+        ),
+    });
+}
+
+/// What the endpoint error handler needs to name the peer.
+pub(crate) struct EpErrArg {
+    pub shared: *const Shared,
+    pub peer: Rank,
+}

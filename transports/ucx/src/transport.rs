@@ -1,0 +1,645 @@
+//! [`UcxTransport`]: the contract over one UCP worker.
+
+use std::ffi::c_void;
+use std::os::fd::RawFd;
+use std::ptr;
+use std::time::{Duration, Instant};
+
+use ovbench_core::{
+    Caps, Completion, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RegionId, RemoteKey,
+    RmaKind, Tag, Transport, TransportError, TransportInfo,
+};
+use ovbench_ucx_sys as sys;
+
+use crate::lanes::{self, RmaPath};
+use crate::memory::Memory;
+use crate::ops::{self, EpErrArg, Op, Shared, AM_HDR_LEN, AM_ID, TAG_SRC_SHIFT};
+use crate::progress::ProgressThread;
+use crate::status::{self, check};
+use crate::ucp::{self, Ucp};
+use crate::UcxOptions;
+
+/// Largest two-sided message (ovbench header plus payload).
+pub const EAGER_BUF_SIZE: usize = 64 * 1024;
+/// Largest worker address accepted from the bootstrap exchange.
+const MAX_ADDRESS: usize = 64 * 1024;
+/// How long teardown waits for an endpoint close.
+const CLOSE_DEADLINE: Duration = Duration::from_secs(2);
+
+/// The UCX transport. See the crate docs for how each contract item maps
+/// onto UCP calls.
+pub struct UcxTransport {
+    rank: Rank,
+    size: u32,
+    progress: Progress,
+    thread: Option<ProgressThread>,
+    mem: Memory,
+    eps: Vec<sys::ucp_ep_h>,
+    /// Boxed so the addresses given to UCX stay put as the Vec grows.
+    #[allow(clippy::vec_box)]
+    ep_args: Vec<Box<EpErrArg>>,
+    send_seq: Vec<u32>,
+    rma: RmaPath,
+    /// Whether endpoints report a dead peer (error mode PEER).
+    peer_failure_detection: bool,
+    /// Declared after everything that holds UCX objects and before
+    /// `shared`: the worker must be destroyed before the state its
+    /// callbacks write to.
+    ucp: Ucp,
+    shared: Box<Shared>,
+}
+
+// SAFETY: the raw UCX handles are used only through &mut self (one thread
+// at a time); with `--progress thread` the worker is created in
+// UCS_THREAD_MODE_MULTI and the progress thread touches only the worker
+// and `Shared`, which is behind a mutex.
+unsafe impl Send for UcxTransport {}
+
+impl UcxTransport {
+    /// Create the context and worker for `rank` of `size`. Connect with
+    /// [`Transport::connect`] after exchanging [`Transport::address`].
+    pub fn new(rank: Rank, size: u32, opts: UcxOptions) -> Result<UcxTransport, TransportError> {
+        if size == 0 || rank >= size {
+            return Err(TransportError::Invalid(format!(
+                "rank {rank} of {size} ranks"
+            )));
+        }
+        let settings = ucp::settings(opts.tls.as_deref(), opts.net_devices.as_deref());
+        let rma = lanes::guess(&settings.tls);
+        let ucp = Ucp::new(settings, opts.progress == Progress::Thread)?;
+        let shared = Box::new(Shared::new(rank, size, EAGER_BUF_SIZE));
+        let arg = &*shared as *const Shared as *mut c_void;
+        let hp = sys::ucp_am_handler_param_t {
+            field_mask: (sys::UCP_AM_HANDLER_PARAM_FIELD_ID
+                | sys::UCP_AM_HANDLER_PARAM_FIELD_FLAGS
+                | sys::UCP_AM_HANDLER_PARAM_FIELD_CB
+                | sys::UCP_AM_HANDLER_PARAM_FIELD_ARG) as u64,
+            id: AM_ID,
+            flags: sys::UCP_AM_FLAG_WHOLE_MSG,
+            cb: Some(ops::am_recv_cb),
+            arg,
+        };
+        // SAFETY: the worker is live; arg points to the boxed Shared, which
+        // outlives the worker (field order of UcxTransport).
+        let st = unsafe { sys::ucp_worker_set_am_recv_handler(ucp.worker, &hp) };
+        check(OpKind::Connect, "ucp_worker_set_am_recv_handler", st)?;
+        let mut t = UcxTransport {
+            rank,
+            size,
+            progress: opts.progress,
+            thread: None,
+            mem: Memory::default(),
+            eps: Vec::new(),
+            ep_args: Vec::new(),
+            send_seq: vec![0; size as usize],
+            rma,
+            peer_failure_detection: true,
+            ucp,
+            shared,
+        };
+        if opts.progress == Progress::Thread {
+            t.thread = Some(ProgressThread::spawn(t.ucp.worker, t.ucp.efd)?);
+        }
+        Ok(t)
+    }
+
+    fn ep(&self, peer: Rank, op: OpKind) -> Result<sys::ucp_ep_h, TransportError> {
+        match self.eps.get(peer as usize) {
+            Some(ep) if !ep.is_null() => Ok(*ep),
+            _ if peer >= self.size => Err(TransportError::Invalid(format!(
+                "{op} to rank {peer}, but the job has {} ranks",
+                self.size
+            ))),
+            _ => Err(TransportError::Peer {
+                peer,
+                op,
+                status: "not connected: call connect() with every rank's address first".into(),
+            }),
+        }
+    }
+
+    fn shared_ptr(&self) -> *const Shared {
+        &*self.shared
+    }
+
+    /// Box an operation for UCX's `user_data`.
+    fn op(&self, ctx: Ctx, peer: Rank, kind: OpKind, staging: Option<Vec<u8>>) -> *mut Op {
+        Box::into_raw(Box::new(Op {
+            shared: self.shared_ptr(),
+            ctx,
+            peer,
+            kind,
+            staging,
+        }))
+    }
+
+    /// Settle what an `*_nbx` call returned: NULL means done at once (the
+    /// callback will not run), an error pointer means it failed (the
+    /// callback will not run either), anything else is in flight.
+    fn settle(
+        &self,
+        r: sys::ucs_status_ptr_t,
+        op: *mut Op,
+        call: &str,
+        tag: Option<(u64, usize)>,
+    ) -> Result<(), TransportError> {
+        if r.is_null() {
+            // SAFETY: UCX did not keep `op` (completed inline); we own it.
+            let op = unsafe { Box::from_raw(op) };
+            op.finish(&self.shared, sys::UCS_OK, tag);
+            Ok(())
+        } else if sys::ptr_is_err(r) {
+            // SAFETY: as above: the call failed, UCX did not keep `op`.
+            let op = unsafe { Box::from_raw(op) };
+            let (peer, kind) = (op.peer, op.kind);
+            let mut g = self.shared.lock();
+            if let Some(b) = op.staging {
+                g.send_pool.push(b);
+            }
+            if matches!(kind, OpKind::Write | OpKind::Read) {
+                g.rma_in_flight = g.rma_in_flight.saturating_sub(1);
+            }
+            Err(status::peer(peer, kind, call, sys::ptr_status(r)))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn cb_params(op: *mut Op) -> sys::ucp_request_param_t {
+        let mut p = sys::ucp_request_param_t {
+            op_attr_mask: sys::UCP_OP_ATTR_FIELD_CALLBACK | sys::UCP_OP_ATTR_FIELD_USER_DATA,
+            user_data: op.cast(),
+            ..Default::default()
+        };
+        p.cb.send = Some(ops::send_cb);
+        p
+    }
+
+    /// Common checks of a one-sided operation; returns the endpoint, the
+    /// local memh and pointer, the unpacked rkey and the remote address.
+    fn rma_prep(
+        &mut self,
+        peer: Rank,
+        op: OpKind,
+        local: LocalSlice,
+        mr: MrHandle,
+        remote: &RemoteKey,
+        remote_offset: u64,
+    ) -> Result<(sys::ucp_ep_h, sys::ucp_mem_h, *mut u8, sys::ucp_rkey_h, u64), TransportError>
+    {
+        let ep = self.ep(peer, op)?;
+        remote
+            .check_range(remote_offset, local.len as u64)
+            .map_err(|detail| TransportError::BadKey {
+                peer,
+                detail: format!("{op}: {detail}"),
+            })?;
+        let (memh, lp) = self.mem.local_rma(mr, local)?;
+        let in_flight = self.shared.lock().rma_in_flight;
+        let rkey = self.mem.rkey(ep, peer, remote, in_flight)?;
+        Ok((ep, memh, lp, rkey, remote.addr + remote_offset))
+    }
+
+    /// Which UCX transports serve RMA to the first peer (after connect).
+    pub fn rma_path(&self) -> &RmaPath {
+        &self.rma
+    }
+}
+
+impl Transport for UcxTransport {
+    fn info(&self) -> TransportInfo {
+        let s = &self.ucp.settings;
+        TransportInfo {
+            name: "ucx".into(),
+            device: s.tls.clone(),
+            library: format!("UCX {}", ucp::version()),
+            extra: vec![
+                ("UCX_TLS".into(), s.tls.clone()),
+                ("UCX_NET_DEVICES".into(), s.net_devices.clone()),
+                ("rma_lanes".into(), self.rma.lanes.clone()),
+                ("rma_progress".into(), self.rma.reason.clone()),
+                (
+                    "peer_failure_detection".into(),
+                    if self.peer_failure_detection {
+                        "yes (UCP error mode PEER)".into()
+                    } else {
+                        "no: these transports cannot detect a dead peer; the --timeout deadline stops the run".into()
+                    },
+                ),
+            ],
+        }
+    }
+
+    fn caps(&self) -> Caps {
+        Caps {
+            rma: RmaKind::Native,
+            rma_progress: self.rma.progress,
+            progress: self.progress,
+            max_inline: 0,
+            eager_buf_size: EAGER_BUF_SIZE,
+            native_tagged: true,
+            native_sync_send: true,
+        }
+    }
+
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    fn size(&self) -> u32 {
+        self.size
+    }
+
+    fn address(&self) -> Vec<u8> {
+        self.ucp.address.clone()
+    }
+
+    fn connect(&mut self, addresses: &[Vec<u8>]) -> Result<(), TransportError> {
+        if addresses.len() != self.size as usize {
+            return Err(TransportError::Invalid(format!(
+                "connect needs {} addresses, got {}",
+                self.size,
+                addresses.len()
+            )));
+        }
+        if !self.eps.is_empty() {
+            return Err(TransportError::Invalid("connect called twice".into()));
+        }
+        for (peer, a) in addresses.iter().enumerate() {
+            let peer = peer as Rank;
+            if a.is_empty() || a.len() > MAX_ADDRESS {
+                return Err(TransportError::Peer {
+                    peer,
+                    op: OpKind::Connect,
+                    status: format!(
+                        "its UCX worker address is {} bytes (must be 1..={MAX_ADDRESS}); the bootstrap exchange is corrupt",
+                        a.len()
+                    ),
+                });
+            }
+            let arg = Box::new(EpErrArg {
+                shared: self.shared_ptr(),
+                peer,
+            });
+            let params = sys::ucp_ep_params_t {
+                field_mask: (sys::UCP_EP_PARAM_FIELD_REMOTE_ADDRESS
+                    | sys::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE
+                    | sys::UCP_EP_PARAM_FIELD_ERR_HANDLER) as u64,
+                address: a.as_ptr().cast(),
+                err_mode: sys::UCP_ERR_HANDLING_MODE_PEER,
+                err_handler: sys::ucp_err_handler_t {
+                    cb: Some(ops::ep_err_cb),
+                    arg: &*arg as *const EpErrArg as *mut c_void,
+                },
+                ..Default::default()
+            };
+            let mut ep: sys::ucp_ep_h = ptr::null_mut();
+            // SAFETY: worker is live; the address bytes stay valid for the
+            // call (UCX unpacks them); the error-handler arg is boxed and
+            // kept in ep_args as long as the endpoint.
+            let mut st = unsafe { sys::ucp_ep_create(self.ucp.worker, &params, &mut ep) };
+            if st == sys::UCS_ERR_UNREACHABLE {
+                // Shared-memory transports without keepalive (posix, sysv)
+                // refuse peer-failure detection: connect without it and
+                // rely on the callers' deadlines instead.
+                let mut plain = params;
+                plain.field_mask = sys::UCP_EP_PARAM_FIELD_REMOTE_ADDRESS as u64;
+                // SAFETY: as above.
+                st = unsafe { sys::ucp_ep_create(self.ucp.worker, &plain, &mut ep) };
+                self.peer_failure_detection = false;
+            }
+            if st != sys::UCS_OK {
+                return Err(status::peer(peer, OpKind::Connect, "ucp_ep_create", st));
+            }
+            self.eps.push(ep);
+            self.ep_args.push(arg);
+        }
+        let probe = (self.rank + 1) % self.size;
+        if let Some(path) = lanes::probe(self.eps[probe as usize]) {
+            self.rma = path;
+        }
+        Ok(())
+    }
+
+    fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
+        self.mem.alloc(len)
+    }
+
+    fn free(&mut self, region: RegionId) -> Result<(), TransportError> {
+        self.mem.free(region)
+    }
+
+    fn read_region(&self, s: LocalSlice, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
+        f(self.mem.slice(s)?);
+        Ok(())
+    }
+
+    fn write_region(
+        &mut self,
+        s: LocalSlice,
+        f: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<(), TransportError> {
+        f(self.mem.slice_mut(s)?);
+        Ok(())
+    }
+
+    fn register(&mut self, s: LocalSlice) -> Result<MrHandle, TransportError> {
+        self.mem.register(self.ucp.context, s)
+    }
+
+    fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
+        self.mem.deregister(self.ucp.context, mr)
+    }
+
+    fn remote_key(&self, mr: MrHandle) -> RemoteKey {
+        self.mem
+            .mr(mr)
+            .map(|m| m.key.clone())
+            .expect("remote_key of a registration this transport does not hold")
+    }
+
+    fn post_send(
+        &mut self,
+        peer: Rank,
+        header: &[u8],
+        payload: Option<LocalSlice>,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        let ep = self.ep(peer, OpKind::Send)?;
+        let total = header.len() + payload.map_or(0, |p| p.len);
+        if total > EAGER_BUF_SIZE {
+            return Err(TransportError::Invalid(format!(
+                "a {total}-byte message to rank {peer} exceeds the {EAGER_BUF_SIZE}-byte eager buffer"
+            )));
+        }
+        let seq = self.send_seq[peer as usize];
+        let mut buf = self.shared.lock().send_pool.pop().unwrap_or_default();
+        buf.clear();
+        buf.reserve(AM_HDR_LEN + total);
+        buf.extend_from_slice(&self.rank.to_le_bytes());
+        buf.extend_from_slice(&seq.to_le_bytes());
+        buf.extend_from_slice(header);
+        if let Some(p) = payload {
+            match self.mem.slice(p) {
+                Ok(b) => buf.extend_from_slice(b),
+                Err(e) => {
+                    self.shared.lock().send_pool.push(buf);
+                    return Err(e);
+                }
+            }
+        }
+        self.send_seq[peer as usize] = seq.wrapping_add(1);
+        // The header must stay valid until completion (UCX 1.13 has no
+        // COPY_HEADER flag), so it lives in the staging buffer too; the
+        // Vec's heap block does not move when the Vec moves into the Op.
+        let base = buf.as_ptr();
+        let len = buf.len();
+        let op = self.op(ctx, peer, OpKind::Send, Some(buf));
+        let mut p = Self::cb_params(op);
+        p.op_attr_mask |= sys::UCP_OP_ATTR_FIELD_FLAGS;
+        p.flags = sys::UCP_AM_SEND_FLAG_EAGER;
+        // SAFETY: ep is live; header and data point into the staging buffer
+        // owned by `op`, which lives until the completion callback (or
+        // until settle() takes it back when UCX completes inline).
+        let r = unsafe {
+            sys::ucp_am_send_nbx(
+                ep,
+                AM_ID,
+                base.cast(),
+                AM_HDR_LEN,
+                base.add(AM_HDR_LEN).cast(),
+                len - AM_HDR_LEN,
+                &p,
+            )
+        };
+        self.settle(r, op, "ucp_am_send_nbx", None)
+    }
+
+    fn post_write(
+        &mut self,
+        peer: Rank,
+        local: LocalSlice,
+        mr: MrHandle,
+        remote: &RemoteKey,
+        remote_offset: u64,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        let (ep, memh, lp, rkey, raddr) =
+            self.rma_prep(peer, OpKind::Write, local, mr, remote, remote_offset)?;
+        let put = sys::ucp_request_param_t {
+            op_attr_mask: sys::UCP_OP_ATTR_FIELD_MEMH,
+            memh,
+            ..Default::default()
+        };
+        // SAFETY: ep and rkey are live; lp..lp+len lies in registration mr;
+        // the remote range was checked against the key.
+        let r = unsafe { sys::ucp_put_nbx(ep, lp.cast(), local.len, raddr, rkey, &put) };
+        if sys::ptr_is_err(r) {
+            return Err(status::peer(
+                peer,
+                OpKind::Write,
+                "ucp_put_nbx",
+                sys::ptr_status(r),
+            ));
+        }
+        if !r.is_null() {
+            // SAFETY: a live request without a callback; UCX releases it
+            // when it completes. The flush below reports completion.
+            unsafe { sys::ucp_request_free(r) };
+        }
+        // The put's own completion is only local: the flush completes once
+        // the data is placed at the target, which is the contract's rule.
+        self.shared.lock().rma_in_flight += 1;
+        let op = self.op(ctx, peer, OpKind::Write, None);
+        let p = Self::cb_params(op);
+        // SAFETY: ep is live; op is owned by UCX until the callback.
+        let r = unsafe { sys::ucp_ep_flush_nbx(ep, &p) };
+        self.settle(r, op, "ucp_ep_flush_nbx", None)
+    }
+
+    fn post_read(
+        &mut self,
+        peer: Rank,
+        local: LocalSlice,
+        mr: MrHandle,
+        remote: &RemoteKey,
+        remote_offset: u64,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        let (ep, memh, lp, rkey, raddr) =
+            self.rma_prep(peer, OpKind::Read, local, mr, remote, remote_offset)?;
+        self.shared.lock().rma_in_flight += 1;
+        let op = self.op(ctx, peer, OpKind::Read, None);
+        let mut p = Self::cb_params(op);
+        p.op_attr_mask |= sys::UCP_OP_ATTR_FIELD_MEMH;
+        p.memh = memh;
+        // SAFETY: ep and rkey are live; lp..lp+len lies in registration mr
+        // and stays allocated (regions with registrations cannot be freed).
+        let r = unsafe { sys::ucp_get_nbx(ep, lp.cast(), local.len, raddr, rkey, &p) };
+        self.settle(r, op, "ucp_get_nbx", None)
+    }
+
+    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
+        for _ in 0..64 {
+            if !self.ucp.progress() {
+                break;
+            }
+        }
+        let mut g = self.shared.lock();
+        let n = g.completions.len();
+        out.extend(g.completions.drain(..));
+        Ok(n)
+    }
+
+    fn recycle(&mut self, data: Vec<u8>) {
+        let mut g = self.shared.lock();
+        if g.recv_pool.len() < 1024 {
+            g.recv_pool.push(data);
+        }
+    }
+
+    fn wait_fd(&self) -> Option<RawFd> {
+        // With a progress thread, that thread owns the fd's arming.
+        (self.thread.is_none()).then_some(self.ucp.efd)
+    }
+
+    fn block(&mut self, timeout: Duration) -> Result<(), TransportError> {
+        let deadline = Instant::now() + timeout;
+        if self.thread.is_some() {
+            let mut g = self.shared.lock();
+            while g.completions.is_empty() {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                g = self
+                    .shared
+                    .ready
+                    .wait_timeout(g, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+            return Ok(());
+        }
+        if !self.shared.lock().completions.is_empty() || self.ucp.progress() || !self.ucp.arm()? {
+            return Ok(());
+        }
+        let mut pfd = libc::pollfd {
+            fd: self.ucp.efd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+        // SAFETY: pfd is a valid pollfd array of length 1.
+        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(TransportError::io("poll on the UCX worker's event fd", e));
+            }
+        }
+        Ok(())
+    }
+
+    fn tsend(
+        &mut self,
+        peer: Rank,
+        tag: Tag,
+        src: LocalSlice,
+        sync: bool,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        let ep = self.ep(peer, OpKind::TaggedSend)?;
+        let p = self.mem.ptr(src)?;
+        let utag = (u64::from(self.rank) << TAG_SRC_SHIFT) | u64::from(tag);
+        let op = self.op(ctx, peer, OpKind::TaggedSend, None);
+        let params = Self::cb_params(op);
+        // SAFETY: ep is live; src lies in a live region that cannot be freed
+        // while the caller still waits for this completion (contract).
+        let r = unsafe {
+            if sync {
+                sys::ucp_tag_send_sync_nbx(ep, p.cast(), src.len, utag, &params)
+            } else {
+                sys::ucp_tag_send_nbx(ep, p.cast(), src.len, utag, &params)
+            }
+        };
+        let call = if sync {
+            "ucp_tag_send_sync_nbx"
+        } else {
+            "ucp_tag_send_nbx"
+        };
+        self.settle(r, op, call, None)
+    }
+
+    fn trecv(
+        &mut self,
+        src: Option<Rank>,
+        tag: Option<Tag>,
+        dst: LocalSlice,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        if let Some(s) = src {
+            if s >= self.size {
+                return Err(TransportError::Invalid(format!(
+                    "tagged receive from rank {s}, but the job has {} ranks",
+                    self.size
+                )));
+            }
+        }
+        let p = self.mem.ptr(dst)?;
+        let utag = (u64::from(src.unwrap_or(0)) << TAG_SRC_SHIFT) | u64::from(tag.unwrap_or(0));
+        let mask = if src.is_some() {
+            0xffff_ffff_0000_0000
+        } else {
+            0
+        } | if tag.is_some() { 0xffff_ffff } else { 0 };
+        let op = self.op(ctx, src.unwrap_or(self.rank), OpKind::TaggedRecv, None);
+        // UCX 1.13 does not fill RECV_INFO when a receive matches an
+        // unexpected message inside the call, so immediate completion is
+        // turned off: the callback always runs and always has the envelope.
+        let mut params = sys::ucp_request_param_t {
+            op_attr_mask: sys::UCP_OP_ATTR_FIELD_CALLBACK
+                | sys::UCP_OP_ATTR_FIELD_USER_DATA
+                | sys::UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
+            user_data: op.cast(),
+            ..Default::default()
+        };
+        params.cb.recv = Some(ops::tag_recv_cb);
+        // SAFETY: the worker is live; dst lies in a live region that the
+        // caller keeps until this receive's completion.
+        let r = unsafe {
+            sys::ucp_tag_recv_nbx(self.ucp.worker, p.cast(), dst.len, utag, mask, &params)
+        };
+        self.settle(r, op, "ucp_tag_recv_nbx", None)
+    }
+}
+
+impl Drop for UcxTransport {
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            t.stop(&self.ucp);
+        }
+        self.mem.clear_rkeys();
+        for ep in std::mem::take(&mut self.eps) {
+            let p = sys::ucp_request_param_t {
+                op_attr_mask: sys::UCP_OP_ATTR_FIELD_FLAGS,
+                flags: sys::UCP_EP_CLOSE_FLAG_FORCE,
+                ..Default::default()
+            };
+            // SAFETY: ep is live and closed once.
+            let r = unsafe { sys::ucp_ep_close_nbx(ep, &p) };
+            if sys::ptr_is_ptr(r) {
+                let deadline = Instant::now() + CLOSE_DEADLINE;
+                // SAFETY: r is a live request until freed below.
+                while unsafe { sys::ucp_request_check_status(r) } == sys::UCS_INPROGRESS
+                    && Instant::now() < deadline
+                {
+                    self.ucp.progress();
+                }
+                // SAFETY: r is released once.
+                unsafe { sys::ucp_request_free(r) };
+            }
+        }
+        self.mem.unmap_all(self.ucp.context);
+    }
+}
