@@ -9,6 +9,38 @@
 //!   allgather, used to exchange transport addresses.
 //!
 //! The environment variables involved are listed in [`role`].
+//!
+//! How the `ovbench` binary uses it (`--transport sim` spawns no ranks, so
+//! it skips all of this):
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use ovbench_launcher::{detect, launch_local, pin_self, Bootstrap, LaunchOptions, Role};
+//!
+//! fn main() -> anyhow::Result<()> {
+//!     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+//!     let timeout = Duration::from_secs(60);
+//!     match detect(Some(2))? {
+//!         Role::Launcher { np } => {
+//!             let opts = LaunchOptions { timeout, ..LaunchOptions::default() };
+//!             std::process::exit(launch_local(np, &args, &opts)?);
+//!         }
+//!         Role::Rank(env) => {
+//!             if let Some(cpu) = env.cpu {
+//!                 eprintln!("rank {} on {}", env.rank, pin_self(cpu)?);
+//!             }
+//!             let spin = !env.oversubscribed(0);
+//!             let mut boot = Bootstrap::connect(&env, timeout)?;
+//!             let my_address = vec![env.rank as u8]; // transport.address()
+//!             let addresses = boot.allgather(&my_address)?; // → transport.connect(&addresses)
+//!             assert_eq!(addresses.len(), env.size as usize);
+//!             boot.barrier()?;
+//!             let _ = spin;
+//!             boot.finish()
+//!         }
+//!     }
+//! }
+//! ```
 
 mod client;
 mod output;
