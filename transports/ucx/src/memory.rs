@@ -59,7 +59,9 @@ pub(crate) struct Mr {
 pub(crate) struct Memory {
     regions: Vec<Option<Region>>,
     mrs: Vec<Option<Mr>>,
-    rkeys: HashMap<(Rank, Vec<u8>), sys::ucp_rkey_h>,
+    /// Per peer: packed blob → unpacked key.
+    rkeys: HashMap<Rank, HashMap<Vec<u8>, sys::ucp_rkey_h>>,
+    rkey_count: usize,
 }
 
 impl Memory {
@@ -260,10 +262,14 @@ impl Memory {
                 ),
             });
         }
-        if let Some(r) = self.rkeys.get(&(peer, key.blob.clone())) {
+        if let Some(r) = self
+            .rkeys
+            .get(&peer)
+            .and_then(|m| m.get(key.blob.as_slice()))
+        {
             return Ok(*r);
         }
-        if self.rkeys.len() >= RKEY_CACHE_MAX && rma_in_flight == 0 {
+        if self.rkey_count >= RKEY_CACHE_MAX && rma_in_flight == 0 {
             self.clear_rkeys();
         }
         let mut rkey: sys::ucp_rkey_h = ptr::null_mut();
@@ -279,13 +285,18 @@ impl Memory {
                 ),
             });
         }
-        self.rkeys.insert((peer, key.blob.clone()), rkey);
+        self.rkeys
+            .entry(peer)
+            .or_default()
+            .insert(key.blob.clone(), rkey);
+        self.rkey_count += 1;
         Ok(rkey)
     }
 
     /// Destroy every unpacked peer key.
     pub fn clear_rkeys(&mut self) {
-        for (_, r) in self.rkeys.drain() {
+        self.rkey_count = 0;
+        for (_, r) in self.rkeys.drain().flat_map(|(_, m)| m) {
             // SAFETY: r was unpacked by ucp_ep_rkey_unpack and is destroyed
             // once, with no operation in flight using it.
             unsafe { sys::ucp_rkey_destroy(r) };

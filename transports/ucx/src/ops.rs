@@ -20,6 +20,9 @@ pub(crate) const AM_ID: u32 = 0x0b;
 /// Bytes of the AM header ovbench puts in front of every message:
 /// source rank and per-peer sequence number, both little-endian `u32`.
 pub(crate) const AM_HDR_LEN: usize = 8;
+/// How far a message may overtake the next expected one before the peer
+/// is declared broken (UCX reorders across lanes only a little).
+const MAX_AHEAD: u32 = 1 << 16;
 /// Native tags carry the source rank in the upper 32 bits.
 pub(crate) const TAG_SRC_SHIFT: u32 = 32;
 
@@ -118,6 +121,19 @@ impl Shared {
         buf.extend_from_slice(data);
         let s = src as usize;
         if seq != g.expected[s] {
+            let ahead = seq.wrapping_sub(g.expected[s]);
+            if ahead > MAX_AHEAD {
+                drop(g);
+                self.push(Completion::Error {
+                    ctx: None,
+                    peer: src,
+                    op: OpKind::Recv,
+                    status: format!(
+                        "message sequence {seq} is {ahead} ahead of the expected one; rank {src} restarted or is not ovbench"
+                    ),
+                });
+                return;
+            }
             g.held[s].insert(seq, buf);
             return;
         }
