@@ -108,7 +108,7 @@ fn dest_slice<'a>(dest: &'a mut Dest, mem: &'a mut Memory, n: usize) -> Option<&
 fn advance(dest: &mut Dest, n: usize) {
     match dest {
         Dest::Msg { filled, .. } => *filled += n,
-        Dest::Target { offset, .. } => *offset += n as u64,
+        Dest::Target { offset, .. } => *offset = offset.saturating_add(n as u64),
         Dest::Initiator { slice, .. } => *slice = slice.sub(n, slice.len - n),
     }
 }

@@ -1,0 +1,234 @@
+//! Nothing from the wire is trusted: a hand-driven socket plays rank 1
+//! and sends garbage, oversize frames, forged keys and answers to
+//! questions never asked, or just vanishes. Rank 0 must refuse, leave its
+//! memory alone, and report the peer by rank within the deadline.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use ovbench_core::{Completion, LocalSlice, OpKind, Progress, Transport};
+use ovbench_tcp::{TcpOptions, TcpTransport};
+
+const HDR: usize = 44;
+const EAGER: usize = 4096;
+
+/// Build a frame header as the wire format lays it out.
+fn frame(kind: u8, status: u32, id: u64, offset: u64, len: u64, reg: u32, check: u64) -> Vec<u8> {
+    let mut b = Vec::with_capacity(HDR);
+    b.extend_from_slice(&0x4354_564fu32.to_le_bytes());
+    b.push(kind);
+    b.extend_from_slice(&status.to_le_bytes()[..3]);
+    b.extend_from_slice(&id.to_le_bytes());
+    b.extend_from_slice(&offset.to_le_bytes());
+    b.extend_from_slice(&len.to_le_bytes());
+    b.extend_from_slice(&reg.to_le_bytes());
+    b.extend_from_slice(&check.to_le_bytes());
+    b
+}
+
+/// Rank 0 as a real transport, rank 1 as a raw socket that said hello.
+fn pair(progress: Progress) -> (TcpTransport, TcpStream) {
+    let opts = TcpOptions {
+        progress,
+        eager_buf_size: EAGER,
+        timeout: Duration::from_secs(10),
+        ..TcpOptions::default()
+    };
+    let mut t0 = TcpTransport::new(0, 2, opts).unwrap();
+    let addr = String::from_utf8(t0.address()).unwrap();
+    let fake = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        let mut hello = 0x4f56_4831u32.to_le_bytes().to_vec();
+        hello.extend_from_slice(&1u32.to_le_bytes());
+        hello.extend_from_slice(&2u32.to_le_bytes());
+        s.write_all(&hello).unwrap();
+        let mut back = [0u8; 12];
+        s.read_exact(&mut back).unwrap();
+        s
+    });
+    let addrs = vec![t0.address(), b"127.0.0.1:9".to_vec()];
+    t0.connect(&addrs).unwrap();
+    let s = fake.join().unwrap();
+    s.set_nonblocking(true).unwrap();
+    (t0, s)
+}
+
+/// Poll rank 0 until it reports an error about rank 1; return its text.
+fn expect_peer_error(t0: &mut TcpTransport, within: Duration) -> String {
+    let end = Instant::now() + within;
+    let mut out = Vec::new();
+    loop {
+        t0.poll(&mut out).unwrap();
+        if let Some(Completion::Error { peer, status, .. }) =
+            out.iter().find(|c| matches!(c, Completion::Error { .. }))
+        {
+            assert_eq!(*peer, 1);
+            return status.clone();
+        }
+        assert!(
+            Instant::now() < end,
+            "no error about rank 1 within {within:?}: {out:?}"
+        );
+    }
+}
+
+/// Poll rank 0 until `n` bytes come back on the fake socket.
+fn answer(t0: &mut TcpTransport, s: &mut TcpStream, n: usize) -> Vec<u8> {
+    let end = Instant::now() + Duration::from_secs(5);
+    let mut got = Vec::new();
+    let mut out = Vec::new();
+    while got.len() < n {
+        t0.poll(&mut out).unwrap();
+        assert!(
+            !out.iter().any(|c| matches!(c, Completion::Error { .. })),
+            "{out:?}"
+        );
+        let mut b = [0u8; 256];
+        match s.read(&mut b) {
+            Ok(0) => panic!("rank 0 closed the connection"),
+            Ok(k) => got.extend_from_slice(&b[..k]),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(e) => panic!("{e}"),
+        }
+        assert!(Instant::now() < end, "rank 0 never answered");
+    }
+    got
+}
+
+#[test]
+fn garbage_is_reported_naming_the_peer() {
+    for progress in [Progress::Poll, Progress::Thread] {
+        let (mut t0, mut s) = pair(progress);
+        s.write_all(&[0xFF; HDR]).unwrap();
+        let why = expect_peer_error(&mut t0, Duration::from_secs(5));
+        assert!(why.contains("rank 1") && why.contains("magic"), "{why}");
+    }
+}
+
+#[test]
+fn oversize_and_unknown_frames_are_refused() {
+    let (mut t0, mut s) = pair(Progress::Poll);
+    s.write_all(&frame(1, 0, 0, 0, EAGER as u64 + 1, 0, 0))
+        .unwrap();
+    let why = expect_peer_error(&mut t0, Duration::from_secs(5));
+    assert!(why.contains("eager buffer"), "{why}");
+
+    let (mut t0, mut s) = pair(Progress::Poll);
+    s.write_all(&frame(5, 0, 12345, 0, 8, 0, 0)).unwrap();
+    let why = expect_peer_error(&mut t0, Duration::from_secs(5));
+    assert!(why.contains("never requested"), "{why}");
+
+    let (mut t0, mut s) = pair(Progress::Poll);
+    s.write_all(&frame(99, 0, 0, 0, 0, 0, 0)).unwrap();
+    let why = expect_peer_error(&mut t0, Duration::from_secs(5));
+    assert!(why.contains("kind"), "{why}");
+}
+
+#[test]
+fn forged_writes_and_reads_never_touch_memory() {
+    let (mut t0, mut s) = pair(Progress::Poll);
+    let region = t0.alloc(256).unwrap();
+    let all = LocalSlice::new(region, 0, 256);
+    t0.write_region(all, &mut |b| b.fill(0xAB)).unwrap();
+    let mr = t0.register(LocalSlice::new(region, 64, 128)).unwrap();
+    let key = t0.remote_key(mr);
+    let reg = u32::from_le_bytes(key.blob[0..4].try_into().unwrap());
+    let check = u64::from_le_bytes(key.blob[4..12].try_into().unwrap());
+    let untouched = |t0: &TcpTransport| {
+        let mut ok = false;
+        t0.read_region(all, &mut |b| ok = b.iter().all(|&x| x == 0xAB))
+            .unwrap();
+        ok
+    };
+    // (reg, check, offset, len, expected refusal status)
+    let cases = [
+        (reg, check ^ 1, 0, 16, 2),
+        (reg + 7, check, 0, 16, 1),
+        (reg, check, 120, 16, 3),
+        (reg, check, u64::MAX - 3, 16, 3),
+    ];
+    for (i, &(r, c, off, len, status)) in cases.iter().enumerate() {
+        let mut w = frame(2, 0, 100 + i as u64, off, len, r, c);
+        w.extend(std::iter::repeat(0x11).take(len as usize));
+        s.write_all(&w).unwrap();
+        let ack = answer(&mut t0, &mut s, HDR);
+        assert_eq!(ack[4], 3, "case {i}: a write ack");
+        assert_eq!(
+            u32::from_le_bytes([ack[5], ack[6], ack[7], 0]),
+            status,
+            "case {i}"
+        );
+        assert!(untouched(&t0), "case {i}: refused write changed memory");
+        s.write_all(&frame(4, 0, 200 + i as u64, off, len, r, c))
+            .unwrap();
+        let resp = answer(&mut t0, &mut s, HDR);
+        assert_eq!(resp[4], 5, "case {i}: a read response");
+        assert_eq!(u32::from_le_bytes([resp[5], resp[6], resp[7], 0]), status);
+        assert_eq!(
+            &resp[24..32],
+            &0u64.to_le_bytes(),
+            "a refusal carries no data"
+        );
+    }
+    // The honest key works, so the refusals above were not an accident.
+    let mut w = frame(2, 0, 300, 0, 16, reg, check);
+    w.extend([0x22; 16]);
+    s.write_all(&w).unwrap();
+    let ack = answer(&mut t0, &mut s, HDR);
+    assert_eq!((ack[4], ack[5]), (3, 0));
+    let mut placed = Vec::new();
+    t0.read_region(LocalSlice::new(region, 64, 16), &mut |b| {
+        placed.extend_from_slice(b)
+    })
+    .unwrap();
+    assert_eq!(placed, [0x22; 16]);
+}
+
+#[test]
+fn a_vanished_peer_fails_pending_work_quickly() {
+    for progress in [Progress::Poll, Progress::Thread] {
+        let (mut t0, s) = pair(progress);
+        let region = t0.alloc(64).unwrap();
+        let ls = LocalSlice::new(region, 0, 64);
+        let mr = t0.register(ls).unwrap();
+        let key = ovbench_core::RemoteKey {
+            addr: 0,
+            len: 64,
+            blob: vec![0; 12],
+        };
+        t0.post_read(1, ls, mr, &key, 0, 42).unwrap();
+        let t = Instant::now();
+        drop(s); // like kill -9: no goodbye
+        let end = t + Duration::from_secs(5);
+        let mut out = Vec::new();
+        let mut read_failed = false;
+        let mut conn_failed = false;
+        while !(read_failed && conn_failed) {
+            t0.poll(&mut out).unwrap();
+            for c in out.drain(..) {
+                match c {
+                    Completion::Error {
+                        ctx: Some(42),
+                        peer: 1,
+                        op: OpKind::Read,
+                        ..
+                    } => read_failed = true,
+                    Completion::Error {
+                        ctx: None,
+                        peer: 1,
+                        status,
+                        ..
+                    } => {
+                        assert!(status.contains("rank 1"), "{status}");
+                        conn_failed = true;
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+            assert!(Instant::now() < end, "no failure within 5 s");
+        }
+        let e = t0.post_send(1, b"x", None, 1).unwrap_err().to_string();
+        assert!(e.contains("rank 1") && e.contains("gone"), "{e}");
+    }
+}
