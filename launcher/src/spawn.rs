@@ -239,11 +239,9 @@ impl Ranks {
 }
 
 impl Drop for Ranks {
+    /// Only reached with ranks alive when starting the job failed midway.
     fn drop(&mut self) {
-        self.signal_all(Signal::SIGKILL);
-        for (_, child) in self.live.iter_mut().flatten() {
-            let _ = child.wait();
-        }
+        self.teardown(Duration::ZERO);
     }
 }
 
@@ -406,6 +404,17 @@ mod tests {
         );
         assert_eq!(exit_code(ExitStatus::from_raw(9)), 137);
         assert_eq!(exit_code(ExitStatus::from_raw(3 << 8)), 3);
+    }
+
+    #[test]
+    fn a_missing_program_is_a_clear_error() {
+        let opts = LaunchOptions {
+            program: Some("/nonexistent/ovbench".into()),
+            ..LaunchOptions::default()
+        };
+        let e = launch_local(2, &[], &opts).unwrap_err();
+        assert!(format!("{e:#}").contains("cannot start rank 0"), "{e:#}");
+        assert!(launch_local(0, &[], &opts).is_err());
     }
 
     #[test]
