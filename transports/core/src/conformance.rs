@@ -153,9 +153,18 @@ impl<'a> Net<'a> {
 
     /// Poll every endpoint once.
     fn pump(&mut self) -> Result<(), String> {
+        self.pump_for(0)
+    }
+
+    /// Poll every endpoint once, `rank` last, so that what `rank` then
+    /// sees is checked before any other endpoint makes progress again
+    /// (a write that completed early is caught before the target polls).
+    fn pump_for(&mut self, rank: usize) -> Result<(), String> {
+        let n = self.ts.len();
         let mut v = Vec::new();
-        for (r, t) in self.ts.iter_mut().enumerate() {
-            t.poll(&mut v)
+        for r in (rank + 1..n).chain(0..=rank) {
+            self.ts[r]
+                .poll(&mut v)
                 .map_err(|e| format!("rank {r}: poll failed: {e}"))?;
             self.inbox[r].extend(v.drain(..));
         }
@@ -200,7 +209,7 @@ impl<'a> Net<'a> {
                     self.inbox[rank].iter().take(4).collect::<Vec<_>>()
                 ));
             }
-            self.pump()?;
+            self.pump_for(rank)?;
         }
     }
 
@@ -590,7 +599,7 @@ pub fn write_visible_on_completion(ts: &mut Endpoints) -> Result<(), String> {
     let mut net = Net::new(ts);
     let d = net.last();
     let len = 1 << 20;
-    let dst = net.alloc(d, len, 0)?;
+    let dst = net.alloc(d, len, 0xEE)?;
     let (_, key) = net.register(d, dst)?;
     let src = net.alloc(0, len, 0)?;
     let (smr, _) = net.register(0, src)?;
@@ -610,7 +619,27 @@ pub fn write_visible_on_completion(ts: &mut Endpoints) -> Result<(), String> {
                 1000 + i as Ctx,
             )
             .map_err(|e| format!("rank 0: write of {n} bytes to rank {d}: {e}"))?;
-        net.wait_ctx(0, &format!("write {i} ({n} bytes)"), 1000 + i as Ctx)?;
+        // Poll the initiator alone first: a write that completes before
+        // its target (when that needs polling) has placed the data is caught.
+        let ctx = 1000 + i as Ctx;
+        let alone = Instant::now() + Duration::from_millis(20);
+        let mut early = false;
+        while !early && Instant::now() < alone {
+            let mut v = Vec::new();
+            net.ts[0]
+                .poll(&mut v)
+                .map_err(|e| format!("rank 0: poll failed: {e}"))?;
+            early = v
+                .iter()
+                .any(|c| matches!(c, Completion::Write { ctx: c } if *c == ctx));
+            net.inbox[0].extend(
+                v.into_iter()
+                    .filter(|c| !matches!(c, Completion::Write { ctx: c } if *c == ctx)),
+            );
+        }
+        if !early {
+            net.wait_ctx(0, &format!("write {i} ({n} bytes)"), ctx)?;
+        }
         let got = net.bytes(d, dst.sub(off, n))?;
         if got != patterned(n, seed) {
             return Err(format!(
