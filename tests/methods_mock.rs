@@ -166,3 +166,51 @@ fn bcast_needs_three_ranks() {
     let r = std::panic::catch_unwind(|| run_mock(2, move |c, s| bcast::run(c, &args, s)));
     assert!(r.is_err());
 }
+
+#[test]
+fn commtest_every_protocol_swap_and_sendrecv() {
+    use ovbench::methods::commtest;
+    // (ranks, exchange, reorganized, all pairs, ranks taking part)
+    for (np, ex, reorg, all, taking_part) in [
+        (2, "swap", false, false, 2),
+        (2, "swap", true, false, 2),
+        (4, "swap", false, true, 4),
+        (4, "swap", false, false, 2),
+        (3, "sendrecv", false, true, 3),
+        // distance 1: one cycle through every rank.
+        (4, "sendrecv", true, false, 4),
+    ] {
+        let mut a = vec![
+            "commtest",
+            "--total",
+            "16K",
+            "--min-packet",
+            "4K",
+            "--iterations",
+            "2",
+            "--exchange",
+            ex,
+        ];
+        if reorg {
+            a.push("--reorganized");
+        }
+        if all {
+            a.push("--all-pairs");
+        }
+        let MethodCommand::Commtest(args) = parse(&a) else {
+            panic!()
+        };
+        let (out, sink) = run_mock(np, move |c, s| commtest::run(c, &args, s));
+        // 21 protocols × packet counts 1, 2, 4.
+        assert_eq!(out.rows.len(), 21 * 3, "{ex} reorganized {reorg}");
+        assert_eq!(sink.rows.len(), out.rows.len());
+        for r in &out.rows {
+            let undefined = reorg && (r.protocol.starts_with("(1,") || r.protocol == "(0,6)");
+            assert_eq!(r.time_ns.is_none(), undefined, "{r:?}");
+            if let Some(t) = r.time_ns {
+                assert!(t > 0.0 && r.mean_ns.unwrap() >= t);
+            }
+        }
+        assert_eq!(out.participants.len(), taking_part);
+    }
+}

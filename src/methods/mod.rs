@@ -10,6 +10,7 @@
 
 pub mod bcast;
 pub mod common;
+pub mod commtest;
 pub mod logp;
 pub mod overhead;
 
@@ -28,6 +29,9 @@ pub enum MethodCommand {
     /// Broadcast measured five ways, OL_i per destination (de Supinski
     /// and Karonis).
     Bcast(bcast::Args),
+    /// SWAP and SENDRECV of a fixed volume in 1, 2, 4 … packets under
+    /// COMMTEST's unordered and ordered protocols (Worley).
+    Commtest(commtest::Args),
 }
 
 /// Run `cmd` on this rank. Every rank must call it; only rank 0's `sink`
@@ -41,5 +45,6 @@ pub fn run_method(
         MethodCommand::Overhead(a) => overhead::run(comm, a, sink).map(drop),
         MethodCommand::Logp(a) => logp::run(comm, a, sink).map(drop),
         MethodCommand::Bcast(a) => bcast::run(comm, a, sink).map(drop),
+        MethodCommand::Commtest(a) => commtest::run(comm, a, sink).map(drop),
     }
 }

@@ -33,6 +33,7 @@ struct Mailbox {
 }
 
 enum Pending {
+    Done(Status),
     Send(Option<Arc<AtomicBool>>, Status),
     Recv {
         buf: Buf,
@@ -61,11 +62,47 @@ fn timeout(rank: Rank) -> TransportError {
 }
 
 impl MockComm {
+    /// Retire `id` if it finished.
+    fn take(&mut self, id: u64) -> Result<Option<Status>, TransportError> {
+        match self.pending.get(&id) {
+            Some(Pending::Recv { .. }) => Ok(None),
+            Some(_) => {
+                let r = self.try_match(id)?;
+                if r.is_some() {
+                    self.pending.remove(&id);
+                }
+                Ok(r)
+            }
+            None => Err(TransportError::Invalid(format!("unknown request {id}"))),
+        }
+    }
+
+    /// Match every posted receive, oldest first, as an engine's progress
+    /// would while the rank waits for something else.
+    fn progress_all(&mut self) -> Result<(), TransportError> {
+        let mut ids: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| matches!(p, Pending::Recv { .. }))
+            .map(|(&id, _)| id)
+            .collect();
+        ids.sort_unstable();
+        for id in ids {
+            self.try_match(id)?;
+        }
+        Ok(())
+    }
+
     fn try_match(&mut self, id: u64) -> Result<Option<Status>, TransportError> {
         let Some(p) = self.pending.get(&id) else {
             return Err(TransportError::Invalid(format!("unknown request {id}")));
         };
         match p {
+            Pending::Done(st) => {
+                let st = *st;
+                self.pending.remove(&id);
+                Ok(Some(st))
+            }
             Pending::Send(flag, st) => {
                 if flag.as_ref().map_or(true, |f| f.load(Ordering::Acquire)) {
                     let st = *st;
@@ -108,12 +145,13 @@ impl MockComm {
                         b.cv.notify_all();
                     }
                 }
-                self.pending.remove(&id);
-                Ok(Some(Status {
+                let st = Status {
                     source: m.src,
                     tag: m.tag,
                     len: m.data.len(),
-                }))
+                };
+                self.pending.insert(id, Pending::Done(st));
+                Ok(Some(st))
             }
         }
     }
@@ -215,12 +253,14 @@ impl Communicator for MockComm {
         Ok(Req(self.next))
     }
     fn test(&mut self, req: Req) -> Result<Option<Status>, TransportError> {
-        self.try_match(req.0)
+        self.progress_all()?;
+        self.take(req.0)
     }
     fn wait(&mut self, req: Req) -> Result<Status, TransportError> {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Some(st) = self.try_match(req.0)? {
+            self.progress_all()?;
+            if let Some(st) = self.take(req.0)? {
                 return Ok(st);
             }
             if Instant::now() > deadline {
@@ -232,7 +272,7 @@ impl Communicator for MockComm {
         }
     }
     fn progress(&mut self) -> Result<(), TransportError> {
-        Ok(())
+        self.progress_all()
     }
     fn barrier(&mut self) -> Result<(), TransportError> {
         self.barrier.wait();

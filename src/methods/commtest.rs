@@ -1,0 +1,691 @@
+//! COMMTEST (Worley; reference/commtest.txt): SWAP and SENDRECV of a fixed
+//! volume sent as 1, 2, 4 … packets down to a minimum packet size, under
+//! the unordered (ping-ping, (0,0)–(0,9)) and ordered (ping-pong,
+//! (1,0)–(1,10)) protocols, optionally "reorganized" to prepost the next
+//! receive and complete the previous send late.
+//!
+//! * SWAP: rank r exchanges with its partner at `--distance` d (r+d in
+//!   blocks of 2d); SENDRECV: rank r sends to r+d and receives from r−d,
+//!   so the ranks form cycles. Without `--all-pairs` only rank 0 and its
+//!   partners take part.
+//! * Ordered protocols: in a SWAP the lower rank is "processor 1"; in a
+//!   SENDRECV cycle its lowest rank is, and the others receive first.
+//! * Ready sends include the handshake the reference's listing leaves
+//!   out, and it is timed: the receiver posts its receive, then sends a
+//!   zero-byte ready message that the sender waits for before it sends.
+//! * Each experiment runs `--iterations` times after a barrier; each rank
+//!   times itself, and the row reports the maximum over ranks (the
+//!   minimum and mean of it over iterations) and the bandwidth the
+//!   minimum achieves. Each experiment uses its own tags, so a row a path
+//!   cannot run (the transport refuses a send mode) is printed as n/a and
+//!   leaves nothing behind to match later.
+
+use anyhow::bail;
+use ovbench_core::{Buf, Communicator, Rank, Req, Tag, TransportError};
+use serde::Serialize;
+
+use super::common::{mean, ns, us, Ctrl};
+use crate::report::Sink;
+use crate::sizes::ByteSize;
+
+/// SWAP or SENDRECV.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Exchange {
+    Swap,
+    Sendrecv,
+}
+
+/// `ovbench commtest`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Total bytes exchanged per experiment.
+    #[arg(long, default_value = "1M")]
+    pub total: ByteSize,
+    /// Smallest packet: packets are total/1, total/2, … down to this.
+    #[arg(long, default_value = "1K")]
+    pub min_packet: ByteSize,
+    /// The exchange: swap (pairs) or sendrecv (cycles).
+    #[arg(long, value_enum, default_value = "swap")]
+    pub exchange: Exchange,
+    /// Protocols as `U,N` (e.g. `0,3`, `1,10`); repeatable; default all.
+    #[arg(long = "protocol", value_name = "U,N")]
+    pub protocols: Vec<String>,
+    /// The reorganized variant: prepost the next receive, complete the
+    /// previous send late (unordered protocols).
+    #[arg(long)]
+    pub reorganized: bool,
+    /// Distance between communicating ranks.
+    #[arg(long, default_value_t = 1)]
+    pub distance: u32,
+    /// Every rank takes part (default: rank 0 and its partners only).
+    #[arg(long)]
+    pub all_pairs: bool,
+    /// Timed repetitions of each experiment.
+    #[arg(long, default_value_t = 10)]
+    pub iterations: u32,
+}
+
+/// One protocol of the reference's table.
+#[derive(Debug, Clone, Copy)]
+pub struct Protocol {
+    pub ordered: bool,
+    pub number: u32,
+    pub name: &'static str,
+    /// Calls of processor 1 (and of both, unordered) per packet.
+    pub p1: &'static [Op],
+    /// Calls of processor 2 (ordered).
+    pub p2: &'static [Op],
+}
+
+/// A call in a protocol's per-packet sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Bsend,
+    Send,
+    Isend,
+    Rsend,
+    Irsend,
+    Ssend,
+    Issend,
+    Recv,
+    Irecv,
+    Sendrecv,
+    /// The ready handshake: tell the rank sending to us that our receive is posted.
+    ReadyPost,
+    /// The ready handshake: wait until the rank we send to has posted.
+    ReadyWait,
+    /// Complete every pending request, in order.
+    Wait,
+}
+
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Op::Bsend => "bsend",
+            Op::Send => "send",
+            Op::Isend => "isend",
+            Op::Rsend => "rsend",
+            Op::Irsend => "irsend",
+            Op::Ssend => "ssend",
+            Op::Issend => "issend",
+            Op::Recv => "recv",
+            Op::Irecv => "irecv",
+            Op::Sendrecv => "sendrecv",
+            Op::ReadyPost => "ready>",
+            Op::ReadyWait => "ready<",
+            Op::Wait => "wait",
+        }
+    }
+}
+
+use Op::*;
+
+/// The reference's protocols, in its order.
+pub const PROTOCOLS: &[Protocol] = &[
+    Protocol {
+        ordered: false,
+        number: 0,
+        name: "simple",
+        p1: &[Bsend, Recv, Wait],
+        p2: &[],
+    },
+    Protocol {
+        ordered: false,
+        number: 1,
+        name: "nonblocking send",
+        p1: &[Isend, Recv, Wait],
+        p2: &[],
+    },
+    Protocol {
+        ordered: false,
+        number: 2,
+        name: "nonblocking receive",
+        p1: &[Irecv, Send, Wait],
+        p2: &[],
+    },
+    Protocol {
+        ordered: false,
+        number: 3,
+        name: "nonblocking send and receive",
+        p1: &[Irecv, Isend, Wait],
+        p2: &[],
+    },
+    Protocol {
+        ordered: false,
+        number: 4,
+        name: "ready send",
+        p1: &[Irecv, ReadyPost, ReadyWait, Rsend, Wait],
+        p2: &[],
+    },
+    Protocol {
+        ordered: false,
+        number: 5,
+        name: "nonblocking ready send",
+        p1: &[Irecv, ReadyPost, ReadyWait, Irsend, Wait],
+        p2: &[],
+    },
+    Protocol {
+        ordered: false,
+        number: 6,
+        name: "native sendrecv",
+        p1: &[Sendrecv],
+        p2: &[],
+    },
+    Protocol {
+        ordered: false,
+        number: 7,
+        name: "nonblocking sync. send",
+        p1: &[Issend, Recv, Wait],
+        p2: &[],
+    },
+    Protocol {
+        ordered: false,
+        number: 8,
+        name: "sync. send and nonblocking receive",
+        p1: &[Irecv, Ssend, Wait],
+        p2: &[],
+    },
+    Protocol {
+        ordered: false,
+        number: 9,
+        name: "nonblocking sync. send and receive",
+        p1: &[Irecv, Issend, Wait],
+        p2: &[],
+    },
+    Protocol {
+        ordered: true,
+        number: 0,
+        name: "simple",
+        p1: &[Send, Recv],
+        p2: &[Recv, Send],
+    },
+    Protocol {
+        ordered: true,
+        number: 1,
+        name: "nonblocking send",
+        p1: &[Isend, Recv, Wait],
+        p2: &[Recv, Send],
+    },
+    Protocol {
+        ordered: true,
+        number: 2,
+        name: "nonblocking receive",
+        p1: &[Irecv, Send, Wait],
+        p2: &[Recv, Send],
+    },
+    Protocol {
+        ordered: true,
+        number: 3,
+        name: "nonblocking send and receive",
+        p1: &[Irecv, Isend, Wait],
+        p2: &[Recv, Send],
+    },
+    Protocol {
+        ordered: true,
+        number: 4,
+        name: "ready send",
+        p1: &[Irecv, ReadyPost, ReadyWait, Rsend, Wait],
+        p2: &[Irecv, ReadyPost, Wait, ReadyWait, Rsend],
+    },
+    Protocol {
+        ordered: true,
+        number: 5,
+        name: "nonblocking ready send",
+        p1: &[Irecv, ReadyPost, ReadyWait, Irsend, Wait],
+        p2: &[Irecv, ReadyPost, Wait, ReadyWait, Rsend],
+    },
+    Protocol {
+        ordered: true,
+        number: 6,
+        name: "synchronous",
+        p1: &[Send, Recv],
+        p2: &[Recv, Send],
+    },
+    Protocol {
+        ordered: true,
+        number: 7,
+        name: "nonblocking sync. send",
+        p1: &[Issend, Recv, Wait],
+        p2: &[Recv, Ssend],
+    },
+    Protocol {
+        ordered: true,
+        number: 8,
+        name: "sync. send and nonblocking receive",
+        p1: &[Irecv, Ssend, Wait],
+        p2: &[Recv, Ssend],
+    },
+    Protocol {
+        ordered: true,
+        number: 9,
+        name: "nonblocking sync. send and receive",
+        p1: &[Irecv, Issend, Wait],
+        p2: &[Recv, Ssend],
+    },
+    Protocol {
+        ordered: true,
+        number: 10,
+        name: "sync. send",
+        p1: &[Ssend, Recv],
+        p2: &[Recv, Ssend],
+    },
+];
+
+impl Protocol {
+    /// `(0,3)`-style label.
+    pub fn label(&self) -> String {
+        format!("({},{})", u32::from(self.ordered), self.number)
+    }
+
+    /// The per-packet call sequence(s) as printed.
+    pub fn calls(&self, reorganized: bool) -> String {
+        let seq = |ops: &[Op]| ops.iter().map(|o| o.name()).collect::<Vec<_>>().join(" ");
+        if reorganized {
+            return format!(
+                "prepost irecv; {}; wait recv; wait prev send",
+                send_op(self).map_or("n/a", Op::name)
+            );
+        }
+        if self.ordered {
+            format!("P1: {} | P2: {}", seq(self.p1), seq(self.p2))
+        } else {
+            seq(self.p1)
+        }
+    }
+}
+
+/// The send call of an unordered protocol (for the reorganized variant).
+fn send_op(p: &Protocol) -> Option<Op> {
+    if p.ordered {
+        return None;
+    }
+    p.p1.iter()
+        .copied()
+        .find(|o| matches!(o, Bsend | Send | Isend | Rsend | Irsend | Ssend | Issend))
+}
+
+/// One row: an experiment's figures (ns), `None` when the path cannot run it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub protocol: String,
+    pub name: String,
+    pub reorganized: bool,
+    pub packets: usize,
+    pub packet_size: usize,
+    pub calls: String,
+    pub time_ns: Option<f64>,
+    pub mean_ns: Option<f64>,
+    pub bytes_per_sec: Option<f64>,
+    pub error: Option<String>,
+}
+
+/// The run's result (rank 0's rows).
+#[derive(Debug, Clone, Serialize)]
+pub struct Output {
+    pub exchange: Exchange,
+    pub total: usize,
+    pub participants: Vec<Rank>,
+    pub rows: Vec<Row>,
+}
+
+struct Ex<'a> {
+    comm: &'a mut dyn Communicator,
+    sbuf: Buf,
+    rbuf: Buf,
+    zbuf: Buf,
+    dst: Rank,
+    src: Rank,
+    tag: Tag,
+    ready_tag: Tag,
+    pending: Vec<Req>,
+}
+
+impl Ex<'_> {
+    fn op(&mut self, op: Op, off: usize, len: usize) -> Result<(), TransportError> {
+        let (c, s, r, z) = (&mut *self.comm, self.sbuf, self.rbuf, self.zbuf);
+        let (dst, src, tag) = (self.dst, self.src, self.tag);
+        match op {
+            Bsend => c.bsend(s, off, len, dst, tag)?,
+            Send => c.send(s, off, len, dst, tag)?,
+            Rsend => c.rsend(s, off, len, dst, tag)?,
+            Ssend => c.ssend(s, off, len, dst, tag)?,
+            Isend => self.pending.push(c.isend(s, off, len, dst, tag)?),
+            Irsend => self.pending.push(c.irsend(s, off, len, dst, tag)?),
+            Issend => self.pending.push(c.issend(s, off, len, dst, tag)?),
+            Recv => {
+                c.recv(r, off, len, Some(src), Some(tag))?;
+            }
+            Irecv => self
+                .pending
+                .push(c.irecv(r, off, len, Some(src), Some(tag))?),
+            Sendrecv => {
+                c.sendrecv(s, off, len, dst, tag, r, off, len, Some(src), Some(tag))?;
+            }
+            ReadyPost => c.send(z, 0, 0, src, self.ready_tag)?,
+            ReadyWait => {
+                c.recv(z, 0, 0, Some(dst), Some(self.ready_tag))?;
+            }
+            Wait => {
+                for q in std::mem::take(&mut self.pending) {
+                    c.wait(q)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The basic program: each packet's call sequence in turn.
+    fn basic(&mut self, ops: &[Op], packets: usize, psize: usize) -> Result<(), TransportError> {
+        for j in 0..packets {
+            for &op in ops {
+                self.op(op, j * psize, psize)?;
+            }
+        }
+        self.op(Wait, 0, 0)
+    }
+
+    /// The reorganized program (the receive of packet 0 was preposted
+    /// before the barrier by `prepost`).
+    fn reorganized(
+        &mut self,
+        send: Op,
+        ready: bool,
+        packets: usize,
+        psize: usize,
+    ) -> Result<(), TransportError> {
+        let c = &mut *self.comm;
+        let mut recv = std::mem::take(&mut self.pending);
+        let mut prev_send: Option<Req> = None;
+        for j in 0..packets {
+            if j + 1 < packets {
+                let q = c.irecv(
+                    self.rbuf,
+                    (j + 1) * psize,
+                    psize,
+                    Some(self.src),
+                    Some(self.tag),
+                )?;
+                recv.push(q);
+                if ready {
+                    c.send(self.zbuf, 0, 0, self.src, self.ready_tag)?;
+                }
+            }
+            if ready {
+                c.recv(self.zbuf, 0, 0, Some(self.dst), Some(self.ready_tag))?;
+            }
+            let (s, off, dst, tag) = (self.sbuf, j * psize, self.dst, self.tag);
+            let started = match send {
+                Bsend => c.bsend(s, off, psize, dst, tag).map(|_| None)?,
+                Send => c.send(s, off, psize, dst, tag).map(|_| None)?,
+                Rsend => c.rsend(s, off, psize, dst, tag).map(|_| None)?,
+                Ssend => c.ssend(s, off, psize, dst, tag).map(|_| None)?,
+                Isend => Some(c.isend(s, off, psize, dst, tag)?),
+                Irsend => Some(c.irsend(s, off, psize, dst, tag)?),
+                _ => Some(c.issend(s, off, psize, dst, tag)?),
+            };
+            c.wait(recv.remove(0))?;
+            if let Some(p) = prev_send.take() {
+                c.wait(p)?;
+            }
+            prev_send = started;
+        }
+        if let Some(p) = prev_send {
+            c.wait(p)?;
+        }
+        Ok(())
+    }
+
+    fn prepost(&mut self, ready: bool, psize: usize) -> Result<(), TransportError> {
+        let q = self
+            .comm
+            .irecv(self.rbuf, 0, psize, Some(self.src), Some(self.tag))?;
+        self.pending.push(q);
+        if ready {
+            self.comm.send(self.zbuf, 0, 0, self.src, self.ready_tag)?;
+        }
+        Ok(())
+    }
+}
+
+fn parse_protocol(s: &str) -> anyhow::Result<&'static Protocol> {
+    let t = s.trim().trim_start_matches('(').trim_end_matches(')');
+    let parsed = t
+        .split_once([',', '.'])
+        .and_then(|(a, b)| Some((a.trim().parse::<u32>().ok()?, b.trim().parse::<u32>().ok()?)));
+    let Some((o, n)) = parsed else {
+        bail!("protocol `{s}`: write it as U,N — 0,0 … 0,9 (unordered) or 1,0 … 1,10 (ordered)");
+    };
+    PROTOCOLS
+        .iter()
+        .find(|p| u32::from(p.ordered) == o && p.number == n)
+        .ok_or_else(|| {
+            anyhow::anyhow!("no protocol ({o},{n}): unordered are 0,0 … 0,9, ordered 1,0 … 1,10")
+        })
+}
+
+/// Who this rank sends to and receives from, whether it takes part, and
+/// whether it is processor 1 of the ordered protocols.
+fn partners(args: &Args, me: Rank, n: u32) -> anyhow::Result<(Rank, Rank, bool, bool)> {
+    let d = args.distance;
+    if d == 0 || d >= n {
+        bail!("--distance must be between 1 and {} with {n} ranks", n - 1);
+    }
+    match args.exchange {
+        Exchange::Swap => {
+            let p = if (me / d) % 2 == 0 { me + d } else { me - d };
+            let active = p < n && (args.all_pairs || me == 0 || p == 0);
+            Ok((p, p, active, me < p))
+        }
+        Exchange::Sendrecv => {
+            let g = gcd(n, d);
+            let active = args.all_pairs || me % g == 0;
+            Ok(((me + d) % n, (me + n - d) % n, active, me < g))
+        }
+    }
+}
+
+fn gcd(a: u32, b: u32) -> u32 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// Run the method on every rank; rank 0's sink prints.
+pub fn run(
+    comm: &mut dyn Communicator,
+    args: &Args,
+    sink: &mut dyn Sink,
+) -> anyhow::Result<Output> {
+    let (me, n) = (comm.rank(), comm.size());
+    if n < 2 {
+        bail!("commtest needs at least 2 ranks");
+    }
+    let total = args.total.bytes();
+    let min_packet = args.min_packet.bytes().max(1);
+    if total == 0 || min_packet > total || args.iterations == 0 {
+        bail!("--total must be positive and at least --min-packet, --iterations at least 1");
+    }
+    let protocols: Vec<&Protocol> = if args.protocols.is_empty() {
+        PROTOCOLS.iter().collect()
+    } else {
+        args.protocols
+            .iter()
+            .map(|s| parse_protocol(s))
+            .collect::<anyhow::Result<_>>()?
+    };
+    let (dst, src, active, first) = partners(args, me, n)?;
+    let ctrl = Ctrl::new(comm)?;
+    let flags = ctrl.gather(comm, f64::from(u8::from(active)))?;
+    let participants: Vec<Rank> = flags
+        .map(|f| (0..n).filter(|&r| f[r as usize] != 0.0).collect())
+        .unwrap_or_default();
+    let mut ex = Ex {
+        sbuf: comm.alloc(total)?,
+        rbuf: comm.alloc(total)?,
+        zbuf: comm.alloc(1)?,
+        comm,
+        dst,
+        src,
+        tag: 0,
+        ready_tag: 0,
+        pending: Vec::new(),
+    };
+    ex.comm.fill(ex.sbuf, &mut |b| {
+        for (i, x) in b.iter_mut().enumerate() {
+            *x = i as u8;
+        }
+    })?;
+    let variant = if args.reorganized {
+        "reorganized"
+    } else {
+        "basic"
+    };
+    sink.note(&format!(
+        "{:?} of {total} B, distance {}, ranks {participants:?}; time = max over ranks, min over {} iterations; MB/s = total/time",
+        args.exchange, args.distance, args.iterations
+    ));
+    sink.table(
+        &format!("commtest {variant} {:?}", args.exchange).to_lowercase(),
+        &[
+            "protocol",
+            "packets",
+            "packet[B]",
+            "calls",
+            "time[us]",
+            "mean[us]",
+            "MB/s",
+        ],
+    );
+    let mut out = Output {
+        exchange: args.exchange,
+        total,
+        participants,
+        rows: Vec::new(),
+    };
+    let mut experiment = 0u32;
+    for p in protocols {
+        let mut packets = 1usize;
+        while total / packets >= min_packet {
+            let psize = total / packets;
+            experiment += 1;
+            let runnable = !args.reorganized || send_op(p).is_some_and(|_| p.number != 6);
+            let mut times = Vec::new();
+            let mut error = None;
+            for it in 0..args.iterations {
+                // Fresh tags per experiment and iteration: nothing left
+                // over from an aborted row can match later.
+                let k = experiment.wrapping_mul(64).wrapping_add(it) & 0xff_ffff;
+                ex.tag = 0x4000_0000 | k;
+                ex.ready_tag = 0x5000_0000 | k;
+                let mut t = 0.0;
+                let mut failed = None;
+                if active && runnable && error.is_none() {
+                    let ready = matches!(send_op(p), Some(Rsend | Irsend));
+                    if args.reorganized {
+                        if let Err(e) = ex.prepost(ready, psize) {
+                            failed = Some(e);
+                        }
+                    }
+                    ex.comm.barrier()?;
+                    if failed.is_none() {
+                        let t0 = ex.comm.now();
+                        let r = if args.reorganized {
+                            ex.reorganized(send_op(p).unwrap_or(Send), ready, packets, psize)
+                        } else {
+                            let ops = if p.ordered && !first { p.p2 } else { p.p1 };
+                            ex.basic(ops, packets, psize)
+                        };
+                        let t1 = ex.comm.now();
+                        ex.pending.clear();
+                        match r {
+                            Ok(()) => t = ns(ex.comm, t1 - t0),
+                            Err(e) => failed = Some(e),
+                        }
+                    }
+                } else {
+                    ex.comm.barrier()?;
+                }
+                let mine = if failed.is_some() { -1.0 } else { t };
+                if let Some(e) = failed {
+                    if !matches!(e, TransportError::Unsupported(_)) {
+                        return Err(anyhow::Error::new(e).context(format!(
+                            "commtest {} with {packets} packets of {psize} B",
+                            p.label()
+                        )));
+                    }
+                    error = Some(e.to_string());
+                }
+                let all = ctrl.gather(ex.comm, mine)?;
+                let verdict = all.map(|v| {
+                    if v.iter().any(|&x| x < 0.0) {
+                        -1.0
+                    } else {
+                        v.iter().copied().fold(0.0, f64::max)
+                    }
+                });
+                let w = ctrl.bcast(ex.comm, &[verdict.unwrap_or(0.0).to_bits()])?;
+                let max = f64::from_bits(w[0]);
+                if max < 0.0 {
+                    error.get_or_insert_with(|| "a rank's transport refused this send mode".into());
+                } else if runnable {
+                    times.push(max);
+                }
+            }
+            let row = if !runnable || error.is_some() || times.is_empty() {
+                Row {
+                    protocol: p.label(),
+                    name: p.name.into(),
+                    reorganized: args.reorganized,
+                    packets,
+                    packet_size: psize,
+                    calls: p.calls(args.reorganized),
+                    time_ns: None,
+                    mean_ns: None,
+                    bytes_per_sec: None,
+                    error: error.or(Some("not defined for this protocol".into())),
+                }
+            } else {
+                let best = times.iter().copied().fold(f64::INFINITY, f64::min);
+                Row {
+                    protocol: p.label(),
+                    name: p.name.into(),
+                    reorganized: args.reorganized,
+                    packets,
+                    packet_size: psize,
+                    calls: p.calls(args.reorganized),
+                    time_ns: Some(best),
+                    mean_ns: Some(mean(&times)),
+                    bytes_per_sec: (best > 0.0).then(|| total as f64 / (best * 1e-9)),
+                    error: None,
+                }
+            };
+            let na = || "n/a".to_string();
+            sink.row(
+                &[
+                    row.protocol.clone(),
+                    packets.to_string(),
+                    psize.to_string(),
+                    row.calls.clone(),
+                    row.time_ns.map_or_else(na, us),
+                    row.mean_ns.map_or_else(na, us),
+                    row.bytes_per_sec
+                        .map_or_else(na, |b| format!("{:.1}", b / 1e6)),
+                ],
+                serde_json::json!({
+                    "protocol": row.protocol, "name": row.name, "reorganized": row.reorganized,
+                    "size": psize, "packets": packets, "total_bytes": total, "calls": row.calls,
+                    "time_ns": row.time_ns, "mean_ns": row.mean_ns,
+                    "bytes_per_sec": row.bytes_per_sec, "samples": times.len(),
+                    "error": row.error,
+                }),
+            );
+            out.rows.push(row);
+            packets *= 2;
+        }
+    }
+    ex.comm.barrier()?;
+    Ok(out)
+}
