@@ -45,15 +45,19 @@ pub enum Command {
 
 impl Command {
     /// The subcommand's name, for the header.
-    pub fn name(&self) -> &'static str {
+    pub fn name(&self) -> String {
         match self {
-            Command::Latency(_) => "latency",
-            Command::Bw(_) => "bw",
-            Command::Bibw(_) => "bibw",
-            Command::Msgrate(_) => "msgrate",
-            Command::Method(MethodCommand::Overhead(_)) => "overhead",
-            Command::Method(MethodCommand::Logp(_)) => "logp",
-            Command::Method(MethodCommand::Bcast(_)) => "bcast",
+            Command::Latency(_) => "latency".into(),
+            Command::Bw(_) => "bw".into(),
+            Command::Bibw(_) => "bibw".into(),
+            Command::Msgrate(_) => "msgrate".into(),
+            // The methods' variants are named as their subcommands
+            // (clap's default: the variant name in lower case).
+            Command::Method(m) => {
+                let debug = format!("{m:?}");
+                let variant = debug.split(['(', ' ', '{']).next().unwrap_or("method");
+                variant.to_lowercase()
+            }
         }
     }
 }

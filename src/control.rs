@@ -1,52 +1,145 @@
 //! Out-of-band control between ranks: how per-rank facts and figures
 //! (affinity, CPU use, operation counts, elapsed times) reach rank 0
 //! without travelling through — and disturbing — the protocol being
-//! measured. Real jobs use the launcher's bootstrap service; a job of
-//! one rank needs nothing.
+//! measured.
+//!
+//! Two phases, so that no implementation ever blocks inside a rank of the
+//! simulator (whose ranks take turns on one baton): every rank
+//! [`Control::deposit`]s its bytes *before* a closing communicator
+//! barrier, and rank 0 [`Control::collect`]s them *after* it. Real jobs
+//! carry them over the launcher's bootstrap service ([`BootstrapControl`]);
+//! ranks that share a process (the simulator) through memory
+//! ([`SharedControl`]).
 
-use anyhow::Result;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{anyhow, bail, Result};
 use serde::{de::DeserializeOwned, Serialize};
 
 /// Collective side channel of a job.
 pub trait Control {
     fn rank(&self) -> u32;
     fn size(&self) -> u32;
-    /// Every rank's bytes at rank 0 (in rank order); `None` elsewhere.
-    fn gather(&mut self, mine: &[u8]) -> Result<Option<Vec<Vec<u8>>>>;
+    /// Leave this rank's bytes for rank 0 (call before a barrier).
+    fn deposit(&mut self, mine: Vec<u8>) -> Result<()>;
+    /// Every rank's deposit, in rank order, at rank 0 (call after that
+    /// barrier); `None` on other ranks.
+    fn collect(&mut self) -> Result<Option<Vec<Vec<u8>>>>;
 }
 
-/// The control channel of a single-rank job.
-#[derive(Debug, Default)]
-pub struct Solo;
+/// The control channel over the launcher's bootstrap service.
+#[derive(Debug)]
+pub struct BootstrapControl {
+    boot: ovbench_launcher::Bootstrap,
+    pending: Option<Vec<u8>>,
+}
 
-impl Control for Solo {
+impl BootstrapControl {
+    pub fn new(boot: ovbench_launcher::Bootstrap) -> BootstrapControl {
+        BootstrapControl {
+            boot,
+            pending: None,
+        }
+    }
+    /// The bootstrap client (for the address exchange and the goodbye).
+    pub fn bootstrap(&mut self) -> &mut ovbench_launcher::Bootstrap {
+        &mut self.boot
+    }
+    pub fn into_inner(self) -> ovbench_launcher::Bootstrap {
+        self.boot
+    }
+}
+
+impl Control for BootstrapControl {
     fn rank(&self) -> u32 {
-        0
+        self.boot.rank()
     }
     fn size(&self) -> u32 {
-        1
+        self.boot.size()
     }
-    fn gather(&mut self, mine: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
-        Ok(Some(vec![mine.to_vec()]))
+    fn deposit(&mut self, mine: Vec<u8>) -> Result<()> {
+        self.pending = Some(mine);
+        Ok(())
+    }
+    fn collect(&mut self) -> Result<Option<Vec<Vec<u8>>>> {
+        let mine = self
+            .pending
+            .take()
+            .ok_or_else(|| anyhow!("control channel: collect without a deposit"))?;
+        self.boot.gather_to_root(&mine, 0)
     }
 }
 
-/// Gather a serialisable value from every rank to rank 0.
-pub fn gather_values<T: Serialize + DeserializeOwned>(
-    ctl: &mut dyn Control,
-    mine: &T,
-) -> Result<Option<Vec<T>>> {
-    let bytes = serde_json::to_vec(mine)?;
-    match ctl.gather(&bytes)? {
+/// The control channel of ranks in one process: slots in shared memory.
+/// Depositing never blocks; rank 0 takes every slot after the barrier.
+#[derive(Debug, Clone)]
+pub struct SharedControl {
+    rank: u32,
+    slots: Arc<Mutex<Vec<Option<Vec<u8>>>>>,
+}
+
+impl SharedControl {
+    /// One handle per rank, all on the same slots.
+    pub fn group(size: u32) -> Vec<SharedControl> {
+        let slots = Arc::new(Mutex::new(vec![None; size as usize]));
+        (0..size)
+            .map(|rank| SharedControl {
+                rank,
+                slots: slots.clone(),
+            })
+            .collect()
+    }
+}
+
+impl Control for SharedControl {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+    fn size(&self) -> u32 {
+        self.slots.lock().map(|s| s.len() as u32).unwrap_or(0)
+    }
+    fn deposit(&mut self, mine: Vec<u8>) -> Result<()> {
+        let mut s = self
+            .slots
+            .lock()
+            .map_err(|_| anyhow!("control channel: another rank panicked"))?;
+        s[self.rank as usize] = Some(mine);
+        Ok(())
+    }
+    fn collect(&mut self) -> Result<Option<Vec<Vec<u8>>>> {
+        if self.rank != 0 {
+            return Ok(None);
+        }
+        let mut s = self
+            .slots
+            .lock()
+            .map_err(|_| anyhow!("control channel: another rank panicked"))?;
+        let mut out = Vec::with_capacity(s.len());
+        for (r, slot) in s.iter_mut().enumerate() {
+            match slot.take() {
+                Some(b) => out.push(b),
+                None => bail!("control channel: rank {r} deposited nothing before the barrier"),
+            }
+        }
+        Ok(Some(out))
+    }
+}
+
+/// Deposit a serialisable value.
+pub fn deposit_value<T: Serialize>(ctl: &mut dyn Control, mine: &T) -> Result<()> {
+    ctl.deposit(serde_json::to_vec(mine)?)
+}
+
+/// Collect every rank's value at rank 0.
+pub fn collect_values<T: DeserializeOwned>(ctl: &mut dyn Control) -> Result<Option<Vec<T>>> {
+    match ctl.collect()? {
         None => Ok(None),
         Some(all) => all
             .iter()
             .enumerate()
             .map(|(r, b)| {
                 serde_json::from_slice(b).map_err(|e| {
-                    anyhow::anyhow!(
-                        "rank {r} sent an unreadable report over the control channel: {e}"
-                    )
+                    anyhow!("rank {r} sent an unreadable report over the control channel: {e}")
                 })
             })
             .collect::<Result<Vec<T>>>()
@@ -59,10 +152,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn solo_gathers_its_own_value() {
-        let v = gather_values(&mut Solo, &vec![1u32, 2, 3])
-            .unwrap()
-            .unwrap();
-        assert_eq!(v, vec![vec![1, 2, 3]]);
+    fn shared_slots_reach_rank_zero_in_rank_order() {
+        let mut g = SharedControl::group(3);
+        for (r, c) in g.iter_mut().enumerate().rev() {
+            deposit_value(c, &(r as u32 * 10)).unwrap();
+        }
+        assert_eq!(collect_values::<u32>(&mut g[1]).unwrap(), None);
+        assert_eq!(
+            collect_values::<u32>(&mut g[0]).unwrap(),
+            Some(vec![0, 10, 20])
+        );
+        // Slots are emptied: collecting again without deposits is an error naming the rank.
+        let e = g[0].collect().unwrap_err().to_string();
+        assert!(e.contains("rank 0 deposited nothing"), "{e}");
+        assert_eq!(g[2].size(), 3);
     }
 }

@@ -11,5 +11,6 @@ pub mod header;
 pub mod methods;
 pub mod output;
 pub mod report;
+pub mod run;
 pub mod sizes;
 pub mod stats;

@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use serde_json::{json, Value};
 
-use super::rankreport::{gather, round2, row_fields, Meter};
+use super::rankreport::{collect, deposit, round2, row_fields, Meter};
 use super::verify;
 use super::{data_tag, BenchCtx, Counts, SweepArgs, HUGE, LARGE};
 use crate::common::RawOp;
@@ -158,14 +158,16 @@ fn one_size(
         }
         _ => {}
     }
-    comm.barrier()?;
     let clock_ns = comm.clock().ns_per_tick();
     let report = meter.finish(cx.comm, 0.0);
-    if verify && rank <= 1 {
+    // Under raw read only rank 0 receives (rank 1's buffer is read).
+    if verify && (rank == 0 || (rank == 1 && !read)) {
         let checked = len - cx.marker_bytes().min(len);
         verify::check(cx.comm, rbuf, len, 1 - rank, checked)?;
     }
-    let all = gather(cx.ctl, &report)?;
+    deposit(cx.ctl, &report)?;
+    cx.comm.barrier()?;
+    let all = collect(cx.ctl)?;
     if let Some(all) = all {
         // One-way for a ping-pong, the whole operation for a raw read.
         let scale = if read { clock_ns } else { clock_ns / 2.0 };

@@ -7,7 +7,7 @@ use ovbench_core::{Communicator, OpCounts};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::control::{gather_values, Control};
+use crate::control::{collect_values, deposit_value, Control};
 use crate::cpu::{CpuSnapshot, CpuUse};
 
 /// Operation counts as they travel and appear in JSON (`ops`).
@@ -81,9 +81,14 @@ impl Meter {
     }
 }
 
-/// Every rank's report at rank 0.
-pub fn gather(ctl: &mut dyn Control, mine: &RankReport) -> Result<Option<Vec<RankReport>>> {
-    gather_values(ctl, mine)
+/// Leave this rank's report (before the size's closing barrier).
+pub fn deposit(ctl: &mut dyn Control, mine: &RankReport) -> Result<()> {
+    deposit_value(ctl, mine)
+}
+
+/// Every rank's report at rank 0 (after that barrier).
+pub fn collect(ctl: &mut dyn Control) -> Result<Option<Vec<RankReport>>> {
+    collect_values(ctl)
 }
 
 /// The `ops` object (summed over ranks) and `cpu` array of a row.

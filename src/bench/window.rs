@@ -11,7 +11,7 @@ use clap::Args;
 use ovbench_core::{Buf, Communicator, Rank, Req, Tag};
 use serde_json::{json, Value};
 
-use super::rankreport::{gather, round2, row_fields, Meter};
+use super::rankreport::{collect, deposit, round2, row_fields, Meter};
 use super::verify;
 use super::{data_tag, BenchCtx, Counts, SweepArgs, ACK_TAG, LARGE};
 use crate::common::RawOp;
@@ -181,7 +181,6 @@ fn one_size(
     }
     let end = comm.now();
     let ns_per_tick = comm.clock().ns_per_tick();
-    comm.barrier()?;
     let elapsed_ns = end.wrapping_sub(start) as f64 * ns_per_tick;
     let report = meter.finish(cx.comm, if role.is_some() { elapsed_ns } else { 0.0 });
     if verify {
@@ -189,7 +188,9 @@ fn one_size(
             verify::check(cx.comm, b.rbuf, len, peer, len)?;
         }
     }
-    if let Some(all) = gather(cx.ctl, &report)? {
+    deposit(cx.ctl, &report)?;
+    cx.comm.barrier()?;
+    if let Some(all) = collect(cx.ctl)? {
         let directions = if kind == Kind::Bibw { 2 } else { 1 };
         let messages = counts.iters * args.window as u64 * u64::from(args.pairs) * directions;
         let slowest = all.iter().map(|r| r.elapsed_ns).fold(0.0, f64::max);

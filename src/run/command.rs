@@ -1,0 +1,39 @@
+//! Run the chosen subcommand on this rank, with its communicator, control
+//! channel and sink.
+
+use anyhow::Result;
+use ovbench_core::Communicator;
+
+use crate::bench::window::{self, Kind};
+use crate::bench::{latency, BenchCtx};
+use crate::cli::Command;
+use crate::common::{CommonArgs, ProtoArg};
+use crate::control::Control;
+use crate::methods::run_method;
+use crate::report::Sink;
+
+/// Run `cmd` on this rank; every rank calls it.
+pub fn execute(
+    cmd: &Command,
+    common: &CommonArgs,
+    comm: &mut dyn Communicator,
+    ctl: &mut dyn Control,
+    sink: &mut dyn Sink,
+    progress_line: bool,
+) -> Result<()> {
+    let raw = (common.proto == ProtoArg::Raw).then_some(common.op);
+    let cx = |comm, ctl, sink| BenchCtx {
+        comm,
+        ctl,
+        sink,
+        raw,
+        progress: progress_line,
+    };
+    match cmd {
+        Command::Method(m) => run_method(m, comm, sink),
+        Command::Latency(a) => latency::run(&mut cx(comm, ctl, sink), a),
+        Command::Bw(a) => window::run(&mut cx(comm, ctl, sink), Kind::Bw, a),
+        Command::Bibw(a) => window::run(&mut cx(comm, ctl, sink), Kind::Bibw, a),
+        Command::Msgrate(a) => window::run(&mut cx(comm, ctl, sink), Kind::Msgrate, a),
+    }
+}
