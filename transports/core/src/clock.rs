@@ -17,6 +17,7 @@ pub trait Clock: Send + Sync {
         ticks as f64 * self.ns_per_tick()
     }
     /// Convert nanoseconds to ticks (rounded).
+    #[allow(clippy::wrong_self_convention)] // the clock's rate is per instance
     fn from_ns(&self, ns: f64) -> u64 {
         (ns / self.ns_per_tick()).round().max(0.0) as u64
     }

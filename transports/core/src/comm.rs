@@ -151,6 +151,32 @@ pub trait Communicator {
     /// Operations posted so far.
     fn op_counts(&self) -> OpCounts;
 
+    // ---- provided: instrumentation (off unless enabled) ----
+
+    /// Start recording CALL/XFER events, with `table` as xfer_time(size)
+    /// (DESIGN.md § Instrumentation). Communicators that cannot record
+    /// say so.
+    fn enable_instrumentation(
+        &mut self,
+        table: crate::instrument::XferTable,
+    ) -> Result<(), TransportError> {
+        let _ = table;
+        Err(TransportError::Unsupported(
+            "this communicator records no transfer events".into(),
+        ))
+    }
+    /// Stop recording and drop the totals.
+    fn disable_instrumentation(&mut self) {}
+    /// The recorder, while enabled (reset it per step, read reports).
+    fn instrumentation(&mut self) -> Option<&mut crate::instrument::Instrumentation> {
+        None
+    }
+    /// The overlap bounds so far, while recording.
+    fn overlap_report(&mut self) -> Option<crate::instrument::OverlapReport> {
+        let now = self.now();
+        self.instrumentation().map(|i| i.report(now))
+    }
+
     // ---- provided: the rest of the MPI-style API ----
 
     fn isend(

@@ -56,6 +56,14 @@ pub enum TransportError {
     /// An argument the caller passed is out of range.
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// A wait passed its deadline (`--timeout`); `what` names the
+    /// operation, the peer and the size.
+    #[error("timed out after {secs} s: {what}; a peer may have died or be stuck (raise --timeout if it is only slow)")]
+    Timeout {
+        peer: Option<Rank>,
+        what: String,
+        secs: f64,
+    },
     /// Operating system error with context.
     #[error("{context}: {source}")]
     Io {

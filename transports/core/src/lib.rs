@@ -28,10 +28,13 @@ mod caps;
 pub mod clock;
 mod comm;
 pub mod conformance;
+pub mod engine_comm;
 mod error;
+pub mod instrument;
 mod key;
 mod transport;
 pub mod work;
+pub mod work_loop;
 
 pub use caps::{Caps, Progress, RmaKind, RmaProgress};
 pub use clock::{Clock, ClockInfo};
@@ -39,9 +42,12 @@ pub use comm::{
     Buf, CommInfo, Communicator, OpCounts, Req, SendMode, Source, Status, TagSel, ANY_SOURCE,
     ANY_TAG,
 };
+pub use engine_comm::{EngineComm, EngineConfig, NativeComm};
 pub use error::{OpKind, TransportError};
+pub use instrument::{Instrumentation, OverlapReport, XferTable};
 pub use key::{RemoteKey, RemoteKeyError, MAX_KEY_BLOB};
 pub use transport::{
     Completion, Ctx, LocalSlice, MrHandle, Rank, RegionId, Tag, Transport, TransportInfo,
 };
 pub use work::Work;
+pub use work_loop::WorkLoop;

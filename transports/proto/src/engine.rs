@@ -209,6 +209,14 @@ impl Engine {
         &self.cfg
     }
 
+    /// Turn XFER events on or off (they cost a queue push each).
+    pub fn set_instrument(&mut self, on: bool) {
+        self.cfg.instrument = on;
+        if !on {
+            self.events.clear();
+        }
+    }
+
     /// Largest payload of one packet.
     pub fn max_payload(&self) -> usize {
         self.cfg.eager_buf_size - wire::HEADER_LEN
@@ -470,6 +478,14 @@ impl Engine {
     /// Number of requests not yet retired (for leak checks and shutdown).
     pub fn in_flight(&self) -> usize {
         self.reqs.len()
+    }
+
+    /// Direction, peer (None: any source not matched yet) and size of
+    /// `req`, for error messages; `None` once retired.
+    pub fn request_info(&self, req: ReqId) -> Option<(bool, Option<Rank>, usize)> {
+        self.reqs
+            .get(&req.0)
+            .map(|r| (r.send, r.peer, if r.send { r.len } else { r.buf.len }))
     }
 
     /// A sentence saying what `req` waits for, for timeout messages.

@@ -1,0 +1,240 @@
+//! The driver loop: performs the engine's operations on the transport,
+//! feeds completions and arrivals back, and waits with a deadline.
+
+use std::time::{Duration, Instant};
+
+use ovbench_proto::{EventKind, Key, MrId, Op, ProtoError, ReqId, Slice};
+
+use super::EngineComm;
+use crate::{
+    Completion, LocalSlice, MrHandle, OpKind, RegionId, RemoteKey, Status, TransportError,
+};
+
+/// Polls between deadline checks (an `Instant::now()` costs ~25 ns).
+const CHECK_EVERY: u32 = 64;
+/// Polls without progress before an oversubscribed rank blocks.
+const SPIN_BEFORE_BLOCK: u32 = 2000;
+
+pub(crate) fn ls(s: Slice) -> LocalSlice {
+    LocalSlice::new(RegionId(s.region), s.offset, s.len)
+}
+
+fn rkey(k: Key) -> RemoteKey {
+    RemoteKey {
+        addr: k.addr,
+        len: k.len,
+        blob: k.blob,
+    }
+}
+
+/// An engine error as the transport error users see.
+pub(crate) fn proto_err(e: ProtoError) -> TransportError {
+    match e {
+        ProtoError::BadKey { peer, detail } => TransportError::BadKey { peer, detail },
+        ProtoError::Invalid(s) => TransportError::Invalid(s),
+        other => TransportError::Peer {
+            peer: other.peer().unwrap_or(0),
+            op: OpKind::Recv,
+            status: other.to_string(),
+        },
+    }
+}
+
+impl EngineComm {
+    /// Perform every operation the engine asks for, in order.
+    pub(crate) fn exec_ops(&mut self) -> Result<(), TransportError> {
+        while let Some(op) = self.eng.poll_op() {
+            match op {
+                Op::Send {
+                    peer,
+                    header,
+                    payload,
+                    ctx,
+                } => self.t.post_send(peer, &header, payload.map(ls), ctx)?,
+                Op::Write {
+                    peer,
+                    local,
+                    mr,
+                    key,
+                    remote_offset,
+                    ctx,
+                } => self.t.post_write(
+                    peer,
+                    ls(local),
+                    MrHandle(mr.0),
+                    &rkey(key),
+                    remote_offset,
+                    ctx,
+                )?,
+                Op::Read {
+                    peer,
+                    local,
+                    mr,
+                    key,
+                    remote_offset,
+                    ctx,
+                } => self.t.post_read(
+                    peer,
+                    ls(local),
+                    MrHandle(mr.0),
+                    &rkey(key),
+                    remote_offset,
+                    ctx,
+                )?,
+                Op::Register { slice, token } => {
+                    let h = self.t.register(ls(slice)).map_err(|e| TransportError::Local {
+                        op: OpKind::Register,
+                        detail: format!(
+                            "registering {} bytes failed ({e}); if the memlock limit is low, raise it (ulimit -l unlimited) or use --reg-cache on",
+                            slice.len
+                        ),
+                    })?;
+                    let k = self.t.remote_key(h);
+                    let key = Key {
+                        addr: k.addr,
+                        len: k.len,
+                        blob: k.blob,
+                    };
+                    let now = self.clock.ticks();
+                    self.eng
+                        .on_registered(now, token, MrId(h.0), key)
+                        .map_err(proto_err)?;
+                }
+                Op::Deregister { mr } => self.t.deregister(MrHandle(mr.0))?,
+                Op::Deliver { dst, data } => self
+                    .t
+                    .write_region(ls(dst), &mut |b| b.copy_from_slice(&data))?,
+                Op::StampByte { at, value } => {
+                    self.t.write_region(ls(at), &mut |b| b[0] = value)?
+                }
+            }
+        }
+        self.drain_events();
+        Ok(())
+    }
+
+    fn drain_events(&mut self) {
+        while let Some(e) = self.eng.poll_event() {
+            if let Some(i) = self.instr.as_mut() {
+                match e.kind {
+                    EventKind::XferBegin => i.xfer_begin(e.xfer, e.bytes as u64, e.at, false),
+                    EventKind::XferEnd => i.xfer_end(e.xfer, e.bytes as u64, e.at),
+                }
+            }
+        }
+    }
+
+    /// Poll the transport once and feed everything back; true if anything
+    /// arrived or completed.
+    pub(crate) fn poll_once(&mut self) -> Result<bool, TransportError> {
+        let mut comps = std::mem::take(&mut self.comps);
+        comps.clear();
+        let r = self.t.poll(&mut comps);
+        let n = comps.len();
+        let mut res = r.map(|_| ());
+        if res.is_ok() {
+            let now = if n > 0 { self.clock.ticks() } else { 0 };
+            for c in comps.drain(..) {
+                res = self.feed(now, c);
+                if res.is_err() {
+                    break;
+                }
+            }
+        }
+        comps.clear();
+        self.comps = comps;
+        res?;
+        let watched = self.watch_raw()?;
+        Ok(n > 0 || watched)
+    }
+
+    fn feed(&mut self, now: u64, c: Completion) -> Result<(), TransportError> {
+        match c {
+            Completion::Send { ctx } | Completion::Write { ctx } | Completion::Read { ctx } => {
+                self.eng.on_completion(now, ctx).map_err(proto_err)?
+            }
+            Completion::Recv { peer, data } => {
+                let p = self.eng.on_message(now, peer, &data).map_err(proto_err);
+                let placed = match p {
+                    Ok(Some(p)) => {
+                        let src = &data[p.src_start..p.src_start + p.dst.len];
+                        self.t
+                            .write_region(ls(p.dst), &mut |b| b.copy_from_slice(src))
+                    }
+                    Ok(None) => Ok(()),
+                    Err(e) => Err(e),
+                };
+                self.t.recycle(data);
+                placed?;
+            }
+            Completion::TaggedSend { .. } | Completion::TaggedRecv { .. } => {
+                return Err(TransportError::Invalid(
+                    "the transport returned a native tagged completion to the protocol engine, which posts none".into(),
+                ))
+            }
+            Completion::Error {
+                peer, op, status, ..
+            } => return Err(TransportError::Peer { peer, op, status }),
+        }
+        self.exec_ops()
+    }
+
+    /// Look at the last byte of raw-write receives.
+    fn watch_raw(&mut self) -> Result<bool, TransportError> {
+        let ws = self.eng.watches();
+        if ws.is_empty() {
+            return Ok(false);
+        }
+        let now = self.clock.ticks();
+        let mut any = false;
+        for w in ws {
+            let mut b = 0u8;
+            self.t.read_region(ls(w.at), &mut |s| b = s[0])?;
+            self.eng.on_raw_byte(now, w.req, b);
+            any |= self.eng.is_done(w.req);
+        }
+        self.drain_events();
+        Ok(any)
+    }
+
+    /// Drive progress until `req` finishes or the deadline passes.
+    pub(crate) fn wait_req(&mut self, req: ReqId) -> Result<Status, TransportError> {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        let mut idle = 0u32;
+        loop {
+            if let Some(r) = self.eng.take(req) {
+                return r
+                    .map(|s| Status {
+                        source: s.source,
+                        tag: s.tag,
+                        len: s.len,
+                    })
+                    .map_err(proto_err);
+            }
+            spins = spins.wrapping_add(1);
+            if spins % CHECK_EVERY == 0 && start.elapsed() > self.cfg.timeout {
+                return Err(self.timeout_error(req));
+            }
+            if self.poll_once()? {
+                idle = 0;
+                continue;
+            }
+            idle = idle.saturating_add(1);
+            if self.cfg.oversubscribed && idle > SPIN_BEFORE_BLOCK {
+                self.t.block(Duration::from_millis(1))?;
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    pub(crate) fn timeout_error(&self, req: ReqId) -> TransportError {
+        let peer = self.eng.request_info(req).and_then(|i| i.1);
+        TransportError::Timeout {
+            peer,
+            what: format!("rank {}: {}", self.rank, self.eng.describe(req)),
+            secs: self.cfg.timeout.as_secs_f64(),
+        }
+    }
+}

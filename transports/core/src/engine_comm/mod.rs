@@ -1,0 +1,413 @@
+//! The communicator over the protocol engine ([`EngineComm`]) and over a
+//! library's native tagged path ([`NativeComm`]): DESIGN.md § Layers 3.
+//!
+//! Both own a connected [`Transport`], the communicator's [`Clock`] and
+//! [`Work`] loop; every wait honours [`EngineConfig::timeout`] and a
+//! timeout names the rank, the peer, the operation and the size.
+
+mod barrier;
+mod config;
+mod drive;
+mod native;
+
+use std::sync::Arc;
+
+use ovbench_proto::{Engine, Mode, ReqId, Slice, Space};
+
+pub use config::{prefers_read, protocol_name, EngineConfig, Protocol, RawOp, DEFAULT_FRAG_SIZE};
+pub use native::NativeComm;
+
+use crate::instrument::{Instrumentation, XferTable};
+use crate::{
+    Buf, Caps, Clock, CommInfo, Communicator, Completion, LocalSlice, OpCounts, Rank, Req,
+    SendMode, Source, Status, Tag, TagSel, Transport, TransportError, TransportInfo, Work,
+};
+
+/// The point-to-point API over the ovbench protocol engine.
+pub struct EngineComm {
+    pub(crate) t: Box<dyn Transport>,
+    pub(crate) eng: Engine,
+    pub(crate) clock: Arc<dyn Clock>,
+    work: Box<dyn Work>,
+    pub(crate) cfg: EngineConfig,
+    caps: Caps,
+    info: TransportInfo,
+    pub(crate) rank: Rank,
+    pub(crate) size: u32,
+    pub(crate) comps: Vec<Completion>,
+    pub(crate) instr: Option<Instrumentation>,
+    /// A small region for barrier messages (zero-length slices of it).
+    pub(crate) scratch: Option<Buf>,
+    pub(crate) barrier_epoch: u32,
+}
+
+impl std::fmt::Debug for EngineComm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineComm")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("transport", &self.info.name)
+            .field("cfg", &self.cfg)
+            .finish()
+    }
+}
+
+fn mode_of(m: SendMode) -> Mode {
+    match m {
+        SendMode::Standard => Mode::Standard,
+        SendMode::Buffered => Mode::Buffered,
+        SendMode::Synchronous => Mode::Synchronous,
+        SendMode::Ready => Mode::Ready,
+    }
+}
+
+/// Check `[off, off+len)` lies in `buf`.
+pub(crate) fn range(buf: Buf, off: usize, len: usize, what: &str) -> Result<Slice, TransportError> {
+    match off.checked_add(len) {
+        Some(end) if end <= buf.len => Ok(Slice::new(buf.region.0, off, len)),
+        _ => Err(TransportError::Invalid(format!(
+            "{what} of {len} bytes at offset {off} lies outside its {}-byte buffer",
+            buf.len
+        ))),
+    }
+}
+
+impl EngineComm {
+    /// A communicator over an already connected `transport`.
+    pub fn new(
+        transport: Box<dyn Transport>,
+        clock: Arc<dyn Clock>,
+        work: Box<dyn Work>,
+        cfg: EngineConfig,
+    ) -> Result<EngineComm, TransportError> {
+        let caps = transport.caps();
+        let info = transport.info();
+        let (rank, size) = (transport.rank(), transport.size());
+        let mut pc = ovbench_proto::Config::new(rank, size, caps.eager_buf_size);
+        pc.protocol = cfg.protocol;
+        pc.eager_limit = cfg.eager_limit;
+        pc.frag_size = cfg.frag_size.unwrap_or(DEFAULT_FRAG_SIZE);
+        pc.prefer_read = prefers_read(&caps);
+        pc.reg_cache = cfg.reg_cache;
+        pc.instrument = false;
+        let eng = Engine::new(pc).map_err(drive::proto_err)?;
+        Ok(EngineComm {
+            t: transport,
+            eng,
+            clock,
+            work,
+            cfg,
+            caps,
+            info,
+            rank,
+            size,
+            comps: Vec::with_capacity(64),
+            instr: None,
+            scratch: None,
+            barrier_epoch: 0,
+        })
+    }
+
+    /// The transport underneath (for transport-specific reporting).
+    pub fn transport(&self) -> &dyn Transport {
+        self.t.as_ref()
+    }
+
+    /// Requests not yet retired (should be 0 between iterations).
+    pub fn in_flight(&self) -> usize {
+        self.eng.in_flight()
+    }
+
+    #[inline]
+    fn enter(&mut self) {
+        if let Some(i) = self.instr.as_mut() {
+            i.call_enter(self.clock.ticks());
+        }
+    }
+
+    #[inline]
+    fn exit(&mut self) {
+        if let Some(i) = self.instr.as_mut() {
+            i.call_exit(self.clock.ticks());
+        }
+    }
+
+    /// Run `f` as one communicator call (one CALL_ENTER/CALL_EXIT pair).
+    fn call<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        self.enter();
+        let r = f(self);
+        self.exit();
+        r
+    }
+
+    pub(crate) fn post_send(
+        &mut self,
+        s: Slice,
+        dst: Rank,
+        tag: Tag,
+        mode: Mode,
+        space: Space,
+    ) -> Result<ReqId, TransportError> {
+        let now = self.clock.ticks();
+        let r = self
+            .eng
+            .isend(now, s, dst, tag, mode, space)
+            .map_err(drive::proto_err)?;
+        self.exec_ops()?;
+        Ok(r)
+    }
+
+    pub(crate) fn post_recv(
+        &mut self,
+        s: Slice,
+        src: Source,
+        tag: TagSel,
+        space: Space,
+    ) -> Result<ReqId, TransportError> {
+        let now = self.clock.ticks();
+        let r = self
+            .eng
+            .irecv(now, s, src, tag, space)
+            .map_err(drive::proto_err)?;
+        self.exec_ops()?;
+        Ok(r)
+    }
+}
+
+impl Drop for EngineComm {
+    fn drop(&mut self) {
+        // Give cached registrations back; errors at teardown change nothing.
+        self.eng.flush_cache();
+        let _ = self.exec_ops();
+    }
+}
+
+impl Communicator for EngineComm {
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+    fn size(&self) -> u32 {
+        self.size
+    }
+    fn info(&self) -> CommInfo {
+        CommInfo {
+            transport: self.info.clone(),
+            caps: self.caps.clone(),
+            protocol: protocol_name(self.cfg.protocol).to_string(),
+            eager_limit: self.cfg.eager_limit,
+        }
+    }
+    fn clock(&self) -> &dyn Clock {
+        self.clock.as_ref()
+    }
+    fn work(&mut self, units: u64) {
+        self.work.work(units)
+    }
+    fn work_unit_ns(&self) -> f64 {
+        self.work.unit_ns()
+    }
+    fn delay(&mut self, ns: f64) {
+        self.work.delay(ns)
+    }
+    fn alloc(&mut self, len: usize) -> Result<Buf, TransportError> {
+        let region = self.t.alloc(len)?;
+        Ok(Buf { region, len })
+    }
+    fn fill(&mut self, buf: Buf, f: &mut dyn FnMut(&mut [u8])) -> Result<(), TransportError> {
+        self.t
+            .write_region(LocalSlice::new(buf.region, 0, buf.len), f)
+    }
+    fn inspect(&self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
+        self.t
+            .read_region(LocalSlice::new(buf.region, 0, buf.len), f)
+    }
+
+    fn isend_mode(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+        mode: SendMode,
+    ) -> Result<Req, TransportError> {
+        self.call(|c| {
+            let s = range(buf, off, len, "send")?;
+            let r = c.post_send(s, dst, tag, mode_of(mode), Space::User)?;
+            Ok(Req(r.0))
+        })
+    }
+
+    fn irecv(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Result<Req, TransportError> {
+        self.call(|c| {
+            let s = range(buf, off, len, "receive")?;
+            let r = c.post_recv(s, src, tag, Space::User)?;
+            Ok(Req(r.0))
+        })
+    }
+
+    fn test(&mut self, req: Req) -> Result<Option<Status>, TransportError> {
+        self.call(|c| {
+            if !c.eng.is_done(ReqId(req.0)) {
+                c.poll_once()?;
+            }
+            match c.eng.take(ReqId(req.0)) {
+                Some(r) => r
+                    .map(|s| {
+                        Some(Status {
+                            source: s.source,
+                            tag: s.tag,
+                            len: s.len,
+                        })
+                    })
+                    .map_err(drive::proto_err),
+                None => Ok(None),
+            }
+        })
+    }
+
+    fn wait(&mut self, req: Req) -> Result<Status, TransportError> {
+        self.call(|c| c.wait_req(ReqId(req.0)))
+    }
+
+    fn progress(&mut self) -> Result<(), TransportError> {
+        self.call(|c| c.poll_once().map(|_| ()))
+    }
+
+    fn barrier(&mut self) -> Result<(), TransportError> {
+        self.call(|c| c.dissemination_barrier())
+    }
+
+    fn op_counts(&self) -> OpCounts {
+        let c = self.eng.counts();
+        OpCounts {
+            sends: c.sends,
+            writes: c.writes,
+            reads: c.reads,
+            tagged_sends: 0,
+            bytes: c.bytes,
+            registrations: c.registrations,
+        }
+    }
+
+    fn send(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        self.call(|c| {
+            let r = c.isend(buf, off, len, dst, tag)?;
+            c.wait(r).map(|_| ())
+        })
+    }
+
+    fn ssend(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        self.call(|c| {
+            let r = c.issend(buf, off, len, dst, tag)?;
+            c.wait(r).map(|_| ())
+        })
+    }
+
+    fn rsend(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        self.call(|c| {
+            let r = c.irsend(buf, off, len, dst, tag)?;
+            c.wait(r).map(|_| ())
+        })
+    }
+
+    fn bsend(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        self.call(|c| {
+            let r = c.ibsend(buf, off, len, dst, tag)?;
+            c.wait(r).map(|_| ())
+        })
+    }
+
+    fn recv(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Result<Status, TransportError> {
+        self.call(|c| {
+            let r = c.irecv(buf, off, len, src, tag)?;
+            c.wait(r)
+        })
+    }
+
+    fn sendrecv(
+        &mut self,
+        sbuf: Buf,
+        soff: usize,
+        slen: usize,
+        dst: Rank,
+        stag: Tag,
+        rbuf: Buf,
+        roff: usize,
+        rlen: usize,
+        src: Source,
+        rtag: TagSel,
+    ) -> Result<Status, TransportError> {
+        self.call(|c| {
+            let r = c.irecv(rbuf, roff, rlen, src, rtag)?;
+            let s = c.isend(sbuf, soff, slen, dst, stag)?;
+            c.wait(s)?;
+            c.wait(r)
+        })
+    }
+
+    fn waitall(&mut self, reqs: &[Req]) -> Result<Vec<Status>, TransportError> {
+        self.call(|c| reqs.iter().map(|&r| c.wait(r)).collect())
+    }
+
+    fn enable_instrumentation(&mut self, table: XferTable) -> Result<(), TransportError> {
+        let npt = self.clock.ns_per_tick();
+        match self.instr.as_mut() {
+            Some(i) => i.set_table(table),
+            None => self.instr = Some(Instrumentation::new(table, npt)),
+        }
+        self.eng.set_instrument(true);
+        Ok(())
+    }
+
+    fn disable_instrumentation(&mut self) {
+        self.instr = None;
+        self.eng.set_instrument(false);
+    }
+
+    fn instrumentation(&mut self) -> Option<&mut Instrumentation> {
+        self.instr.as_mut()
+    }
+}

@@ -1,0 +1,454 @@
+//! `--proto native`: the communicator over the library's own tagged
+//! protocol ([`Transport::tsend`]/[`Transport::trecv`]: UCX tag,
+//! libfabric tagged, MPI point-to-point). Its transfers are
+//! call-bounded: XFER_BEGIN at the entry of the posting call, XFER_END
+//! at the exit of the completing call (case 3 of the paper for the
+//! minimum overlap).
+//!
+//! The barrier uses tags from [`NATIVE_BARRIER_TAG`] up: the library's
+//! matching has no separate space, so a user receive with `ANY_TAG`
+//! must not be pending across a barrier on this path.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{range, EngineConfig};
+use crate::instrument::{Instrumentation, XferTable};
+use crate::{
+    Buf, Caps, Clock, CommInfo, Communicator, Completion, LocalSlice, OpCounts, OpKind, Rank, Req,
+    SendMode, Source, Status, Tag, TagSel, Transport, TransportError, TransportInfo, Work,
+};
+
+/// First tag the native barrier uses (user tags must stay below it).
+pub const NATIVE_BARRIER_TAG: Tag = 0xFFFF_0000;
+
+#[derive(Debug)]
+struct NReq {
+    send: bool,
+    peer: Option<Rank>,
+    tag: Option<Tag>,
+    len: usize,
+    done: Option<Status>,
+    /// The XFER id recorded at posting, when instrumenting.
+    xfer: Option<u64>,
+}
+
+/// The point-to-point API over a library's native tagged protocol.
+pub struct NativeComm {
+    t: Box<dyn Transport>,
+    clock: Arc<dyn Clock>,
+    work: Box<dyn Work>,
+    cfg: EngineConfig,
+    caps: Caps,
+    info: TransportInfo,
+    rank: Rank,
+    size: u32,
+    comps: Vec<Completion>,
+    next: u64,
+    reqs: HashMap<u64, NReq>,
+    counts: OpCounts,
+    instr: Option<Instrumentation>,
+    scratch: Option<Buf>,
+    epoch: u32,
+}
+
+impl std::fmt::Debug for NativeComm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NativeComm")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("transport", &self.info.name)
+            .finish()
+    }
+}
+
+impl NativeComm {
+    /// A native communicator over a connected `transport`; an error
+    /// naming the valid protocols where the transport has no tagged path.
+    pub fn new(
+        transport: Box<dyn Transport>,
+        clock: Arc<dyn Clock>,
+        work: Box<dyn Work>,
+        cfg: EngineConfig,
+    ) -> Result<NativeComm, TransportError> {
+        let caps = transport.caps();
+        let info = transport.info();
+        if !caps.native_tagged {
+            return Err(TransportError::Unsupported(format!(
+                "--proto native needs a library tagged protocol, which the {} transport lacks; use --proto eager, rdma-write, rdma-read, pipelined, auto or raw",
+                info.name
+            )));
+        }
+        Ok(NativeComm {
+            rank: transport.rank(),
+            size: transport.size(),
+            t: transport,
+            clock,
+            work,
+            cfg,
+            caps,
+            info,
+            comps: Vec::with_capacity(64),
+            next: 1,
+            reqs: HashMap::new(),
+            counts: OpCounts::default(),
+            instr: None,
+            scratch: None,
+            epoch: 0,
+        })
+    }
+
+    fn enter(&mut self) -> u64 {
+        match self.instr.as_mut() {
+            Some(i) => {
+                let t = self.clock.ticks();
+                i.call_enter(t);
+                t
+            }
+            None => 0,
+        }
+    }
+
+    fn exit(&mut self) {
+        if let Some(i) = self.instr.as_mut() {
+            i.call_exit(self.clock.ticks());
+        }
+    }
+
+    fn call<T>(&mut self, f: impl FnOnce(&mut Self, u64) -> T) -> T {
+        let t = self.enter();
+        let r = f(self, t);
+        self.exit();
+        r
+    }
+
+    fn tsend(
+        &mut self,
+        s: LocalSlice,
+        dst: Rank,
+        tag: Tag,
+        sync: bool,
+        at: u64,
+    ) -> Result<u64, TransportError> {
+        if sync && !self.caps.native_sync_send {
+            return Err(TransportError::Unsupported(format!(
+                "the {} transport's native path has no synchronous send; use --proto eager (or another engine protocol) for ssend",
+                self.info.name
+            )));
+        }
+        let id = self.next;
+        self.next += 1;
+        self.t.tsend(dst, tag, s, sync, id)?;
+        self.counts.tagged_sends += 1;
+        self.counts.bytes += s.len as u64;
+        let xfer = self.instr.as_mut().map(|i| {
+            i.xfer_begin(id, s.len as u64, at, true);
+            id
+        });
+        self.reqs.insert(
+            id,
+            NReq {
+                send: true,
+                peer: Some(dst),
+                tag: Some(tag),
+                len: s.len,
+                done: None,
+                xfer,
+            },
+        );
+        Ok(id)
+    }
+
+    fn trecv(
+        &mut self,
+        s: LocalSlice,
+        src: Source,
+        tag: TagSel,
+        at: u64,
+    ) -> Result<u64, TransportError> {
+        let id = self.next;
+        self.next += 1;
+        self.t.trecv(src, tag, s, id)?;
+        let xfer = self.instr.as_mut().map(|i| {
+            i.xfer_begin(id, s.len as u64, at, true);
+            id
+        });
+        self.reqs.insert(
+            id,
+            NReq {
+                send: false,
+                peer: src,
+                tag,
+                len: s.len,
+                done: None,
+                xfer,
+            },
+        );
+        Ok(id)
+    }
+
+    fn poll_once(&mut self) -> Result<bool, TransportError> {
+        let mut comps = std::mem::take(&mut self.comps);
+        comps.clear();
+        let r = self.t.poll(&mut comps);
+        let n = comps.len();
+        let mut res = r.map(|_| ());
+        for c in comps.drain(..) {
+            if res.is_err() {
+                break;
+            }
+            res = match c {
+                Completion::TaggedSend { ctx } => self.complete(ctx, None),
+                Completion::TaggedRecv { ctx, peer, tag, len } => self.complete(ctx, Some((peer, tag, len))),
+                Completion::Error { peer, op, status, .. } => Err(TransportError::Peer { peer, op, status }),
+                Completion::Recv { peer, data } => {
+                    self.t.recycle(data);
+                    Err(TransportError::Peer {
+                        peer,
+                        op: OpKind::Recv,
+                        status: "an engine message arrived on the native path: every rank must use the same --proto".into(),
+                    })
+                }
+                other => Err(TransportError::Invalid(format!(
+                    "the native path posts only tagged operations, but the transport completed {other:?}"
+                ))),
+            };
+        }
+        self.comps = comps;
+        res.map(|_| n > 0)
+    }
+
+    fn complete(
+        &mut self,
+        ctx: u64,
+        env: Option<(Rank, Tag, usize)>,
+    ) -> Result<(), TransportError> {
+        let Some(r) = self.reqs.get_mut(&ctx) else {
+            return Err(TransportError::Invalid(format!(
+                "the transport completed tagged operation {ctx}, which was never posted"
+            )));
+        };
+        let st = match env {
+            Some((peer, tag, len)) => Status {
+                source: peer,
+                tag,
+                len,
+            },
+            None => Status {
+                source: r.peer.unwrap_or(0),
+                tag: r.tag.unwrap_or(0),
+                len: r.len,
+            },
+        };
+        r.done = Some(st);
+        Ok(())
+    }
+
+    /// Retire `id` if done, stamping XFER_END (at the completing call's exit, as near as we can).
+    fn take(&mut self, id: u64) -> Option<Status> {
+        let st = self.reqs.get(&id)?.done?;
+        let r = self.reqs.remove(&id)?;
+        if let (Some(i), Some(x)) = (self.instr.as_mut(), r.xfer) {
+            i.xfer_end(x, r.len as u64, self.clock.ticks());
+        }
+        Some(st)
+    }
+
+    fn wait_id(&mut self, id: u64) -> Result<Status, TransportError> {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        let mut idle = 0u32;
+        loop {
+            if let Some(s) = self.take(id) {
+                return Ok(s);
+            }
+            spins = spins.wrapping_add(1);
+            if spins % 64 == 0 && start.elapsed() > self.cfg.timeout {
+                return Err(self.timeout_error(id));
+            }
+            if self.poll_once()? {
+                idle = 0;
+            } else {
+                idle = idle.saturating_add(1);
+                if self.cfg.oversubscribed && idle > 2000 {
+                    self.t.block(Duration::from_millis(1))?;
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+    }
+
+    fn timeout_error(&self, id: u64) -> TransportError {
+        let Some(r) = self.reqs.get(&id) else {
+            return TransportError::Invalid(format!("request {id} is not pending"));
+        };
+        let who = r
+            .peer
+            .map_or("any rank".to_string(), |p| format!("rank {p}"));
+        TransportError::Timeout {
+            peer: r.peer,
+            what: format!(
+                "rank {}: native {} of {} bytes {} {who} (tag {})",
+                self.rank,
+                if r.send { "send" } else { "receive" },
+                r.len,
+                if r.send { "to" } else { "from" },
+                r.tag.map_or("any".to_string(), |t| t.to_string())
+            ),
+            secs: self.cfg.timeout.as_secs_f64(),
+        }
+    }
+
+    fn barrier_inner(&mut self) -> Result<(), TransportError> {
+        if self.size <= 1 {
+            return Ok(());
+        }
+        let b = match self.scratch {
+            Some(b) => b,
+            None => {
+                let region = self.t.alloc(64)?;
+                let b = Buf { region, len: 64 };
+                self.scratch = Some(b);
+                b
+            }
+        };
+        let empty = LocalSlice::new(b.region, 0, 0);
+        let epoch = self.epoch;
+        self.epoch = epoch.wrapping_add(1);
+        for k in 0..super::barrier::rounds(self.size) {
+            let d = 1u32 << k;
+            let to = (self.rank + d) % self.size;
+            let from = (self.rank + self.size - d % self.size) % self.size;
+            let tag = NATIVE_BARRIER_TAG | ((epoch & 0x3FF) << 6) | k;
+            let r = self.trecv(empty, Some(from), Some(tag), 0)?;
+            let s = self.tsend(empty, to, tag, false, 0)?;
+            self.wait_id(s)?;
+            self.wait_id(r)?;
+        }
+        Ok(())
+    }
+}
+
+impl Communicator for NativeComm {
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+    fn size(&self) -> u32 {
+        self.size
+    }
+    fn info(&self) -> CommInfo {
+        CommInfo {
+            transport: self.info.clone(),
+            caps: self.caps.clone(),
+            protocol: "native".into(),
+            eager_limit: self.cfg.eager_limit,
+        }
+    }
+    fn clock(&self) -> &dyn Clock {
+        self.clock.as_ref()
+    }
+    fn work(&mut self, units: u64) {
+        self.work.work(units)
+    }
+    fn work_unit_ns(&self) -> f64 {
+        self.work.unit_ns()
+    }
+    fn delay(&mut self, ns: f64) {
+        self.work.delay(ns)
+    }
+    fn alloc(&mut self, len: usize) -> Result<Buf, TransportError> {
+        let region = self.t.alloc(len)?;
+        Ok(Buf { region, len })
+    }
+    fn fill(&mut self, buf: Buf, f: &mut dyn FnMut(&mut [u8])) -> Result<(), TransportError> {
+        self.t
+            .write_region(LocalSlice::new(buf.region, 0, buf.len), f)
+    }
+    fn inspect(&self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
+        self.t
+            .read_region(LocalSlice::new(buf.region, 0, buf.len), f)
+    }
+
+    fn isend_mode(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+        mode: SendMode,
+    ) -> Result<Req, TransportError> {
+        self.call(|c, at| {
+            let s = range(buf, off, len, "send")?;
+            let ls = LocalSlice::new(buf.region, s.offset, s.len);
+            c.tsend(ls, dst, tag, mode == SendMode::Synchronous, at)
+                .map(Req)
+        })
+    }
+
+    fn irecv(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Result<Req, TransportError> {
+        self.call(|c, at| {
+            let s = range(buf, off, len, "receive")?;
+            let ls = LocalSlice::new(buf.region, s.offset, s.len);
+            c.trecv(ls, src, tag, at).map(Req)
+        })
+    }
+
+    fn test(&mut self, req: Req) -> Result<Option<Status>, TransportError> {
+        self.call(|c, _| {
+            if let Some(s) = c.take(req.0) {
+                return Ok(Some(s));
+            }
+            c.poll_once()?;
+            Ok(c.take(req.0))
+        })
+    }
+
+    fn wait(&mut self, req: Req) -> Result<Status, TransportError> {
+        self.call(|c, _| c.wait_id(req.0))
+    }
+
+    fn progress(&mut self) -> Result<(), TransportError> {
+        self.call(|c, _| c.poll_once().map(|_| ()))
+    }
+
+    fn barrier(&mut self) -> Result<(), TransportError> {
+        // One call; barrier traffic is not user data, so no XFER events.
+        self.enter();
+        let instr = self.instr.take();
+        let r = self.barrier_inner();
+        self.instr = instr;
+        self.exit();
+        r
+    }
+
+    fn op_counts(&self) -> OpCounts {
+        self.counts
+    }
+
+    fn enable_instrumentation(&mut self, table: XferTable) -> Result<(), TransportError> {
+        let npt = self.clock.ns_per_tick();
+        match self.instr.as_mut() {
+            Some(i) => i.set_table(table),
+            None => self.instr = Some(Instrumentation::new(table, npt)),
+        }
+        Ok(())
+    }
+
+    fn disable_instrumentation(&mut self) {
+        self.instr = None;
+    }
+
+    fn instrumentation(&mut self) -> Option<&mut Instrumentation> {
+        self.instr.as_mut()
+    }
+}

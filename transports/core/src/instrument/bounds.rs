@@ -1,0 +1,229 @@
+//! The bounds processor of overlap-characterization.txt §2.2: folds
+//! CALL/XFER events into per-process and per-size-bucket totals.
+//!
+//! Per transfer, with xfer = xfer_time(size):
+//! * BEGIN and END inside the same call: min = max = 0;
+//! * otherwise max = min(computation between them, xfer) and
+//!   min = max(0, xfer − time inside the library between them);
+//! * only one of them seen: min = 0, max = xfer;
+//! * call-bounded (native library paths): min = 0,
+//!   max = min(computation between, xfer).
+//!
+//! Computation is the time between a CALL_EXIT and the next CALL_ENTER;
+//! call time between a CALL_ENTER and its CALL_EXIT.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::ring::{EventKind, Record};
+use super::XferTable;
+
+/// Totals for transfers of sizes in `(size_max/2, size_max]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BucketTotals {
+    pub size_max: u64,
+    pub transfers: u64,
+    pub data_transfer_ns: f64,
+    pub min_overlap_ns: f64,
+    pub max_overlap_ns: f64,
+}
+
+/// What one process's events add up to.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct OverlapReport {
+    pub transfers: u64,
+    pub data_transfer_ns: f64,
+    pub min_overlap_ns: f64,
+    pub max_overlap_ns: f64,
+    pub computation_ns: f64,
+    pub call_ns: f64,
+    /// Transfers where only BEGIN or only END was seen (case 3).
+    pub one_sided_transfers: u64,
+    pub events: u64,
+    pub buckets: Vec<BucketTotals>,
+}
+
+impl OverlapReport {
+    /// min and max overlap as a percentage of the data transfer time.
+    pub fn overlap_pct(&self) -> (f64, f64) {
+        if self.data_transfer_ns <= 0.0 {
+            return (0.0, 0.0);
+        }
+        (
+            100.0 * self.min_overlap_ns / self.data_transfer_ns,
+            100.0 * self.max_overlap_ns / self.data_transfer_ns,
+        )
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Open {
+    bytes: u64,
+    call: u64,
+    in_call: bool,
+    comp: u64,
+    lib: u64,
+    call_bounded: bool,
+}
+
+/// Running state and totals (ticks until the report converts them).
+#[derive(Debug)]
+pub struct Bounds {
+    table: XferTable,
+    ns_per_tick: f64,
+    in_call: bool,
+    call_index: u64,
+    /// Computation and library time before `mark`, and where `mark` is.
+    comp: u64,
+    lib: u64,
+    mark: Option<u64>,
+    open: HashMap<u64, Open>,
+    report: OverlapReport,
+    buckets: HashMap<u64, BucketTotals>,
+}
+
+fn bucket_of(bytes: u64) -> u64 {
+    if bytes <= 1 {
+        bytes
+    } else {
+        bytes.next_power_of_two()
+    }
+}
+
+impl Bounds {
+    pub fn new(table: XferTable, ns_per_tick: f64) -> Bounds {
+        Bounds {
+            table,
+            ns_per_tick,
+            in_call: false,
+            call_index: 0,
+            comp: 0,
+            lib: 0,
+            mark: None,
+            open: HashMap::new(),
+            report: OverlapReport::default(),
+            buckets: HashMap::new(),
+        }
+    }
+
+    pub fn set_table(&mut self, table: XferTable) {
+        self.table = table;
+    }
+
+    /// Computation and library ticks accumulated up to `at`.
+    fn clocks_at(&self, at: u64) -> (u64, u64) {
+        let since = self.mark.map_or(0, |m| at.saturating_sub(m));
+        if self.in_call {
+            (self.comp, self.lib + since)
+        } else {
+            (self.comp + since, self.lib)
+        }
+    }
+
+    /// Fold one event.
+    pub fn fold(&mut self, e: &Record) {
+        self.report.events += 1;
+        match e.kind {
+            EventKind::CallEnter | EventKind::CallExit => {
+                let (c, l) = self.clocks_at(e.at);
+                self.comp = c;
+                self.lib = l;
+                self.mark = Some(e.at);
+                self.in_call = e.kind == EventKind::CallEnter;
+                if self.in_call {
+                    self.call_index += 1;
+                }
+            }
+            EventKind::XferBegin => {
+                let (comp, lib) = self.clocks_at(e.at);
+                self.open.insert(
+                    e.id,
+                    Open {
+                        bytes: e.bytes,
+                        call: self.call_index,
+                        in_call: self.in_call,
+                        comp,
+                        lib,
+                        call_bounded: e.call_bounded,
+                    },
+                );
+            }
+            EventKind::XferEnd => {
+                let xfer = self.table.xfer_ns(e.bytes);
+                let Some(b) = self.open.remove(&e.id) else {
+                    self.add(e.bytes, xfer, 0.0, xfer, true);
+                    return;
+                };
+                let (comp, lib) = self.clocks_at(e.at);
+                let comp_ns = (comp - b.comp) as f64 * self.ns_per_tick;
+                let lib_ns = (lib - b.lib) as f64 * self.ns_per_tick;
+                let (min, max) = if b.call_bounded {
+                    (0.0, comp_ns.min(xfer))
+                } else if b.in_call && self.in_call && b.call == self.call_index {
+                    (0.0, 0.0)
+                } else {
+                    ((xfer - lib_ns).max(0.0), comp_ns.min(xfer))
+                };
+                self.add(b.bytes, xfer, min, max, false);
+            }
+        }
+    }
+
+    fn add(&mut self, bytes: u64, xfer: f64, min: f64, max: f64, one_sided: bool) {
+        let r = &mut self.report;
+        r.transfers += 1;
+        r.data_transfer_ns += xfer;
+        r.min_overlap_ns += min;
+        r.max_overlap_ns += max;
+        r.one_sided_transfers += one_sided as u64;
+        let k = bucket_of(bytes);
+        let b = self.buckets.entry(k).or_insert_with(|| BucketTotals {
+            size_max: k,
+            ..Default::default()
+        });
+        b.transfers += 1;
+        b.data_transfer_ns += xfer;
+        b.min_overlap_ns += min;
+        b.max_overlap_ns += max;
+    }
+
+    /// The totals so far. Transfers still open count as BEGIN-only (case
+    /// 3) in the report, but stay open for their END.
+    pub fn report(&self, now: u64) -> OverlapReport {
+        let mut r = self.report.clone();
+        let (c, l) = self.clocks_at(now);
+        r.computation_ns = c as f64 * self.ns_per_tick;
+        r.call_ns = l as f64 * self.ns_per_tick;
+        let mut buckets = self.buckets.clone();
+        for o in self.open.values() {
+            let xfer = self.table.xfer_ns(o.bytes);
+            r.transfers += 1;
+            r.one_sided_transfers += 1;
+            r.data_transfer_ns += xfer;
+            r.max_overlap_ns += xfer;
+            let k = bucket_of(o.bytes);
+            let b = buckets.entry(k).or_insert_with(|| BucketTotals {
+                size_max: k,
+                ..Default::default()
+            });
+            b.transfers += 1;
+            b.data_transfer_ns += xfer;
+            b.max_overlap_ns += xfer;
+        }
+        let mut v: Vec<_> = buckets.into_values().collect();
+        v.sort_by_key(|b| b.size_max);
+        r.buckets = v;
+        r
+    }
+
+    /// Start new totals at `now` (open transfers are dropped).
+    pub fn reset(&mut self, now: u64) {
+        self.report = OverlapReport::default();
+        self.buckets.clear();
+        self.open.clear();
+        self.comp = 0;
+        self.lib = 0;
+        self.mark = Some(now);
+    }
+}

@@ -1,0 +1,111 @@
+//! xfer_time(size): the time of the bare data operation of a size on the
+//! same transport, measured before the run (or read with --xfer-table).
+
+use serde::{Deserialize, Serialize};
+
+/// Measured (size, nanoseconds) points, sorted by size.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct XferTable {
+    points: Vec<(u64, f64)>,
+}
+
+impl XferTable {
+    /// A table from measured points (any order; duplicate sizes keep the last).
+    pub fn new(mut points: Vec<(u64, f64)>) -> Result<XferTable, String> {
+        if points.is_empty() {
+            return Err("the transfer-time table is empty: measure at least one size".into());
+        }
+        if let Some(p) = points.iter().find(|p| !(p.1.is_finite() && p.1 >= 0.0)) {
+            return Err(format!(
+                "the transfer-time table has {} ns for {} bytes: times must be finite and non-negative",
+                p.1, p.0
+            ));
+        }
+        points.sort_by_key(|p| p.0);
+        points.dedup_by(|later, earlier| {
+            if later.0 == earlier.0 {
+                earlier.1 = later.1;
+                true
+            } else {
+                false
+            }
+        });
+        Ok(XferTable { points })
+    }
+
+    /// Read `size bytes, ns` lines (comments with `#`) as written by ovbench.
+    pub fn parse(text: &str) -> Result<XferTable, String> {
+        let mut pts = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let l = line.split('#').next().unwrap_or("").trim();
+            if l.is_empty() {
+                continue;
+            }
+            let mut it = l
+                .split(|c: char| c == ',' || c.is_whitespace())
+                .filter(|s| !s.is_empty());
+            let (Some(a), Some(b), None) = (it.next(), it.next(), it.next()) else {
+                return Err(format!(
+                    "line {}: expected `SIZE_BYTES NS`, got `{l}`",
+                    i + 1
+                ));
+            };
+            let size = a
+                .parse::<u64>()
+                .map_err(|e| format!("line {}: size `{a}`: {e}", i + 1))?;
+            let ns = b
+                .parse::<f64>()
+                .map_err(|e| format!("line {}: time `{b}`: {e}", i + 1))?;
+            pts.push((size, ns));
+        }
+        XferTable::new(pts)
+    }
+
+    pub fn points(&self) -> &[(u64, f64)] {
+        &self.points
+    }
+
+    /// Nanoseconds to move `size` bytes: linear between measured sizes,
+    /// extended along the last two points beyond them, the first point's
+    /// time below it.
+    pub fn xfer_ns(&self, size: u64) -> f64 {
+        let p = &self.points;
+        let Some(&(s0, t0)) = p.first() else {
+            return 0.0;
+        };
+        if size <= s0 || p.len() == 1 {
+            return if size <= s0 {
+                t0
+            } else {
+                t0 * size as f64 / s0.max(1) as f64
+            };
+        }
+        let i = p.partition_point(|q| q.0 < size).min(p.len() - 1).max(1);
+        let (a, b) = (p[i - 1], p[i]);
+        let f = (size as f64 - a.0 as f64) / (b.0 - a.0) as f64;
+        (a.1 + f * (b.1 - a.1)).max(0.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interpolates_and_extends() {
+        let t = XferTable::new(vec![(1024, 2000.0), (0, 1000.0), (2048, 3000.0)]).unwrap();
+        assert_eq!(t.xfer_ns(0), 1000.0);
+        assert_eq!(t.xfer_ns(512), 1500.0);
+        assert_eq!(t.xfer_ns(2048), 3000.0);
+        assert_eq!(t.xfer_ns(4096), 5000.0);
+    }
+
+    #[test]
+    fn parses_and_rejects() {
+        let t = XferTable::parse("# size ns\n8 1500\n1024, 2500\n").unwrap();
+        assert_eq!(t.points(), &[(8, 1500.0), (1024, 2500.0)]);
+        assert!(XferTable::parse("8").unwrap_err().contains("line 1"));
+        assert!(XferTable::parse("").is_err());
+        assert!(XferTable::new(vec![(1, f64::NAN)]).is_err());
+    }
+}

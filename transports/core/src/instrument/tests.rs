@@ -1,0 +1,116 @@
+use super::*;
+
+fn table() -> XferTable {
+    // 1000 ns for any size up to 1 KiB, then 1 ns per byte.
+    XferTable::new(vec![(0, 1000.0), (1024, 1000.0), (2048, 2048.0)]).unwrap()
+}
+
+/// enter/exit stamps in ticks = ns.
+fn call(i: &mut Instrumentation, from: u64, to: u64) {
+    i.call_enter(from);
+    i.call_exit(to);
+}
+
+#[test]
+fn same_call_gives_no_overlap() {
+    let mut i = Instrumentation::new(table(), 1.0);
+    i.call_enter(0);
+    i.xfer_begin(1, 8, 10, false);
+    i.xfer_end(1, 8, 900);
+    i.call_exit(1000);
+    let r = i.report(1000);
+    assert_eq!(
+        (r.transfers, r.min_overlap_ns, r.max_overlap_ns),
+        (1, 0.0, 0.0)
+    );
+    assert_eq!(r.data_transfer_ns, 1000.0);
+    assert_eq!(r.call_ns, 1000.0);
+}
+
+#[test]
+fn computation_between_bounds_the_overlap() {
+    // isend at [0,100], compute 400, wait [500,800]: xfer 1000 ns.
+    let mut i = Instrumentation::new(table(), 1.0);
+    i.call_enter(0);
+    i.xfer_begin(7, 100, 50, false);
+    i.call_exit(100);
+    i.call_enter(500);
+    i.xfer_end(7, 100, 700);
+    i.call_exit(800);
+    let r = i.report(800);
+    // max = min(comp 400, 1000); min = max(0, 1000 − lib (50 + 200)).
+    assert_eq!(r.max_overlap_ns, 400.0);
+    assert_eq!(r.min_overlap_ns, 750.0f64.min(1000.0));
+    assert_eq!(r.computation_ns, 400.0);
+    assert_eq!(r.call_ns, 400.0);
+    // Enough computation: max reaches xfer, min grows as library time shrinks.
+    let mut i = Instrumentation::new(table(), 1.0);
+    i.call_enter(0);
+    i.xfer_begin(7, 100, 90, false);
+    i.call_exit(100);
+    i.call_enter(5000);
+    i.xfer_end(7, 100, 5010);
+    i.call_exit(5020);
+    let r = i.report(5020);
+    assert_eq!((r.min_overlap_ns, r.max_overlap_ns), (980.0, 1000.0));
+}
+
+#[test]
+fn one_sided_and_call_bounded() {
+    let mut i = Instrumentation::new(table(), 1.0);
+    // Eager receive: END only.
+    call(&mut i, 0, 10);
+    i.call_enter(100);
+    i.xfer_end(3, 64, 105);
+    i.call_exit(110);
+    // Native: call-bounded, 300 ns of computation between.
+    i.call_enter(200);
+    i.xfer_begin(4, 64, 200, true);
+    i.call_exit(210);
+    i.call_enter(510);
+    i.xfer_end(4, 64, 600);
+    i.call_exit(600);
+    // A BEGIN never ended.
+    i.call_enter(700);
+    i.xfer_begin(5, 2048, 700, false);
+    i.call_exit(710);
+    let r = i.report(710);
+    assert_eq!(r.transfers, 3);
+    assert_eq!(r.one_sided_transfers, 2);
+    assert_eq!(r.min_overlap_ns, 0.0);
+    assert_eq!(r.max_overlap_ns, 1000.0 + 300.0 + 2048.0);
+    let sizes: Vec<u64> = r.buckets.iter().map(|b| b.size_max).collect();
+    assert_eq!(sizes, [64, 2048]);
+    assert_eq!(r.buckets[0].transfers, 2);
+}
+
+#[test]
+fn folding_a_small_ring_changes_nothing() {
+    let run = |cap| {
+        let mut i = Instrumentation::with_capacity(table(), 0.5, cap);
+        let mut t = 0;
+        for k in 0..1000u64 {
+            i.call_enter(t);
+            i.xfer_begin(k, 10 * k, t + 3, false);
+            i.call_exit(t + 20);
+            t += 50 + k % 17;
+            i.call_enter(t);
+            i.xfer_end(k, 10 * k, t + 5);
+            i.call_exit(t + 30);
+            t += 40;
+        }
+        i.report(t)
+    };
+    assert_eq!(run(7), run(1 << 16));
+}
+
+#[test]
+fn nested_calls_count_once() {
+    let mut i = Instrumentation::new(table(), 1.0);
+    i.call_enter(0);
+    i.call_enter(10);
+    i.call_exit(20);
+    i.call_exit(30);
+    let r = i.report(130);
+    assert_eq!((r.call_ns, r.computation_ns, r.events), (30.0, 100.0, 2));
+}

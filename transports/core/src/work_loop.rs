@@ -1,0 +1,167 @@
+//! The real work loop behind the communicator: a calibrated unit of
+//! computation the optimizer cannot remove, and a delay that spins on
+//! the communicator's clock.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::{Clock, Work};
+
+/// Dependent multiply-adds per unit: long enough that the loop overhead
+/// is small, short enough that a unit is a fine-grained step (~50 ns).
+const STEPS_PER_UNIT: u32 = 64;
+
+/// Calibrated computation.
+pub struct WorkLoop {
+    clock: Arc<dyn Clock>,
+    unit_ns: f64,
+    state: u64,
+}
+
+impl std::fmt::Debug for WorkLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkLoop")
+            .field("unit_ns", &self.unit_ns)
+            .finish()
+    }
+}
+
+/// One unit: a chain of dependent operations on a value the optimizer
+/// cannot see through.
+#[inline(never)]
+fn unit(mut x: u64) -> u64 {
+    for _ in 0..STEPS_PER_UNIT {
+        x = black_box(
+            x.wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407),
+        );
+    }
+    x
+}
+
+impl WorkLoop {
+    /// Calibrate against `clock` for about `span`: the fastest of several
+    /// timed batches, so interruptions do not inflate the unit.
+    pub fn calibrate(clock: Arc<dyn Clock>, span: Duration) -> WorkLoop {
+        let mut w = WorkLoop {
+            clock,
+            unit_ns: 1.0,
+            state: 0x2545_F491_4F6C_DD1D,
+        };
+        // Find a batch that takes ~1/10 of the span.
+        let target = (span.as_nanos() as f64 / 10.0).max(10_000.0);
+        let mut n: u64 = 64;
+        loop {
+            let t = w.time_units(n);
+            if t >= target || n > 1 << 32 {
+                break;
+            }
+            n *= 2;
+        }
+        let best = (0..7)
+            .map(|_| w.time_units(n))
+            .fold(f64::INFINITY, f64::min);
+        w.unit_ns = (best / n as f64).max(1e-3);
+        w
+    }
+
+    /// A loop with a known unit (for tests and replay).
+    pub fn with_unit(clock: Arc<dyn Clock>, unit_ns: f64) -> WorkLoop {
+        WorkLoop {
+            clock,
+            unit_ns,
+            state: 1,
+        }
+    }
+
+    fn time_units(&mut self, n: u64) -> f64 {
+        let t0 = self.clock.ticks();
+        self.run(n);
+        let t1 = self.clock.ticks();
+        self.clock.to_ns(t1.saturating_sub(t0))
+    }
+
+    fn run(&mut self, n: u64) {
+        let mut x = self.state;
+        for _ in 0..n {
+            x = unit(x);
+        }
+        self.state = black_box(x);
+    }
+}
+
+impl Work for WorkLoop {
+    fn work(&mut self, units: u64) {
+        self.run(units);
+    }
+    fn unit_ns(&self) -> f64 {
+        self.unit_ns
+    }
+    fn delay(&mut self, ns: f64) {
+        if ns <= 0.0 {
+            return;
+        }
+        let t0 = self.clock.ticks();
+        let ticks = self.clock.from_ns(ns);
+        while self.clock.ticks().saturating_sub(t0) < ticks {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::MonotonicClock;
+    use std::time::Instant;
+
+    fn clock() -> Arc<dyn Clock> {
+        Arc::new(MonotonicClock::new())
+    }
+
+    #[test]
+    fn calibrated_units_take_their_time() {
+        let mut w = WorkLoop::calibrate(clock(), Duration::from_millis(30));
+        assert!(
+            w.unit_ns() > 0.0 && w.unit_ns() < 10_000.0,
+            "{}",
+            w.unit_ns()
+        );
+        // 20 ms of work: measured within a wide band (shared 2-core VM).
+        let units = (20e6 / w.unit_ns()) as u64;
+        let t = Instant::now();
+        w.work(units);
+        let ns = t.elapsed().as_nanos() as f64;
+        assert!(
+            ns > 0.8 * 20e6 && ns < 5.0 * 20e6,
+            "{units} units took {ns} ns"
+        );
+    }
+
+    #[test]
+    fn work_scales_with_units() {
+        let mut w = WorkLoop::calibrate(clock(), Duration::from_millis(20));
+        let time = |w: &mut WorkLoop, n| {
+            let t = Instant::now();
+            w.work(n);
+            t.elapsed().as_nanos() as f64
+        };
+        let n = (5e6 / w.unit_ns()) as u64;
+        let a = (0..3)
+            .map(|_| time(&mut w, n))
+            .fold(f64::INFINITY, f64::min);
+        let b = (0..3)
+            .map(|_| time(&mut w, 4 * n))
+            .fold(f64::INFINITY, f64::min);
+        assert!(b / a > 2.5 && b / a < 6.0, "4x units took {:.2}x", b / a);
+    }
+
+    #[test]
+    fn delay_spins_at_least_its_time() {
+        let mut w = WorkLoop::with_unit(clock(), 1.0);
+        let t = Instant::now();
+        w.delay(2e6);
+        assert!(t.elapsed() >= Duration::from_millis(2));
+    }
+}
