@@ -21,7 +21,7 @@
 //!   leaves nothing behind to match later.
 
 use anyhow::bail;
-use ovbench_core::{Buf, Communicator, Rank, Req, Tag, TransportError};
+use ovbench_core::{Buf, Communicator, OpCounts, Rank, Req, Tag, TransportError};
 use serde::Serialize;
 
 use super::common::{mean, ns, us, Ctrl};
@@ -318,6 +318,8 @@ pub struct Row {
     pub mean_ns: Option<f64>,
     pub bytes_per_sec: Option<f64>,
     pub error: Option<String>,
+    /// Operations rank 0 posted in one iteration (the last).
+    pub ops: OpCounts,
 }
 
 /// The run's result (rank 0's rows).
@@ -573,6 +575,7 @@ pub fn run(
             experiment += 1;
             let runnable = !args.reorganized || send_op(p).is_some_and(|_| p.number != 6);
             let mut times = Vec::new();
+            let mut ops = OpCounts::default();
             let mut error = None;
             for it in 0..args.iterations {
                 // Fresh tags per experiment and iteration: nothing left
@@ -591,6 +594,7 @@ pub fn run(
                     }
                     ex.comm.barrier()?;
                     if failed.is_none() {
+                        let before = ex.comm.op_counts();
                         let t0 = ex.comm.now();
                         let r = if args.reorganized {
                             ex.reorganized(send_op(p).unwrap_or(Send), ready, packets, psize)
@@ -601,7 +605,10 @@ pub fn run(
                         let t1 = ex.comm.now();
                         ex.pending.clear();
                         match r {
-                            Ok(()) => t = ns(ex.comm, t1 - t0),
+                            Ok(()) => {
+                                t = ns(ex.comm, t1 - t0);
+                                ops = ex.comm.op_counts().since(&before);
+                            }
                             Err(e) => failed = Some(e),
                         }
                     }
@@ -646,6 +653,7 @@ pub fn run(
                     mean_ns: None,
                     bytes_per_sec: None,
                     error: error.or(Some("not defined for this protocol".into())),
+                    ops,
                 }
             } else {
                 let best = times.iter().copied().fold(f64::INFINITY, f64::min);
@@ -660,6 +668,7 @@ pub fn run(
                     mean_ns: Some(mean(&times)),
                     bytes_per_sec: (best > 0.0).then(|| total as f64 / (best * 1e-9)),
                     error: None,
+                    ops,
                 }
             };
             let na = || "n/a".to_string();
@@ -680,6 +689,7 @@ pub fn run(
                     "time_ns": row.time_ns, "mean_ns": row.mean_ns,
                     "bytes_per_sec": row.bytes_per_sec, "samples": times.len(),
                     "error": row.error,
+                    "ops": row.ops,
                 }),
             );
             out.rows.push(row);

@@ -19,7 +19,7 @@
 //! receive before the barrier and the partner sends with a blocking send.
 
 use anyhow::{bail, Context};
-use ovbench_core::{Buf, Communicator, Rank, Tag};
+use ovbench_core::{Buf, Communicator, OpCounts, Rank, Tag};
 use serde::Serialize;
 
 use super::common::{ns, us, Ctrl};
@@ -79,6 +79,8 @@ pub struct SizeResult {
     pub overhead_ns: f64,
     pub base_ns: f64,
     pub avail_pct: f64,
+    /// Operations this rank posted in the final messaging loop.
+    pub ops: OpCounts,
     pub steps: Vec<WorkStep>,
 }
 
@@ -111,9 +113,10 @@ struct Loop<'a> {
 
 impl Loop<'_> {
     /// `iters` post-work-wait iterations with `work` units, timed whole.
-    fn messaging(&mut self, size: usize, iters: u64, work: u64) -> anyhow::Result<f64> {
+    fn messaging(&mut self, size: usize, iters: u64, work: u64) -> anyhow::Result<(f64, OpCounts)> {
         let c = &mut *self.comm;
         let (buf, p) = (self.buf, self.partner);
+        let before = c.op_counts();
         let t0 = c.now();
         for _ in 0..iters {
             match (self.measuring, self.recv_mode) {
@@ -141,7 +144,7 @@ impl Loop<'_> {
             }
         }
         let t1 = c.now();
-        Ok(ns(c, t1 - t0) / iters as f64)
+        Ok((ns(c, t1 - t0) / iters as f64, c.op_counts().since(&before)))
     }
 
     /// The same loop without messaging: barrier and work only.
@@ -256,10 +259,10 @@ pub fn run(
         let mut base_n = 0u32;
         let mut accumulating = true;
         // This rank's final (iter_t, work) once it crossed thresh·base_t.
-        let mut done: Option<(f64, u64)> = None;
+        let mut done: Option<(f64, u64, OpCounts)> = None;
         let mut steps = Vec::new();
         loop {
-            let iter_t = lp.messaging(size, iters, work)?;
+            let (iter_t, ops) = lp.messaging(size, iters, work)?;
             if done.is_none() && measuring {
                 if base_n == 0 {
                     base = iter_t;
@@ -284,7 +287,7 @@ pub fn run(
                     );
                 }
                 if iter_t > args.thresh * base {
-                    done = Some((iter_t, work));
+                    done = Some((iter_t, work, ops));
                 }
             }
             // Every pair runs the same number of barriers: continue until
@@ -302,7 +305,7 @@ pub fn run(
             }
             work *= 2;
         }
-        let (iter_t, my_work) = done.unwrap_or((0.0, 0));
+        let (iter_t, my_work, ops) = done.unwrap_or_default();
         let work_t = lp.work_only(iters, my_work)?;
         let overhead = iter_t - work_t;
         let avail = if base > 0.0 {
@@ -319,6 +322,7 @@ pub fn run(
             overhead_ns: overhead,
             base_ns: base,
             avail_pct: avail,
+            ops,
             steps,
         };
         if args.verbose {
@@ -345,6 +349,7 @@ pub fn run(
                 "base_ns": base,
                 "avail_pct": avail,
                 "direction": direction,
+                "ops": ops,
             }),
         );
         out.sizes.push(res);
