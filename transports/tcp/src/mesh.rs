@@ -84,9 +84,22 @@ fn dial(
             ),
         )
     };
-    let left = remaining(deadline).ok_or_else(|| timeout("before connecting to"))?;
-    let s = TcpStream::connect_timeout(&addr, left)
-        .map_err(|e| connect_err(peer, format!("cannot connect to {addr}: {e}")))?;
+    // A refused connection may be a peer still starting: retry until the deadline.
+    let s = loop {
+        let left = remaining(deadline).ok_or_else(|| timeout("before connecting to"))?;
+        match TcpStream::connect_timeout(&addr, left) {
+            Ok(s) => break s,
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused && remaining(deadline).is_some() => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => {
+                return Err(connect_err(
+                    peer,
+                    format!("cannot connect to rank {peer} at {addr}: {e}"),
+                ))
+            }
+        }
+    };
     let left = remaining(deadline).ok_or_else(|| timeout("greeting"))?;
     s.set_write_timeout(Some(left))
         .and_then(|_| s.set_read_timeout(Some(left)))

@@ -1,7 +1,10 @@
 //! The send path: queued frames leave with one `writev` per batch, data
 //! taken straight out of registered regions (no staging copy).
 
-use std::io::{ErrorKind, IoSlice, Write};
+use std::io::{ErrorKind, IoSlice};
+use std::os::fd::AsRawFd;
+
+use nix::sys::socket::{sendmsg, MsgFlags, SockaddrStorage};
 
 use ovbench_core::{Completion, LocalSlice, Rank};
 
@@ -91,7 +94,16 @@ impl Engine {
                     iov[n] = IoSlice::new(bytes);
                     n += 1;
                 }
-                match (&p.sock).write_vectored(&iov[..n]) {
+                // MSG_NOSIGNAL: a peer that vanished is an error, not SIGPIPE.
+                let sent = sendmsg::<SockaddrStorage>(
+                    p.sock.as_raw_fd(),
+                    &iov[..n],
+                    &[],
+                    MsgFlags::MSG_NOSIGNAL,
+                    None,
+                )
+                .map_err(std::io::Error::from);
+                match sent {
                     Ok(0) => {
                         failure = Some("the socket accepted no bytes".to_string());
                         break;

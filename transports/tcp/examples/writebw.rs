@@ -1,0 +1,80 @@
+//! A by-hand bandwidth sanity check (not a timed test): rank 0 keeps a
+//! window of emulated RDMA writes in flight to rank 1, which only polls.
+//!
+//! `cargo run --release -p ovbench-tcp --example writebw [size] [count] [poll|thread]`
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use ovbench_core::conformance::connect_all;
+use ovbench_core::{Completion, LocalSlice, Progress, Transport};
+use ovbench_tcp::{TcpOptions, TcpTransport};
+
+const WINDOW: usize = 16;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let size: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(1 << 20);
+    let count: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(2000);
+    let progress: Progress = args
+        .next()
+        .map(|s| s.parse().expect("poll or thread"))
+        .unwrap_or_default();
+    let opts = TcpOptions {
+        progress,
+        ..TcpOptions::default()
+    };
+    let mut ts: Vec<Box<dyn Transport>> = (0..2)
+        .map(|r| {
+            Box::new(TcpTransport::new(r, 2, opts.clone()).expect("listen")) as Box<dyn Transport>
+        })
+        .collect();
+    connect_all(&mut ts).expect("connect");
+    let dst = ts[1].alloc(size).expect("alloc");
+    let dmr = ts[1]
+        .register(LocalSlice::new(dst, 0, size))
+        .expect("register");
+    let key = ts[1].remote_key(dmr);
+    let src = ts[0].alloc(size).expect("alloc");
+    let ls = LocalSlice::new(src, 0, size);
+    let smr = ts[0].register(ls).expect("register");
+    let mut target = ts.pop().expect("two");
+    let mut t0 = ts.pop().expect("two");
+    let stop = AtomicBool::new(false);
+    let secs = std::thread::scope(|s| {
+        let stop = &stop;
+        s.spawn(move || {
+            let mut out = Vec::new();
+            while !stop.load(Ordering::Acquire) {
+                target.poll(&mut out).expect("poll");
+                out.clear();
+            }
+        });
+        let mut out = Vec::new();
+        let (mut posted, mut done) = (0, 0);
+        let t = Instant::now();
+        let deadline = t + Duration::from_secs(60);
+        while done < count {
+            while posted < count && posted - done < WINDOW {
+                t0.post_write(1, ls, smr, &key, 0, posted as u64)
+                    .expect("write");
+                posted += 1;
+            }
+            t0.poll(&mut out).expect("poll");
+            for c in out.drain(..) {
+                match c {
+                    Completion::Write { .. } => done += 1,
+                    other => panic!("{other:?}"),
+                }
+            }
+            assert!(Instant::now() < deadline, "writes stalled");
+        }
+        let secs = t.elapsed().as_secs_f64();
+        stop.store(true, Ordering::Release);
+        secs
+    });
+    println!(
+        "tcp emulated write, {size} B x {count}, window {WINDOW}, progress {progress}: {:.1} MB/s (10^6 B/s)",
+        (size * count) as f64 / secs / 1e6
+    );
+}
