@@ -1,0 +1,4 @@
+/* The headers ovbench-verbs-sys binds. */
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>

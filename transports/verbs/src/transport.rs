@@ -1,0 +1,942 @@
+//! [`VerbsTransport`]: the ovbench [`Transport`] contract over RC queue
+//! pairs (one per peer), with credit-counted sends into pre-posted
+//! receive buffers and native RDMA write and read.
+
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+use ovbench_core::{
+    Caps, Completion, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RegionId, RemoteKey,
+    RmaKind, RmaProgress, Transport, TransportError, TransportInfo,
+};
+
+use crate::cq::{CqConfig, WorkCompletion};
+use crate::credits::{Credits, MAX_WINDOW};
+use crate::error::{memlock_limit, register_failure};
+use crate::memory::AlignedBuf;
+use crate::options::{mtu_bytes, mtu_code};
+use crate::pd::Access;
+use crate::peer::{OpTable, OpTag, Peer, Pending, RECV};
+use crate::qp::{QpCap, RtrAttr, RtsAttr, SendOp, Sge};
+use crate::setup::{self, Device};
+use crate::timestamp::{host_monotonic_ns, NicClock};
+use crate::wire::{decode_hdr, Address, MsgKind, MSG_HDR};
+use crate::{CompChannel, CompletionQueue, MemoryRegion, VerbsError, VerbsOptions};
+
+struct Region {
+    buf: AlignedBuf,
+    registrations: u32,
+}
+
+struct MrRec {
+    mr: MemoryRegion,
+    region: RegionId,
+    offset: usize,
+    len: usize,
+}
+
+/// The verbs transport. Fields drop in declaration order: connections
+/// first, then registrations, then the memory they cover, then the CQ.
+pub struct VerbsTransport {
+    peers: Vec<Option<Peer>>,
+    mrs: Vec<Option<MrRec>>,
+    regions: Vec<Option<Region>>,
+    cq: CompletionQueue,
+    channel: CompChannel,
+    dev: Device,
+    opts: VerbsOptions,
+    rank: Rank,
+    size: u32,
+    ops: OpTable,
+    wcs: Vec<WorkCompletion>,
+    stash: Vec<Completion>,
+    pool: Vec<Vec<u8>>,
+    registered: u64,
+    connected: bool,
+    armed: bool,
+    nic_clock: Option<NicClock>,
+    last_nic_host_ns: Option<u64>,
+}
+
+impl VerbsTransport {
+    /// Open the device, create the CQ and one RC QP per peer (in INIT,
+    /// receive buffers posted). [`Transport::connect`] finishes the job.
+    pub fn new(rank: Rank, size: u32, opts: VerbsOptions) -> Result<VerbsTransport, VerbsError> {
+        if opts.cm {
+            return Err(VerbsError::Config(
+                "--cm (connecting through rdma_cm) is not available in this version of the verbs \
+                 transport; leave out --cm to connect through the bootstrap exchange"
+                    .into(),
+            ));
+        }
+        if rank >= size {
+            return Err(VerbsError::Config(format!(
+                "rank {rank} is not below the job size {size}"
+            )));
+        }
+        if !(1..=MAX_WINDOW).contains(&opts.rx_depth) || opts.tx_depth == 0 {
+            return Err(VerbsError::Config(format!(
+                "--rx-depth must be 1..={MAX_WINDOW} and --tx-depth at least 1 (got {} and {})",
+                opts.rx_depth, opts.tx_depth
+            )));
+        }
+        if opts.eager_buf_size < 64 || opts.eager_buf_size > (1 << 30) {
+            return Err(VerbsError::Config(format!(
+                "eager buffer size {} must be between 64 bytes and 1 GiB",
+                opts.eager_buf_size
+            )));
+        }
+        if let Some(m) = opts.mtu {
+            if mtu_code(m).is_none() {
+                return Err(VerbsError::Config(format!(
+                    "--mtu {m} is not one of 256, 512, 1024, 2048, 4096"
+                )));
+            }
+        }
+        let dev = setup::open(&opts)?;
+        let buf_size = opts.eager_buf_size + MSG_HDR;
+        let rx_count = opts.rx_depth + Credits::spare(opts.rx_depth);
+        let npeers = size.saturating_sub(1);
+        let cqe = npeers.max(1) * (opts.tx_depth + rx_count);
+        if cqe > dev.attr.max_cqe
+            || opts.tx_depth > dev.attr.max_qp_wr
+            || rx_count > dev.attr.max_qp_wr
+        {
+            return Err(VerbsError::Config(format!(
+                "{} ranks with --tx-depth {} and --rx-depth {} need {cqe} CQ entries and {} queue entries; \
+                 {} allows {} and {}: lower the depths",
+                size,
+                opts.tx_depth,
+                opts.rx_depth,
+                opts.tx_depth.max(rx_count),
+                dev.ctx.name(),
+                dev.attr.max_cqe,
+                dev.attr.max_qp_wr
+            )));
+        }
+        let channel = dev.ctx.comp_channel()?;
+        let cq = CompletionQueue::new(
+            &dev.ctx,
+            CqConfig {
+                cqe,
+                extended: opts.extended_cq,
+                timestamps: opts.timestamps && dev.attr.completion_timestamp_mask != 0,
+            },
+            Some(&channel),
+        )?;
+        let nic_clock = if cq.has_timestamps() {
+            NicClock::calibrate(
+                dev.attr.hca_core_clock_khz,
+                dev.attr.completion_timestamp_mask,
+                || dev.ctx.raw_clock(),
+            )
+        } else {
+            None
+        };
+        let mut t = VerbsTransport {
+            peers: Vec::new(),
+            mrs: Vec::new(),
+            regions: Vec::new(),
+            cq,
+            channel,
+            dev,
+            opts,
+            rank,
+            size,
+            ops: OpTable::default(),
+            wcs: Vec::with_capacity(64),
+            stash: Vec::new(),
+            pool: Vec::new(),
+            registered: 0,
+            connected: false,
+            armed: false,
+            nic_clock,
+            last_nic_host_ns: None,
+        };
+        let seed = host_monotonic_ns() ^ ((std::process::id() as u64) << 20);
+        for r in 0..size {
+            if r == rank {
+                t.peers.push(None);
+                continue;
+            }
+            let peer = t.make_peer(r, buf_size, rx_count, seed)?;
+            t.peers.push(Some(peer));
+        }
+        Ok(t)
+    }
+
+    fn make_peer(
+        &mut self,
+        r: Rank,
+        buf_size: usize,
+        rx_count: u32,
+        seed: u64,
+    ) -> Result<Peer, VerbsError> {
+        let o = self.opts.clone();
+        let qp = crate::QueuePair::new_rc(
+            &self.dev.pd,
+            &self.cq,
+            QpCap {
+                max_send_wr: o.tx_depth,
+                max_recv_wr: rx_count,
+                max_inline_data: o.inline_size,
+            },
+        )?;
+        qp.to_init(self.dev.port)?;
+        let rx = self.ring(buf_size * rx_count as usize)?;
+        let rx_mr = self.register_raw(&rx, Access::Local)?;
+        let tx = self.ring(buf_size * o.tx_depth as usize)?;
+        let tx_mr = self.register_raw(&tx, Access::Local)?;
+        let psn = ((seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20) as u32 ^ r.wrapping_mul(7919))
+            & 0xFF_FFFF;
+        let inline = qp.cap.max_inline_data.min(o.inline_size);
+        Peer::new(
+            r, psn, qp, rx, rx_mr, tx, tx_mr, buf_size, o.rx_depth, o.tx_depth, inline,
+        )
+        .map_err(|e| VerbsError::call("ibv_post_recv", self.dev.ctx.name(), e))
+    }
+
+    fn ring(&self, len: usize) -> Result<AlignedBuf, VerbsError> {
+        AlignedBuf::new(len)
+            .ok_or_else(|| VerbsError::Config(format!("cannot allocate {len} bytes")))
+    }
+
+    fn register_raw(
+        &mut self,
+        buf: &AlignedBuf,
+        access: Access,
+    ) -> Result<MemoryRegion, VerbsError> {
+        self.register_ptr(buf.as_ptr(), buf.len(), access)
+    }
+
+    fn register_ptr(
+        &mut self,
+        ptr: *mut u8,
+        len: usize,
+        access: Access,
+    ) -> Result<MemoryRegion, VerbsError> {
+        // SAFETY: every caller passes memory owned by this transport (a ring
+        // kept beside its registration, or a region that cannot be freed
+        // while registered), which outlives the returned registration.
+        let mr = unsafe { self.dev.pd.register(ptr, len, access) }.map_err(|e| {
+            VerbsError::Register(register_failure(len, self.registered, memlock_limit(), &e))
+        })?;
+        self.registered += len as u64;
+        Ok(mr)
+    }
+
+    /// The NIC clock conversion, when completions carry NIC timestamps.
+    pub fn nic_clock(&self) -> Option<&NicClock> {
+        self.nic_clock.as_ref()
+    }
+
+    /// `CLOCK_MONOTONIC` ns of the most recent completion as stamped by the
+    /// NIC; `None` on devices without completion timestamps (rxe).
+    pub fn last_completion_host_ns(&self) -> Option<u64> {
+        self.last_nic_host_ns
+    }
+
+    fn check_peer(&self, peer: Rank, op: OpKind) -> Result<usize, TransportError> {
+        if !self.connected {
+            return Err(TransportError::Invalid(format!(
+                "{op} to rank {peer} before connect"
+            )));
+        }
+        let p = self
+            .peers
+            .get(peer as usize)
+            .and_then(|p| p.as_ref())
+            .ok_or_else(|| {
+                TransportError::Invalid(format!(
+                    "{op} to rank {peer}: no such peer (job of {} ranks, this is rank {})",
+                    self.size, self.rank
+                ))
+            })?;
+        if let Some(why) = &p.broken {
+            return Err(TransportError::Peer {
+                peer,
+                op,
+                status: format!("connection is down: {why}"),
+            });
+        }
+        Ok(peer as usize)
+    }
+
+    fn slice_ptr(&self, s: LocalSlice) -> Result<*mut u8, TransportError> {
+        let r = self
+            .regions
+            .get(s.region.0 as usize)
+            .and_then(|r| r.as_ref())
+            .ok_or_else(|| {
+                TransportError::Invalid(format!("region {} does not exist", s.region.0))
+            })?;
+        match s.offset.checked_add(s.len) {
+            Some(end) if end <= r.buf.len() => {}
+            _ => {
+                return Err(TransportError::Invalid(format!(
+                    "slice {}+{} is outside region {} of {} bytes",
+                    s.offset,
+                    s.len,
+                    s.region.0,
+                    r.buf.len()
+                )))
+            }
+        }
+        // SAFETY: offset + len is within the buffer (checked above).
+        Ok(unsafe { r.buf.as_ptr().add(s.offset) })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rma(
+        &mut self,
+        op: OpKind,
+        peer: Rank,
+        local: LocalSlice,
+        mr: MrHandle,
+        remote: &RemoteKey,
+        remote_offset: u64,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        let ptr = self.slice_ptr(local)?;
+        let rec = self
+            .mrs
+            .get(mr.0 as usize)
+            .and_then(|m| m.as_ref())
+            .ok_or_else(|| {
+                TransportError::Invalid(format!("registration {} does not exist", mr.0))
+            })?;
+        if rec.region != local.region
+            || local.offset < rec.offset
+            || local.offset + local.len > rec.offset + rec.len
+        {
+            return Err(TransportError::Invalid(format!(
+                "local slice {}+{} of region {} is not inside registration {}",
+                local.offset, local.len, local.region.0, mr.0
+            )));
+        }
+        let lkey = rec.mr.lkey();
+        let bad = |detail: String| TransportError::BadKey { peer, detail };
+        let rkey: [u8; 4] = remote.blob.as_slice().try_into().map_err(|_| {
+            bad(format!(
+                "verbs key blob must be 4 bytes, got {}",
+                remote.blob.len()
+            ))
+        })?;
+        remote
+            .check_range(remote_offset, local.len as u64)
+            .map_err(bad)?;
+        let len = u32::try_from(local.len).map_err(|_| {
+            TransportError::Invalid(format!("{op} of {} bytes exceeds 4 GiB", local.len))
+        })?;
+        let remote_addr = remote.addr + remote_offset;
+        let rkey = u32::from_le_bytes(rkey);
+        let sop = match op {
+            OpKind::Read => SendOp::Read { remote_addr, rkey },
+            _ => SendOp::Write { remote_addr, rkey },
+        };
+        let sge = Sge {
+            addr: ptr as u64,
+            len,
+            lkey,
+        };
+        let i = self.check_peer(peer, op)?;
+        let p = self.peers[i].as_mut().expect("checked peer");
+        if p.pending.is_empty() && p.sq_free > 0 {
+            return p
+                .post_rma(&mut self.ops, sop, sge, ctx)
+                .map_err(|e| post_failed(peer, op, e));
+        }
+        p.pending.push_back(Pending::Rma {
+            op: sop,
+            local: sge,
+            ctx,
+        });
+        Ok(())
+    }
+
+    /// Poll the CQ once and turn what it held into completions in `out`.
+    fn reap(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
+        let mut wcs = std::mem::take(&mut self.wcs);
+        wcs.clear();
+        let got = self
+            .cq
+            .poll(&mut wcs, 64)
+            .map_err(|e| TransportError::Local {
+                op: OpKind::Poll,
+                detail: e.to_string(),
+            });
+        let before = out.len();
+        let mut touched = 0u64;
+        for wc in &wcs {
+            if let Some(p) = self.handle(wc, out) {
+                touched |= 1 << (p % 64);
+            }
+        }
+        self.wcs = wcs;
+        got?;
+        // Credits or queue space may have come back: post what waits.
+        for (r, slot) in self.peers.iter_mut().enumerate() {
+            let Some(p) = slot.as_mut() else { continue };
+            if touched & (1 << (r % 64)) == 0 && p.pending.is_empty() {
+                continue;
+            }
+            if let Err(e) = p.drain(&mut self.ops) {
+                fail_peer(p, &format!("posting queued work failed: {e}"), out);
+            }
+            if p.broken.is_some() {
+                flush_pending(p, out);
+            }
+        }
+        Ok(out.len() - before)
+    }
+
+    /// One work completion; returns the peer it concerned.
+    fn handle(&mut self, wc: &WorkCompletion, out: &mut Vec<Completion>) -> Option<usize> {
+        if let (Some(ts), Some(c)) = (wc.nic_ts, &self.nic_clock) {
+            self.last_nic_host_ns = Some(c.to_host_ns(ts));
+        }
+        if wc.wr_id & RECV != 0 {
+            let r = ((wc.wr_id >> 32) & 0x7FFF_FFFF) as usize;
+            let idx = wc.wr_id as u32;
+            let p = self.peers.get_mut(r)?.as_mut()?;
+            if !wc.ok() {
+                if p.broken.is_none() {
+                    fail_peer(p, &format!("receive failed: {}", wc.status_text()), out);
+                }
+                return Some(r);
+            }
+            let len = wc.byte_len as usize;
+            if idx >= p.rx_count || len > p.buf_size {
+                fail_peer(
+                    p,
+                    &format!("receive of {len} bytes into buffer {idx} is out of range"),
+                    out,
+                );
+                return Some(r);
+            }
+            let msg = p.rx_bytes(idx, len);
+            let (kind, credits) = match decode_hdr(msg) {
+                Ok(h) => h,
+                Err(e) => {
+                    fail_peer(p, &format!("protocol error: {e}"), out);
+                    return Some(r);
+                }
+            };
+            if kind == MsgKind::Data {
+                let mut data = self.pool.pop().unwrap_or_default();
+                data.clear();
+                data.extend_from_slice(&msg[MSG_HDR..]);
+                out.push(Completion::Recv {
+                    peer: r as Rank,
+                    data,
+                });
+            }
+            let credits_ok = p.credits.as_mut().map(|c| c.grant(credits));
+            if let Some(Err(e)) = credits_ok {
+                fail_peer(p, &format!("protocol error: {e}"), out);
+                return Some(r);
+            }
+            if let Err(e) = p.repost(idx) {
+                fail_peer(p, &format!("re-posting a receive buffer failed: {e}"), out);
+                return Some(r);
+            }
+            if kind == MsgKind::Data {
+                if let Some(c) = p.credits.as_mut() {
+                    c.consumed();
+                }
+            }
+            return Some(r);
+        }
+        let op = self.ops.remove(wc.wr_id)?;
+        let r = op.peer as usize;
+        let p = self.peers.get_mut(r)?.as_mut()?;
+        p.retire(&op);
+        let kind = match op.tag {
+            OpTag::Send | OpTag::Credit => OpKind::Send,
+            OpTag::Write => OpKind::Write,
+            OpTag::Read => OpKind::Read,
+        };
+        if wc.ok() {
+            match op.tag {
+                OpTag::Send => out.push(Completion::Send { ctx: op.ctx }),
+                OpTag::Write => out.push(Completion::Write { ctx: op.ctx }),
+                OpTag::Read => out.push(Completion::Read { ctx: op.ctx }),
+                OpTag::Credit => {}
+            }
+            return Some(r);
+        }
+        let status = wc.status_text();
+        if p.broken.is_none() {
+            p.broken = Some(format!("{kind} failed: {status}"));
+        }
+        if op.tag != OpTag::Credit || wc.status != ovbench_verbs_sys::IBV_WC_WR_FLUSH_ERR {
+            out.push(Completion::Error {
+                ctx: (op.tag != OpTag::Credit).then_some(op.ctx),
+                peer: r as Rank,
+                op: kind,
+                status,
+            });
+        }
+        Some(r)
+    }
+}
+
+/// Mark a connection dead and report it once.
+fn fail_peer(p: &mut Peer, why: &str, out: &mut Vec<Completion>) {
+    if p.broken.is_some() {
+        return;
+    }
+    p.broken = Some(why.to_string());
+    out.push(Completion::Error {
+        ctx: None,
+        peer: p.rank,
+        op: OpKind::Recv,
+        status: why.to_string(),
+    });
+}
+
+/// Fail every queued operation of a dead connection.
+fn flush_pending(p: &mut Peer, out: &mut Vec<Completion>) {
+    let why = p.broken.clone().unwrap_or_default();
+    for item in p.pending.drain(..) {
+        let (ctx, op) = match item {
+            Pending::Send { ctx, .. } => (ctx, OpKind::Send),
+            Pending::Rma {
+                op: SendOp::Read { .. },
+                ctx,
+                ..
+            } => (ctx, OpKind::Read),
+            Pending::Rma { ctx, .. } => (ctx, OpKind::Write),
+        };
+        out.push(Completion::Error {
+            ctx: Some(ctx),
+            peer: p.rank,
+            op,
+            status: format!("not posted, the connection is down: {why}"),
+        });
+    }
+}
+
+fn post_failed(peer: Rank, op: OpKind, e: std::io::Error) -> TransportError {
+    TransportError::Peer {
+        peer,
+        op,
+        status: format!("ibv_post_send failed: {e}"),
+    }
+}
+
+impl Transport for VerbsTransport {
+    fn info(&self) -> TransportInfo {
+        let d = &self.dev;
+        let mut extra = vec![
+            ("gid_index".to_string(), d.gid_index.to_string()),
+            ("gid".to_string(), crate::setup::gid_text(&d.gid)),
+            ("lid".to_string(), d.port_attr.lid.to_string()),
+            ("mtu".to_string(), mtu_bytes(self.mtu_code()).to_string()),
+            (
+                "link_layer".to_string(),
+                (if d.port_attr.ethernet {
+                    "Ethernet"
+                } else {
+                    "InfiniBand"
+                })
+                .to_string(),
+            ),
+            (
+                "max_rd_atomic".to_string(),
+                d.attr.max_qp_init_rd_atom.to_string(),
+            ),
+            ("tx_depth".to_string(), self.opts.tx_depth.to_string()),
+            ("rx_depth".to_string(), self.opts.rx_depth.to_string()),
+            (
+                "inline_size".to_string(),
+                self.caps().max_inline.to_string(),
+            ),
+            (
+                "cq".to_string(),
+                (if self.cq.is_extended() {
+                    "extended"
+                } else {
+                    "classic"
+                })
+                .to_string(),
+            ),
+            (
+                "completion_timestamps".to_string(),
+                (if self.nic_clock.is_some() {
+                    "nic"
+                } else {
+                    "host"
+                })
+                .to_string(),
+            ),
+        ];
+        if !d.attr.fw_ver.is_empty() {
+            extra.push(("firmware".to_string(), d.attr.fw_ver.clone()));
+        }
+        TransportInfo {
+            name: "verbs".into(),
+            device: format!("{}:{}", d.ctx.name(), d.port),
+            library: format!("libibverbs {}", ovbench_verbs_sys::IBVERBS_VERSION),
+            extra,
+        }
+    }
+
+    fn caps(&self) -> Caps {
+        let max_inline = self
+            .peers
+            .iter()
+            .flatten()
+            .map(|p| p.max_inline as usize)
+            .min()
+            .unwrap_or(self.opts.inline_size as usize)
+            .saturating_sub(MSG_HDR);
+        Caps {
+            rma: RmaKind::Native,
+            rma_progress: RmaProgress::Offloaded,
+            progress: Progress::Poll,
+            max_inline,
+            eager_buf_size: self.opts.eager_buf_size,
+            native_tagged: false,
+            native_sync_send: false,
+        }
+    }
+
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    fn size(&self) -> u32 {
+        self.size
+    }
+
+    fn address(&self) -> Vec<u8> {
+        Address {
+            lid: self.dev.port_attr.lid,
+            gid: self.dev.gid,
+            mtu: self.mtu_code(),
+            rx_window: self.opts.rx_depth,
+            buf_size: (self.opts.eager_buf_size + MSG_HDR) as u32,
+            qps: self
+                .peers
+                .iter()
+                .map(|p| p.as_ref().map_or((0, 0), |p| (p.qp.qp_num(), p.psn)))
+                .collect(),
+        }
+        .encode()
+    }
+
+    fn connect(&mut self, addresses: &[Vec<u8>]) -> Result<(), TransportError> {
+        if self.connected {
+            return Err(TransportError::Invalid("connect called twice".into()));
+        }
+        if addresses.len() != self.size as usize {
+            return Err(TransportError::Invalid(format!(
+                "connect got {} addresses for a job of {} ranks",
+                addresses.len(),
+                self.size
+            )));
+        }
+        let own_buf = (self.opts.eager_buf_size + MSG_HDR) as u32;
+        let me = self.rank as usize;
+        let own_mtu = self.mtu_code();
+        for (r, bytes) in addresses.iter().enumerate() {
+            let Some(p) = self.peers[r].as_mut() else {
+                continue;
+            };
+            let peer = r as Rank;
+            let cerr = |status: String| TransportError::Peer {
+                peer,
+                op: OpKind::Connect,
+                status,
+            };
+            let a = Address::decode(bytes, self.size).map_err(cerr)?;
+            if a.buf_size != own_buf {
+                return Err(cerr(format!(
+                    "rank {peer} uses {}-byte receive buffers, this rank {own_buf}: start every rank with the same eager buffer size",
+                    a.buf_size
+                )));
+            }
+            let (dest_qpn, rq_psn) = a.qps[me];
+            if dest_qpn == 0 {
+                return Err(cerr(format!(
+                    "rank {peer} announced no queue pair for rank {me}"
+                )));
+            }
+            let d = &self.dev;
+            let rtr = RtrAttr {
+                port: d.port,
+                dest_qpn,
+                rq_psn,
+                mtu: a.mtu.min(own_mtu) as u32,
+                dlid: a.lid,
+                global: d.port_attr.ethernet || a.gid != [0; 16],
+                dgid: a.gid,
+                sgid_index: u8::try_from(d.gid_index).unwrap_or(0),
+                sl: self.opts.sl,
+                traffic_class: self.opts.tclass,
+                max_dest_rd_atomic: d.attr.max_qp_rd_atom.max(1),
+                min_rnr_timer: 12,
+            };
+            p.qp.to_rtr(&rtr).map_err(|e| cerr(e.to_string()))?;
+            let rts = RtsAttr {
+                sq_psn: p.psn,
+                timeout: self.opts.timeout,
+                retry_cnt: self.opts.retry_cnt,
+                rnr_retry: self.opts.rnr_retry,
+                max_rd_atomic: d.attr.max_qp_init_rd_atom.max(1),
+            };
+            p.qp.to_rts(&rts).map_err(|e| cerr(e.to_string()))?;
+            p.credits = Some(Credits::new(p.rx_window, a.rx_window));
+        }
+        self.connected = true;
+        Ok(())
+    }
+
+    fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
+        let buf = AlignedBuf::new(len).ok_or_else(|| TransportError::Local {
+            op: OpKind::Register,
+            detail: format!("cannot allocate {len} bytes"),
+        })?;
+        let region = Region {
+            buf,
+            registrations: 0,
+        };
+        let i = match self.regions.iter().position(|r| r.is_none()) {
+            Some(i) => {
+                self.regions[i] = Some(region);
+                i
+            }
+            None => {
+                self.regions.push(Some(region));
+                self.regions.len() - 1
+            }
+        };
+        Ok(RegionId(i as u32))
+    }
+
+    fn free(&mut self, region: RegionId) -> Result<(), TransportError> {
+        let slot = self.regions.get_mut(region.0 as usize);
+        match slot {
+            Some(s @ Some(_)) => {
+                if s.as_ref().is_some_and(|r| r.registrations > 0) {
+                    return Err(TransportError::Invalid(format!(
+                        "region {} still has registrations; deregister them first",
+                        region.0
+                    )));
+                }
+                *s = None;
+                Ok(())
+            }
+            _ => Err(TransportError::Invalid(format!(
+                "region {} does not exist",
+                region.0
+            ))),
+        }
+    }
+
+    fn read_region(&self, s: LocalSlice, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
+        self.slice_ptr(s)?;
+        let r = self.regions[s.region.0 as usize]
+            .as_ref()
+            .expect("checked region");
+        f(&r.buf.as_slice()[s.offset..s.offset + s.len]);
+        Ok(())
+    }
+
+    fn write_region(
+        &mut self,
+        s: LocalSlice,
+        f: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<(), TransportError> {
+        self.slice_ptr(s)?;
+        let r = self.regions[s.region.0 as usize]
+            .as_mut()
+            .expect("checked region");
+        f(&mut r.buf.as_mut_slice()[s.offset..s.offset + s.len]);
+        Ok(())
+    }
+
+    fn register(&mut self, s: LocalSlice) -> Result<MrHandle, TransportError> {
+        let ptr = self.slice_ptr(s)?;
+        let mr = self.register_ptr(ptr, s.len.max(1), Access::Remote)?;
+        if let Some(r) = self.regions[s.region.0 as usize].as_mut() {
+            r.registrations += 1;
+        }
+        let rec = MrRec {
+            mr,
+            region: s.region,
+            offset: s.offset,
+            len: s.len,
+        };
+        let i = match self.mrs.iter().position(|m| m.is_none()) {
+            Some(i) => {
+                self.mrs[i] = Some(rec);
+                i
+            }
+            None => {
+                self.mrs.push(Some(rec));
+                self.mrs.len() - 1
+            }
+        };
+        Ok(MrHandle(i as u32))
+    }
+
+    fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
+        let rec = self
+            .mrs
+            .get_mut(mr.0 as usize)
+            .and_then(|m| m.take())
+            .ok_or_else(|| {
+                TransportError::Invalid(format!("registration {} does not exist", mr.0))
+            })?;
+        self.registered = self.registered.saturating_sub(rec.mr.len() as u64);
+        if let Some(Some(r)) = self.regions.get_mut(rec.region.0 as usize) {
+            r.registrations -= 1;
+        }
+        Ok(())
+    }
+
+    fn remote_key(&self, mr: MrHandle) -> RemoteKey {
+        match self.mrs.get(mr.0 as usize).and_then(|m| m.as_ref()) {
+            Some(m) => RemoteKey {
+                addr: m.mr.addr(),
+                len: m.len as u64,
+                blob: m.mr.rkey().to_le_bytes().to_vec(),
+            },
+            // A dead handle gets a key no peer can use (zero length).
+            None => RemoteKey::default(),
+        }
+    }
+
+    fn post_send(
+        &mut self,
+        peer: Rank,
+        header: &[u8],
+        payload: Option<LocalSlice>,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        let plen = payload.map_or(0, |s| s.len);
+        let total = header.len() + plen;
+        if total > self.opts.eager_buf_size {
+            return Err(TransportError::Invalid(format!(
+                "message of {total} bytes to rank {peer} exceeds the {}-byte eager buffer",
+                self.opts.eager_buf_size
+            )));
+        }
+        let pptr = match payload {
+            Some(s) => Some(self.slice_ptr(s)?),
+            None => None,
+        };
+        let i = self.check_peer(peer, OpKind::Send)?;
+        let pbytes: &[u8] = match pptr {
+            // SAFETY: the range was checked against its region by slice_ptr, and
+            // nothing else borrows the region during this call.
+            Some(ptr) => unsafe { std::slice::from_raw_parts(ptr, plen) },
+            None => &[],
+        };
+        let p = self.peers[i].as_mut().expect("checked peer");
+        if p.pending.is_empty() && p.can_send_data() {
+            if let Some(c) = p.credits.as_mut() {
+                c.take();
+            }
+            return p
+                .post_msg(&mut self.ops, MsgKind::Data, &[header, pbytes], ctx)
+                .map_err(|e| post_failed(peer, OpKind::Send, e));
+        }
+        let mut bytes = Vec::with_capacity(total);
+        bytes.extend_from_slice(header);
+        bytes.extend_from_slice(pbytes);
+        p.pending.push_back(Pending::Send { bytes, ctx });
+        Ok(())
+    }
+
+    fn post_write(
+        &mut self,
+        peer: Rank,
+        local: LocalSlice,
+        mr: MrHandle,
+        remote: &RemoteKey,
+        remote_offset: u64,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        self.rma(OpKind::Write, peer, local, mr, remote, remote_offset, ctx)
+    }
+
+    fn post_read(
+        &mut self,
+        peer: Rank,
+        local: LocalSlice,
+        mr: MrHandle,
+        remote: &RemoteKey,
+        remote_offset: u64,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        self.rma(OpKind::Read, peer, local, mr, remote, remote_offset, ctx)
+    }
+
+    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
+        let mut n = self.stash.len();
+        out.append(&mut self.stash);
+        let got = self.reap(out)?;
+        n += got;
+        if self.opts.use_event {
+            if got > 0 && self.armed {
+                self.cq.drain_events(&self.channel)?;
+                self.armed = false;
+            } else if n == 0 && !self.armed {
+                self.cq.req_notify()?;
+                self.armed = true;
+                n += self.reap(out)?;
+            }
+        }
+        Ok(n)
+    }
+
+    fn recycle(&mut self, data: Vec<u8>) {
+        if self.pool.len() < 1024 {
+            self.pool.push(data);
+        }
+    }
+
+    fn wait_fd(&self) -> Option<RawFd> {
+        Some(self.channel.fd())
+    }
+
+    fn block(&mut self, timeout: Duration) -> Result<(), TransportError> {
+        if !self.stash.is_empty() {
+            return Ok(());
+        }
+        if !self.armed {
+            self.cq.req_notify()?;
+            self.armed = true;
+        }
+        // A completion that arrived before arming raises no event: look once.
+        let mut stash = std::mem::take(&mut self.stash);
+        self.reap(&mut stash)?;
+        self.stash = stash;
+        if !self.stash.is_empty() {
+            return Ok(());
+        }
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        let ready = self
+            .channel
+            .wait_readable(ms)
+            .map_err(|e| TransportError::io("waiting on the verbs completion channel", e))?;
+        if ready {
+            self.cq.drain_events(&self.channel)?;
+            self.armed = false;
+        }
+        Ok(())
+    }
+}
+
+impl VerbsTransport {
+    /// The MTU code this rank announces: `--mtu`, else the port's active MTU.
+    fn mtu_code(&self) -> u8 {
+        self.opts
+            .mtu
+            .and_then(mtu_code)
+            .unwrap_or(self.dev.port_attr.active_mtu.clamp(1, 5) as u8)
+    }
+}
