@@ -1,1 +1,17 @@
-fn main() {}
+//! `ovbench`: parse the command line, run, exit with the job's status.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use ovbench::cli::Cli;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match ovbench::run::run(&cli) {
+        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+        Err(e) => {
+            eprintln!("ovbench: error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! One rank of a real job (spawned by the local launcher, srun or
+//! mpirun): pin, join the bootstrap service, create and connect the
+//! transport, build the communicator, print the header on rank 0, run.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use ovbench_core::clock::best_clock;
+use ovbench_core::{Clock, Progress, Transport, WorkLoop};
+use ovbench_launcher::{Bootstrap, RankEnv};
+
+use super::{comm, execute, rank0_sink};
+use crate::cli::Cli;
+use crate::common::TransportKind;
+use crate::control::{collect_values, deposit_value, BootstrapControl};
+use crate::env::RankFacts;
+use crate::report::NullSink;
+
+/// How long the work loop calibrates.
+const WORK_CALIBRATION: Duration = Duration::from_millis(20);
+
+/// Run this rank to completion.
+pub fn run(env: RankEnv, cli: &Cli) -> Result<()> {
+    let common = &cli.common;
+    let timeout = common.timeout.0;
+    let (rank, size) = (env.rank, env.size);
+    if let Some(cpu) = env.cpu {
+        ovbench_launcher::pin_self(cpu).with_context(|| format!("rank {rank}"))?;
+    }
+    let boot = Bootstrap::connect(&env, timeout)
+        .with_context(|| format!("rank {rank}: joining the job's bootstrap service"))?;
+    let mut ctl = BootstrapControl::new(boot);
+    let mut transport = transport(common.transport, rank, size, cli)?;
+    let addrs = ctl
+        .bootstrap()
+        .allgather(&transport.address())
+        .with_context(|| format!("rank {rank}: exchanging transport addresses"))?;
+    transport
+        .connect(&addrs)
+        .with_context(|| format!("rank {rank}: connecting the {} transport", common.transport))?;
+    let clock: Arc<dyn Clock> = Arc::from(best_clock());
+    let work = WorkLoop::calibrate(clock.clone(), WORK_CALIBRATION);
+    let threads = u32::from(common.progress == Progress::Thread);
+    let mut comm = comm::build(
+        common,
+        transport,
+        clock.clone(),
+        Box::new(work),
+        env.oversubscribed(threads),
+    )?;
+
+    deposit_value(&mut ctl, &RankFacts::here(rank))?;
+    let facts: Option<Vec<RankFacts>> = collect_values(&mut ctl)
+        .with_context(|| format!("rank {rank}: gathering the ranks' facts"))?;
+    match facts {
+        Some(facts) => {
+            let mut sink = rank0_sink(cli, facts, comm.as_ref(), size, &[])?;
+            execute(
+                &cli.command,
+                common,
+                comm.as_mut(),
+                &mut ctl,
+                &mut sink,
+                true,
+            )
+            .with_context(|| format!("rank {rank}"))?;
+            sink.finish()?;
+        }
+        None => {
+            execute(
+                &cli.command,
+                common,
+                comm.as_mut(),
+                &mut ctl,
+                &mut NullSink,
+                false,
+            )
+            .with_context(|| format!("rank {rank}"))?;
+        }
+    }
+    drop(comm);
+    ctl.into_inner()
+        .finish()
+        .with_context(|| format!("rank {rank}: leaving the bootstrap service"))
+}
+
+/// Create this rank's endpoint of the chosen transport.
+fn transport(kind: TransportKind, rank: u32, size: u32, cli: &Cli) -> Result<Box<dyn Transport>> {
+    match kind {
+        #[cfg(feature = "tcp")]
+        TransportKind::Tcp => {
+            let opts = ovbench_tcp::TcpOptions {
+                progress: cli.common.progress,
+                timeout: cli.common.timeout.0,
+                ..Default::default()
+            };
+            Ok(Box::new(
+                ovbench_tcp::TcpTransport::new(rank, size, opts)
+                    .with_context(|| format!("rank {rank}: creating the TCP transport"))?,
+            ))
+        }
+        other => {
+            super::features::check(other)?;
+            anyhow::bail!(
+                "the {other} transport is compiled in but this ovbench cannot start it as a separate rank yet (its crate has no constructor wired here); use --transport tcp or sim (rank {rank} of {size}, {})",
+                cli.command.name()
+            )
+        }
+    }
+}
