@@ -10,6 +10,7 @@
 //! the application computes.
 
 mod engine;
+mod loopback;
 mod memory;
 mod mesh;
 mod rx;

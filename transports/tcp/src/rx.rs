@@ -389,7 +389,7 @@ impl Engine {
 }
 
 /// The error completion for a request the target refused.
-fn refused(peer: Rank, q: &crate::engine::Pending, status: u32) -> Completion {
+pub(crate) fn refused(peer: Rank, q: &crate::engine::Pending, status: u32) -> Completion {
     let why = Refusal::from_status(status)
         .map(Refusal::describe)
         .unwrap_or("the target gave an unknown refusal code");
