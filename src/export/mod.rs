@@ -52,6 +52,20 @@ pub fn write_atomic(path: &Path, contents: &str) -> anyhow::Result<()> {
     })
 }
 
+/// Fail early, before any rank starts, when `path` cannot be written:
+/// a scratch file is created beside it and removed.
+pub fn check_writable(path: &Path) -> anyhow::Result<()> {
+    let probe = path.with_file_name(format!(".ovbench-probe.{}", std::process::id()));
+    std::fs::File::create(&probe).with_context(|| {
+        format!(
+            "cannot write `{}`: check that its directory exists and is writable",
+            path.display()
+        )
+    })?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
 /// The files a run writes, each with its format.
 #[derive(Default)]
 pub struct FileExports {
@@ -104,6 +118,17 @@ mod tests {
         let names: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
         assert_eq!(names.len(), 1, "{names:?}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn writability_probe_leaves_nothing_behind() {
+        let dir = std::env::temp_dir().join(format!("ovbench-probe-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        check_writable(&dir.join("x.json")).unwrap();
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let e = check_writable(Path::new("/nonexistent-dir/x.json")).unwrap_err();
+        assert!(format!("{e:#}").contains("directory exists"));
     }
 
     #[test]

@@ -34,6 +34,9 @@ use crate::output::ReportSink;
 /// Run the parsed command line; the process's exit code on success.
 pub fn run(cli: &Cli) -> Result<i32> {
     features::check(cli.common.transport)?;
+    for path in [&cli.common.json, &cli.common.csv].into_iter().flatten() {
+        crate::export::check_writable(path)?;
+    }
     #[cfg(feature = "sim")]
     if cli.common.transport == TransportKind::Sim {
         return sim::run(cli).map(|()| 0);

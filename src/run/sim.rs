@@ -3,11 +3,11 @@
 //! communicator runs over each rank's simulated transport, clock and
 //! work loop, so the commands run unchanged.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, Context, Result};
 use ovbench_core::{Clock, Progress};
-use ovbench_sim::{run_raw, SimParams};
+use ovbench_sim::{run_raw, RankKit, SimParams};
 
 use super::{comm, execute, rank0_sink};
 use crate::cli::Cli;
@@ -26,46 +26,64 @@ pub fn params(cli: &Cli) -> Result<SimParams> {
 
 /// Run the whole job in this process.
 pub fn run(cli: &Cli) -> Result<()> {
-    let common = &cli.common;
-    let np = common.np;
+    let np = cli.common.np;
     let p = params(cli)?;
     let controls = SharedControl::group(np);
-    let (results, _truth) = run_raw(np, &p, |kit| -> Result<()> {
-        let rank = kit.rank;
-        let mut ctl = controls[rank as usize].clone();
-        let clock: Arc<dyn Clock> = kit.clock.clone();
-        let mut comm = comm::build(
-            common,
-            Box::new(kit.transport),
-            clock,
-            Box::new(kit.work),
-            false,
-        )?;
-        if rank == 0 {
-            let model = p.describe();
-            let mut sink = rank0_sink(cli, vec![RankFacts::here(0)], comm.as_ref(), np, &model)?;
-            execute(
-                &cli.command,
-                common,
-                comm.as_mut(),
-                &mut ctl,
-                &mut sink,
-                true,
-            )
-            .with_context(|| format!("rank {rank}"))?;
-            sink.finish()
-        } else {
-            execute(
-                &cli.command,
-                common,
-                comm.as_mut(),
-                &mut ctl,
-                &mut NullSink,
-                false,
-            )
-            .with_context(|| format!("rank {rank}"))
+    // A rank's error leaves its peers waiting, which the simulator reports
+    // as a deadlock: keep the first error to report it instead.
+    let first_error: Mutex<Option<String>> = Mutex::new(None);
+    let outcome = run_raw(np, &p, |kit| {
+        let r = rank_main(cli, &p, &controls, kit);
+        if let Err(e) = &r {
+            let mut slot = first_error.lock().unwrap_or_else(|e| e.into_inner());
+            slot.get_or_insert_with(|| format!("{e:#}"));
         }
-    })
-    .map_err(|e| anyhow!("simulation failed: {e}"))?;
-    results.into_iter().collect()
+        r
+    });
+    match outcome {
+        Ok((results, _truth)) => results.into_iter().collect(),
+        Err(e) => match first_error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            Some(rank_error) => Err(anyhow!("{rank_error}")),
+            None => Err(anyhow!("simulation failed: {e}")),
+        },
+    }
+}
+
+fn rank_main(cli: &Cli, p: &SimParams, controls: &[SharedControl], kit: RankKit) -> Result<()> {
+    let common = &cli.common;
+    let np = common.np;
+    let rank = kit.rank;
+    let mut ctl = controls[rank as usize].clone();
+    let clock: Arc<dyn Clock> = kit.clock.clone();
+    let mut comm = comm::build(
+        common,
+        Box::new(kit.transport),
+        clock,
+        Box::new(kit.work),
+        false,
+    )?;
+    if rank == 0 {
+        let model = p.describe();
+        let mut sink = rank0_sink(cli, vec![RankFacts::here(0)], comm.as_ref(), np, &model)?;
+        execute(
+            &cli.command,
+            common,
+            comm.as_mut(),
+            &mut ctl,
+            &mut sink,
+            true,
+        )
+        .with_context(|| format!("rank {rank}"))?;
+        sink.finish()
+    } else {
+        execute(
+            &cli.command,
+            common,
+            comm.as_mut(),
+            &mut ctl,
+            &mut NullSink,
+            false,
+        )
+        .with_context(|| format!("rank {rank}"))
+    }
 }

@@ -1,0 +1,91 @@
+//! Bad input fails at once, non-zero, with a message that names what was
+//! wrong and what to do.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{ovbench, serial};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+#[test]
+fn bad_size_token_is_named() {
+    let _g = serial();
+    let r = ovbench(&["latency", "--sizes", "8,1X,1M"], LIMIT);
+    assert_eq!(r.code, Some(2), "{r:?}");
+    assert!(
+        r.stderr.contains("`1X`") && r.stderr.contains("K = 1024"),
+        "{}",
+        r.stderr
+    );
+    let r = ovbench(&["bw", "--sizes", "4M:1K"], LIMIT);
+    assert_ne!(r.code, Some(0));
+    assert!(r.stderr.contains("MIN is above MAX"), "{}", r.stderr);
+}
+
+#[test]
+fn transport_not_compiled_in_names_feature_and_package() {
+    let _g = serial();
+    let r = ovbench(&["latency", "--transport", "verbs", "--sizes", "8"], LIMIT);
+    if r.ok() {
+        return; // this build has verbs compiled in
+    }
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("--features verbs"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("libibverbs-dev librdmacm-dev"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stdout.is_empty(), "nothing measured: {}", r.stdout);
+}
+
+#[test]
+fn unknown_protocol_lists_the_valid_ones() {
+    let _g = serial();
+    let r = ovbench(&["latency", "--proto", "rdma-magic"], LIMIT);
+    assert_eq!(r.code, Some(2));
+    assert!(
+        r.stderr.contains("rdma-read") && r.stderr.contains("pipelined"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn unwritable_json_path_fails_before_measuring() {
+    let _g = serial();
+    let r = ovbench(
+        &[
+            "latency",
+            "--transport",
+            "sim",
+            "--sizes",
+            "8",
+            "--iters",
+            "10",
+            "--json",
+            "/nonexistent-ovbench-dir/out.json",
+        ],
+        LIMIT,
+    );
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains("/nonexistent-ovbench-dir/out.json") && r.stderr.contains("directory"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stdout.contains("latency: one-way"), "{}", r.stdout);
+}
+
+#[test]
+fn latency_needs_two_ranks() {
+    let _g = serial();
+    let r = ovbench(
+        &["latency", "--transport", "sim", "--np", "1", "--sizes", "8"],
+        LIMIT,
+    );
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("--np 2"), "{}", r.stderr);
+}

@@ -1,0 +1,104 @@
+//! Running the real `ovbench` binary from end-to-end tests: one run at a
+//! time (DESIGN.md: end-to-end tests run one at a time, the ranks need
+//! the cores), each with a deadline after which it is killed.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Hold this while a test runs the binary.
+pub fn serial() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn ok(&self) -> bool {
+        self.code == Some(0)
+    }
+    /// Panic with the whole output unless the run succeeded.
+    pub fn expect_ok(self) -> Run {
+        assert!(
+            self.ok(),
+            "ovbench failed ({:?}):\nstdout:\n{}\nstderr:\n{}",
+            self.code,
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+}
+
+/// Run `ovbench args…`, killing it after `limit`.
+pub fn ovbench(args: &[&str], limit: Duration) -> Run {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ovbench"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ovbench");
+    let out_pipe = child.stdout.take().expect("stdout");
+    let err_pipe = child.stderr.take().expect("stderr");
+    let out = std::thread::spawn(move || std::io::read_to_string(out_pipe).unwrap_or_default());
+    let err = std::thread::spawn(move || std::io::read_to_string(err_pipe).unwrap_or_default());
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "ovbench {args:?} ran past {limit:?}; stderr so far:\n{}",
+                err.join().unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let o = Output {
+        status,
+        stdout: out.join().unwrap_or_default().into_bytes(),
+        stderr: err.join().unwrap_or_default().into_bytes(),
+    };
+    Run {
+        code: o.status.code(),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+/// A fresh scratch directory for one test.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ovbench-e2e-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch dir");
+    d
+}
+
+/// Read a JSON export.
+pub fn json(path: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}\n{text}", path.display()))
+}
+
+/// The rows of the first table of an export.
+pub fn rows(doc: &serde_json::Value) -> Vec<serde_json::Value> {
+    doc["tables"][0]["rows"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}

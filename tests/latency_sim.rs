@@ -1,0 +1,57 @@
+//! The benchmarks under the simulator, where the truth is known in closed
+//! form (DESIGN.md § The sim model): one-way latency = o_s + L + o_r.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{json, ovbench, rows, scratch, serial};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+#[test]
+fn sim_latency_is_the_closed_form() {
+    let _g = serial();
+    let dir = scratch("sim");
+    let out = dir.join("sim.json");
+    let r = ovbench(
+        &[
+            "latency",
+            "--transport",
+            "sim",
+            "--sim",
+            "L=2us,os=250ns,or=400ns",
+            "--sizes",
+            "0,8",
+            "--iters",
+            "50",
+            "--warmup",
+            "3",
+            "--verify",
+            "--json",
+            out.to_str().unwrap(),
+        ],
+        LIMIT,
+    )
+    .expect_ok();
+    assert!(r.stdout.contains("# sim model: "), "{}", r.stdout);
+    assert!(r.stdout.contains("clock: virtual"), "{}", r.stdout);
+    let doc = json(&out);
+    for row in rows(&doc) {
+        // 250 ns + 2 µs + 400 ns, exactly, every iteration (G·m negligible at 8 B:
+        // 0.1 ns/B default adds 0.8 ns).
+        let want = 2650.0 + 0.1 * row["size"].as_f64().unwrap();
+        for k in ["min_ns", "p50_ns", "max_ns", "mean_ns"] {
+            let got = row[k].as_f64().unwrap();
+            assert!((got - want).abs() <= 1.0, "{k} = {got}, want {want}: {row}");
+        }
+        assert_eq!(row["samples"], 50);
+    }
+    assert_eq!(
+        doc["header"]["sim_model"]["L"].is_string(),
+        true,
+        "{}",
+        doc["header"]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

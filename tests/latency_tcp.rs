@@ -1,0 +1,169 @@
+//! End to end over TCP between two local ranks: the launcher, the
+//! bootstrap, the transport, the engine and the outputs together.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{json, ovbench, rows, scratch, serial};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+#[test]
+fn latency_sweep_with_verify_writes_json_and_table() {
+    let _g = serial();
+    let dir = scratch("lat");
+    let out = dir.join("lat.json");
+    let csv = dir.join("lat.csv");
+    let r = ovbench(
+        &[
+            "latency",
+            "--sizes",
+            "0,8,64K",
+            "--iters",
+            "60",
+            "--warmup",
+            "5",
+            "--verify",
+            "--json",
+            out.to_str().unwrap(),
+            "--csv",
+            csv.to_str().unwrap(),
+        ],
+        LIMIT,
+    )
+    .expect_ok();
+    // Header: clock, transport axes, both ranks' affinity.
+    assert!(r.stdout.contains("# clock: "), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("RMA emulated by messages"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("# rank 1: host "), "{}", r.stdout);
+    let table: Vec<&str> = r.stdout.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(table.len(), 3, "{}", r.stdout);
+    assert!(table[2].trim_start().starts_with("65536 "), "{}", table[2]);
+
+    let doc = json(&out);
+    assert_eq!(doc["schema"], "ovbench/1");
+    assert_eq!(doc["complete"], true);
+    assert_eq!(doc["header"]["command"], "latency");
+    assert_eq!(
+        doc["header"]["environment"]["ranks"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    let rows = rows(&doc);
+    let sizes: Vec<u64> = rows.iter().map(|r| r["size"].as_u64().unwrap()).collect();
+    assert_eq!(sizes, vec![0, 8, 65536]);
+    for row in &rows {
+        assert_eq!(row["samples"], 60);
+        let (min, p50, p99) = (
+            row["min_ns"].as_f64().unwrap(),
+            row["p50_ns"].as_f64().unwrap(),
+            row["p99_ns"].as_f64().unwrap(),
+        );
+        assert!(min > 0.0 && min <= p50 && p50 <= p99, "{row}");
+        assert_eq!(row["cpu"].as_array().unwrap().len(), 2, "{row}");
+        // Every iteration moved the size both ways (plus warm-up).
+        assert_eq!(
+            row["ops"]["bytes"].as_u64().unwrap(),
+            2 * 65 * row["size"].as_u64().unwrap(),
+            "{row}"
+        );
+    }
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    assert!(
+        csv.lines()
+            .nth(1)
+            .unwrap()
+            .starts_with("size,iterations,warmup,samples,min_ns,p50_ns"),
+        "{csv}"
+    );
+    assert_eq!(csv.lines().count(), 5, "{csv}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn operation_counts_show_what_each_protocol_did() {
+    let _g = serial();
+    let dir = scratch("ops");
+    let count = |proto: &str| {
+        let out = dir.join(format!("{proto}.json"));
+        ovbench(
+            &[
+                "latency",
+                "--proto",
+                proto,
+                "--sizes",
+                "64K",
+                "--iters",
+                "20",
+                "--warmup",
+                "2",
+                "--verify",
+                "--json",
+                out.to_str().unwrap(),
+            ],
+            LIMIT,
+        )
+        .expect_ok();
+        rows(&json(&out))[0]["ops"].clone()
+    };
+    let eager = count("eager");
+    let read = count("rdma-read");
+    let write = count("rdma-write");
+    assert_eq!(
+        (eager["reads"].as_u64(), eager["writes"].as_u64()),
+        (Some(0), Some(0)),
+        "{eager}"
+    );
+    assert_eq!(
+        read["reads"].as_u64(),
+        Some(2 * 22),
+        "one read per message: {read}"
+    );
+    assert_eq!(read["writes"].as_u64(), Some(0), "{read}");
+    assert_eq!(
+        write["writes"].as_u64(),
+        Some(2 * 22),
+        "one write per message: {write}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bw_json_has_one_entry_per_size_with_samples() {
+    let _g = serial();
+    let dir = scratch("bw");
+    let out = dir.join("bw.json");
+    ovbench(
+        &[
+            "bw",
+            "--sizes",
+            "8,4K",
+            "--iters",
+            "10",
+            "--warmup",
+            "1",
+            "--window",
+            "16",
+            "--verify",
+            "--json",
+            out.to_str().unwrap(),
+        ],
+        LIMIT,
+    )
+    .expect_ok();
+    let rows = rows(&json(&out));
+    assert_eq!(rows.len(), 2);
+    for row in &rows {
+        assert_eq!(row["samples"], 10, "{row}");
+        assert_eq!(row["messages"], 160, "{row}");
+        assert!(row["bytes_per_sec"].as_f64().unwrap() > 0.0, "{row}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
