@@ -1,0 +1,358 @@
+//! The methods' accuracy under the deterministic sim, against the closed
+//! forms of DESIGN.md § The sim model (written out here, not computed by
+//! running sim code). Defaults: L = 1 µs, o_s = o_r = 300 ns, g = 500 ns,
+//! G = 0.1 ns/B, offload, progress=poll.
+#![cfg(feature = "sim")]
+
+mod common_methods;
+
+use clap::Parser;
+use common_methods::MemSink;
+use ovbench::methods::{bcast, commtest, logp, overhead, MethodCommand};
+use ovbench_core::engine_comm::{EngineComm, EngineConfig};
+use ovbench_core::Communicator;
+use ovbench_sim::SimParams;
+
+const L: f64 = 1000.0;
+const OS: f64 = 300.0;
+const OR: f64 = 300.0;
+const G: f64 = 500.0;
+const G_BYTE: f64 = 0.1;
+
+#[derive(Parser, Debug)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: MethodCommand,
+}
+
+fn parse(args: &[&str]) -> MethodCommand {
+    let mut v = vec!["ovbench"];
+    v.extend_from_slice(args);
+    Cli::try_parse_from(v).expect("arguments parse").cmd
+}
+
+/// Run `f` on `np` simulated ranks over the engine; rank 0's result and sink.
+fn sim<R: Send>(
+    np: u32,
+    params: &str,
+    cfg: EngineConfig,
+    f: impl Fn(&mut dyn Communicator, &mut MemSink) -> anyhow::Result<R> + Sync,
+) -> (R, MemSink) {
+    let params = SimParams::parse(params).expect("sim parameters");
+    let (mut out, _truth) = ovbench_sim::run_raw(np, &params, |kit| {
+        let mut comm = EngineComm::new(
+            Box::new(kit.transport),
+            kit.clock,
+            Box::new(kit.work),
+            cfg.clone(),
+        )
+        .expect("engine communicator");
+        let mut sink = MemSink::default();
+        let r = f(&mut comm, &mut sink);
+        (r, sink)
+    })
+    .expect("simulation");
+    let (r, sink) = out.swap_remove(0);
+    (r.expect("rank 0"), sink)
+}
+
+fn within(got: f64, want: f64, rel: f64) -> bool {
+    (got - want).abs() <= rel * want.abs()
+}
+
+#[test]
+fn overhead_is_o_s_and_with_recv_o_r() {
+    for (recv, want) in [(false, OS), (true, OR)] {
+        let mut a = vec!["overhead", "--msgsize", "8", "--iterations", "50"];
+        if recv {
+            a.push("--recv");
+        }
+        let MethodCommand::Overhead(args) = parse(&a) else {
+            panic!()
+        };
+        let (out, _) = sim(2, "", EngineConfig::default(), |c, s| {
+            overhead::run(c, &args, s)
+        });
+        let r = &out.sizes[0];
+        assert!(
+            within(r.overhead_ns, want, 0.02),
+            "recv {recv}: overhead {} ns, truth {want} ns ({r:?})",
+            r.overhead_ns
+        );
+        assert!(r.avail_pct > 0.0 && r.avail_pct < 100.0);
+    }
+}
+
+#[test]
+fn overhead_tracks_the_sim_parameters() {
+    // o_s ≠ o_r, and g above both: each direction still finds its own.
+    for (recv, want) in [(false, 1000.0), (true, 700.0)] {
+        let mut a = vec!["overhead", "--iterations", "20"];
+        if recv {
+            a.push("--recv");
+        }
+        let MethodCommand::Overhead(args) = parse(&a) else {
+            panic!()
+        };
+        let (out, _) = sim(
+            2,
+            "os=1us,or=700ns,g=2us",
+            EngineConfig::default(),
+            |c, s| overhead::run(c, &args, s),
+        );
+        let r = &out.sizes[0];
+        assert!(within(r.overhead_ns, want, 0.02), "recv {recv}: {r:?}");
+    }
+}
+
+fn logp_args(extra: &[&str]) -> logp::Args {
+    let mut a = vec!["logp"];
+    a.extend_from_slice(extra);
+    let MethodCommand::Logp(args) = parse(&a) else {
+        panic!()
+    };
+    args
+}
+
+#[test]
+fn logp_small_message_parameters() {
+    let args = logp_args(&["--max-size", "1K"]);
+    let (out, sink) = sim(2, "", EngineConfig::default(), |c, s| {
+        logp::run(c, &args, s)
+    });
+    let r0 = &out.sizes[0];
+    assert_eq!(r0.size, 0);
+    let g0 = OS.max(G).max(OR);
+    assert!(within(r0.os.mean, OS, 0.02), "os(0) {:?}", r0.os);
+    assert!(within(r0.or.mean, OR, 0.02), "or(0) {:?}", r0.or);
+    assert!(within(out.g0_ns, g0, 0.02), "g(0) {}", out.g0_ns);
+    let rtt0 = 2.0 * (OS + L + OR);
+    assert!(within(out.rtt0_ns, rtt0, 0.02), "RTT(0) {}", out.rtt0_ns);
+    let l_logp = rtt0 / 2.0 - g0;
+    assert!(within(out.l_ns, l_logp, 0.02), "L {}", out.l_ns);
+    // The estimate rightly differs from the wire latency.
+    assert!(
+        (out.l_ns - L).abs() > 0.05 * L,
+        "L_logp {} vs wire {L}",
+        out.l_ns
+    );
+    // Without jitter the repetitions stop at their minimum.
+    assert!(out
+        .sizes
+        .iter()
+        .all(|r| r.os.samples == 2 && r.or.samples == 2));
+    // Linear eager sizes: no probes, no remarks.
+    assert!(
+        out.sizes.iter().all(|r| !r.probed && r.remarks.is_empty()),
+        "{:?}",
+        out.sizes
+    );
+    // g(m) = g(0) + m·G.
+    let r1k = out.sizes.iter().find(|r| r.size == 1024).unwrap();
+    assert!(
+        within(r1k.g.mean, g0 + 1024.0 * G_BYTE, 0.02),
+        "{:?}",
+        r1k.g
+    );
+    assert!(
+        within(out.g_ns_per_byte, G_BYTE, 0.05),
+        "G {}",
+        out.g_ns_per_byte
+    );
+    assert_eq!(sink.summaries[0]["L_ns"].as_f64(), Some(out.l_ns));
+}
+
+#[test]
+fn logp_os_above_g_at_rendezvous_and_probes_the_eager_limit() {
+    let args = logp_args(&["--max-size", "16K"]);
+    let cfg = EngineConfig {
+        eager_limit: 4096,
+        ..EngineConfig::default()
+    };
+    let (out, sink) = sim(2, "", cfg, |c, s| logp::run(c, &args, s));
+    let rdv: Vec<_> = out.sizes.iter().filter(|r| r.size > 4096).collect();
+    assert!(!rdv.is_empty());
+    for r in &rdv {
+        assert!(
+            r.remarks.iter().any(|m| m == "os > g!"),
+            "size {}: os {} g {} {:?}",
+            r.size,
+            r.os.mean,
+            r.g.mean,
+            r.remarks
+        );
+    }
+    assert!(
+        out.sizes
+            .iter()
+            .any(|r| r.probed && r.size > 4096 && r.size < 8192),
+        "no probe between 4K and 8K: {:?}",
+        out.sizes
+            .iter()
+            .map(|r| (r.size, r.probed))
+            .collect::<Vec<_>>()
+    );
+    assert!(sink.notes.iter().any(|n| n.starts_with("+ ")));
+}
+
+#[test]
+fn logp_with_jitter_repeats_more_within_the_caps() {
+    let args = logp_args(&["--max-size", "64", "--eps", "0.01"]);
+    let (out, _) = sim(2, "jitter=400ns,seed=7", EngineConfig::default(), |c, s| {
+        logp::run(c, &args, s)
+    });
+    assert!(out
+        .sizes
+        .iter()
+        .any(|r| r.os.samples > 2 || r.or.samples > 2));
+    assert!(out
+        .sizes
+        .iter()
+        .all(|r| r.os.samples <= 72 && r.or.samples <= 72));
+}
+
+fn bcast_args(extra: &[&str]) -> bcast::Args {
+    let mut a = vec!["bcast"];
+    a.extend_from_slice(extra);
+    let MethodCommand::Bcast(args) = parse(&a) else {
+        panic!()
+    };
+    args
+}
+
+/// When each rank's receive of a binomial broadcast completes (root at
+/// 0): a parent that has the data at `t` posts its k-th send at
+/// t + (k+1)·o_s, its NIC injects no sooner than max(g, m·G) after the
+/// previous injection, the data lands L + m·G after injection starts and
+/// costs the child o_r.
+fn binomial_arrivals(np: u32, m: f64) -> Vec<f64> {
+    let mut at = vec![f64::NAN; np as usize];
+    at[0] = 0.0;
+    let mut order = vec![0u32];
+    let mut k = 0;
+    while k < order.len() {
+        let v = order[k];
+        k += 1;
+        let (_, kids) = bcast::binomial_tree(v, np);
+        let t = at[v as usize];
+        let mut nic = f64::NEG_INFINITY;
+        for (j, c) in kids.into_iter().enumerate() {
+            let post = t + (j as f64 + 1.0) * OS;
+            let inject = post.max(nic + G.max(m * G_BYTE));
+            nic = inject;
+            at[c as usize] = inject + L + m * G_BYTE + OR;
+            order.push(c);
+        }
+    }
+    at
+}
+
+#[test]
+fn bcast_max_oli_matches_linear_and_binomial_closed_forms() {
+    let m = 8.0;
+    for np in [4u32, 7, 16, 64] {
+        let h = OS + L + m * G_BYTE + OR;
+        let args = bcast_args(&["--algorithm", "linear", "--reps", "4", "--msgsize", "8"]);
+        let (out, _) = sim(np, "", EngineConfig::default(), |c, s| {
+            bcast::run(c, &args, s)
+        });
+        let want = (np - 1) as f64 * h;
+        let got = out.max_ol_ns.unwrap();
+        assert!(within(got, want, 0.02), "linear np {np}: {got} vs {want}");
+        assert_eq!(out.max_ol_rank, Some(np - 1));
+        assert!(out.oli.iter().all(|o| o.measurements <= 2), "{:?}", out.oli);
+
+        let args = bcast_args(&["--reps", "4", "--msgsize", "8"]);
+        let (out, _) = sim(np, "", EngineConfig::default(), |c, s| {
+            bcast::run(c, &args, s)
+        });
+        let want = binomial_arrivals(np, m).into_iter().fold(0.0, f64::max);
+        let got = out.max_ol_ns.unwrap();
+        assert!(within(got, want, 0.02), "binomial np {np}: {got} vs {want}");
+    }
+}
+
+#[test]
+fn bcast_methods_bracket_oli() {
+    for alg in ["binomial", "linear", "backward"] {
+        let args = bcast_args(&["--method", "all", "--algorithm", alg, "--reps", "5"]);
+        let (out, _) = sim(8, "", EngineConfig::default(), |c, s| {
+            bcast::run(c, &args, s)
+        });
+        let fig = |name: &str| {
+            out.figures
+                .iter()
+                .find(|f| f.method.starts_with(name))
+                .unwrap()
+                .time_ns
+        };
+        let ol = out.max_ol_ns.unwrap();
+        let rounds = fig("rounds-forward").min(fig("rounds-backward"));
+        assert!(rounds <= ol * 1.001, "{alg}: rounds {rounds} > OL {ol}");
+        assert!(
+            fig("barrier") >= ol,
+            "{alg}: barrier {} < OL {ol}",
+            fig("barrier")
+        );
+        assert!(fig("ack") >= ol, "{alg}: ack {} < OL {ol}", fig("ack"));
+        assert!(
+            out.figures.iter().all(|f| f.measurements <= 2),
+            "{:?}",
+            out.figures
+        );
+    }
+}
+
+#[test]
+fn bcast_with_jitter_repeats_within_the_caps() {
+    let args = bcast_args(&["--method", "ack", "--reps", "5"]);
+    let (out, _) = sim(4, "jitter=300ns,seed=3", EngineConfig::default(), |c, s| {
+        bcast::run(c, &args, s)
+    });
+    let f = &out.figures[0];
+    assert!(f.measurements > 2 && f.measurements <= 30, "{f:?}");
+}
+
+#[test]
+fn commtest_ssend_costs_one_acknowledgement_more() {
+    let MethodCommand::Commtest(args) = parse(&[
+        "commtest",
+        "--total",
+        "4K",
+        "--min-packet",
+        "1K",
+        "--iterations",
+        "2",
+    ]) else {
+        panic!()
+    };
+    let (out, _) = sim(2, "", EngineConfig::default(), |c, s| {
+        commtest::run(c, &args, s)
+    });
+    let row = |p: &str, k: usize| {
+        out.rows
+            .iter()
+            .find(|r| r.protocol == p && r.packets == k)
+            .unwrap()
+    };
+    for (ssend, send) in [
+        ("(0,8)", "(0,2)"),
+        ("(0,9)", "(0,3)"),
+        ("(1,10)", "(1,0)"),
+        ("(1,8)", "(1,2)"),
+    ] {
+        for k in [1, 2, 4] {
+            let (a, b) = (row(ssend, k), row(send, k));
+            // Rank 0 acknowledges each synchronous packet it receives.
+            assert_eq!(
+                a.ops.sends,
+                b.ops.sends + k as u64,
+                "{ssend} vs {send}, {k} packets"
+            );
+            assert!(
+                a.time_ns.unwrap() > b.time_ns.unwrap(),
+                "{ssend} vs {send}, {k}"
+            );
+        }
+    }
+}
