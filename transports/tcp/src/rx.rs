@@ -40,6 +40,16 @@ pub enum Dest {
     },
 }
 
+/// What one read system call brought.
+enum Got {
+    /// As much as was asked for: there may be more.
+    Full,
+    /// Less than asked: the socket is drained for now.
+    Short,
+    /// Nothing (EAGAIN).
+    Nothing,
+}
+
 enum State {
     Header,
     Body { dest: Dest, left: usize },
@@ -122,8 +132,11 @@ impl Engine {
                 return;
             }
             match self.read_some(peer) {
-                Ok(true) => {}
-                Ok(false) => return,
+                Ok(Got::Full) => {}
+                // The kernel had less than asked: it is drained, so act on
+                // what came and skip the read that would only say EAGAIN.
+                Ok(Got::Short) => break,
+                Ok(Got::Nothing) => return,
                 Err(why) => {
                     self.drop_peer(peer, why);
                     return;
@@ -192,12 +205,13 @@ impl Engine {
         }
     }
 
-    /// One read system call; `Ok(false)` when the socket has nothing.
-    fn read_some(&mut self, peer: Rank) -> Result<bool, String> {
+    /// One read system call.
+    fn read_some(&mut self, peer: Rank) -> Result<Got, String> {
         let Engine { peers, mem, .. } = self;
         let Some(p) = peers[peer as usize].as_mut() else {
-            return Ok(false);
+            return Ok(Got::Nothing);
         };
+        let asked;
         let said_bye = p.said_bye;
         let Rx {
             buf,
@@ -210,6 +224,7 @@ impl Engine {
                 let want = *left;
                 match dest_slice(dest, mem, want) {
                     Some(d) => {
+                        asked = d.len() + buf.len();
                         let mut iov = [IoSliceMut::new(d), IoSliceMut::new(&mut buf[..])];
                         let r = (&p.sock).read_vectored(&mut iov);
                         if let Ok(n) = r {
@@ -225,6 +240,7 @@ impl Engine {
                         // Discarding: read into the staging buffer only.
                         *start = 0;
                         *end = 0;
+                        asked = buf.len();
                         let r = (&p.sock).read(&mut buf[..]);
                         if let Ok(n) = r {
                             *end = n;
@@ -234,6 +250,7 @@ impl Engine {
                 }
             }
             _ => {
+                asked = buf.len() - *end;
                 let r = (&p.sock).read(&mut buf[*end..]);
                 if let Ok(n) = r {
                     *end += n;
@@ -248,9 +265,10 @@ impl Engine {
             Ok(0) => Err(format!(
                 "rank {peer} closed the connection unexpectedly: did it exit or get killed?"
             )),
-            Ok(_) => Ok(true),
-            Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(false),
-            Err(e) if e.kind() == ErrorKind::Interrupted => Ok(true),
+            Ok(n) if n < asked => Ok(Got::Short),
+            Ok(_) => Ok(Got::Full),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(Got::Nothing),
+            Err(e) if e.kind() == ErrorKind::Interrupted => Ok(Got::Full),
             Err(e) => Err(format!("receiving from rank {peer} failed: {e}")),
         }
     }
