@@ -59,6 +59,8 @@ pub(crate) struct Req {
     pub tag: Option<Tag>,
     pub space: Space,
     pub buf: Slice,
+    /// The user's whole buffer around `buf` (raw one-sided mode announces it).
+    pub whole: Slice,
     pub seq: u32,
     /// The message's length (receive: once matched).
     pub len: usize,
@@ -232,6 +234,28 @@ impl Engine {
         mode: Mode,
         space: Space,
     ) -> Result<ReqId, ProtoError> {
+        self.isend_in(now, src, src, peer, tag, mode, space)
+    }
+
+    /// [`Self::isend`] of `src` inside the user's buffer `whole`: raw
+    /// one-sided mode announces `whole` once and mirrors offsets (the
+    /// message goes to the same offset of the peer's announced buffer).
+    #[allow(clippy::too_many_arguments)]
+    pub fn isend_in(
+        &mut self,
+        now: u64,
+        src: Slice,
+        whole: Slice,
+        peer: Rank,
+        tag: Tag,
+        mode: Mode,
+        space: Space,
+    ) -> Result<ReqId, ProtoError> {
+        if !whole.contains(&src) {
+            return Err(ProtoError::Invalid(format!(
+                "send slice {src:?} lies outside its buffer {whole:?}"
+            )));
+        }
         if peer >= self.cfg.size {
             return Err(ProtoError::Invalid(format!(
                 "send of {} bytes to rank {peer}, but the job has only {} ranks",
@@ -252,6 +276,7 @@ impl Engine {
                 tag: Some(tag),
                 space,
                 buf: src,
+                whole,
                 seq,
                 len: src.len,
                 wire,
@@ -285,6 +310,25 @@ impl Engine {
         tag: Option<Tag>,
         space: Space,
     ) -> Result<ReqId, ProtoError> {
+        self.irecv_in(now, dst, dst, src, tag, space)
+    }
+
+    /// [`Self::irecv`] into `dst` inside the user's buffer `whole` (see
+    /// [`Self::isend_in`]).
+    pub fn irecv_in(
+        &mut self,
+        now: u64,
+        dst: Slice,
+        whole: Slice,
+        src: Option<Rank>,
+        tag: Option<Tag>,
+        space: Space,
+    ) -> Result<ReqId, ProtoError> {
+        if !whole.contains(&dst) {
+            return Err(ProtoError::Invalid(format!(
+                "receive slice {dst:?} lies outside its buffer {whole:?}"
+            )));
+        }
         if let Some(p) = src {
             if p >= self.cfg.size {
                 return Err(ProtoError::Invalid(format!(
@@ -307,6 +351,7 @@ impl Engine {
                 tag,
                 space,
                 buf: dst,
+                whole,
                 seq: 0,
                 len: 0,
                 wire,
@@ -566,8 +611,9 @@ impl Engine {
         }
     }
 
+    /// Record an XFER event; transfer id 0 marks internal traffic (barrier), never recorded.
     pub(crate) fn event(&mut self, kind: EventKind, xfer: u64, bytes: usize, at: u64) {
-        if self.cfg.instrument {
+        if self.cfg.instrument && xfer != 0 {
             self.events.push_back(Event {
                 kind,
                 xfer,

@@ -36,10 +36,11 @@ fn next_marker(m: &mut HashMap<(Rank, Tag), u8>, k: (Rank, Tag)) -> u8 {
 }
 
 impl Engine {
+    /// Peer, tag, whole buffer and direction of a raw request.
     fn raw_ends(&self, id: u64) -> Result<(Rank, Tag, Slice, bool), ProtoError> {
         let r = self.reqs.get(&id).ok_or_else(|| gone(id))?;
         match (r.peer, r.tag) {
-            (Some(p), Some(t)) => Ok((p, t, r.buf, r.send)),
+            (Some(p), Some(t)) => Ok((p, t, r.whole, r.send)),
             _ => Err(ProtoError::Invalid(format!(
                 "--proto raw --op {} needs a specific source rank and tag: a one-sided operation carries no envelope to match",
                 if r.wire == Wire::RawWrite { "write" } else { "read" }
@@ -57,8 +58,8 @@ impl Engine {
     }
 
     pub(crate) fn raw_send(&mut self, now: u64, id: u64) -> Result<(), ProtoError> {
-        let (peer, tag, buf, _) = self.raw_ends(id)?;
-        let wire = self.reqs[&id].wire;
+        let (peer, tag, whole, _) = self.raw_ends(id)?;
+        let (wire, buf) = (self.reqs[&id].wire, self.reqs[&id].buf);
         if buf.len == 0 {
             return Err(ProtoError::Invalid(format!(
                 "raw {} of 0 bytes to rank {peer}: a raw one-sided message needs at least 1 byte (its last byte is the arrival marker); start --sizes at 1",
@@ -71,28 +72,28 @@ impl Engine {
             let at = buf.sub(buf.len - 1, 1).expect("non-empty");
             self.ops.push_back(Op::StampByte { at, value: marker });
             if self.raw.peer_keys.contains_key(&(peer, tag)) {
-                return self.raw_register(now, id, buf);
+                return self.raw_register(now, id, whole);
             }
             self.raw.parked.push(id);
             return Ok(());
         }
         // Raw read: the target only announces its buffer, once.
         match self.raw.announced.get(&(peer, tag)) {
-            Some(s) if *s == buf => {
+            Some(s) if *s == whole => {
                 self.finish(id);
                 Ok(())
             }
-            Some(s) => Err(announce_mismatch(peer, tag, *s, buf)),
+            Some(s) => Err(announce_mismatch(peer, tag, *s, whole)),
             None => {
-                self.raw.announced.insert((peer, tag), buf);
-                self.raw_register(now, id, buf)
+                self.raw.announced.insert((peer, tag), whole);
+                self.raw_register(now, id, whole)
             }
         }
     }
 
     pub(crate) fn raw_recv(&mut self, now: u64, id: u64) -> Result<(), ProtoError> {
-        let (peer, tag, buf, _) = self.raw_ends(id)?;
-        let wire = self.reqs[&id].wire;
+        let (peer, tag, whole, _) = self.raw_ends(id)?;
+        let (wire, buf) = (self.reqs[&id].wire, self.reqs[&id].buf);
         if buf.len == 0 {
             return Err(ProtoError::Invalid(format!(
                 "raw receive of 0 bytes from rank {peer}: a raw one-sided message needs at least 1 byte; start --sizes at 1"
@@ -104,7 +105,7 @@ impl Engine {
         }
         if wire == Wire::RawRead {
             if self.raw.peer_keys.contains_key(&(peer, tag)) {
-                return self.raw_register(now, id, buf);
+                return self.raw_register(now, id, whole);
             }
             self.raw.parked.push(id);
             return Ok(());
@@ -117,11 +118,11 @@ impl Engine {
         }
         self.raw.watching.push(id);
         match self.raw.announced.get(&(peer, tag)) {
-            Some(s) if *s == buf => Ok(()),
-            Some(s) => Err(announce_mismatch(peer, tag, *s, buf)),
+            Some(s) if *s == whole => Ok(()),
+            Some(s) => Err(announce_mismatch(peer, tag, *s, whole)),
             None => {
-                self.raw.announced.insert((peer, tag), buf);
-                self.raw_register(now, id, buf)?;
+                self.raw.announced.insert((peer, tag), whole);
+                self.raw_register(now, id, whole)?;
                 self.reqs.get_mut(&id).expect("request").stage = Stage::RawWait;
                 Ok(())
             }
@@ -145,12 +146,14 @@ impl Engine {
         &mut self,
         now: u64,
         id: u64,
-        buf: Slice,
+        whole: Slice,
         mr: MrId,
         key: Key,
     ) -> Result<(), ProtoError> {
         let (peer, tag, _, send) = self.raw_ends(id)?;
-        let wire = self.reqs[&id].wire;
+        let (wire, buf) = (self.reqs[&id].wire, self.reqs[&id].buf);
+        // Mirrored buffers: the same offset on both sides.
+        let off = (buf.offset - whole.offset) as u64;
         match (send, wire) {
             (true, Wire::RawWrite) | (false, Wire::RawRead) => {
                 let pk = self
@@ -159,11 +162,11 @@ impl Engine {
                     .get(&(peer, tag))
                     .cloned()
                     .ok_or_else(|| gone(id))?;
-                if pk.len < buf.len as u64 {
+                if pk.len < off + buf.len as u64 {
                     return Err(ProtoError::key(
                         peer,
                         format!(
-                            "its raw buffer for tag {tag} holds {} bytes, this message has {}",
+                            "its raw buffer for tag {tag} holds {} bytes, this message needs {} at offset {off} (raw mode mirrors offsets and sizes on both sides)",
                             pk.len, buf.len
                         ),
                     ));
@@ -191,16 +194,16 @@ impl Engine {
                         local: buf,
                         mr,
                         key: pk,
-                        remote_offset: 0,
+                        remote_offset: off,
                         ctx,
                     });
                 } else {
                     self.reqs.get_mut(&id).expect("request").stage = Stage::Reading;
-                    self.post_read(peer, buf, mr, pk, id, xfer);
+                    self.post_read(peer, buf, mr, pk, off, id, xfer);
                 }
             }
             (true, Wire::RawRead) | (false, Wire::RawWrite) => {
-                let mut h = Header::ctrl(Kind::RawKey, 0, tag, buf.len as u64);
+                let mut h = Header::ctrl(Kind::RawKey, 0, tag, whole.len as u64);
                 h.key = Some(key);
                 let req = send.then_some(id);
                 if !send {
@@ -237,8 +240,8 @@ impl Engine {
             });
         self.raw.parked = rest;
         for id in ready {
-            let buf = self.reqs[&id].buf;
-            self.raw_register(now, id, buf)?;
+            let whole = self.reqs[&id].whole;
+            self.raw_register(now, id, whole)?;
         }
         Ok(())
     }

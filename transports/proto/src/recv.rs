@@ -101,7 +101,7 @@ impl Engine {
             Space::User
         };
         let n = h.payload_len as usize;
-        if matches!(h.kind, Kind::Eager | Kind::RawSend | Kind::PipeRts) {
+        if space == Space::User && matches!(h.kind, Kind::Eager | Kind::RawSend | Kind::PipeRts) {
             // Arrival of eager data: the receiver's only XFER event for it.
             let xfer = self.new_id();
             self.event(EventKind::XferEnd, xfer, n, now);

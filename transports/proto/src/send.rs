@@ -53,7 +53,11 @@ impl Engine {
                     h.offset = off as u64;
                     h.payload_len = n as u32;
                     h.flags = flags;
-                    let xfer = self.new_id();
+                    let xfer = if flags & FLAG_INTERNAL != 0 {
+                        0
+                    } else {
+                        self.new_id()
+                    };
                     self.event(EventKind::XferBegin, xfer, n, now);
                     let u = CtxUse::Packet {
                         xfer,
@@ -209,12 +213,14 @@ impl Engine {
         });
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn post_read(
         &mut self,
         peer: Rank,
         local: Slice,
         mr: MrId,
         key: Key,
+        remote_offset: u64,
         req: u64,
         xfer: u64,
     ) {
@@ -227,7 +233,7 @@ impl Engine {
             local,
             mr,
             key,
-            remote_offset: 0,
+            remote_offset,
             ctx,
         });
     }
@@ -285,7 +291,7 @@ impl Engine {
                 r.stage = Stage::Reading;
                 let pk = r.peer_key.take().ok_or_else(|| gone(req))?;
                 self.event(EventKind::XferBegin, xfer, len, now);
-                self.post_read(peer, slice, mr, pk, req, xfer);
+                self.post_read(peer, slice, mr, pk, 0, req, xfer);
             }
             (s, w) => {
                 return Err(ProtoError::Invalid(format!(

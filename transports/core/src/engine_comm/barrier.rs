@@ -39,8 +39,8 @@ impl EngineComm {
             let to = (self.rank + d) % self.size;
             let from = (self.rank + self.size - d % self.size) % self.size;
             let tag = (epoch << 6) | k;
-            let r = self.post_recv(empty, Some(from), Some(tag), Space::Internal)?;
-            let s = self.post_send(empty, to, tag, Mode::Standard, Space::Internal)?;
+            let r = self.post_recv(empty, empty, Some(from), Some(tag), Space::Internal)?;
+            let s = self.post_send(empty, empty, to, tag, Mode::Standard, Space::Internal)?;
             self.wait_req(s)?;
             self.wait_req(r).map_err(|e| match e {
                 TransportError::Timeout { peer, what, secs } => TransportError::Timeout {

@@ -143,6 +143,7 @@ impl EngineComm {
     pub(crate) fn post_send(
         &mut self,
         s: Slice,
+        whole: Slice,
         dst: Rank,
         tag: Tag,
         mode: Mode,
@@ -151,7 +152,7 @@ impl EngineComm {
         let now = self.clock.ticks();
         let r = self
             .eng
-            .isend(now, s, dst, tag, mode, space)
+            .isend_in(now, s, whole, dst, tag, mode, space)
             .map_err(drive::proto_err)?;
         self.exec_ops()?;
         Ok(r)
@@ -160,6 +161,7 @@ impl EngineComm {
     pub(crate) fn post_recv(
         &mut self,
         s: Slice,
+        whole: Slice,
         src: Source,
         tag: TagSel,
         space: Space,
@@ -167,7 +169,7 @@ impl EngineComm {
         let now = self.clock.ticks();
         let r = self
             .eng
-            .irecv(now, s, src, tag, space)
+            .irecv_in(now, s, whole, src, tag, space)
             .map_err(drive::proto_err)?;
         self.exec_ops()?;
         Ok(r)
@@ -233,7 +235,8 @@ impl Communicator for EngineComm {
     ) -> Result<Req, TransportError> {
         self.call(|c| {
             let s = range(buf, off, len, "send")?;
-            let r = c.post_send(s, dst, tag, mode_of(mode), Space::User)?;
+            let whole = Slice::new(buf.region.0, 0, buf.len);
+            let r = c.post_send(s, whole, dst, tag, mode_of(mode), Space::User)?;
             Ok(Req(r.0))
         })
     }
@@ -248,7 +251,8 @@ impl Communicator for EngineComm {
     ) -> Result<Req, TransportError> {
         self.call(|c| {
             let s = range(buf, off, len, "receive")?;
-            let r = c.post_recv(s, src, tag, Space::User)?;
+            let whole = Slice::new(buf.region.0, 0, buf.len);
+            let r = c.post_recv(s, whole, src, tag, Space::User)?;
             Ok(Req(r.0))
         })
     }
