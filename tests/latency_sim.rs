@@ -54,3 +54,46 @@ fn sim_latency_is_the_closed_form() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn instrument_adds_a_recorded_pass_that_costs_no_virtual_time() {
+    let _g = serial();
+    let dir = scratch("siminstr");
+    let out = dir.join("i.json");
+    let r = ovbench(
+        &[
+            "latency",
+            "--transport",
+            "sim",
+            "--sizes",
+            "8,64K",
+            "--iters",
+            "20",
+            "--warmup",
+            "2",
+            "--instrument",
+            "--json",
+            out.to_str().unwrap(),
+        ],
+        LIMIT,
+    )
+    .expect_ok();
+    assert!(
+        r.stdout.contains("size 8 instrumented: p50"),
+        "{}",
+        r.stdout
+    );
+    for row in rows(&json(&out)) {
+        let i = &row["instrumented"];
+        // Virtual time: recording events costs nothing, so p50 is unchanged.
+        assert_eq!(i["p50_ns"], row["p50_ns"], "{row}");
+        let ranks = i["ranks"].as_array().unwrap();
+        assert_eq!(ranks.len(), 2);
+        for rk in ranks {
+            assert!(rk["events_per_iter"].as_f64().unwrap() >= 2.0, "{rk}");
+            // Each iteration sends one message and receives one, on each rank.
+            assert_eq!(rk["transfers"].as_u64().unwrap(), 2 * 22, "{rk}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -8,6 +8,9 @@ use anyhow::{bail, Result};
 use clap::Args;
 use serde_json::{json, Value};
 
+use ovbench_core::{Buf, Communicator};
+
+use super::instrumented;
 use super::rankreport::{collect, deposit, round2, row_fields, Meter};
 use super::verify;
 use super::{data_tag, BenchCtx, Counts, SweepArgs, HUGE, LARGE};
@@ -95,33 +98,37 @@ pub fn run(cx: &mut BenchCtx<'_>, args: &LatencyArgs) -> Result<()> {
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn one_size(
-    cx: &mut BenchCtx<'_>,
-    idx: usize,
-    len: usize,
-    counts: Counts,
-    verify: bool,
-    sbuf: ovbench_core::Buf,
-    rbuf: ovbench_core::Buf,
+/// The buffers and tag of one size's ping-pong.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct PingPong {
+    pub len: usize,
+    pub tag: ovbench_core::Tag,
+    pub sbuf: Buf,
+    pub rbuf: Buf,
+    /// Raw read: rank 0 reads rank 1's buffer; no reply.
+    pub read: bool,
+    /// Rank 1 also stamps its iterations (for --instrument's xfer time).
+    pub stamp_partner: bool,
+}
+
+/// Run `n` iterations; the last `ticks.len()` are stamped (rank 0: each
+/// round trip, or each raw read; rank 1 with `stamp_partner`: the time
+/// between its iterations' starts, one round trip).
+pub(super) fn pingpong(
+    comm: &mut dyn Communicator,
+    pp: PingPong,
+    n: usize,
+    ticks: &mut [u64],
 ) -> Result<()> {
-    let rank = cx.comm.rank();
-    let tag = data_tag(idx);
-    let read = cx.raw == Some(RawOp::Read);
-    if verify || cx.raw == Some(RawOp::Write) {
-        // Raw write detects arrival by a marker in the last byte: start from zero.
-        verify::clear(cx.comm, rbuf)?;
-    }
-    if verify {
-        verify::fill(cx.comm, sbuf, len, rank)?;
-    }
-    let n = (counts.warmup + counts.iters) as usize;
-    let warm = counts.warmup as usize;
-    let mut ticks = vec![0u64; counts.iters as usize];
-    let meter = Meter::start(cx.comm);
-    cx.comm.barrier()?;
-    let comm = &mut *cx.comm;
-    match (rank, read) {
+    let warm = n - ticks.len();
+    let PingPong {
+        len,
+        tag,
+        sbuf,
+        rbuf,
+        ..
+    } = pp;
+    match (comm.rank(), pp.read) {
         (0, false) => {
             for i in 0..n {
                 let t0 = comm.now();
@@ -131,6 +138,18 @@ fn one_size(
                 if i >= warm {
                     ticks[i - warm] = t1.wrapping_sub(t0);
                 }
+            }
+        }
+        (1, false) if pp.stamp_partner => {
+            let mut prev = comm.now();
+            for i in 0..n {
+                comm.recv(rbuf, 0, len, Some(0), Some(tag))?;
+                comm.send(sbuf, 0, len, 0, tag)?;
+                let t = comm.now();
+                if i >= warm {
+                    ticks[i - warm] = t.wrapping_sub(prev);
+                }
+                prev = t;
             }
         }
         (1, false) => {
@@ -151,32 +170,77 @@ fn one_size(
         }
         (1, true) => {
             // The read's target: announce the buffer, then serve reads
-            // (progress) until rank 0 is done, i.e. in the barrier below.
+            // (progress) until rank 0 is done, in the caller's barrier.
             for _ in 0..n {
                 comm.send(sbuf, 0, len, 0, tag)?;
             }
         }
         _ => {}
     }
-    let clock_ns = comm.clock().ns_per_tick();
-    let report = meter.finish(cx.comm, 0.0);
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn one_size(
+    cx: &mut BenchCtx<'_>,
+    idx: usize,
+    len: usize,
+    counts: Counts,
+    verify: bool,
+    sbuf: Buf,
+    rbuf: Buf,
+) -> Result<()> {
+    let rank = cx.comm.rank();
+    let read = cx.raw == Some(RawOp::Read);
+    let pp = PingPong {
+        len,
+        tag: data_tag(idx),
+        sbuf,
+        rbuf,
+        read,
+        stamp_partner: cx.instrument,
+    };
+    if verify || cx.raw == Some(RawOp::Write) {
+        // Raw write detects arrival by a marker in the last byte: start from zero.
+        verify::clear(cx.comm, rbuf)?;
+    }
+    if verify {
+        verify::fill(cx.comm, sbuf, len, rank)?;
+    }
+    let n = (counts.warmup + counts.iters) as usize;
+    let mut ticks = vec![0u64; counts.iters as usize];
+    let meter = Meter::start(cx.comm);
+    cx.comm.barrier()?;
+    pingpong(cx.comm, pp, n, &mut ticks)?;
+    let ns_per_tick = cx.comm.clock().ns_per_tick();
+    // One-way for a ping-pong (RTT/2), the whole operation for a raw read.
+    let scale = if read { ns_per_tick } else { ns_per_tick / 2.0 };
+    let ns: Vec<f64> = ticks.iter().map(|&t| t as f64 * scale).collect();
+    let mut report = meter.finish(cx.comm, 0.0);
     // Under raw read only rank 0 receives (rank 1's buffer is read).
     if verify && (rank == 0 || (rank == 1 && !read)) {
         let checked = len - cx.marker_bytes().min(len);
         verify::check(cx.comm, rbuf, len, 1 - rank, checked)?;
     }
+    let summary = Summary::of(&ns, DEFAULT_LEVEL);
+    if cx.instrument {
+        let xfer_ns = summary.as_ref().map_or(0.0, |s| s.p50);
+        report.instrument = Some(instrumented::pass(cx.comm, pp, n, xfer_ns, scale)?);
+    }
     deposit(cx.ctl, &report)?;
     cx.comm.barrier()?;
-    let all = collect(cx.ctl)?;
-    if let Some(all) = all {
-        // One-way for a ping-pong, the whole operation for a raw read.
-        let scale = if read { clock_ns } else { clock_ns / 2.0 };
-        let ns: Vec<f64> = ticks.iter().map(|&t| t as f64 * scale).collect();
-        let s = Summary::of(&ns, DEFAULT_LEVEL)
-            .ok_or_else(|| anyhow::anyhow!("size {len}: no timed iterations"))?;
+    if let Some(all) = collect(cx.ctl)? {
+        let s = summary.ok_or_else(|| anyhow::anyhow!("size {len}: no timed iterations"))?;
         let (ops, cpu) = row_fields(&all);
-        cx.sink
-            .row(&cells(len, &s), row_json(len, counts, &s, ops, cpu));
+        let mut row = row_json(len, counts, &s, ops, cpu);
+        if cx.instrument {
+            let (json, line) = instrumented::row_fields(len, s.p50, &all);
+            row["instrumented"] = json;
+            cx.sink.row(&cells(len, &s), row);
+            cx.sink.note(&line);
+        } else {
+            cx.sink.row(&cells(len, &s), row);
+        }
     }
     Ok(())
 }

@@ -7,6 +7,7 @@
 //! the timed loop storing raw timestamps into a pre-allocated array, then
 //! analysis, verification and the per-rank report gathered to rank 0.
 
+mod instrumented;
 pub mod latency;
 mod rankreport;
 mod verify;
@@ -82,6 +83,8 @@ pub struct BenchCtx<'a> {
     pub raw: Option<RawOp>,
     /// Show a progress line on stderr (rank 0).
     pub progress: bool,
+    /// `--instrument`: record transfer events in an extra pass per size.
+    pub instrument: bool,
 }
 
 impl std::fmt::Debug for BenchCtx<'_> {

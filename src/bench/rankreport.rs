@@ -55,6 +55,9 @@ pub struct RankReport {
     pub ops: Ops,
     /// The rank's own timed interval (bw: first to last window), ns.
     pub elapsed_ns: f64,
+    /// `--instrument`: what the instrumented pass recorded on this rank.
+    #[serde(default)]
+    pub instrument: Option<Value>,
 }
 
 /// Started before a size's timed region, finished after it.
@@ -77,6 +80,7 @@ impl Meter {
             cpu: self.cpu.until(&CpuSnapshot::now()),
             ops: comm.op_counts().since(&self.ops).into(),
             elapsed_ns,
+            instrument: None,
         }
     }
 }
@@ -129,6 +133,7 @@ mod tests {
                 ..Ops::default()
             },
             elapsed_ns: 5.0,
+            instrument: None,
         };
         let (ops, cpu) = row_fields(&[r(0, 0), r(1, 3)]);
         assert_eq!(ops["sends"], 4);

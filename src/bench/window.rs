@@ -114,6 +114,12 @@ pub fn run(cx: &mut BenchCtx<'_>, kind: Kind, args: &WindowArgs) -> Result<()> {
         if args.pairs == 1 { "" } else { "s" }
     );
     cx.sink.table(&title, &kind.columns());
+    if cx.instrument {
+        cx.sink.note(&format!(
+            "--instrument: {} records no transfer events (use latency or the methods to measure the recorder)",
+            kind.name()
+        ));
+    }
     let mut progress = ProgressLine::new(kind.name(), sizes.len());
     progress.enabled_if(cx.progress && cx.comm.rank() == 0);
     for (idx, &len) in sizes.iter().enumerate() {

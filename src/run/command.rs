@@ -28,6 +28,7 @@ pub fn execute(
         sink,
         raw,
         progress: progress_line,
+        instrument: common.instrument,
     };
     match cmd {
         Command::Method(m) => run_method(m, comm, sink),

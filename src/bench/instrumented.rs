@@ -1,0 +1,120 @@
+//! `--instrument` for latency: after each size's reported (uninstrumented)
+//! pass, a second pass of the same iterations with the communicator's
+//! event recorder on (DESIGN.md § Instrumentation), so the recorder's
+//! cost is measured rather than assumed: the instrumented p50 against
+//! the plain one, and the events each rank recorded per iteration.
+//!
+//! xfer_time(size) for the overlap bounds is taken from this run's own
+//! uninstrumented one-way p50 on each rank (rank 1 stamps its iterations
+//! for this), not from a separate raw-operation pass.
+
+use anyhow::{anyhow, Result};
+use ovbench_core::{Communicator, XferTable};
+use serde_json::{json, Value};
+
+use super::latency::{pingpong, PingPong};
+use super::rankreport::{round2, RankReport};
+use crate::output::us;
+use crate::stats::{Summary, DEFAULT_LEVEL};
+
+/// Run the instrumented pass of `n` iterations on this rank; its figures
+/// as JSON. `scale` converts ticks to the reported latency.
+pub(super) fn pass(
+    comm: &mut dyn Communicator,
+    pp: PingPong,
+    n: usize,
+    xfer_ns: f64,
+    scale: f64,
+) -> Result<Value> {
+    let table = XferTable::new(vec![(pp.len as u64, xfer_ns)]).map_err(|e| anyhow!(e))?;
+    comm.enable_instrumentation(table)?;
+    comm.barrier()?;
+    let now = comm.now();
+    if let Some(i) = comm.instrumentation() {
+        i.reset(now);
+    }
+    let mut ticks = vec![0u64; n];
+    let stamped = PingPong {
+        stamp_partner: false,
+        ..pp
+    };
+    pingpong(comm, stamped, n, &mut ticks)?;
+    let report = comm.overlap_report();
+    comm.disable_instrumentation();
+    let rep = report.ok_or_else(|| {
+        anyhow!("--instrument: the communicator recorded nothing (it has no event recorder)")
+    })?;
+    let ns: Vec<f64> = ticks.iter().map(|&t| t as f64 * scale).collect();
+    let p50 = match (comm.rank(), Summary::of(&ns, DEFAULT_LEVEL)) {
+        (0, Some(s)) => Some(round2(s.p50)),
+        _ => None,
+    };
+    Ok(json!({
+        "rank": comm.rank(),
+        "xfer_time_ns": round2(xfer_ns),
+        "p50_ns": p50,
+        "iterations": n,
+        "events": rep.events,
+        "events_per_iter": round2(rep.events as f64 / n.max(1) as f64),
+        "transfers": rep.transfers,
+        "data_transfer_ns": round2(rep.data_transfer_ns),
+        "min_overlap_ns": round2(rep.min_overlap_ns),
+        "max_overlap_ns": round2(rep.max_overlap_ns),
+        "call_ns": round2(rep.call_ns),
+        "computation_ns": round2(rep.computation_ns),
+    }))
+}
+
+/// The row's `instrumented` object and the note line under it.
+pub(super) fn row_fields(len: usize, plain_p50: f64, all: &[RankReport]) -> (Value, String) {
+    let ranks: Vec<Value> = all.iter().filter_map(|r| r.instrument.clone()).collect();
+    let p50 = ranks
+        .first()
+        .and_then(|v| v["p50_ns"].as_f64())
+        .unwrap_or(f64::NAN);
+    let per_iter: Vec<String> = ranks
+        .iter()
+        .filter(|v| v["events"].as_u64().unwrap_or(0) > 0)
+        .map(|v| format!("rank {} {}", v["rank"], v["events_per_iter"]))
+        .collect();
+    let line = format!(
+        "size {len} instrumented: p50 {} us ({:+.3} us against uninstrumented); events per iteration: {}",
+        us(p50),
+        (p50 - plain_p50) / 1000.0,
+        if per_iter.is_empty() { "none".to_string() } else { per_iter.join(", ") }
+    );
+    let json = json!({
+        "p50_ns": round2(p50),
+        "overhead_ns": round2(p50 - plain_p50),
+        "ranks": ranks,
+    });
+    (json, line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn note_and_json_from_rank_reports() {
+        let r = |rank: u32, p50: Option<f64>, events: u64| RankReport {
+            rank,
+            instrument: Some(
+                json!({"rank": rank, "p50_ns": p50, "events": events, "events_per_iter": events as f64 / 10.0}),
+            ),
+            ..RankReport::default()
+        };
+        let (j, line) = row_fields(
+            8,
+            9000.0,
+            &[r(0, Some(9120.0), 40), r(1, None, 40), r(2, None, 0)],
+        );
+        assert_eq!(j["overhead_ns"], 120.0);
+        assert_eq!(j["ranks"].as_array().unwrap().len(), 3);
+        assert!(line.contains("p50 9.12 us (+0.120 us"), "{line}");
+        assert!(
+            line.contains("rank 0 4.0, rank 1 4.0") && !line.contains("rank 2"),
+            "{line}"
+        );
+    }
+}
