@@ -1,4 +1,4 @@
-//! The core conformance suite over TCP: 2 and 3 ranks in one process, with
+//! The core conformance suite over TCP: 2, 3 and 5 ranks in one process, with
 //! progress by polling and by thread.
 
 use std::time::Duration;
@@ -35,11 +35,19 @@ mod poll_2 {
 mod poll_3 {
     ovbench_core::conformance_tests!(super::poll, 3);
 }
+/// Five ranks: four live peers each, so progress goes through epoll.
+mod poll_5 {
+    ovbench_core::conformance_tests!(super::poll, 5);
+}
 mod thread_2 {
     ovbench_core::conformance_tests!(super::thread, 2);
 }
 mod thread_3 {
     ovbench_core::conformance_tests!(super::thread, 3);
+}
+
+mod thread_5 {
+    ovbench_core::conformance_tests!(super::thread, 5);
 }
 
 /// `run_all` reports every check, so a new transport can print a table.
