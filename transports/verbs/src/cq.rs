@@ -199,51 +199,44 @@ impl CompletionQueue {
         Ok(got as usize)
     }
 
+    /// One entry per `ibv_start_poll` / `ibv_end_poll` session: rdma-core's
+    /// rxe provider (v44) stores the consumer index when `ibv_next_poll`
+    /// finds the queue empty and then advances it again in
+    /// `ibv_end_poll`, skipping an entry; a session that never calls
+    /// `ibv_next_poll` is correct on every provider.
     fn poll_ex(&mut self, out: &mut Vec<WorkCompletion>, max: usize) -> Result<usize, VerbsError> {
         let cq = self.inner.ex;
-        let mut attr = sys::ibv_poll_cq_attr::default();
-        // SAFETY: live extended CQ; attr valid. Between start and end poll the
-        // current entry's fields are read through the provider's accessors.
-        let rc = unsafe { sys::ibv_start_poll(cq, &mut attr) };
-        if rc == libc::ENOENT {
-            return Ok(0);
-        }
-        if rc != 0 {
-            return Err(self.err("ibv_start_poll", io::Error::from_raw_os_error(rc)));
-        }
         let mut n = 0;
-        loop {
-            // SAFETY: a current entry exists (start/next poll returned 0).
+        while n < max {
+            let mut attr = sys::ibv_poll_cq_attr::default();
+            // SAFETY: live extended CQ; attr valid.
+            let rc = unsafe { sys::ibv_start_poll(cq, &mut attr) };
+            if rc == libc::ENOENT {
+                break;
+            }
+            if rc != 0 {
+                return Err(self.err("ibv_start_poll", io::Error::from_raw_os_error(rc)));
+            }
+            // SAFETY: start_poll returned 0, so a current entry exists; its
+            // fields are read through the provider's accessors, then the
+            // session is closed exactly once.
             let wc = unsafe {
                 let status = (*cq).status;
                 let ok = status == sys::IBV_WC_SUCCESS;
-                WorkCompletion {
+                let wc = WorkCompletion {
                     wr_id: (*cq).wr_id,
                     status,
                     opcode: if ok { sys::ibv_wc_read_opcode(cq) } else { 0 },
                     vendor_err: sys::ibv_wc_read_vendor_err(cq),
                     byte_len: if ok { sys::ibv_wc_read_byte_len(cq) } else { 0 },
                     nic_ts: (ok && self.timestamps).then(|| sys::ibv_wc_read_completion_ts(cq)),
-                }
+                };
+                sys::ibv_end_poll(cq);
+                wc
             };
             out.push(wc);
             n += 1;
-            if n >= max {
-                break;
-            }
-            // SAFETY: inside a poll session on a live CQ.
-            let rc = unsafe { sys::ibv_next_poll(cq) };
-            if rc == libc::ENOENT {
-                break;
-            }
-            if rc != 0 {
-                // SAFETY: close the session before reporting.
-                unsafe { sys::ibv_end_poll(cq) };
-                return Err(self.err("ibv_next_poll", io::Error::from_raw_os_error(rc)));
-            }
         }
-        // SAFETY: ends the session opened by ibv_start_poll.
-        unsafe { sys::ibv_end_poll(cq) };
         Ok(n)
     }
 

@@ -67,6 +67,15 @@ impl Credits {
         n as u16
     }
 
+    /// Undo a post that the provider refused: give back the data credit
+    /// (if one was taken) and the returned credits it would have carried.
+    pub fn undo(&mut self, data: bool, returned: u16) {
+        if data {
+            self.avail += 1;
+        }
+        self.to_return += returned as u32;
+    }
+
     /// A data buffer was consumed and re-posted.
     pub fn consumed(&mut self) {
         self.to_return += 1;
@@ -189,6 +198,10 @@ mod tests {
             assert!(c.take());
         }
         assert!(!c.take());
+        c.consumed();
+        assert_eq!(c.take_return(), 1);
+        c.undo(true, 1);
+        assert_eq!((c.available(), c.take_return()), (1, 1));
         assert_eq!(Credits::spare(4), 2);
         assert_eq!(Credits::spare(1), 1);
         assert_eq!(Credits::spare(128), 2);

@@ -36,7 +36,9 @@ pub struct VerbsOptions {
     pub use_event: bool,
     /// Local ACK timeout exponent (4.096 µs · 2^timeout), perftest's 14.
     pub timeout: u8,
-    /// Transport retries before a QP errors out.
+    /// Transport retries before a QP errors out. 6, not perftest's 7:
+    /// rxe treats 7 as "retry forever", so a dead peer would never be
+    /// reported.
     pub retry_cnt: u8,
     /// Receiver-not-ready retries: 0, credits make RNR impossible.
     pub rnr_retry: u8,
@@ -60,7 +62,7 @@ impl Default for VerbsOptions {
             extended_cq: true,
             use_event: false,
             timeout: 14,
-            retry_cnt: 7,
+            retry_cnt: 6,
             rnr_retry: 0,
         }
     }

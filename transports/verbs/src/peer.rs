@@ -212,6 +212,9 @@ impl Peer {
             Err(e) => {
                 ops.remove(id);
                 self.free_slots.push(slot);
+                if let Some(c) = self.credits.as_mut() {
+                    c.undo(kind == MsgKind::Data, credits);
+                }
                 Err(e)
             }
         }
@@ -269,7 +272,12 @@ impl Peer {
             && self.sq_free > 0
             && !self.free_slots.is_empty()
         {
-            self.post_msg(ops, MsgKind::Credit, &[], 0)?;
+            if let Err(e) = self.post_msg(ops, MsgKind::Credit, &[], 0) {
+                if !is_queue_full(&e) {
+                    return Err(e);
+                }
+                return Ok(());
+            }
         }
         while let Some(item) = self.pending.pop_front() {
             match item {
@@ -281,17 +289,36 @@ impl Peer {
                     if let Some(c) = self.credits.as_mut() {
                         c.take();
                     }
-                    self.post_msg(ops, MsgKind::Data, &[&bytes], ctx)?;
+                    if let Err(e) = self.post_msg(ops, MsgKind::Data, &[&bytes], ctx) {
+                        if is_queue_full(&e) {
+                            self.pending.push_front(Pending::Send { bytes, ctx });
+                            break;
+                        }
+                        return Err(e);
+                    }
                 }
                 Pending::Rma { op, local, ctx } => {
                     if self.sq_free == 0 {
                         self.pending.push_front(Pending::Rma { op, local, ctx });
                         break;
                     }
-                    self.post_rma(ops, op, local, ctx)?;
+                    if let Err(e) = self.post_rma(ops, op, local, ctx) {
+                        if is_queue_full(&e) {
+                            self.pending.push_front(Pending::Rma { op, local, ctx });
+                            break;
+                        }
+                        return Err(e);
+                    }
                 }
             }
         }
         Ok(())
     }
+}
+
+/// `ibv_post_send` says ENOMEM when the provider's send queue is full for a
+/// moment (rxe frees an entry just after the completion is visible): the
+/// work stays queued and is posted on a later poll.
+pub(crate) fn is_queue_full(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ENOMEM)
 }

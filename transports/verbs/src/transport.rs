@@ -16,7 +16,7 @@ use crate::error::{memlock_limit, register_failure};
 use crate::memory::AlignedBuf;
 use crate::options::{mtu_bytes, mtu_code};
 use crate::pd::Access;
-use crate::peer::{OpTable, OpTag, Peer, Pending, RECV};
+use crate::peer::{is_queue_full, OpTable, OpTag, Peer, Pending, RECV};
 use crate::qp::{QpCap, RtrAttr, RtsAttr, SendOp, Sge};
 use crate::setup::{self, Device};
 use crate::timestamp::{host_monotonic_ns, NicClock};
@@ -342,9 +342,11 @@ impl VerbsTransport {
         let i = self.check_peer(peer, op)?;
         let p = self.peers[i].as_mut().expect("checked peer");
         if p.pending.is_empty() && p.sq_free > 0 {
-            return p
-                .post_rma(&mut self.ops, sop, sge, ctx)
-                .map_err(|e| post_failed(peer, op, e));
+            match p.post_rma(&mut self.ops, sop, sge, ctx) {
+                Err(e) if !is_queue_full(&e) => return Err(post_failed(peer, op, e)),
+                Err(_) => {}
+                Ok(()) => return Ok(()),
+            }
         }
         p.pending.push_back(Pending::Rma {
             op: sop,
@@ -840,9 +842,11 @@ impl Transport for VerbsTransport {
             if let Some(c) = p.credits.as_mut() {
                 c.take();
             }
-            return p
-                .post_msg(&mut self.ops, MsgKind::Data, &[header, pbytes], ctx)
-                .map_err(|e| post_failed(peer, OpKind::Send, e));
+            match p.post_msg(&mut self.ops, MsgKind::Data, &[header, pbytes], ctx) {
+                Err(e) if !is_queue_full(&e) => return Err(post_failed(peer, OpKind::Send, e)),
+                Err(_) => {}
+                Ok(()) => return Ok(()),
+            }
         }
         let mut bytes = Vec::with_capacity(total);
         bytes.extend_from_slice(header);
