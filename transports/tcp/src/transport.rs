@@ -100,6 +100,12 @@ impl TcpTransport {
                 opts.eager_buf_size
             )));
         }
+        if opts.bind.is_unspecified() {
+            return Err(TransportError::Invalid(format!(
+                "rank {rank}: the TCP transport cannot hand {} to its peers as an address: bind to this host's address on the network the ranks share",
+                opts.bind
+            )));
+        }
         let listener = TcpListener::bind(SocketAddr::new(opts.bind, 0)).map_err(|e| {
             TransportError::io(
                 format!(
