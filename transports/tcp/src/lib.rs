@@ -4,7 +4,7 @@
 //! messages are framed and copied; one-sided write and read are emulated
 //! by request frames that the target's progress engine serves after
 //! checking the remote key — so this is the "no offload" machine of the
-//! overlap paper. Progress comes from busy polling in [`Transport::poll`]
+//! overlap paper. Progress comes from busy polling in [`Transport::poll`](ovbench_core::Transport::poll)
 //! (`Progress::Poll`) or additionally from a thread that sleeps in epoll
 //! (`Progress::Thread`), so that peers' reads and writes are served while
 //! the application computes.
