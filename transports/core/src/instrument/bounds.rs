@@ -12,14 +12,12 @@
 //! Computation is the time between a CALL_EXIT and the next CALL_ENTER;
 //! call time between a CALL_ENTER and its CALL_EXIT.
 
-use std::collections::HashMap;
-
 use serde::Serialize;
 
 use super::ring::{EventKind, Record};
 use super::XferTable;
 
-/// Totals for transfers of sizes in `(size_max/2, size_max]`.
+/// Totals for transfers of sizes in `(size_max/2, size_max]` (0 and 1 alone).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct BucketTotals {
     pub size_max: u64,
@@ -78,16 +76,26 @@ pub struct Bounds {
     comp: u64,
     lib: u64,
     mark: Option<u64>,
-    open: HashMap<u64, Open>,
+    /// Transfers begun and not ended: few at a time, so a vector searched
+    /// from the newest end beats hashing.
+    open: Vec<(u64, Open)>,
     report: OverlapReport,
-    buckets: HashMap<u64, BucketTotals>,
+    /// Index 0: 0 bytes; index k ≥ 1: sizes in (2^(k-2), 2^(k-1)].
+    buckets: [BucketTotals; 66],
 }
 
-fn bucket_of(bytes: u64) -> u64 {
-    if bytes <= 1 {
-        bytes
-    } else {
-        bytes.next_power_of_two()
+fn bucket_index(bytes: u64) -> usize {
+    match bytes {
+        0 => 0,
+        1 => 1,
+        b => 1 + (64 - (b - 1).leading_zeros()) as usize,
+    }
+}
+
+fn bucket_max(index: usize) -> u64 {
+    match index {
+        0 => 0,
+        k => 1u64.checked_shl(k as u32 - 1).unwrap_or(u64::MAX),
     }
 }
 
@@ -101,9 +109,12 @@ impl Bounds {
             comp: 0,
             lib: 0,
             mark: None,
-            open: HashMap::new(),
+            open: Vec::with_capacity(64),
             report: OverlapReport::default(),
-            buckets: HashMap::new(),
+            buckets: std::array::from_fn(|k| BucketTotals {
+                size_max: bucket_max(k),
+                ..Default::default()
+            }),
         }
     }
 
@@ -137,7 +148,7 @@ impl Bounds {
             }
             EventKind::XferBegin => {
                 let (comp, lib) = self.clocks_at(e.at);
-                self.open.insert(
+                self.open.push((
                     e.id,
                     Open {
                         bytes: e.bytes,
@@ -147,14 +158,15 @@ impl Bounds {
                         lib,
                         call_bounded: e.call_bounded,
                     },
-                );
+                ));
             }
             EventKind::XferEnd => {
                 let xfer = self.table.xfer_ns(e.bytes);
-                let Some(b) = self.open.remove(&e.id) else {
+                let Some(pos) = self.open.iter().rposition(|o| o.0 == e.id) else {
                     self.add(e.bytes, xfer, 0.0, xfer, true);
                     return;
                 };
+                let b = self.open.swap_remove(pos).1;
                 let (comp, lib) = self.clocks_at(e.at);
                 let comp_ns = (comp - b.comp) as f64 * self.ns_per_tick;
                 let lib_ns = (lib - b.lib) as f64 * self.ns_per_tick;
@@ -177,11 +189,7 @@ impl Bounds {
         r.min_overlap_ns += min;
         r.max_overlap_ns += max;
         r.one_sided_transfers += one_sided as u64;
-        let k = bucket_of(bytes);
-        let b = self.buckets.entry(k).or_insert_with(|| BucketTotals {
-            size_max: k,
-            ..Default::default()
-        });
+        let b = &mut self.buckets[bucket_index(bytes)];
         b.transfers += 1;
         b.data_transfer_ns += xfer;
         b.min_overlap_ns += min;
@@ -196,31 +204,30 @@ impl Bounds {
         r.computation_ns = c as f64 * self.ns_per_tick;
         r.call_ns = l as f64 * self.ns_per_tick;
         let mut buckets = self.buckets.clone();
-        for o in self.open.values() {
+        for (_, o) in &self.open {
             let xfer = self.table.xfer_ns(o.bytes);
             r.transfers += 1;
             r.one_sided_transfers += 1;
             r.data_transfer_ns += xfer;
             r.max_overlap_ns += xfer;
-            let k = bucket_of(o.bytes);
-            let b = buckets.entry(k).or_insert_with(|| BucketTotals {
-                size_max: k,
-                ..Default::default()
-            });
+            let b = &mut buckets[bucket_index(o.bytes)];
             b.transfers += 1;
             b.data_transfer_ns += xfer;
             b.max_overlap_ns += xfer;
         }
-        let mut v: Vec<_> = buckets.into_values().collect();
-        v.sort_by_key(|b| b.size_max);
-        r.buckets = v;
+        r.buckets = buckets.into_iter().filter(|b| b.transfers > 0).collect();
         r
     }
 
     /// Start new totals at `now` (open transfers are dropped).
     pub fn reset(&mut self, now: u64) {
         self.report = OverlapReport::default();
-        self.buckets.clear();
+        for b in self.buckets.iter_mut() {
+            *b = BucketTotals {
+                size_max: b.size_max,
+                ..Default::default()
+            };
+        }
         self.open.clear();
         self.comp = 0;
         self.lib = 0;
