@@ -843,7 +843,7 @@ pub fn garbled_key_rejected(ts: &mut Endpoints) -> Result<(), String> {
     refusals(&mut net, region, &cases)
 }
 
-/// A thousand sends and a thousand writes posted back to back all
+/// A thousand sends, writes and reads posted back to back all
 /// complete, once each, with their contexts; data and order intact.
 pub fn many_outstanding(ts: &mut Endpoints) -> Result<(), String> {
     const N: usize = 1000;
@@ -855,6 +855,12 @@ pub fn many_outstanding(ts: &mut Endpoints) -> Result<(), String> {
     let src = net.alloc(0, N * W, 0)?;
     net.fill_pattern(0, src, 4242)?;
     let (smr, _) = net.register(0, src)?;
+    let rsrc = net.alloc(d, N * W, 0)?;
+    net.fill_pattern(d, rsrc, 777)?;
+    let (_, rkey) = net.register(d, rsrc)?;
+    let rdst = net.alloc(0, N * W, 0)?;
+    let (rmr, _) = net.register(0, rdst)?;
+    const READ: u64 = 1 << 40;
     for i in 0..N {
         let seq = (i as u32).to_le_bytes();
         net.ts[0]
@@ -870,19 +876,37 @@ pub fn many_outstanding(ts: &mut Endpoints) -> Result<(), String> {
                 i as u64,
             )
             .map_err(|e| format!("rank 0: write {i} of {N} to rank {d}: {e}"))?;
+        net.ts[0]
+            .post_read(
+                d as Rank,
+                rdst.sub(i * W, W),
+                rmr,
+                &rkey,
+                (i * W) as u64,
+                READ + i as u64,
+            )
+            .map_err(|e| format!("rank 0: read {i} of {N} from rank {d}: {e}"))?;
     }
     let done = net.wait_n(
         0,
-        2 * N,
-        "2000 send and write completions",
+        3 * N,
+        "1000 send, 1000 write and 1000 read completions",
         WAIT_DEADLINE,
-        &|c| matches!(c, Completion::Send { .. } | Completion::Write { .. }),
+        &|c| {
+            matches!(
+                c,
+                Completion::Send { .. } | Completion::Write { .. } | Completion::Read { .. }
+            )
+        },
     )?;
-    let mut seen = vec![0u8; 2 * N];
+    let mut seen = vec![0u8; 3 * N];
     for c in &done {
         let slot = match c {
             Completion::Write { ctx } if (*ctx as usize) < N => *ctx as usize,
             Completion::Send { ctx } if u64::MAX - ctx < N as u64 => N + (u64::MAX - ctx) as usize,
+            Completion::Read { ctx } if ctx.wrapping_sub(READ) < N as u64 => {
+                2 * N + (ctx - READ) as usize
+            }
             _ => return Err(format!("completion with a context never posted: {c:?}")),
         };
         seen[slot] += 1;
@@ -899,6 +923,9 @@ pub fn many_outstanding(ts: &mut Endpoints) -> Result<(), String> {
     }
     if net.bytes(d, dst)? != patterned(N * W, 4242) {
         return Err("the 1000 writes' data is not all visible at the target".into());
+    }
+    if net.bytes(0, rdst)? != patterned(N * W, 777) {
+        return Err("the 1000 reads did not bring the target's bytes".into());
     }
     Ok(())
 }
