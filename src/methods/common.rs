@@ -31,7 +31,7 @@ pub(crate) struct Ctrl {
     buf: Buf,
 }
 
-const CTRL_WORDS: usize = 8;
+const CTRL_WORDS: usize = 16;
 
 impl Ctrl {
     pub(crate) fn new(comm: &mut dyn Communicator) -> anyhow::Result<Ctrl> {
@@ -40,7 +40,7 @@ impl Ctrl {
         })
     }
 
-    /// Send up to eight words to `dst`.
+    /// Send up to sixteen words to `dst`.
     pub(crate) fn send(
         &self,
         comm: &mut dyn Communicator,

@@ -13,6 +13,7 @@ pub mod common;
 pub mod commtest;
 pub mod logp;
 pub mod overhead;
+pub mod overlap;
 
 use ovbench_core::Communicator;
 
@@ -32,6 +33,9 @@ pub enum MethodCommand {
     /// SWAP and SENDRECV of a fixed volume in 1, 2, 4 … packets under
     /// COMMTEST's unordered and ordered protocols (Worley).
     Commtest(commtest::Args),
+    /// Computation-communication overlap bounds per step of growing
+    /// computation (Shet et al., the overlap micro-benchmark).
+    Overlap(overlap::Args),
 }
 
 /// Run `cmd` on this rank. Every rank must call it; only rank 0's `sink`
@@ -46,5 +50,6 @@ pub fn run_method(
         MethodCommand::Logp(a) => logp::run(comm, a, sink).map(drop),
         MethodCommand::Bcast(a) => bcast::run(comm, a, sink).map(drop),
         MethodCommand::Commtest(a) => commtest::run(comm, a, sink).map(drop),
+        MethodCommand::Overlap(a) => overlap::run(comm, a, sink).map(drop),
     }
 }

@@ -1,0 +1,428 @@
+//! The overlap micro-benchmark of overlap-characterization.txt §3: a
+//! sender calling only Send or Isend, a receiver calling only Recv or
+//! Irecv, a loop of `--iters` transfers per step with computation growing
+//! step by step between the non-blocking post and its wait. Per step: the
+//! mean time in the wait (or the blocking call) of each side, and the
+//! minimum and maximum overlap percentages from the communicator's event
+//! instrumentation (CALL/XFER events folded into the paper's bounds);
+//! after each size, each process's totals (data transfer time, min/max
+//! overlapped time, computation time, call time).
+//!
+//! Computation grows over `--steps` steps (16) from 0 to `--max-comp`
+//! (2) × xfer_time(size). xfer_time is read from `--xfer-table FILE`
+//! (`SIZE NS` lines): the paper measures it a priori with the network's
+//! own micro-benchmark, and ovbench's `--proto raw` runs give exactly
+//! that. Without a table the method estimates it on the protocol in use,
+//! as the median half round trip of the size over `--xfer-reps` ping-pongs
+//! — an approximation (it includes the protocol's handshakes and the
+//! host overheads), said so in a note.
+//!
+//! Rank 0 sends, rank 1 receives; other ranks only take part in the
+//! barriers.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use ovbench_core::{Buf, Communicator, OverlapReport, Tag, XferTable};
+use serde::Serialize;
+
+use super::common::{ns, us, Ctrl};
+use crate::report::Sink;
+use crate::sizes::Sizes;
+
+const TAG_DATA: Tag = 0x4f56_0501;
+
+/// Which calls the two sides use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pair {
+    /// Sender Isend + compute + Wait; receiver Recv.
+    IsendRecv,
+    /// Sender Send; receiver Irecv + compute + Wait.
+    SendIrecv,
+    /// Both non-blocking, both compute.
+    IsendIrecv,
+}
+
+impl Pair {
+    fn sender_nb(self) -> bool {
+        self != Pair::SendIrecv
+    }
+    fn receiver_nb(self) -> bool {
+        self != Pair::IsendRecv
+    }
+}
+
+/// `ovbench overlap`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// The call pair(s), comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "isend-irecv")]
+    pub pair: Vec<Pair>,
+    /// Transfers per step (the paper: 1000).
+    #[arg(long, default_value_t = 100)]
+    pub iters: u64,
+    /// Message sizes (the paper: 10K eager, 1M rendezvous).
+    #[arg(long, default_value = "10K,1M")]
+    pub sizes: Sizes,
+    /// Computation steps after the zero step.
+    #[arg(long, default_value_t = 16)]
+    pub steps: u32,
+    /// Largest computation, as a multiple of xfer_time(size).
+    #[arg(long, default_value_t = 2.0)]
+    pub max_comp: f64,
+    /// xfer_time per size: lines `SIZE_BYTES NS` (e.g. from --proto raw runs).
+    #[arg(long, value_name = "FILE")]
+    pub xfer_table: Option<PathBuf>,
+    /// Ping-pongs per size when estimating xfer_time without a table.
+    #[arg(long, default_value_t = 21)]
+    pub xfer_reps: u32,
+}
+
+/// One side's figures in one step.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Side {
+    /// Mean time per transfer in the wait (or the blocking call).
+    pub wait_ns: f64,
+    pub transfers: u64,
+    pub data_transfer_ns: f64,
+    pub min_overlap_ns: f64,
+    pub max_overlap_ns: f64,
+    pub computation_ns: f64,
+    pub call_ns: f64,
+    /// The step's window on this side's clock (for comparisons with a
+    /// simulator's truth).
+    pub start_ticks: u64,
+    pub end_ticks: u64,
+}
+
+impl Side {
+    fn pct(&self) -> (f64, f64) {
+        if self.data_transfer_ns <= 0.0 {
+            return (0.0, 0.0);
+        }
+        (
+            100.0 * self.min_overlap_ns / self.data_transfer_ns,
+            100.0 * self.max_overlap_ns / self.data_transfer_ns,
+        )
+    }
+
+    fn words(&self) -> [u64; 9] {
+        [
+            self.wait_ns.to_bits(),
+            self.transfers,
+            self.data_transfer_ns.to_bits(),
+            self.min_overlap_ns.to_bits(),
+            self.max_overlap_ns.to_bits(),
+            self.computation_ns.to_bits(),
+            self.call_ns.to_bits(),
+            self.start_ticks,
+            self.end_ticks,
+        ]
+    }
+
+    fn from_words(w: &[u64]) -> anyhow::Result<Side> {
+        let [wait, n, d, lo, hi, comp, call, s, e] = w[..] else {
+            bail!("overlap: malformed figures from rank 1");
+        };
+        let f = f64::from_bits;
+        Ok(Side {
+            wait_ns: f(wait),
+            transfers: n,
+            data_transfer_ns: f(d),
+            min_overlap_ns: f(lo),
+            max_overlap_ns: f(hi),
+            computation_ns: f(comp),
+            call_ns: f(call),
+            start_ticks: s,
+            end_ticks: e,
+        })
+    }
+
+    fn add(&mut self, o: &Side) {
+        self.transfers += o.transfers;
+        self.data_transfer_ns += o.data_transfer_ns;
+        self.min_overlap_ns += o.min_overlap_ns;
+        self.max_overlap_ns += o.max_overlap_ns;
+        self.computation_ns += o.computation_ns;
+        self.call_ns += o.call_ns;
+    }
+}
+
+/// One step: a computation length and both sides' figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct Step {
+    pub pair: Pair,
+    pub size: usize,
+    pub step: u32,
+    pub comp_ns: f64,
+    pub xfer_ns: f64,
+    pub sender: Side,
+    pub receiver: Side,
+}
+
+/// The run's result (rank 0 holds both sides).
+#[derive(Debug, Clone, Serialize)]
+pub struct Output {
+    pub protocol: String,
+    pub xfer_table: Vec<(u64, f64)>,
+    pub xfer_measured: bool,
+    pub steps: Vec<Step>,
+}
+
+/// Estimate xfer_time(size) as the median half round trip.
+fn estimate_xfer(
+    comm: &mut dyn Communicator,
+    buf: Buf,
+    size: usize,
+    reps: u32,
+) -> anyhow::Result<f64> {
+    let me = comm.rank();
+    let mut v = Vec::with_capacity(reps as usize);
+    comm.barrier()?;
+    for _ in 0..reps {
+        match me {
+            0 => {
+                let t0 = comm.now();
+                comm.send(buf, 0, size, 1, TAG_DATA)?;
+                comm.recv(buf, 0, size, Some(1), Some(TAG_DATA))?;
+                let t1 = comm.now();
+                v.push(ns(comm, t1 - t0) / 2.0);
+            }
+            1 => {
+                comm.recv(buf, 0, size, Some(0), Some(TAG_DATA))?;
+                comm.send(buf, 0, size, 0, TAG_DATA)?;
+            }
+            _ => {}
+        }
+    }
+    v.sort_by(f64::total_cmp);
+    Ok(v.get(v.len() / 2).copied().unwrap_or(0.0))
+}
+
+fn side_of(report: Option<OverlapReport>, wait_ns: f64, start: u64, end: u64) -> Side {
+    let r = report.unwrap_or_default();
+    Side {
+        wait_ns,
+        transfers: r.transfers,
+        data_transfer_ns: r.data_transfer_ns,
+        min_overlap_ns: r.min_overlap_ns,
+        max_overlap_ns: r.max_overlap_ns,
+        computation_ns: r.computation_ns,
+        call_ns: r.call_ns,
+        start_ticks: start,
+        end_ticks: end,
+    }
+}
+
+/// Run the method on every rank; rank 0's sink prints.
+pub fn run(
+    comm: &mut dyn Communicator,
+    args: &Args,
+    sink: &mut dyn Sink,
+) -> anyhow::Result<Output> {
+    if comm.size() < 2 {
+        bail!("overlap needs 2 ranks (rank 0 sends, rank 1 receives)");
+    }
+    if args.iters == 0 || args.steps == 0 || args.max_comp.is_nan() || args.max_comp < 0.0 {
+        bail!("--iters and --steps must be positive and --max-comp non-negative");
+    }
+    let me = comm.rank();
+    let sizes = args.sizes.as_slice().to_vec();
+    let buf = comm.alloc(args.sizes.max().max(1))?;
+    let ctrl = Ctrl::new(comm)?;
+    let protocol = comm.info().protocol;
+
+    let (table, measured) = match &args.xfer_table {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading --xfer-table {}", path.display()))?;
+            let t = XferTable::parse(&text)
+                .map_err(|e| anyhow::anyhow!("--xfer-table {}: {e}", path.display()))?;
+            (t, false)
+        }
+        None => {
+            let mut pts = Vec::new();
+            for &s in &sizes {
+                let x = estimate_xfer(comm, buf, s, args.xfer_reps.max(1))?;
+                pts.push((s as u64, x));
+            }
+            // Rank 0's estimate is everyone's.
+            let flat: Vec<u64> = pts.iter().map(|p| p.1.to_bits()).collect();
+            let mut agreed = Vec::new();
+            for chunk in flat.chunks(8) {
+                agreed.extend(ctrl.bcast(comm, chunk)?);
+            }
+            let pts = sizes
+                .iter()
+                .zip(agreed)
+                .map(|(&s, b)| (s as u64, f64::from_bits(b)))
+                .collect();
+            (XferTable::new(pts).map_err(anyhow::Error::msg)?, true)
+        }
+    };
+    if measured {
+        sink.note("xfer_time estimated as the median half round trip on this protocol (supply --xfer-table with raw-operation times for the paper's bounds)");
+    }
+    // Recording is switched on for each step's loop only, so the control
+    // messages between steps never count as transfers.
+    comm.enable_instrumentation(table.clone())
+        .context("overlap needs a communicator that records transfer events")?;
+    comm.disable_instrumentation();
+    let mut out = Output {
+        protocol: protocol.clone(),
+        xfer_table: table.points().to_vec(),
+        xfer_measured: measured,
+        steps: Vec::new(),
+    };
+    sink.table(
+        &format!("overlap, protocol {protocol}"),
+        &[
+            "pair",
+            "size",
+            "comp[us]",
+            "xfer[us]",
+            "s.wait[us]",
+            "s.min%",
+            "s.max%",
+            "r.wait[us]",
+            "r.min%",
+            "r.max%",
+        ],
+    );
+    let mut totals: Vec<(Pair, usize, Side, Side)> = Vec::new();
+    for &pair in &args.pair {
+        for &size in &sizes {
+            let xfer = table.xfer_ns(size as u64);
+            let mut tot = (Side::default(), Side::default());
+            for k in 0..=args.steps {
+                let comp = xfer * args.max_comp * f64::from(k) / f64::from(args.steps);
+                let units = (comp / comm.work_unit_ns()).round() as u64;
+                comm.barrier()?;
+                comm.enable_instrumentation(table.clone())?;
+                let now = comm.now();
+                if let Some(i) = comm.instrumentation() {
+                    i.reset(now);
+                }
+                let start = comm.now();
+                let mut waited = 0u64;
+                for _ in 0..args.iters {
+                    match me {
+                        0 if pair.sender_nb() => {
+                            let r = comm.isend(buf, 0, size, 1, TAG_DATA)?;
+                            comm.work(units);
+                            let t = comm.now();
+                            comm.wait(r)?;
+                            waited += comm.now() - t;
+                        }
+                        0 => {
+                            let t = comm.now();
+                            comm.send(buf, 0, size, 1, TAG_DATA)?;
+                            waited += comm.now() - t;
+                        }
+                        1 if pair.receiver_nb() => {
+                            let r = comm.irecv(buf, 0, size, Some(0), Some(TAG_DATA))?;
+                            comm.work(units);
+                            let t = comm.now();
+                            comm.wait(r)?;
+                            waited += comm.now() - t;
+                        }
+                        1 => {
+                            let t = comm.now();
+                            comm.recv(buf, 0, size, Some(0), Some(TAG_DATA))?;
+                            waited += comm.now() - t;
+                        }
+                        _ => {}
+                    }
+                }
+                let end = comm.now();
+                let wait_ns = ns(comm, waited) / args.iters as f64;
+                let mine = side_of(comm.overlap_report(), wait_ns, start, end);
+                comm.disable_instrumentation();
+                match me {
+                    1 => ctrl.send(comm, 0, &mine.words())?,
+                    0 => {
+                        let peer = Side::from_words(&ctrl.recv(comm, 1)?)?;
+                        let (s, r) = (mine, peer);
+                        let (smin, smax) = s.pct();
+                        let (rmin, rmax) = r.pct();
+                        sink.row(
+                            &[
+                                format!("{pair:?}").to_lowercase(),
+                                size.to_string(),
+                                us(comp),
+                                us(xfer),
+                                us(s.wait_ns),
+                                format!("{smin:.1}"),
+                                format!("{smax:.1}"),
+                                us(r.wait_ns),
+                                format!("{rmin:.1}"),
+                                format!("{rmax:.1}"),
+                            ],
+                            serde_json::json!({
+                                "pair": pair, "size": size, "step": k, "comp_ns": comp,
+                                "xfer_ns": xfer, "samples": args.iters,
+                                "sender": s, "receiver": r,
+                                "sender_min_overlap_pct": smin, "sender_max_overlap_pct": smax,
+                                "receiver_min_overlap_pct": rmin, "receiver_max_overlap_pct": rmax,
+                                "sender_wait_ns": s.wait_ns, "receiver_wait_ns": r.wait_ns,
+                            }),
+                        );
+                        tot.0.add(&s);
+                        tot.1.add(&r);
+                        out.steps.push(Step {
+                            pair,
+                            size,
+                            step: k,
+                            comp_ns: comp,
+                            xfer_ns: xfer,
+                            sender: s,
+                            receiver: r,
+                        });
+                    }
+                    _ => {}
+                }
+            }
+            totals.push((pair, size, tot.0, tot.1));
+        }
+    }
+    sink.table(
+        "per-process totals by size",
+        &[
+            "pair",
+            "size",
+            "rank",
+            "transfers",
+            "data[us]",
+            "min.ovl[us]",
+            "max.ovl[us]",
+            "comp[us]",
+            "call[us]",
+        ],
+    );
+    for (pair, size, s, r) in &totals {
+        for (rank, side) in [(0, s), (1, r)] {
+            sink.row(
+                &[
+                    format!("{pair:?}").to_lowercase(),
+                    size.to_string(),
+                    rank.to_string(),
+                    side.transfers.to_string(),
+                    us(side.data_transfer_ns),
+                    us(side.min_overlap_ns),
+                    us(side.max_overlap_ns),
+                    us(side.computation_ns),
+                    us(side.call_ns),
+                ],
+                serde_json::json!({
+                    "pair": pair, "size": size, "rank": rank, "transfers": side.transfers,
+                    "data_transfer_ns": side.data_transfer_ns,
+                    "min_overlap_ns": side.min_overlap_ns, "max_overlap_ns": side.max_overlap_ns,
+                    "computation_ns": side.computation_ns, "call_ns": side.call_ns,
+                }),
+            );
+        }
+    }
+    comm.barrier()?;
+    Ok(out)
+}
