@@ -611,6 +611,16 @@ impl Engine {
         }
     }
 
+    /// A transfer id: 0 (never recorded) while instrumentation is off, so
+    /// a transfer begun then never shows up as END-only later.
+    pub(crate) fn xfer_id(&mut self) -> u64 {
+        if self.cfg.instrument {
+            self.new_id()
+        } else {
+            0
+        }
+    }
+
     /// Record an XFER event; transfer id 0 marks internal traffic (barrier), never recorded.
     pub(crate) fn event(&mut self, kind: EventKind, xfer: u64, bytes: usize, at: u64) {
         if self.cfg.instrument && xfer != 0 {

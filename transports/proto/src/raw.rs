@@ -171,7 +171,7 @@ impl Engine {
                         ),
                     ));
                 }
-                let xfer = self.new_id();
+                let xfer = self.xfer_id();
                 self.event(EventKind::XferBegin, xfer, buf.len, now);
                 if send {
                     self.reqs.get_mut(&id).expect("request").stage = Stage::Writing;
@@ -273,7 +273,7 @@ impl Engine {
         let ahead = (byte as u16 + 255 - r.marker as u16) % 255;
         let len = r.len;
         if ahead < 128 {
-            let xfer = self.new_id();
+            let xfer = self.xfer_id();
             self.event(EventKind::XferEnd, xfer, len, now);
             self.raw.watching.retain(|x| *x != req.0);
             self.finish(req.0);

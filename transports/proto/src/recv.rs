@@ -103,7 +103,7 @@ impl Engine {
         let n = h.payload_len as usize;
         if space == Space::User && matches!(h.kind, Kind::Eager | Kind::RawSend | Kind::PipeRts) {
             // Arrival of eager data: the receiver's only XFER event for it.
-            let xfer = self.new_id();
+            let xfer = self.xfer_id();
             self.event(EventKind::XferEnd, xfer, n, now);
         }
         let pos = self
@@ -304,7 +304,7 @@ impl Engine {
             ));
         };
         let n = h.payload_len as usize;
-        let xfer = self.new_id();
+        let xfer = self.xfer_id();
         match inc {
             In::Req(id) => {
                 let r = self.reqs.get_mut(&id).ok_or_else(|| gone(id))?;

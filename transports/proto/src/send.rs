@@ -56,7 +56,7 @@ impl Engine {
                     let xfer = if flags & FLAG_INTERNAL != 0 {
                         0
                     } else {
-                        self.new_id()
+                        self.xfer_id()
                     };
                     self.event(EventKind::XferBegin, xfer, n, now);
                     let u = CtxUse::Packet {
@@ -87,7 +87,7 @@ impl Engine {
                 let mut h = Header::ctrl(Kind::RawSend, seq, tag, len as u64);
                 h.payload_len = len as u32;
                 h.flags = flags & FLAG_INTERNAL;
-                let xfer = self.new_id();
+                let xfer = self.xfer_id();
                 self.event(EventKind::XferBegin, xfer, len, now);
                 let u = CtxUse::Packet {
                     xfer,
@@ -114,7 +114,7 @@ impl Engine {
                 let mut h = Header::ctrl(Kind::PipeRts, seq, tag, len as u64);
                 h.payload_len = first as u32;
                 h.flags = flags;
-                let xfer = self.new_id();
+                let xfer = self.xfer_id();
                 self.event(EventKind::XferBegin, xfer, first, now);
                 let u = CtxUse::Packet {
                     xfer,
@@ -150,7 +150,7 @@ impl Engine {
                 key: peer_key,
             } => {
                 let peer = self.req_peer(req)?;
-                let xfer = self.new_id();
+                let xfer = self.xfer_id();
                 self.event(EventKind::XferBegin, xfer, slice.len, now);
                 self.post_write(peer, slice, mr, peer_key, req, xfer, offset, cached);
                 Ok(())
@@ -161,7 +161,7 @@ impl Engine {
                 let mut h = Header::ctrl(Kind::Put, seq, tag, len as u64);
                 h.offset = offset as u64;
                 h.key = Some(key);
-                let xfer = self.new_id();
+                let xfer = self.xfer_id();
                 self.event(EventKind::XferBegin, xfer, slice.len, now);
                 self.frags.insert((req, offset), (xfer, mr, slice.len));
                 self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
@@ -247,7 +247,7 @@ impl Engine {
         key: Key,
         cached: bool,
     ) -> Result<(), ProtoError> {
-        let xfer = self.new_id();
+        let xfer = self.xfer_id();
         let flags = self.flags_of(req);
         let r = self.reqs.get_mut(&req).ok_or_else(|| gone(req))?;
         if matches!(r.wire, Wire::RawWrite | Wire::RawRead) {

@@ -509,3 +509,23 @@ fn random_bytes_never_panic() {
         let _ = s.nodes[1].eng.on_message(i, 0, &b);
     }
 }
+
+#[test]
+fn transfers_begun_while_off_never_end_in_the_record() {
+    let mut s = Sim::with(2, |r| {
+        let mut c = util::config(r, 2, Protocol::RdmaWrite);
+        c.instrument = false;
+        c
+    });
+    let src = s.alloc(0, 5000, pattern(1));
+    let dst = s.alloc(1, 5000, |_| 0);
+    let rr = s.irecv(1, dst, Some(0), Some(0));
+    let sr = s.isend(0, src, 1, 0, Mode::Standard);
+    for n in &mut s.nodes {
+        n.eng.set_instrument(true);
+    }
+    s.run().unwrap();
+    s.done(0, sr);
+    s.done(1, rr);
+    assert!(s.nodes.iter().all(|n| n.events.is_empty()));
+}
