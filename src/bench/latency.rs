@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use ovbench_core::{Buf, Communicator};
 
 use super::instrumented;
-use super::rankreport::{collect, deposit, round2, row_fields, Meter};
+use super::rankreport::{collect, deposit, round2, row_fields, CpuTotals, Meter};
 use super::verify;
 use super::{data_tag, BenchCtx, Counts, SweepArgs, HUGE, LARGE};
 use crate::common::RawOp;
@@ -77,6 +77,7 @@ pub fn run(cx: &mut BenchCtx<'_>, args: &LatencyArgs) -> Result<()> {
     cx.sink.table(title, &COLUMNS);
     let mut progress = ProgressLine::new("latency", sizes.len());
     progress.enabled_if(cx.progress && rank == 0);
+    let mut cpu = CpuTotals::default();
     for (idx, &len) in sizes.iter().enumerate() {
         if cx.skips(len) {
             cx.sink.note(&format!(
@@ -91,10 +92,22 @@ pub fn run(cx: &mut BenchCtx<'_>, args: &LatencyArgs) -> Result<()> {
         }
         progress.start(&format!("size {}", format_bytes(len)));
         let counts = args.sweep.counts(len, default_counts);
-        one_size(cx, idx, len, counts, args.sweep.verify, sbuf, rbuf)?;
+        one_size(
+            cx,
+            &mut cpu,
+            idx,
+            len,
+            counts,
+            args.sweep.verify,
+            sbuf,
+            rbuf,
+        )?;
         progress.step();
     }
     progress.clear();
+    if let Some((json, lines)) = cpu.summary() {
+        cx.sink.summary(json, &lines);
+    }
     Ok(())
 }
 
@@ -183,6 +196,7 @@ pub(super) fn pingpong(
 #[allow(clippy::too_many_arguments)]
 fn one_size(
     cx: &mut BenchCtx<'_>,
+    cpu: &mut CpuTotals,
     idx: usize,
     len: usize,
     counts: Counts,
@@ -230,8 +244,12 @@ fn one_size(
     deposit(cx.ctl, &report)?;
     cx.comm.barrier()?;
     if let Some(all) = collect(cx.ctl)? {
+        if cx.cpu_use {
+            cpu.add(&all);
+        }
         let s = summary.ok_or_else(|| anyhow::anyhow!("size {len}: no timed iterations"))?;
         let (ops, cpu) = row_fields(&all);
+        let cpu = if cx.cpu_use { cpu } else { Value::Null };
         let mut row = row_json(len, counts, &s, ops, cpu);
         if cx.instrument {
             let (json, line) = instrumented::row_fields(len, s.p50, &all);

@@ -85,6 +85,9 @@ pub struct BenchCtx<'a> {
     pub progress: bool,
     /// `--instrument`: record transfer events in an extra pass per size.
     pub instrument: bool,
+    /// Report CPU use (false under sim: its ranks are threads on virtual
+    /// time, so the process's CPU time says nothing about them).
+    pub cpu_use: bool,
 }
 
 impl std::fmt::Debug for BenchCtx<'_> {

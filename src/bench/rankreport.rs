@@ -112,6 +112,52 @@ pub fn row_fields(all: &[RankReport]) -> (Value, Value) {
     (json!(ops), Value::Array(cpu))
 }
 
+/// CPU use per rank summed over a sweep (rank 0), printed after the
+/// table as qperf does and kept in the JSON summary.
+#[derive(Debug, Default)]
+pub struct CpuTotals {
+    per_rank: Vec<CpuUse>,
+}
+
+impl CpuTotals {
+    pub fn add(&mut self, all: &[RankReport]) {
+        if self.per_rank.len() < all.len() {
+            self.per_rank.resize(all.len(), CpuUse::default());
+        }
+        for (t, r) in self.per_rank.iter_mut().zip(all) {
+            *t = t.add(&r.cpu);
+        }
+    }
+    /// The summary object and lines (nothing if no size ran).
+    pub fn summary(&self) -> Option<(Value, Vec<String>)> {
+        if self.per_rank.is_empty() {
+            return None;
+        }
+        let lines = self
+            .per_rank
+            .iter()
+            .enumerate()
+            .map(|(r, c)| {
+                format!(
+                    "cpu use rank {r}: user {:.1}%, sys {:.1}% of {:.3} s wall",
+                    c.user_pct,
+                    c.sys_pct,
+                    c.wall_ns as f64 / 1e9
+                )
+            })
+            .collect();
+        let json: Vec<Value> = self
+            .per_rank
+            .iter()
+            .enumerate()
+            .map(|(r, c)| {
+                json!({"rank": r, "user_pct": round2(c.user_pct), "sys_pct": round2(c.sys_pct), "wall_ns": c.wall_ns})
+            })
+            .collect();
+        Some((json!({ "cpu": json }), lines))
+    }
+}
+
 /// Round to two decimals for JSON readability.
 pub fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
@@ -142,6 +188,26 @@ mod tests {
         assert_eq!(cpu[1]["rank"], 1);
         assert_eq!(cpu[0]["user_pct"], 90.0);
         assert_eq!(cpu[0]["sys_pct"], 5.0);
+    }
+
+    #[test]
+    fn cpu_totals_sum_over_sizes() {
+        let r = |rank, user| RankReport {
+            rank,
+            cpu: CpuUse::new(1_000_000_000, user, 0),
+            ..Default::default()
+        };
+        let mut t = CpuTotals::default();
+        assert!(t.summary().is_none());
+        t.add(&[r(0, 1_000_000_000), r(1, 500_000_000)]);
+        t.add(&[r(0, 0), r(1, 500_000_000)]);
+        let (json, lines) = t.summary().unwrap();
+        assert_eq!(json["cpu"][0]["user_pct"], 50.0);
+        assert_eq!(json["cpu"][1]["user_pct"], 50.0);
+        assert_eq!(
+            lines[1],
+            "cpu use rank 1: user 50.0%, sys 0.0% of 2.000 s wall"
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use clap::Args;
 use ovbench_core::{Buf, Communicator, Rank, Req, Tag};
 use serde_json::{json, Value};
 
-use super::rankreport::{collect, deposit, round2, row_fields, Meter};
+use super::rankreport::{collect, deposit, round2, row_fields, CpuTotals, Meter};
 use super::verify;
 use super::{data_tag, BenchCtx, Counts, SweepArgs, ACK_TAG, LARGE};
 use crate::common::RawOp;
@@ -122,14 +122,18 @@ pub fn run(cx: &mut BenchCtx<'_>, kind: Kind, args: &WindowArgs) -> Result<()> {
     }
     let mut progress = ProgressLine::new(kind.name(), sizes.len());
     progress.enabled_if(cx.progress && cx.comm.rank() == 0);
+    let mut cpu = CpuTotals::default();
     for (idx, &len) in sizes.iter().enumerate() {
         progress.start(&format!("size {}", format_bytes(len)));
         let counts = args.sweep.counts(len, default_counts);
         let bufs = Bufs { sbuf, rbuf, ack };
-        one_size(cx, kind, args, idx, len, counts, bufs)?;
+        one_size(cx, &mut cpu, kind, args, idx, len, counts, bufs)?;
         progress.step();
     }
     progress.clear();
+    if let Some((json, lines)) = cpu.summary() {
+        cx.sink.summary(json, &lines);
+    }
     Ok(())
 }
 
@@ -140,8 +144,10 @@ struct Bufs {
     ack: Buf,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn one_size(
     cx: &mut BenchCtx<'_>,
+    cpu: &mut CpuTotals,
     kind: Kind,
     args: &WindowArgs,
     idx: usize,
@@ -197,6 +203,9 @@ fn one_size(
     deposit(cx.ctl, &report)?;
     cx.comm.barrier()?;
     if let Some(all) = collect(cx.ctl)? {
+        if cx.cpu_use {
+            cpu.add(&all);
+        }
         let directions = if kind == Kind::Bibw { 2 } else { 1 };
         let messages = counts.iters * args.window as u64 * u64::from(args.pairs) * directions;
         let slowest = all.iter().map(|r| r.elapsed_ns).fold(0.0, f64::max);
@@ -204,6 +213,7 @@ fn one_size(
         let s = Summary::of(&win, DEFAULT_LEVEL)
             .ok_or_else(|| anyhow::anyhow!("size {len}: no timed windows"))?;
         let (ops, cpu) = row_fields(&all);
+        let cpu = if cx.cpu_use { cpu } else { Value::Null };
         let rates = Rates::new(messages, len, slowest);
         let mut cells = vec![len.to_string(), counts.iters.to_string()];
         let (bw, mr) = (

@@ -20,6 +20,7 @@ pub fn execute(
     ctl: &mut dyn Control,
     sink: &mut dyn Sink,
     progress_line: bool,
+    real_time: bool,
 ) -> Result<()> {
     let raw = (common.proto == ProtoArg::Raw).then_some(common.op);
     let cx = |comm, ctl, sink| BenchCtx {
@@ -29,6 +30,7 @@ pub fn execute(
         raw,
         progress: progress_line,
         instrument: common.instrument,
+        cpu_use: real_time,
     };
     match cmd {
         Command::Method(m) => run_method(m, comm, sink),

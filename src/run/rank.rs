@@ -63,6 +63,7 @@ pub fn run(env: RankEnv, cli: &Cli) -> Result<()> {
                 &mut ctl,
                 &mut sink,
                 true,
+                true,
             )
             .with_context(|| format!("rank {rank}"))?;
             sink.finish()?;
@@ -75,6 +76,7 @@ pub fn run(env: RankEnv, cli: &Cli) -> Result<()> {
                 &mut ctl,
                 &mut NullSink,
                 false,
+                true,
             )
             .with_context(|| format!("rank {rank}"))?;
         }

@@ -72,6 +72,7 @@ fn rank_main(cli: &Cli, p: &SimParams, controls: &[SharedControl], kit: RankKit)
             &mut ctl,
             &mut sink,
             true,
+            false,
         )
         .with_context(|| format!("rank {rank}"))?;
         sink.finish()
@@ -82,6 +83,7 @@ fn rank_main(cli: &Cli, p: &SimParams, controls: &[SharedControl], kit: RankKit)
             comm.as_mut(),
             &mut ctl,
             &mut NullSink,
+            false,
             false,
         )
         .with_context(|| format!("rank {rank}"))
