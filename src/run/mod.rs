@@ -17,15 +17,15 @@ mod sim;
 
 use std::ffi::OsString;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use ovbench_core::{Communicator, Progress};
 use ovbench_launcher::{LaunchOptions, Role};
 use serde_json::Value;
 
 pub use command::execute;
 
-use crate::cli::Cli;
-use crate::common::TransportKind;
+use crate::cli::{Cli, Command};
+use crate::common::{ProtoArg, TransportKind};
 use crate::env::{Environment, RankFacts};
 use crate::export::FileExports;
 use crate::header::{self, RunFacts};
@@ -39,11 +39,41 @@ pub fn run(cli: &Cli) -> Result<i32> {
     }
     #[cfg(feature = "sim")]
     if cli.common.transport == TransportKind::Sim {
+        preflight(cli, cli.common.np)?;
         return sim::run(cli).map(|()| 0);
     }
     match ovbench_launcher::detect(Some(cli.common.np))? {
-        Role::Launcher { np } => launch(cli, np),
+        Role::Launcher { np } => {
+            preflight(cli, np)?;
+            launch(cli, np)
+        }
         Role::Rank(env) => rank::run(env, cli).map(|()| 0),
+    }
+}
+
+/// Errors that need no rank to find, reported once before any starts.
+pub fn preflight(cli: &Cli, np: u32) -> Result<()> {
+    let c = &cli.common;
+    if c.proto == ProtoArg::Native && matches!(c.transport, TransportKind::Tcp | TransportKind::Sim)
+    {
+        bail!(
+            "--proto native needs a library's tagged protocol, which the {} transport lacks: use --transport ucx, ofi or mpi, or --proto eager, rdma-write, rdma-read, pipelined, auto or raw",
+            c.transport
+        );
+    }
+    match &cli.command {
+        Command::Latency(_) if np < 2 => {
+            bail!("latency runs between ranks 0 and 1: use --np 2 or more (got --np {np})")
+        }
+        Command::Bw(w) | Command::Bibw(w) | Command::Msgrate(w) if np < 2 * w.pairs => bail!(
+            "{} with --pairs {} needs {} ranks (ranks i and i+{} pair up): use --np {} (got --np {np})",
+            cli.command.name(),
+            w.pairs,
+            2 * w.pairs,
+            w.pairs,
+            2 * w.pairs
+        ),
+        _ => Ok(()),
     }
 }
 
@@ -100,4 +130,31 @@ pub(crate) fn rank0_sink(
     }
     let files = FileExports::new(cli.common.json.as_deref(), cli.common.csv.as_deref());
     ReportSink::new(h.json, &h.lines, files, Box::new(std::io::stdout()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn check(args: &[&str], np: u32) -> Result<()> {
+        let mut v = vec!["ovbench"];
+        v.extend_from_slice(args);
+        preflight(&Cli::try_parse_from(v).unwrap(), np)
+    }
+
+    #[test]
+    fn rank_counts_and_protocols_are_checked_before_launch() {
+        assert!(check(&["latency"], 2).is_ok());
+        let e = check(&["latency"], 1).unwrap_err().to_string();
+        assert!(e.contains("--np 2"), "{e}");
+        let e = check(&["bw", "--pairs", "3"], 4).unwrap_err().to_string();
+        assert!(e.contains("needs 6 ranks") && e.contains("--np 6"), "{e}");
+        assert!(check(&["msgrate", "--pairs", "2"], 4).is_ok());
+        let e = check(&["latency", "--proto", "native"], 2)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tcp transport lacks"), "{e}");
+        assert!(check(&["overhead"], 2).is_ok());
+    }
 }
