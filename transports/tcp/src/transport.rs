@@ -433,7 +433,14 @@ impl Transport for TcpTransport {
                     w.notify.as_fd(),
                     nix::poll::PollFlags::POLLIN,
                 )];
-                nix::poll::poll(&mut fds, ms).map(|_| ())
+                let r = nix::poll::poll(&mut fds, ms).map(|_| ());
+                // Drain the wake-up so a stale byte cannot make every later
+                // block return at once (a spin); completions queued since
+                // are caught by the check on entry.
+                self.shared.notified.store(false, Ordering::Release);
+                let mut sink = [0u8; 64];
+                while matches!((&w.notify).read(&mut sink), Ok(n) if n > 0) {}
+                r
             }
             None => {
                 let mut ev = [EpollEvent::empty(); 1];

@@ -1,0 +1,82 @@
+//! `block` sleeps when there is nothing to do (no spinning, no stale
+//! wake-ups) and wakes when a peer's message arrives, in both progress
+//! modes.
+
+use std::time::{Duration, Instant};
+
+use ovbench_core::conformance::{connect_all, Endpoints};
+use ovbench_core::{Completion, Progress, Transport};
+use ovbench_tcp::{TcpOptions, TcpTransport};
+
+fn pair(progress: Progress) -> Endpoints {
+    let opts = TcpOptions {
+        progress,
+        timeout: Duration::from_secs(20),
+        ..TcpOptions::default()
+    };
+    let mut ts: Endpoints = (0..2)
+        .map(|r| Box::new(TcpTransport::new(r, 2, opts.clone()).unwrap()) as Box<dyn Transport>)
+        .collect();
+    connect_all(&mut ts).unwrap();
+    ts
+}
+
+fn until_recv(t: &mut dyn Transport) {
+    let end = Instant::now() + Duration::from_secs(10);
+    let mut out = Vec::new();
+    while !out.iter().any(|c| matches!(c, Completion::Recv { .. })) {
+        t.poll(&mut out).unwrap();
+        assert!(Instant::now() < end, "no message");
+    }
+}
+
+#[test]
+fn block_sleeps_when_idle_and_wakes_on_arrival() {
+    for progress in [Progress::Poll, Progress::Thread] {
+        let mut ts = pair(progress);
+        // Traffic first, so any stale wake-up would show below.
+        ts[0].post_send(1, b"one", None, 1).unwrap();
+        until_recv(ts[1].as_mut());
+        let mut out = Vec::new();
+        ts[0].poll(&mut out).unwrap();
+        ts[1].poll(&mut out).unwrap();
+        let nap = Duration::from_millis(300);
+        for i in 0..3 {
+            let t = Instant::now();
+            ts[1].block(nap).unwrap();
+            let slept = t.elapsed();
+            ts[1].poll(&mut out).unwrap();
+            if i > 0 {
+                assert!(
+                    slept >= Duration::from_millis(250),
+                    "{progress}: block {i} returned after {slept:?} with nothing to do"
+                );
+            }
+        }
+
+        let mut sender = ts.remove(0);
+        let mut receiver = ts.remove(0);
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                std::thread::sleep(Duration::from_millis(200));
+                sender.post_send(1, b"two", None, 2).unwrap();
+                let mut out = Vec::new();
+                let end = Instant::now() + Duration::from_secs(5);
+                while !out.iter().any(|c| matches!(c, Completion::Send { ctx: 2 })) {
+                    sender.poll(&mut out).unwrap();
+                    assert!(Instant::now() < end);
+                }
+                // Stay alive until the receiver is done.
+                std::thread::sleep(Duration::from_millis(500));
+            });
+            let t = Instant::now();
+            receiver.block(Duration::from_secs(5)).unwrap();
+            let slept = t.elapsed();
+            assert!(
+                slept < Duration::from_secs(2),
+                "{progress}: block slept {slept:?} though a message came after 200 ms"
+            );
+            until_recv(receiver.as_mut());
+        });
+    }
+}
