@@ -1,1 +1,72 @@
-//! ovbench-ofi (lands with its issue)
+//! The ovbench transport over libfabric, with the tagged interface as the
+//! native path (`--proto native`).
+//!
+//! | contract item | libfabric calls | notes |
+//! |---|---|---|
+//! | open | `fi_getinfo` (`FI_EP_RDM`, `FI_MSG\|FI_RMA\|FI_TAGGED`, `FI_ORDER_SAS`), `fi_fabric`, `fi_domain`, `fi_endpoint`, `fi_av_open` (table), `fi_cq_open` (tagged format, fd wait object) | `--provider` picks the provider; bound to 127.0.0.1 unless `node` says otherwise (shm takes no IP address) |
+//! | address / connect | `fi_getname` / `fi_av_insert` | address lengths checked against the provider's |
+//! | register / key | `fi_mr_reg`, requested key per registration unless `FI_MR_PROV_KEY`; key blob = `fi_mr_key` (8 B) | `FI_MR_VIRT_ADDR` decides address vs offset |
+//! | post_send | `fi_inject` up to `inject_size`, else `fi_send`; `fi_recv` buffers pre-posted and reposted | a 4-byte source rank leads each message |
+//! | post_write | `fi_writemsg(FI_DELIVERY_COMPLETE)` where the provider offers it, else `fi_write` + a 1-byte `fi_read` fence | completion = visible at the target |
+//! | post_read | `fi_read` | |
+//! | poll / wait_fd | `fi_cq_read` + `fi_cq_readerr`/`fi_cq_strerror` / `FI_GETWAIT` + `fi_trywait` | |
+//! | tsend / trecv | `fi_tsend`, ssend: `fi_tsendmsg(FI_MATCH_COMPLETE)` where offered, `FI_DELIVERY_COMPLETE` on shm (which holds it until the match), else n/a: tcp;ofi_rxm and sockets complete it into their unexpected buffer, `fi_trecv` with an ignore mask | tag = source rank << 32 \| tag |
+//!
+//! **Posting never fails for `-FI_EAGAIN`**: the call is retried while the
+//! CQ is read (tcp and shm need progress to free resources), up to a
+//! deadline that names the peer.
+//!
+//! **Write visibility.** `tcp;ofi_rxm` reports a plain `fi_write` complete
+//! once the data has left, before the target has placed it. ovbench
+//! prefers `FI_DELIVERY_COMPLETE` (the provider answers only after the
+//! target's progress placed the data). A provider that rejects it gets a
+//! read-after-write fence: a 1-byte `fi_read` of the written range posted
+//! after the write's local completion travels the same ordered path, and
+//! the target serves it only after the write; its completion is the
+//! write's. [`OfiTransport::write_visibility`] says which is in use.
+//!
+//! **RMA progress.** tcp, sockets and shm serve RMA inside the target's
+//! progress (manual data progress): `TargetProgress`. Hardware providers
+//! (verbs, efa, cxi, psm3) place data from the NIC: `Offloaded`.
+//!
+//! **shm and CMA.** shm moves large messages with cross-memory attach;
+//! Yama's ptrace scope may forbid it between sibling ranks. See [`cma`].
+
+pub mod cma;
+mod error;
+mod fabric;
+mod memory;
+mod ops;
+mod transport;
+
+pub use transport::{OfiTransport, EAGER_BUF_SIZE};
+
+use ovbench_core::Progress;
+
+/// How to open libfabric.
+#[derive(Clone, Debug)]
+pub struct OfiOptions {
+    /// `--provider`: `tcp;ofi_rxm` (default), `shm`, `sockets`,
+    /// `verbs;ofi_rxm`, … (`fi_info -l` lists them).
+    pub provider: String,
+    /// Address to bind for providers that take one; `None` = 127.0.0.1
+    /// (ignored for shm).
+    pub node: Option<String>,
+    /// Two-sided progress; only `Poll` is implemented.
+    pub progress: Progress,
+    /// Ask for `FI_DELIVERY_COMPLETE` on writes where the provider has it
+    /// (default); `false` uses the read-after-write fence instead, to
+    /// compare the two costs.
+    pub delivery_complete: bool,
+}
+
+impl Default for OfiOptions {
+    fn default() -> Self {
+        OfiOptions {
+            provider: "tcp;ofi_rxm".into(),
+            node: None,
+            progress: Progress::Poll,
+            delivery_complete: true,
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! Provider selection (`fi_getinfo`) and the objects one rank needs:
+//! fabric, domain, an `FI_EP_RDM` endpoint, an address vector and one
+//! completion queue for both directions. Closed in reverse order on drop.
+
+use std::ffi::{CStr, CString};
+use std::ptr;
+
+use ovbench_core::{OpKind, TransportError};
+use ovbench_ofi_sys as sys;
+
+use crate::error::{check, fi_str, local};
+
+/// libfabric API version ovbench is written against (1.10 semantics).
+const API_VERSION: u32 = sys::fi_version_of(1, 10);
+/// Completion queue depth.
+const CQ_SIZE: usize = 4096;
+
+/// What the chosen provider offers, read from its `fi_info`.
+#[derive(Clone, Debug)]
+pub(crate) struct Attrs {
+    pub provider: String,
+    pub fabric: String,
+    pub domain: String,
+    pub mr_mode: u32,
+    pub inject_size: usize,
+    pub data_progress_auto: bool,
+    /// The provider honours `FI_DELIVERY_COMPLETE` on this endpoint.
+    pub delivery_complete: bool,
+    /// The provider offers `FI_MATCH_COMPLETE` (completion once matched
+    /// with a posted receive: a synchronous send).
+    pub match_complete: bool,
+    pub addr_len: usize,
+    pub wait_fd: Option<libc::c_int>,
+    pub max_msg_size: usize,
+}
+
+/// The libfabric objects of one rank.
+pub(crate) struct Fabric {
+    pub fabric: *mut sys::fid_fabric,
+    pub domain: *mut sys::fid_domain,
+    pub ep: *mut sys::fid_ep,
+    pub av: *mut sys::fid_av,
+    pub cq: *mut sys::fid_cq,
+    pub attrs: Attrs,
+    pub address: Vec<u8>,
+}
+
+/// Query providers matching the hints; returns the list (caller frees).
+fn getinfo(provider: &str, node: Option<&str>, op_flags: u64) -> Result<*mut sys::fi_info, i32> {
+    // SAFETY: fi_allocinfo returns a zeroed fi_info with its sub-attributes
+    // allocated, or NULL.
+    let hints = unsafe { sys::fi_allocinfo() };
+    if hints.is_null() {
+        return Err(-(libc::ENOMEM));
+    }
+    let prov = CString::new(provider).map_err(|_| -(libc::EINVAL))?;
+    // SAFETY: hints and its attribute structs were allocated by
+    // fi_allocinfo; prov_name is strdup'd so fi_freeinfo can free it.
+    unsafe {
+        let h = &mut *hints;
+        h.caps = u64::from(sys::FI_MSG | sys::FI_RMA | sys::FI_TAGGED);
+        h.mode = sys::FI_CONTEXT | sys::FI_CONTEXT2;
+        (*h.ep_attr).type_ = sys::FI_EP_RDM;
+        (*h.domain_attr).mr_mode =
+            (sys::FI_MR_VIRT_ADDR | sys::FI_MR_ALLOCATED | sys::FI_MR_PROV_KEY) as libc::c_int;
+        (*h.domain_attr).threading = sys::FI_THREAD_DOMAIN;
+        (*h.tx_attr).msg_order = u64::from(sys::FI_ORDER_SAS);
+        (*h.rx_attr).msg_order = u64::from(sys::FI_ORDER_SAS);
+        (*h.tx_attr).op_flags = op_flags;
+        (*h.fabric_attr).prov_name = libc::strdup(prov.as_ptr());
+    }
+    let node_c = node.map(|n| CString::new(n).expect("no NUL in node"));
+    let mut info: *mut sys::fi_info = ptr::null_mut();
+    let flags = if node_c.is_some() { sys::FI_SOURCE } else { 0 };
+    // SAFETY: hints is a valid fi_info; node is NUL-terminated or NULL;
+    // info receives a list the caller frees.
+    let rc = unsafe {
+        sys::fi_getinfo(
+            API_VERSION,
+            node_c.as_ref().map_or(ptr::null(), |c| c.as_ptr()),
+            ptr::null(),
+            flags,
+            hints,
+            &mut info,
+        )
+    };
+    // SAFETY: hints came from fi_allocinfo and is freed once.
+    unsafe { sys::fi_freeinfo(hints) };
+    if rc != 0 {
+        return Err(rc);
+    }
+    Ok(info)
+}
+
+fn cstr(p: *const libc::c_char) -> String {
+    if p.is_null() {
+        String::new()
+    } else {
+        // SAFETY: libfabric strings in fi_info are NUL-terminated.
+        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    }
+}
+
+impl Fabric {
+    /// Pick the first provider entry matching `provider` (bound to `node`
+    /// where it takes an address) and open everything.
+    /// `want_dc = false` skips `FI_DELIVERY_COMPLETE` (writes then use
+    /// the read-after-write fence).
+    pub fn open(
+        provider: &str,
+        node: Option<&str>,
+        want_dc: bool,
+    ) -> Result<Fabric, TransportError> {
+        let dc_flag = u64::from(sys::FI_DELIVERY_COMPLETE);
+        let mc_flag = u64::from(sys::FI_MATCH_COMPLETE);
+        // Does the provider know match completion at all?
+        let mc = match getinfo(provider, node, mc_flag) {
+            Ok(i) => {
+                // SAFETY: i came from fi_getinfo and is freed once.
+                unsafe { sys::fi_freeinfo(i) };
+                true
+            }
+            Err(_) => false,
+        };
+        // Prefer an endpoint on which writes complete only once delivered.
+        let first = if want_dc {
+            getinfo(provider, node, dc_flag)
+        } else {
+            Err(0)
+        };
+        let (info, dc) = match first {
+            Ok(i) => (i, true),
+            Err(_) => match getinfo(provider, node, 0) {
+                Ok(i) => (i, false),
+                Err(rc) => {
+                    return Err(local(
+                        OpKind::Connect,
+                        &format!("fi_getinfo(provider {provider:?}, node {node:?}, FI_EP_RDM, FI_MSG|FI_RMA|FI_TAGGED)"),
+                        i64::from(rc),
+                        "; `fi_info -l` lists the providers this libfabric has (try tcp;ofi_rxm, shm or sockets)",
+                    ))
+                }
+            },
+        };
+        let r = Self::open_info(info, dc).map(|mut f| {
+            f.attrs.match_complete = mc;
+            f
+        });
+        // SAFETY: info came from fi_getinfo and is freed once; open_info
+        // copied what it needs.
+        unsafe { sys::fi_freeinfo(info) };
+        r
+    }
+
+    fn open_info(info: *mut sys::fi_info, dc: bool) -> Result<Fabric, TransportError> {
+        // SAFETY: info is a valid list entry from fi_getinfo.
+        let i = unsafe { &*info };
+        // SAFETY: the attribute pointers of a returned fi_info are valid.
+        let (fa, da, tx, ep_attr) =
+            unsafe { (&*i.fabric_attr, &*i.domain_attr, &*i.tx_attr, &*i.ep_attr) };
+        let mut f = Fabric {
+            fabric: ptr::null_mut(),
+            domain: ptr::null_mut(),
+            ep: ptr::null_mut(),
+            av: ptr::null_mut(),
+            cq: ptr::null_mut(),
+            attrs: Attrs {
+                provider: cstr(fa.prov_name),
+                fabric: cstr(fa.name),
+                domain: cstr(da.name),
+                mr_mode: da.mr_mode as u32,
+                inject_size: tx.inject_size,
+                data_progress_auto: da.data_progress == sys::FI_PROGRESS_AUTO,
+                delivery_complete: dc,
+                match_complete: false,
+                addr_len: 0,
+                wait_fd: None,
+                max_msg_size: ep_attr.max_msg_size,
+            },
+            address: Vec::new(),
+        };
+        // Writes and synchronous sends ask for delivery completion per
+        // operation; everything else keeps the cheaper default.
+        // SAFETY: tx_attr of a returned fi_info is valid and ours to edit.
+        unsafe { (*i.tx_attr).op_flags = 0 };
+        // SAFETY: fabric_attr is valid; f.fabric receives the handle.
+        check(OpKind::Connect, "fi_fabric", unsafe {
+            sys::fi_fabric(i.fabric_attr, &mut f.fabric, ptr::null_mut())
+        })?;
+        // SAFETY: fabric is open; info describes this domain.
+        check(OpKind::Connect, "fi_domain", unsafe {
+            sys::fi_domain(f.fabric, info, &mut f.domain, ptr::null_mut())
+        })?;
+        let mut cq_attr = sys::fi_cq_attr {
+            size: CQ_SIZE,
+            format: sys::FI_CQ_FORMAT_TAGGED,
+            wait_obj: sys::FI_WAIT_FD,
+            ..Default::default()
+        };
+        // SAFETY: domain is open; cq receives the handle.
+        let rc = unsafe { sys::fi_cq_open(f.domain, &mut cq_attr, &mut f.cq, ptr::null_mut()) };
+        if rc != 0 {
+            // Providers without wait objects: poll-only CQ.
+            cq_attr.wait_obj = sys::FI_WAIT_NONE;
+            // SAFETY: as above.
+            check(OpKind::Connect, "fi_cq_open", unsafe {
+                sys::fi_cq_open(f.domain, &mut cq_attr, &mut f.cq, ptr::null_mut())
+            })?;
+        } else {
+            let mut fd: libc::c_int = -1;
+            // SAFETY: cq is open with FI_WAIT_FD; FI_GETWAIT writes an int.
+            let rc = unsafe {
+                sys::fi_control(
+                    &mut (*f.cq).fid,
+                    sys::FI_GETWAIT as i32,
+                    (&mut fd as *mut libc::c_int).cast(),
+                )
+            };
+            if rc == 0 && fd >= 0 {
+                f.attrs.wait_fd = Some(fd);
+            }
+        }
+        let mut av_attr = sys::fi_av_attr {
+            type_: sys::FI_AV_TABLE,
+            ..Default::default()
+        };
+        // SAFETY: domain is open; av receives the handle.
+        check(OpKind::Connect, "fi_av_open", unsafe {
+            sys::fi_av_open(f.domain, &mut av_attr, &mut f.av, ptr::null_mut())
+        })?;
+        // SAFETY: domain is open; info describes the endpoint.
+        check(OpKind::Connect, "fi_endpoint", unsafe {
+            sys::fi_endpoint(f.domain, info, &mut f.ep, ptr::null_mut())
+        })?;
+        // SAFETY: ep, cq and av are open objects of this domain.
+        unsafe {
+            check(
+                OpKind::Connect,
+                "fi_ep_bind(cq)",
+                sys::fi_ep_bind(
+                    f.ep,
+                    &mut (*f.cq).fid,
+                    u64::from(sys::FI_TRANSMIT | sys::FI_RECV),
+                ),
+            )?;
+            check(
+                OpKind::Connect,
+                "fi_ep_bind(av)",
+                sys::fi_ep_bind(f.ep, &mut (*f.av).fid, 0),
+            )?;
+            check(OpKind::Connect, "fi_enable", sys::fi_enable(f.ep))?;
+        }
+        let mut buf = vec![0u8; 1024];
+        let mut len = buf.len();
+        // SAFETY: ep is enabled; buf has len writable bytes.
+        let rc = unsafe { sys::fi_getname(&mut (*f.ep).fid, buf.as_mut_ptr().cast(), &mut len) };
+        if rc != 0 {
+            return Err(local(OpKind::Connect, "fi_getname", i64::from(rc), ""));
+        }
+        buf.truncate(len);
+        f.attrs.addr_len = len;
+        f.address = buf;
+        Ok(f)
+    }
+
+    /// Insert every rank's address; returns the fi_addr of each.
+    pub fn insert(&mut self, addrs: &[Vec<u8>]) -> Result<Vec<sys::fi_addr_t>, TransportError> {
+        let mut out = Vec::with_capacity(addrs.len());
+        for (r, a) in addrs.iter().enumerate() {
+            if a.len() != self.attrs.addr_len {
+                return Err(TransportError::Peer {
+                    peer: r as u32,
+                    op: OpKind::Connect,
+                    status: format!(
+                        "its {}-byte libfabric address does not match this provider's {}-byte addresses; all ranks must use the same --provider",
+                        a.len(),
+                        self.attrs.addr_len
+                    ),
+                });
+            }
+            let mut fa: sys::fi_addr_t = 0;
+            // SAFETY: av is open; `a` holds one address of the provider's
+            // format (length checked); fa receives the handle.
+            let n = unsafe {
+                sys::fi_av_insert(self.av, a.as_ptr().cast(), 1, &mut fa, 0, ptr::null_mut())
+            };
+            if n != 1 {
+                return Err(TransportError::Peer {
+                    peer: r as u32,
+                    op: OpKind::Connect,
+                    status: format!("fi_av_insert returned {n} ({}); its address is not valid for this provider", fi_str(i64::from(n.min(0)))),
+                });
+            }
+            out.push(fa);
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for Fabric {
+    fn drop(&mut self) {
+        // SAFETY: each object is open (or null) and closed once, children
+        // before parents.
+        unsafe {
+            if !self.ep.is_null() {
+                sys::fi_close(&mut (*self.ep).fid);
+            }
+            if !self.av.is_null() {
+                sys::fi_close(&mut (*self.av).fid);
+            }
+            if !self.cq.is_null() {
+                sys::fi_close(&mut (*self.cq).fid);
+            }
+            if !self.domain.is_null() {
+                sys::fi_close(&mut (*self.domain).fid);
+            }
+            if !self.fabric.is_null() {
+                sys::fi_close(&mut (*self.fabric).fid);
+            }
+        }
+    }
+}

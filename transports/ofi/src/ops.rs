@@ -1,0 +1,75 @@
+//! The context of every posted operation, handed to libfabric as the
+//! `context` pointer and returned in its completion entry.
+
+use ovbench_core::{Ctx, OpKind, Rank};
+use ovbench_ofi_sys as sys;
+
+/// Bytes ovbench puts in front of every two-sided message: the source rank.
+pub(crate) const SRC_HDR: usize = 4;
+/// Native tags carry the source rank in the upper 32 bits.
+pub(crate) const TAG_SRC_SHIFT: u32 = 32;
+
+/// What a completion entry belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A pre-posted receive buffer (reposted after each message).
+    RecvBuf,
+    Send,
+    /// A write whose completion means delivery (`FI_DELIVERY_COMPLETE`).
+    Write,
+    /// A write whose completion is only local; a fence read follows.
+    WriteThenFence,
+    /// The read that proves a preceding write was placed.
+    Fence,
+    Read,
+    TaggedSend,
+    TaggedRecv,
+}
+
+impl Kind {
+    pub fn op(self) -> OpKind {
+        match self {
+            Kind::RecvBuf => OpKind::Recv,
+            Kind::Send => OpKind::Send,
+            Kind::Write | Kind::WriteThenFence | Kind::Fence => OpKind::Write,
+            Kind::Read => OpKind::Read,
+            Kind::TaggedSend => OpKind::TaggedSend,
+            Kind::TaggedRecv => OpKind::TaggedRecv,
+        }
+    }
+}
+
+/// One operation in flight. `repr(C)` with the provider's scratch space
+/// first: providers that ask for `FI_CONTEXT`/`FI_CONTEXT2` write into the
+/// memory the context pointer points at.
+#[repr(C)]
+pub(crate) struct Op {
+    pub fi_ctx: sys::fi_context2,
+    pub kind: Kind,
+    pub ctx: Ctx,
+    pub peer: Rank,
+    /// Send staging, receive buffer, or the fence read's landing byte.
+    pub buf: Vec<u8>,
+    /// For a write awaiting its fence: where to read back.
+    pub fence: Option<Fence>,
+}
+
+/// Where the fence read of a write goes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Fence {
+    pub addr: u64,
+    pub key: u64,
+}
+
+impl Op {
+    pub fn boxed(kind: Kind, ctx: Ctx, peer: Rank, buf: Vec<u8>) -> *mut Op {
+        Box::into_raw(Box::new(Op {
+            fi_ctx: sys::fi_context2::default(),
+            kind,
+            ctx,
+            peer,
+            buf,
+            fence: None,
+        }))
+    }
+}
