@@ -1,7 +1,8 @@
 //! A by-hand bandwidth sanity check (not a timed test): rank 0 keeps a
-//! window of emulated RDMA writes in flight to rank 1, which only polls.
+//! window of emulated RDMA writes or reads in flight to rank 1, which
+//! only polls.
 //!
-//! `cargo run --release -p ovbench-tcp --example writebw [size] [count] [poll|thread]`
+//! `cargo run --release -p ovbench-tcp --example rmabw [write|read] [size] [count] [poll|thread]`
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -14,6 +15,11 @@ const WINDOW: usize = 16;
 
 fn main() {
     let mut args = std::env::args().skip(1);
+    let read = match args.next().as_deref() {
+        None | Some("write") => false,
+        Some("read") => true,
+        Some(other) => panic!("unknown operation {other}: use write or read"),
+    };
     let size: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(1 << 20);
     let count: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(2000);
     let progress: Progress = args
@@ -63,7 +69,7 @@ fn main() {
             t0.poll(&mut out).expect("poll");
             for c in out.drain(..) {
                 match c {
-                    Completion::Write { .. } => done += 1,
+                    Completion::Write { .. } | Completion::Read { .. } => done += 1,
                     other => panic!("{other:?}"),
                 }
             }
@@ -74,7 +80,8 @@ fn main() {
         secs
     });
     println!(
-        "tcp emulated write, {size} B x {count}, window {WINDOW}, progress {progress}: {:.1} MB/s (10^6 B/s)",
+        "tcp emulated {}, {size} B x {count}, window {WINDOW}, progress {progress}: {:.1} MB/s (10^6 B/s)",
+        if read { "read" } else { "write" },
         (size * count) as f64 / secs / 1e6
     );
 }
