@@ -85,6 +85,8 @@ pub struct Side {
     /// Mean time per transfer in the wait (or the blocking call).
     pub wait_ns: f64,
     pub transfers: u64,
+    /// Transfers of which only BEGIN or only END was seen (case 3).
+    pub one_sided: u64,
     pub data_transfer_ns: f64,
     pub min_overlap_ns: f64,
     pub max_overlap_ns: f64,
@@ -107,10 +109,11 @@ impl Side {
         )
     }
 
-    fn words(&self) -> [u64; 9] {
+    fn words(&self) -> [u64; 10] {
         [
             self.wait_ns.to_bits(),
             self.transfers,
+            self.one_sided,
             self.data_transfer_ns.to_bits(),
             self.min_overlap_ns.to_bits(),
             self.max_overlap_ns.to_bits(),
@@ -122,13 +125,14 @@ impl Side {
     }
 
     fn from_words(w: &[u64]) -> anyhow::Result<Side> {
-        let [wait, n, d, lo, hi, comp, call, s, e] = w[..] else {
+        let [wait, n, one, d, lo, hi, comp, call, s, e] = w[..] else {
             bail!("overlap: malformed figures from rank 1");
         };
         let f = f64::from_bits;
         Ok(Side {
             wait_ns: f(wait),
             transfers: n,
+            one_sided: one,
             data_transfer_ns: f(d),
             min_overlap_ns: f(lo),
             max_overlap_ns: f(hi),
@@ -141,6 +145,7 @@ impl Side {
 
     fn add(&mut self, o: &Side) {
         self.transfers += o.transfers;
+        self.one_sided += o.one_sided;
         self.data_transfer_ns += o.data_transfer_ns;
         self.min_overlap_ns += o.min_overlap_ns;
         self.max_overlap_ns += o.max_overlap_ns;
@@ -200,11 +205,61 @@ fn estimate_xfer(
     Ok(v.get(v.len() / 2).copied().unwrap_or(0.0))
 }
 
+/// Rank 0's points reach every rank (eight per control message).
+fn share_points(
+    comm: &mut dyn Communicator,
+    ctrl: &Ctrl,
+    pts: &[(u64, f64)],
+) -> anyhow::Result<Vec<(u64, f64)>> {
+    let n = ctrl.bcast(comm, &[pts.len() as u64])?[0] as usize;
+    let mut out = Vec::with_capacity(n);
+    for k in (0..n).step_by(8) {
+        let words: Vec<u64> = pts
+            .iter()
+            .skip(k)
+            .take(8)
+            .flat_map(|p| [p.0, p.1.to_bits()])
+            .collect();
+        let got = ctrl.bcast(comm, &words)?;
+        out.extend(got.chunks(2).map(|c| (c[0], f64::from_bits(c[1]))));
+    }
+    Ok(out)
+}
+
+/// `--xfer-table`, read on rank 0 only (other hosts need not have the
+/// file) and shared; a failure there stops every rank.
+fn shared_table(
+    comm: &mut dyn Communicator,
+    ctrl: &Ctrl,
+    path: &std::path::Path,
+) -> anyhow::Result<XferTable> {
+    let mine = if comm.rank() == 0 {
+        std::fs::read_to_string(path)
+            .with_context(|| format!("reading --xfer-table {}", path.display()))
+            .and_then(|text| {
+                XferTable::parse(&text)
+                    .map_err(|e| anyhow::anyhow!("--xfer-table {}: {e}", path.display()))
+            })
+            .map(|t| t.points().to_vec())
+    } else {
+        Ok(Vec::new())
+    };
+    let ok = ctrl.bcast(comm, &[u64::from(mine.is_ok())])?[0] != 0;
+    let pts = match (ok, mine) {
+        (true, Ok(p)) => share_points(comm, ctrl, &p)?,
+        (true, Err(_)) => share_points(comm, ctrl, &[])?,
+        (false, Err(e)) => return Err(e),
+        (false, Ok(_)) => bail!("rank 0 could not read --xfer-table {}", path.display()),
+    };
+    XferTable::new(pts).map_err(anyhow::Error::msg)
+}
+
 fn side_of(report: Option<OverlapReport>, wait_ns: f64, start: u64, end: u64) -> Side {
     let r = report.unwrap_or_default();
     Side {
         wait_ns,
         transfers: r.transfers,
+        one_sided: r.one_sided_transfers,
         data_transfer_ns: r.data_transfer_ns,
         min_overlap_ns: r.min_overlap_ns,
         max_overlap_ns: r.max_overlap_ns,
@@ -234,13 +289,7 @@ pub fn run(
     let protocol = comm.info().protocol;
 
     let (table, measured) = match &args.xfer_table {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading --xfer-table {}", path.display()))?;
-            let t = XferTable::parse(&text)
-                .map_err(|e| anyhow::anyhow!("--xfer-table {}: {e}", path.display()))?;
-            (t, false)
-        }
+        Some(path) => (shared_table(comm, &ctrl, path)?, false),
         None => {
             let mut pts = Vec::new();
             for &s in &sizes {
@@ -248,16 +297,7 @@ pub fn run(
                 pts.push((s as u64, x));
             }
             // Rank 0's estimate is everyone's.
-            let flat: Vec<u64> = pts.iter().map(|p| p.1.to_bits()).collect();
-            let mut agreed = Vec::new();
-            for chunk in flat.chunks(8) {
-                agreed.extend(ctrl.bcast(comm, chunk)?);
-            }
-            let pts = sizes
-                .iter()
-                .zip(agreed)
-                .map(|(&s, b)| (s as u64, f64::from_bits(b)))
-                .collect();
+            let pts = share_points(comm, &ctrl, &pts)?;
             (XferTable::new(pts).map_err(anyhow::Error::msg)?, true)
         }
     };
@@ -339,6 +379,8 @@ pub fn run(
                 let wait_ns = ns(comm, waited) / args.iters as f64;
                 let mine = side_of(comm.overlap_report(), wait_ns, start, end);
                 comm.disable_instrumentation();
+                // Nobody records any more when the figures travel.
+                comm.barrier()?;
                 match me {
                     1 => ctrl.send(comm, 0, &mine.words())?,
                     0 => {
