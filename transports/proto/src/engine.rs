@@ -2,13 +2,48 @@
 //! `send.rs` (sender side), `recv.rs` (matching, receiver side) and
 //! `raw.rs` (`--proto raw`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap as StdMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::wire::{self, Header, Kind};
 use crate::{
     Config, Counts, Event, EventKind, Key, Mode, MrId, Op, Placement, ProtoError, Protocol, Rank,
     RawOp, ReqId, Slice, Space, Status, Tag, Watch,
 };
+
+/// FxHash-style hashing for the engine's integer keys (ids, sequence
+/// numbers): SipHash costs more than the rest of a small message's path.
+#[derive(Default)]
+pub(crate) struct IdHasher(u64);
+
+impl IdHasher {
+    #[inline]
+    fn add(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.add(b as u64);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.add(v as u64);
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.add(v);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.add(v as u64);
+    }
+}
+
+pub(crate) type HashMap<K, V> = StdMap<K, V, BuildHasherDefault<IdHasher>>;
 
 /// Smallest eager buffer the engine accepts: a header, a key with a
 /// 64-byte blob, and payload room.
@@ -167,6 +202,8 @@ pub struct Engine {
     pub(crate) events: VecDeque<Event>,
     pub(crate) counts: Counts,
     pub(crate) raw: crate::raw::RawState,
+    /// Header buffers handed back by the driver, reused by later sends.
+    pub(crate) hdr_pool: Vec<Vec<u8>>,
     /// Pipelined receiver fragments in flight: (req, offset) → (xfer, mr, len).
     pub(crate) frags: HashMap<(u64, usize), (u64, MrId, usize)>,
 }
@@ -188,22 +225,23 @@ impl Engine {
         Ok(Engine {
             cfg,
             next_id: 1,
-            reqs: HashMap::new(),
+            reqs: HashMap::default(),
             posted: VecDeque::new(),
             unexpected: VecDeque::new(),
             unexpected_bytes: 0,
-            incoming: HashMap::new(),
-            outgoing: HashMap::new(),
+            incoming: HashMap::default(),
+            outgoing: HashMap::default(),
             send_seq: vec![0; n],
             recv_seq: vec![0; n],
-            ctxs: HashMap::new(),
-            tokens: HashMap::new(),
+            ctxs: HashMap::default(),
+            tokens: HashMap::default(),
             cache: Vec::new(),
             ops: VecDeque::new(),
             events: VecDeque::new(),
             counts: Counts::default(),
             raw: Default::default(),
-            frags: HashMap::new(),
+            frags: HashMap::default(),
+            hdr_pool: Vec::new(),
         })
     }
 
@@ -507,6 +545,14 @@ impl Engine {
         self.raw_watches()
     }
 
+    /// Hand back an [`Op::Send`]'s header once posted, so the next send
+    /// reuses its allocation (optional).
+    pub fn recycle_header(&mut self, header: Vec<u8>) {
+        if self.hdr_pool.len() < 64 {
+            self.hdr_pool.push(header);
+        }
+    }
+
     /// What the engine has asked for so far.
     pub fn counts(&self) -> Counts {
         self.counts
@@ -645,9 +691,11 @@ impl Engine {
         self.ctxs.insert(ctx, u);
         self.counts.sends += 1;
         self.counts.bytes += payload.map_or(0, |p| p.len as u64);
+        let mut header = self.hdr_pool.pop().unwrap_or_default();
+        h.encode_into(&mut header);
         self.ops.push_back(Op::Send {
             peer,
-            header: h.encode(),
+            header,
             payload: payload.filter(|p| p.len > 0),
             ctx,
         });

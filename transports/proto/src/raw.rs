@@ -3,9 +3,7 @@
 //! Raw buffers stay registered (their keys are announced once and cached
 //! by the peer) until [`Engine::flush_cache`], whatever `--reg-cache` says.
 
-use std::collections::HashMap;
-
-use crate::engine::{CtxUse, Engine, Stage, Token, Wire};
+use crate::engine::{CtxUse, Engine, HashMap, Stage, Token, Wire};
 use crate::send::gone;
 use crate::wire::{Header, Kind};
 use crate::{

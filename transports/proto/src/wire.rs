@@ -130,8 +130,16 @@ impl Header {
 
     /// Header bytes (fixed part plus key); the payload follows separately.
     pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// [`Self::encode`] into `out` (cleared first), reusing its allocation.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
         let key_len = self.key.as_ref().map_or(0, |k| 18 + k.blob.len());
-        let mut out = Vec::with_capacity(HEADER_LEN + key_len);
+        out.clear();
+        out.reserve(HEADER_LEN + key_len);
         out.extend_from_slice(&MAGIC.to_le_bytes());
         out.push(VERSION);
         out.push(self.kind as u8);
@@ -149,7 +157,6 @@ impl Header {
             out.extend_from_slice(&(k.blob.len() as u16).to_le_bytes());
             out.extend_from_slice(&k.blob);
         }
-        out
     }
 }
 

@@ -50,7 +50,10 @@ impl EngineComm {
                     header,
                     payload,
                     ctx,
-                } => self.t.post_send(peer, &header, payload.map(ls), ctx)?,
+                } => {
+                    self.t.post_send(peer, &header, payload.map(ls), ctx)?;
+                    self.eng.recycle_header(header);
+                }
                 Op::Write {
                     peer,
                     local,
