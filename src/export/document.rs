@@ -2,14 +2,13 @@
 //! (environment), the tables with their rows' JSON objects, run-level
 //! summaries and notes.
 
-use serde::Serialize;
 use serde_json::{Map, Value};
 
 /// The JSON schema identifier; bump on an incompatible change.
 pub const SCHEMA: &str = "ovbench/1";
 
 /// One table: a title, the printed column headings and the JSON rows.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct Table {
     pub title: String,
     pub columns: Vec<String>,
@@ -17,7 +16,7 @@ pub struct Table {
 }
 
 /// Everything measured so far.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct Document {
     pub schema: &'static str,
     /// The environment of DESIGN.md § Conventions (command line, version,

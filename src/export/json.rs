@@ -1,5 +1,17 @@
-//! The JSON export: the [`Document`] as one pretty-printed object with
-//! `"schema": "ovbench/1"`, the header, the tables and their rows.
+//! The JSON export, one pretty-printed object:
+//!
+//! ```text
+//! { "schema": "ovbench/1",
+//!   "header":  { command, environment, options, communicator, clock, ... },
+//!   "tables":  [ { "title", "columns", "rows": <count> }, ... ],
+//!   "results": [ { "size": 8, "p50_ns": ..., ..., "table": 0 }, ... ],
+//!   "summary": { run-level figures }, "notes": [ ... ], "complete": bool }
+//! ```
+//!
+//! `results` holds one object per measured row (per size), flat and
+//! unit-suffixed, each naming the index of the table it belongs to.
+
+use serde_json::{json, Value};
 
 use super::{Document, Exporter};
 
@@ -8,7 +20,35 @@ pub struct JsonExporter;
 
 impl Exporter for JsonExporter {
     fn render(&self, doc: &Document) -> String {
-        let mut s = serde_json::to_string_pretty(doc).expect("a Document always serialises");
+        let tables: Vec<Value> = doc
+            .tables
+            .iter()
+            .map(|t| json!({"title": t.title, "columns": t.columns, "rows": t.rows.len()}))
+            .collect();
+        let results: Vec<Value> = doc
+            .tables
+            .iter()
+            .enumerate()
+            .flat_map(|(i, t)| {
+                t.rows.iter().map(move |r| {
+                    let mut r = r.clone();
+                    if let Value::Object(m) = &mut r {
+                        m.insert("table".into(), i.into());
+                    }
+                    r
+                })
+            })
+            .collect();
+        let v = json!({
+            "schema": doc.schema,
+            "header": doc.header,
+            "tables": tables,
+            "results": results,
+            "summary": doc.summary,
+            "notes": doc.notes,
+            "complete": doc.complete,
+        });
+        let mut s = serde_json::to_string_pretty(&v).expect("JSON values always serialise");
         s.push('\n');
         s
     }
@@ -25,12 +65,18 @@ mod tests {
         d.start_table("latency", &["size[B]", "p50[us]"]);
         d.push_row(json!({"size": 0, "p50_ns": 1500.0, "samples": 10}));
         d.push_row(json!({"size": 8, "p50_ns": 1510.0, "samples": 10}));
+        d.start_table("second", &["size[B]"]);
+        d.push_row(json!({"size": 64}));
         d.add_summary(json!({"L_ns": 700}));
         let out = JsonExporter.render(&d);
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["schema"], "ovbench/1");
         assert_eq!(v["header"]["command"], "latency");
-        assert_eq!(v["tables"][0]["rows"][1]["size"], 8);
+        assert_eq!(v["tables"][0]["rows"], 2);
+        assert_eq!(v["tables"][0]["columns"][1], "p50[us]");
+        assert_eq!(v["results"][1]["size"], 8);
+        assert_eq!(v["results"][1]["table"], 0);
+        assert_eq!(v["results"][2]["table"], 1);
         assert_eq!(v["summary"]["L_ns"], 700);
         assert_eq!(v["complete"], false);
         // Keys keep the order the measuring code wrote them in.

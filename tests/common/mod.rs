@@ -95,10 +95,10 @@ pub fn json(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}\n{text}", path.display()))
 }
 
-/// The rows of the first table of an export.
+/// The results of the first table of an export.
 pub fn rows(doc: &serde_json::Value) -> Vec<serde_json::Value> {
-    doc["tables"][0]["rows"]
+    doc["results"]
         .as_array()
-        .cloned()
+        .map(|a| a.iter().filter(|r| r["table"] == 0).cloned().collect())
         .unwrap_or_default()
 }
