@@ -49,9 +49,9 @@ fn query(program: &str, args: &[&str]) -> Option<String> {
 pub fn library_versions() -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for (name, pc, debs) in LIBRARIES {
-        let from_pc = pc
-            .iter()
-            .find_map(|m| query("pkg-config", &["--modversion", m]));
+        let from_pc = pc.iter().find_map(|m| {
+            query("pkg-config", &["--modversion", m]).map(|v| format!("{v} (pkg-config {m})"))
+        });
         let found = from_pc.or_else(|| {
             debs.iter().find_map(|d| {
                 query("dpkg-query", &["-W", "-f=${Status} ${Version}", d]).and_then(|s| {
