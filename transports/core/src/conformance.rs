@@ -42,25 +42,6 @@ pub const WAIT_DEADLINE: Duration = Duration::from_secs(20);
 /// rank stops the job within 5 s).
 pub const PEER_LOSS_DEADLINE: Duration = Duration::from_secs(5);
 
-/// Every check, by name.
-pub const CHECKS: &[(&str, Check)] = &[
-    ("identity_and_caps", identity_and_caps),
-    ("regions", regions),
-    ("send_order_and_max_size", send_order_and_max_size),
-    ("zero_length_messages", zero_length_messages),
-    ("oversize_send_rejected", oversize_send_rejected),
-    ("write_visible_on_completion", write_visible_on_completion),
-    ("read_returns_target_bytes", read_returns_target_bytes),
-    ("out_of_range_rejected", out_of_range_rejected),
-    ("deregistered_key_rejected", deregistered_key_rejected),
-    ("garbled_key_rejected", garbled_key_rejected),
-    ("many_outstanding", many_outstanding),
-    ("key_through_the_wire", key_through_the_wire),
-    ("block_returns_when_ready", block_returns_when_ready),
-    ("tagged_or_unsupported", tagged_or_unsupported),
-    ("peer_dropped_reported", peer_dropped_reported),
-];
-
 /// Exchange every endpoint's address and connect all of them at once
 /// (connect is collective, so each runs on its own scoped thread).
 pub fn connect_all(ts: &mut [Box<dyn Transport>]) -> Result<(), TransportError> {
@@ -107,15 +88,22 @@ pub fn run_all(
 
 /// One `#[test]` per conformance check for a factory
 /// `Fn(u32) -> Vec<Box<dyn Transport>>` and a job size (at least 2).
+///
+/// The `@`-prefixed arms are internal: they keep the list of checks in one
+/// place, which also builds [`CHECKS`].
 #[macro_export]
 macro_rules! conformance_tests {
-    ($make:expr, $size:expr) => {
-        $crate::conformance_tests!(@each $make, $size;
+    (@list $($pre:tt)*) => {
+        $crate::conformance_tests!($($pre)*;
             identity_and_caps, regions, send_order_and_max_size, zero_length_messages,
             oversize_send_rejected, write_visible_on_completion, read_returns_target_bytes,
             out_of_range_rejected, deregistered_key_rejected, garbled_key_rejected,
             many_outstanding, key_through_the_wire, block_returns_when_ready,
             tagged_or_unsupported, peer_dropped_reported);
+    };
+    (@consts; $($name:ident),* $(,)?) => {
+        /// Every check, by name.
+        pub const CHECKS: &[(&str, Check)] = &[$((stringify!($name), $name)),*];
     };
     (@each $make:expr, $size:expr; $($name:ident),* $(,)?) => {
         $(
@@ -127,7 +115,12 @@ macro_rules! conformance_tests {
             }
         )*
     };
+    ($make:expr, $size:expr) => {
+        $crate::conformance_tests!(@list @each $make, $size);
+    };
 }
+
+conformance_tests!(@list @consts);
 
 /// Drives all endpoints from one thread and sorts their completions.
 struct Net<'a> {
