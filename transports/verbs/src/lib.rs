@@ -21,6 +21,8 @@
 //! converted to the host clock ([`timestamp::NicClock`]).
 
 mod channel;
+mod cm;
+mod connect;
 mod context;
 mod cq;
 pub mod credits;
@@ -32,6 +34,7 @@ mod mr;
 mod options;
 mod pd;
 mod peer;
+mod progress;
 mod qp;
 mod setup;
 pub mod timestamp;

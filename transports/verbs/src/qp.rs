@@ -143,6 +143,24 @@ impl QueuePair {
         Ok(())
     }
 
+    /// Apply attributes computed elsewhere (rdma_cm's `rdma_init_qp_attr`).
+    pub(crate) fn modify_raw(
+        &self,
+        attr: &mut sys::ibv_qp_attr,
+        mask: std::os::raw::c_int,
+    ) -> Result<(), VerbsError> {
+        // SAFETY: live QP; attr valid for the fields named by mask.
+        let rc = unsafe { sys::ibv_modify_qp(self.raw, attr, mask) };
+        if rc != 0 {
+            return Err(VerbsError::call(
+                "ibv_modify_qp (attributes from rdma_init_qp_attr)",
+                &self.device,
+                io::Error::from_raw_os_error(rc),
+            ));
+        }
+        Ok(())
+    }
+
     /// RESET → INIT, allowing remote read and write.
     pub fn to_init(&self, port: u8) -> Result<(), VerbsError> {
         let mut a = sys::ibv_qp_attr {

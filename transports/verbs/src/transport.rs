@@ -10,17 +10,18 @@ use ovbench_core::{
     RmaKind, RmaProgress, Transport, TransportError, TransportInfo,
 };
 
+use crate::cm::CmEndpoint;
 use crate::cq::{CqConfig, WorkCompletion};
 use crate::credits::{Credits, MAX_WINDOW};
 use crate::error::{memlock_limit, register_failure};
 use crate::memory::AlignedBuf;
 use crate::options::{mtu_bytes, mtu_code};
 use crate::pd::Access;
-use crate::peer::{is_queue_full, OpTable, OpTag, Peer, Pending, RECV};
-use crate::qp::{QpCap, RtrAttr, RtsAttr, SendOp, Sge};
+use crate::peer::{is_queue_full, OpTable, Peer, Pending};
+use crate::qp::{QpCap, SendOp, Sge};
 use crate::setup::{self, Device};
 use crate::timestamp::{host_monotonic_ns, NicClock};
-use crate::wire::{decode_hdr, Address, MsgKind, MSG_HDR};
+use crate::wire::{Address, MsgKind, MSG_HDR};
 use crate::{CompChannel, CompletionQueue, MemoryRegion, VerbsError, VerbsOptions};
 
 struct Region {
@@ -38,37 +39,32 @@ struct MrRec {
 /// The verbs transport. Fields drop in declaration order: connections
 /// first, then registrations, then the memory they cover, then the CQ.
 pub struct VerbsTransport {
-    peers: Vec<Option<Peer>>,
+    pub(crate) peers: Vec<Option<Peer>>,
     mrs: Vec<Option<MrRec>>,
     regions: Vec<Option<Region>>,
-    cq: CompletionQueue,
-    channel: CompChannel,
-    dev: Device,
-    opts: VerbsOptions,
-    rank: Rank,
-    size: u32,
-    ops: OpTable,
-    wcs: Vec<WorkCompletion>,
-    stash: Vec<Completion>,
-    pool: Vec<Vec<u8>>,
-    registered: u64,
-    connected: bool,
-    armed: bool,
-    nic_clock: Option<NicClock>,
-    last_nic_host_ns: Option<u64>,
+    pub(crate) cq: CompletionQueue,
+    pub(crate) channel: CompChannel,
+    pub(crate) dev: Device,
+    pub(crate) opts: VerbsOptions,
+    pub(crate) rank: Rank,
+    pub(crate) size: u32,
+    pub(crate) ops: OpTable,
+    pub(crate) wcs: Vec<WorkCompletion>,
+    pub(crate) stash: Vec<Completion>,
+    pub(crate) pool: Vec<Vec<u8>>,
+    pub(crate) registered: u64,
+    pub(crate) connected: bool,
+    pub(crate) armed: bool,
+    pub(crate) nic_clock: Option<NicClock>,
+    pub(crate) last_nic_host_ns: Option<u64>,
+    /// With `--cm`: the rdma_cm listener and connection ids.
+    pub(crate) cm: Option<CmEndpoint>,
 }
 
 impl VerbsTransport {
     /// Open the device, create the CQ and one RC QP per peer (in INIT,
     /// receive buffers posted). [`Transport::connect`] finishes the job.
     pub fn new(rank: Rank, size: u32, opts: VerbsOptions) -> Result<VerbsTransport, VerbsError> {
-        if opts.cm {
-            return Err(VerbsError::Config(
-                "--cm (connecting through rdma_cm) is not available in this version of the verbs \
-                 transport; leave out --cm to connect through the bootstrap exchange"
-                    .into(),
-            ));
-        }
         if rank >= size {
             return Err(VerbsError::Config(format!(
                 "rank {rank} is not below the job size {size}"
@@ -133,6 +129,25 @@ impl VerbsTransport {
         } else {
             None
         };
+        let cm = if opts.cm {
+            let g = dev.gid;
+            if g[..12] != [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff] {
+                return Err(VerbsError::Config(format!(
+                    "--cm needs an IPv4 address on {} port {}: GID {} ({}) is not IPv4-mapped; \
+                     give its netdev an IPv4 address or pick its GID with --gid-index",
+                    dev.ctx.name(),
+                    dev.port,
+                    dev.gid_index,
+                    crate::setup::gid_text(&g)
+                )));
+            }
+            let ip = std::net::Ipv4Addr::new(g[12], g[13], g[14], g[15]);
+            Some(CmEndpoint::listen(ip).map_err(|e| {
+                VerbsError::Config(format!("--cm: listening on {ip} with rdma_cm failed: {e}"))
+            })?)
+        } else {
+            None
+        };
         let mut t = VerbsTransport {
             peers: Vec::new(),
             mrs: Vec::new(),
@@ -152,6 +167,7 @@ impl VerbsTransport {
             armed: false,
             nic_clock,
             last_nic_host_ns: None,
+            cm,
         };
         let seed = host_monotonic_ns() ^ ((std::process::id() as u64) << 20);
         for r in 0..size {
@@ -355,168 +371,6 @@ impl VerbsTransport {
         });
         Ok(())
     }
-
-    /// Poll the CQ once and turn what it held into completions in `out`.
-    fn reap(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
-        let mut wcs = std::mem::take(&mut self.wcs);
-        wcs.clear();
-        let got = self
-            .cq
-            .poll(&mut wcs, 64)
-            .map_err(|e| TransportError::Local {
-                op: OpKind::Poll,
-                detail: e.to_string(),
-            });
-        let before = out.len();
-        let mut touched = 0u64;
-        for wc in &wcs {
-            if let Some(p) = self.handle(wc, out) {
-                touched |= 1 << (p % 64);
-            }
-        }
-        self.wcs = wcs;
-        got?;
-        // Credits or queue space may have come back: post what waits.
-        for (r, slot) in self.peers.iter_mut().enumerate() {
-            let Some(p) = slot.as_mut() else { continue };
-            if touched & (1 << (r % 64)) == 0 && p.pending.is_empty() {
-                continue;
-            }
-            if let Err(e) = p.drain(&mut self.ops) {
-                fail_peer(p, &format!("posting queued work failed: {e}"), out);
-            }
-            if p.broken.is_some() {
-                flush_pending(p, out);
-            }
-        }
-        Ok(out.len() - before)
-    }
-
-    /// One work completion; returns the peer it concerned.
-    fn handle(&mut self, wc: &WorkCompletion, out: &mut Vec<Completion>) -> Option<usize> {
-        if let (Some(ts), Some(c)) = (wc.nic_ts, &self.nic_clock) {
-            self.last_nic_host_ns = Some(c.to_host_ns(ts));
-        }
-        if wc.wr_id & RECV != 0 {
-            let r = ((wc.wr_id >> 32) & 0x7FFF_FFFF) as usize;
-            let idx = wc.wr_id as u32;
-            let p = self.peers.get_mut(r)?.as_mut()?;
-            if !wc.ok() {
-                if p.broken.is_none() {
-                    fail_peer(p, &format!("receive failed: {}", wc.status_text()), out);
-                }
-                return Some(r);
-            }
-            let len = wc.byte_len as usize;
-            if idx >= p.rx_count || len > p.buf_size {
-                fail_peer(
-                    p,
-                    &format!("receive of {len} bytes into buffer {idx} is out of range"),
-                    out,
-                );
-                return Some(r);
-            }
-            let msg = p.rx_bytes(idx, len);
-            let (kind, credits) = match decode_hdr(msg) {
-                Ok(h) => h,
-                Err(e) => {
-                    fail_peer(p, &format!("protocol error: {e}"), out);
-                    return Some(r);
-                }
-            };
-            if kind == MsgKind::Data {
-                let mut data = self.pool.pop().unwrap_or_default();
-                data.clear();
-                data.extend_from_slice(&msg[MSG_HDR..]);
-                out.push(Completion::Recv {
-                    peer: r as Rank,
-                    data,
-                });
-            }
-            let credits_ok = p.credits.as_mut().map(|c| c.grant(credits));
-            if let Some(Err(e)) = credits_ok {
-                fail_peer(p, &format!("protocol error: {e}"), out);
-                return Some(r);
-            }
-            if let Err(e) = p.repost(idx) {
-                fail_peer(p, &format!("re-posting a receive buffer failed: {e}"), out);
-                return Some(r);
-            }
-            if kind == MsgKind::Data {
-                if let Some(c) = p.credits.as_mut() {
-                    c.consumed();
-                }
-            }
-            return Some(r);
-        }
-        let op = self.ops.remove(wc.wr_id)?;
-        let r = op.peer as usize;
-        let p = self.peers.get_mut(r)?.as_mut()?;
-        p.retire(&op);
-        let kind = match op.tag {
-            OpTag::Send | OpTag::Credit => OpKind::Send,
-            OpTag::Write => OpKind::Write,
-            OpTag::Read => OpKind::Read,
-        };
-        if wc.ok() {
-            match op.tag {
-                OpTag::Send => out.push(Completion::Send { ctx: op.ctx }),
-                OpTag::Write => out.push(Completion::Write { ctx: op.ctx }),
-                OpTag::Read => out.push(Completion::Read { ctx: op.ctx }),
-                OpTag::Credit => {}
-            }
-            return Some(r);
-        }
-        let status = wc.status_text();
-        if p.broken.is_none() {
-            p.broken = Some(format!("{kind} failed: {status}"));
-        }
-        if op.tag != OpTag::Credit || wc.status != ovbench_verbs_sys::IBV_WC_WR_FLUSH_ERR {
-            out.push(Completion::Error {
-                ctx: (op.tag != OpTag::Credit).then_some(op.ctx),
-                peer: r as Rank,
-                op: kind,
-                status,
-            });
-        }
-        Some(r)
-    }
-}
-
-/// Mark a connection dead and report it once.
-fn fail_peer(p: &mut Peer, why: &str, out: &mut Vec<Completion>) {
-    if p.broken.is_some() {
-        return;
-    }
-    p.broken = Some(why.to_string());
-    out.push(Completion::Error {
-        ctx: None,
-        peer: p.rank,
-        op: OpKind::Recv,
-        status: why.to_string(),
-    });
-}
-
-/// Fail every queued operation of a dead connection.
-fn flush_pending(p: &mut Peer, out: &mut Vec<Completion>) {
-    let why = p.broken.clone().unwrap_or_default();
-    for item in p.pending.drain(..) {
-        let (ctx, op) = match item {
-            Pending::Send { ctx, .. } => (ctx, OpKind::Send),
-            Pending::Rma {
-                op: SendOp::Read { .. },
-                ctx,
-                ..
-            } => (ctx, OpKind::Read),
-            Pending::Rma { ctx, .. } => (ctx, OpKind::Write),
-        };
-        out.push(Completion::Error {
-            ctx: Some(ctx),
-            peer: p.rank,
-            op,
-            status: format!("not posted, the connection is down: {why}"),
-        });
-    }
 }
 
 fn post_failed(peer: Rank, op: OpKind, e: std::io::Error) -> TransportError {
@@ -624,75 +478,13 @@ impl Transport for VerbsTransport {
                 .iter()
                 .map(|p| p.as_ref().map_or((0, 0), |p| (p.qp.qp_num(), p.psn)))
                 .collect(),
+            cm: self.cm.as_ref().map(|c| (c.addr().0.octets(), c.addr().1)),
         }
         .encode()
     }
 
     fn connect(&mut self, addresses: &[Vec<u8>]) -> Result<(), TransportError> {
-        if self.connected {
-            return Err(TransportError::Invalid("connect called twice".into()));
-        }
-        if addresses.len() != self.size as usize {
-            return Err(TransportError::Invalid(format!(
-                "connect got {} addresses for a job of {} ranks",
-                addresses.len(),
-                self.size
-            )));
-        }
-        let own_buf = (self.opts.eager_buf_size + MSG_HDR) as u32;
-        let me = self.rank as usize;
-        let own_mtu = self.mtu_code();
-        for (r, bytes) in addresses.iter().enumerate() {
-            let Some(p) = self.peers[r].as_mut() else {
-                continue;
-            };
-            let peer = r as Rank;
-            let cerr = |status: String| TransportError::Peer {
-                peer,
-                op: OpKind::Connect,
-                status,
-            };
-            let a = Address::decode(bytes, self.size).map_err(cerr)?;
-            if a.buf_size != own_buf {
-                return Err(cerr(format!(
-                    "rank {peer} uses {}-byte receive buffers, this rank {own_buf}: start every rank with the same eager buffer size",
-                    a.buf_size
-                )));
-            }
-            let (dest_qpn, rq_psn) = a.qps[me];
-            if dest_qpn == 0 {
-                return Err(cerr(format!(
-                    "rank {peer} announced no queue pair for rank {me}"
-                )));
-            }
-            let d = &self.dev;
-            let rtr = RtrAttr {
-                port: d.port,
-                dest_qpn,
-                rq_psn,
-                mtu: a.mtu.min(own_mtu) as u32,
-                dlid: a.lid,
-                global: d.port_attr.ethernet || a.gid != [0; 16],
-                dgid: a.gid,
-                sgid_index: u8::try_from(d.gid_index).unwrap_or(0),
-                sl: self.opts.sl,
-                traffic_class: self.opts.tclass,
-                max_dest_rd_atomic: d.attr.max_qp_rd_atom.max(1),
-                min_rnr_timer: 12,
-            };
-            p.qp.to_rtr(&rtr).map_err(|e| cerr(e.to_string()))?;
-            let rts = RtsAttr {
-                sq_psn: p.psn,
-                timeout: self.opts.timeout,
-                retry_cnt: self.opts.retry_cnt,
-                rnr_retry: self.opts.rnr_retry,
-                max_rd_atomic: d.attr.max_qp_init_rd_atom.max(1),
-            };
-            p.qp.to_rts(&rts).map_err(|e| cerr(e.to_string()))?;
-            p.credits = Some(Credits::new(p.rx_window, a.rx_window));
-        }
-        self.connected = true;
-        Ok(())
+        self.connect_all(addresses)
     }
 
     fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
@@ -937,7 +729,7 @@ impl Transport for VerbsTransport {
 
 impl VerbsTransport {
     /// The MTU code this rank announces: `--mtu`, else the port's active MTU.
-    fn mtu_code(&self) -> u8 {
+    pub(crate) fn mtu_code(&self) -> u8 {
         self.opts
             .mtu
             .and_then(mtu_code)

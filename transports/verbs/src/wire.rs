@@ -67,9 +67,12 @@ pub struct Address {
     pub buf_size: u32,
     /// `(qpn, psn)` of the QP this rank created for each rank (self: 0, 0).
     pub qps: Vec<(u32, u32)>,
+    /// With `--cm`: the IPv4 address and port this rank's rdma_cm listens on.
+    pub cm: Option<([u8; 4], u16)>,
 }
 
 const FIXED: usize = 4 + 1 + 2 + 16 + 1 + 4 + 4 + 4;
+const CM_TRAILER: usize = 7;
 
 impl Address {
     pub fn encode(&self) -> Vec<u8> {
@@ -85,6 +88,11 @@ impl Address {
         for (qpn, psn) in &self.qps {
             v.extend_from_slice(&qpn.to_le_bytes());
             v.extend_from_slice(&psn.to_le_bytes());
+        }
+        if let Some((ip, port)) = self.cm {
+            v.push(1);
+            v.extend_from_slice(&ip);
+            v.extend_from_slice(&port.to_le_bytes());
         }
         v
     }
@@ -118,13 +126,25 @@ impl Address {
         if n != size {
             return Err(format!("address lists {n} ranks, the job has {size}"));
         }
-        if b.len() != FIXED + 8 * n as usize {
-            return Err(format!(
-                "address of {} bytes, expected {} for {n} ranks",
-                b.len(),
-                FIXED + 8 * n as usize
-            ));
-        }
+        let base = FIXED + 8 * n as usize;
+        let cm = match b.len().checked_sub(base) {
+            Some(0) => None,
+            Some(CM_TRAILER) if b[base] == 1 => {
+                let ip: [u8; 4] = b[base + 1..base + 5].try_into().expect("4 bytes");
+                let port = u16::from_le_bytes([b[base + 5], b[base + 6]]);
+                if port == 0 {
+                    return Err("rdma_cm port 0 announced".into());
+                }
+                Some((ip, port))
+            }
+            _ => {
+                return Err(format!(
+                    "address of {} bytes, expected {base} (or {} with --cm) for {n} ranks",
+                    b.len(),
+                    base + CM_TRAILER
+                ))
+            }
+        };
         if !(1..=5).contains(&mtu) {
             return Err(format!("invalid MTU code {mtu}"));
         }
@@ -150,6 +170,7 @@ impl Address {
             rx_window,
             buf_size,
             qps,
+            cm,
         })
     }
 }
@@ -166,6 +187,7 @@ mod tests {
             rx_window: 4,
             buf_size: 16448,
             qps: vec![(0, 0), (0x11, 0x22_3344)],
+            cm: None,
         }
     }
 
@@ -187,9 +209,18 @@ mod tests {
         assert!(Address::decode(&a2.encode(), 2)
             .unwrap_err()
             .contains("24 bits"));
-        let mut a3 = a;
+        let mut a3 = a.clone();
         a3.rx_window = 0;
         assert!(Address::decode(&a3.encode(), 2).is_err());
+        let mut a4 = a;
+        a4.cm = Some(([10, 0, 2, 15], 4791));
+        let b4 = a4.encode();
+        assert_eq!(Address::decode(&b4, 2).unwrap(), a4);
+        assert!(Address::decode(&b4[..b4.len() - 2], 2).is_err());
+        let mut bad = b4.clone();
+        let at = bad.len() - 7;
+        bad[at] = 2;
+        assert!(Address::decode(&bad, 2).is_err());
     }
 
     #[test]

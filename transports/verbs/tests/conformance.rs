@@ -54,3 +54,15 @@ fn two_ranks_classic_cq_with_events() {
         },
     );
 }
+
+#[test]
+fn three_ranks_through_rdma_cm() {
+    run(
+        "three_ranks_through_rdma_cm",
+        3,
+        VerbsOptions {
+            cm: true,
+            ..VerbsOptions::default()
+        },
+    );
+}

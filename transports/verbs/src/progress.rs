@@ -1,0 +1,177 @@
+//! Turning work completions into contract completions: receives are
+//! checked, copied out and their buffers re-posted with credits counted;
+//! send-side completions free their queue entry and slot; errors are
+//! reported once per connection, and queued work of a dead connection
+//! fails with it.
+
+use ovbench_core::{Completion, OpKind, Rank, TransportError};
+
+use crate::cq::WorkCompletion;
+use crate::peer::{OpTag, Peer, Pending, RECV};
+use crate::qp::SendOp;
+use crate::transport::VerbsTransport;
+use crate::wire::{decode_hdr, MsgKind, MSG_HDR};
+
+impl VerbsTransport {
+    /// Poll the CQ once and turn what it held into completions in `out`.
+    pub(crate) fn reap(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
+        let mut wcs = std::mem::take(&mut self.wcs);
+        wcs.clear();
+        let got = self
+            .cq
+            .poll(&mut wcs, 64)
+            .map_err(|e| TransportError::Local {
+                op: OpKind::Poll,
+                detail: e.to_string(),
+            });
+        let before = out.len();
+        let mut touched = 0u64;
+        for wc in &wcs {
+            if let Some(p) = self.handle(wc, out) {
+                touched |= 1 << (p % 64);
+            }
+        }
+        self.wcs = wcs;
+        got?;
+        // Credits or queue space may have come back: post what waits.
+        for (r, slot) in self.peers.iter_mut().enumerate() {
+            let Some(p) = slot.as_mut() else { continue };
+            if touched & (1 << (r % 64)) == 0 && p.pending.is_empty() {
+                continue;
+            }
+            if let Err(e) = p.drain(&mut self.ops) {
+                fail_peer(p, &format!("posting queued work failed: {e}"), out);
+            }
+            if p.broken.is_some() {
+                flush_pending(p, out);
+            }
+        }
+        Ok(out.len() - before)
+    }
+
+    /// One work completion; returns the peer it concerned.
+    fn handle(&mut self, wc: &WorkCompletion, out: &mut Vec<Completion>) -> Option<usize> {
+        if let (Some(ts), Some(c)) = (wc.nic_ts, &self.nic_clock) {
+            self.last_nic_host_ns = Some(c.to_host_ns(ts));
+        }
+        if wc.wr_id & RECV != 0 {
+            let r = ((wc.wr_id >> 32) & 0x7FFF_FFFF) as usize;
+            let idx = wc.wr_id as u32;
+            let p = self.peers.get_mut(r)?.as_mut()?;
+            if !wc.ok() {
+                if p.broken.is_none() {
+                    fail_peer(p, &format!("receive failed: {}", wc.status_text()), out);
+                }
+                return Some(r);
+            }
+            let len = wc.byte_len as usize;
+            if idx >= p.rx_count || len > p.buf_size {
+                fail_peer(
+                    p,
+                    &format!("receive of {len} bytes into buffer {idx} is out of range"),
+                    out,
+                );
+                return Some(r);
+            }
+            let msg = p.rx_bytes(idx, len);
+            let (kind, credits) = match decode_hdr(msg) {
+                Ok(h) => h,
+                Err(e) => {
+                    fail_peer(p, &format!("protocol error: {e}"), out);
+                    return Some(r);
+                }
+            };
+            if kind == MsgKind::Data {
+                let mut data = self.pool.pop().unwrap_or_default();
+                data.clear();
+                data.extend_from_slice(&msg[MSG_HDR..]);
+                out.push(Completion::Recv {
+                    peer: r as Rank,
+                    data,
+                });
+            }
+            let credits_ok = p.credits.as_mut().map(|c| c.grant(credits));
+            if let Some(Err(e)) = credits_ok {
+                fail_peer(p, &format!("protocol error: {e}"), out);
+                return Some(r);
+            }
+            if let Err(e) = p.repost(idx) {
+                fail_peer(p, &format!("re-posting a receive buffer failed: {e}"), out);
+                return Some(r);
+            }
+            if kind == MsgKind::Data {
+                if let Some(c) = p.credits.as_mut() {
+                    c.consumed();
+                }
+            }
+            return Some(r);
+        }
+        let op = self.ops.remove(wc.wr_id)?;
+        let r = op.peer as usize;
+        let p = self.peers.get_mut(r)?.as_mut()?;
+        p.retire(&op);
+        let kind = match op.tag {
+            OpTag::Send | OpTag::Credit => OpKind::Send,
+            OpTag::Write => OpKind::Write,
+            OpTag::Read => OpKind::Read,
+        };
+        if wc.ok() {
+            match op.tag {
+                OpTag::Send => out.push(Completion::Send { ctx: op.ctx }),
+                OpTag::Write => out.push(Completion::Write { ctx: op.ctx }),
+                OpTag::Read => out.push(Completion::Read { ctx: op.ctx }),
+                OpTag::Credit => {}
+            }
+            return Some(r);
+        }
+        let status = wc.status_text();
+        if p.broken.is_none() {
+            p.broken = Some(format!("{kind} failed: {status}"));
+        }
+        if op.tag != OpTag::Credit || wc.status != ovbench_verbs_sys::IBV_WC_WR_FLUSH_ERR {
+            out.push(Completion::Error {
+                ctx: (op.tag != OpTag::Credit).then_some(op.ctx),
+                peer: r as Rank,
+                op: kind,
+                status,
+            });
+        }
+        Some(r)
+    }
+}
+
+/// Mark a connection dead and report it once.
+fn fail_peer(p: &mut Peer, why: &str, out: &mut Vec<Completion>) {
+    if p.broken.is_some() {
+        return;
+    }
+    p.broken = Some(why.to_string());
+    out.push(Completion::Error {
+        ctx: None,
+        peer: p.rank,
+        op: OpKind::Recv,
+        status: why.to_string(),
+    });
+}
+
+/// Fail every queued operation of a dead connection.
+fn flush_pending(p: &mut Peer, out: &mut Vec<Completion>) {
+    let why = p.broken.clone().unwrap_or_default();
+    for item in p.pending.drain(..) {
+        let (ctx, op) = match item {
+            Pending::Send { ctx, .. } => (ctx, OpKind::Send),
+            Pending::Rma {
+                op: SendOp::Read { .. },
+                ctx,
+                ..
+            } => (ctx, OpKind::Read),
+            Pending::Rma { ctx, .. } => (ctx, OpKind::Write),
+        };
+        out.push(Completion::Error {
+            ctx: Some(ctx),
+            peer: p.rank,
+            op,
+            status: format!("not posted, the connection is down: {why}"),
+        });
+    }
+}
