@@ -553,7 +553,7 @@ impl Engine {
         }
     }
 
-    /// What the engine has asked for so far.
+    /// What the engine has asked for so far (internal traffic excluded).
     pub fn counts(&self) -> Counts {
         self.counts
     }
@@ -689,8 +689,11 @@ impl Engine {
     ) -> u64 {
         let ctx = self.new_id();
         self.ctxs.insert(ctx, u);
-        self.counts.sends += 1;
-        self.counts.bytes += payload.map_or(0, |p| p.len as u64);
+        // The communicator's own traffic (barrier) is not the protocol's work.
+        if h.flags & wire::FLAG_INTERNAL == 0 {
+            self.counts.sends += 1;
+            self.counts.bytes += payload.map_or(0, |p| p.len as u64);
+        }
         let mut header = self.hdr_pool.pop().unwrap_or_default();
         h.encode_into(&mut header);
         self.ops.push_back(Op::Send {

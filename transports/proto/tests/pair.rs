@@ -532,3 +532,33 @@ fn transfers_begun_while_off_never_end_in_the_record() {
     // The arrival happened while on: the receiver's END-only event.
     assert_eq!(s.nodes[1].events.len(), 1);
 }
+
+#[test]
+fn control_messages_never_match_user_receives() {
+    // Rank 0's rendezvous send gets a CTS while rank 0 has no receive
+    // posted; its later wildcard receive must get rank 1's data, not the CTS.
+    for proto in [Protocol::RdmaWrite, Protocol::RdmaRead, Protocol::Pipelined] {
+        let mut s = Sim::new(2, proto);
+        let a = s.alloc(0, 9000, pattern(1));
+        let b = s.alloc(1, 9000, |_| 0);
+        let back = s.alloc(1, 40, pattern(2));
+        let got = s.alloc(0, 9000, |_| 0);
+        let rr = s.irecv(1, b, Some(0), Some(1));
+        let sr = s.isend(0, a, 1, 1, Mode::Standard);
+        s.run().unwrap();
+        s.done(0, sr);
+        s.done(1, rr);
+        let r0 = s.irecv(0, got, None, None);
+        s.run().unwrap();
+        assert!(
+            s.take(0, r0).is_none(),
+            "{proto:?}: a control message matched"
+        );
+        let s1 = s.isend(1, back, 0, 2, Mode::Standard);
+        s.run().unwrap();
+        let st = s.done(0, r0);
+        assert_eq!((st.source, st.tag, st.len), (1, 2, 40));
+        s.done(1, s1);
+        assert_eq!(s.bytes(0, got.sub(0, 40).unwrap()), s.bytes(1, back));
+    }
+}

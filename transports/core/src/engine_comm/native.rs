@@ -435,6 +435,103 @@ impl Communicator for NativeComm {
         self.counts
     }
 
+    // Blocking calls are one call each for the instrumentation.
+
+    fn send(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        self.call(|c, _| {
+            let r = c.isend(buf, off, len, dst, tag)?;
+            c.wait(r).map(|_| ())
+        })
+    }
+
+    fn ssend(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        self.call(|c, _| {
+            let r = c.issend(buf, off, len, dst, tag)?;
+            c.wait(r).map(|_| ())
+        })
+    }
+
+    fn rsend(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        self.call(|c, _| {
+            let r = c.irsend(buf, off, len, dst, tag)?;
+            c.wait(r).map(|_| ())
+        })
+    }
+
+    fn bsend(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        self.call(|c, _| {
+            let r = c.ibsend(buf, off, len, dst, tag)?;
+            c.wait(r).map(|_| ())
+        })
+    }
+
+    fn recv(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Result<Status, TransportError> {
+        self.call(|c, _| {
+            let r = c.irecv(buf, off, len, src, tag)?;
+            c.wait(r)
+        })
+    }
+
+    fn sendrecv(
+        &mut self,
+        sbuf: Buf,
+        soff: usize,
+        slen: usize,
+        dst: Rank,
+        stag: Tag,
+        rbuf: Buf,
+        roff: usize,
+        rlen: usize,
+        src: Source,
+        rtag: TagSel,
+    ) -> Result<Status, TransportError> {
+        self.call(|c, _| {
+            let r = c.irecv(rbuf, roff, rlen, src, rtag)?;
+            let s = c.isend(sbuf, soff, slen, dst, stag)?;
+            c.wait(s)?;
+            c.wait(r)
+        })
+    }
+
+    fn waitall(&mut self, reqs: &[Req]) -> Result<Vec<Status>, TransportError> {
+        self.call(|c, _| reqs.iter().map(|&r| c.wait(r)).collect())
+    }
+
     fn enable_instrumentation(&mut self, table: XferTable) -> Result<(), TransportError> {
         let npt = self.clock.ns_per_tick();
         match self.instr.as_mut() {

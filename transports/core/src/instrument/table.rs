@@ -67,18 +67,15 @@ impl XferTable {
 
     /// Nanoseconds to move `size` bytes: linear between measured sizes,
     /// extended along the last two points beyond them, the first point's
-    /// time below it.
+    /// time below it (and everywhere, for a one-point table).
     pub fn xfer_ns(&self, size: u64) -> f64 {
         let p = &self.points;
         let Some(&(s0, t0)) = p.first() else {
             return 0.0;
         };
         if size <= s0 || p.len() == 1 {
-            return if size <= s0 {
-                t0
-            } else {
-                t0 * size as f64 / s0.max(1) as f64
-            };
+            // One measured size says nothing about the slope: keep its time.
+            return t0;
         }
         let i = p.partition_point(|q| q.0 < size).min(p.len() - 1).max(1);
         let (a, b) = (p[i - 1], p[i]);
@@ -98,6 +95,8 @@ mod tests {
         assert_eq!(t.xfer_ns(512), 1500.0);
         assert_eq!(t.xfer_ns(2048), 3000.0);
         assert_eq!(t.xfer_ns(4096), 5000.0);
+        let one = XferTable::new(vec![(0, 700.0)]).unwrap();
+        assert_eq!(one.xfer_ns(1 << 20), 700.0);
     }
 
     #[test]

@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use ovbench_core::clock::MonotonicClock;
 use ovbench_core::{
-    Caps, Completion, Ctx, EngineComm, EngineConfig, LocalSlice, MrHandle, OpKind, Progress, Rank,
-    RegionId, RemoteKey, RmaKind, RmaProgress, Transport, TransportError, TransportInfo, WorkLoop,
+    Caps, Completion, Ctx, EngineComm, EngineConfig, LocalSlice, MrHandle, NativeComm, OpKind,
+    Progress, Rank, RegionId, RemoteKey, RmaKind, RmaProgress, Transport, TransportError,
+    TransportInfo, WorkLoop,
 };
 
 pub const EAGER_BUF: usize = 4096;
@@ -24,6 +25,12 @@ struct RankState {
     regions: Vec<Vec<u8>>,
     mrs: HashMap<u32, LocalSlice>,
     inbox: VecDeque<(Rank, Vec<u8>)>,
+    /// Native tagged messages that arrived: (from, tag, data, sync ctx).
+    tagged: VecDeque<(Rank, u32, Vec<u8>, Option<Ctx>)>,
+    /// Posted tagged receives: (source, tag, destination, ctx).
+    trecvs: Vec<(Option<Rank>, Option<u32>, LocalSlice, Ctx)>,
+    /// Completions other ranks produced for us (synchronous sends matched).
+    remote_done: VecDeque<Completion>,
 }
 
 pub struct Shared {
@@ -120,8 +127,8 @@ impl Transport for MemTransport {
             progress: Progress::Poll,
             max_inline: 0,
             eager_buf_size: EAGER_BUF,
-            native_tagged: false,
-            native_sync_send: false,
+            native_tagged: true,
+            native_sync_send: true,
         }
     }
     fn rank(&self) -> Rank {
@@ -260,11 +267,90 @@ impl Transport for MemTransport {
     fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
         let before = out.len();
         out.extend(self.done.drain(..));
-        let mut st = self.me();
-        while let Some((peer, data)) = st.inbox.pop_front() {
-            out.push(Completion::Recv { peer, data });
+        let mut acks = Vec::new();
+        {
+            let mut st = self.me();
+            while let Some((peer, data)) = st.inbox.pop_front() {
+                out.push(Completion::Recv { peer, data });
+            }
+            out.extend(st.remote_done.drain(..));
+            // Match posted tagged receives in posting order, messages in arrival order.
+            let mut i = 0;
+            while i < st.trecvs.len() {
+                let (src, tag, dst, ctx) = st.trecvs[i];
+                let hit = st.tagged.iter().position(|(f, t, _, _)| {
+                    src.map_or(true, |s| s == *f) && tag.map_or(true, |x| x == *t)
+                });
+                let Some(m) = hit else {
+                    i += 1;
+                    continue;
+                };
+                let (from, t, data, sync) = st.tagged.remove(m).expect("position");
+                st.trecvs.remove(i);
+                if data.len() > dst.len {
+                    return Err(bad(
+                        from,
+                        OpKind::TaggedRecv,
+                        format!("{} bytes into {}", data.len(), dst.len),
+                    ));
+                }
+                st.regions[dst.region.0 as usize][dst.offset..dst.offset + data.len()]
+                    .copy_from_slice(&data);
+                out.push(Completion::TaggedRecv {
+                    ctx,
+                    peer: from,
+                    tag: t,
+                    len: data.len(),
+                });
+                if let Some(c) = sync {
+                    acks.push((from, c));
+                }
+            }
+        }
+        for (from, c) in acks {
+            self.shared.ranks[from as usize]
+                .lock()
+                .unwrap()
+                .remote_done
+                .push_back(Completion::TaggedSend { ctx: c });
         }
         Ok(out.len() - before)
+    }
+    fn tsend(
+        &mut self,
+        peer: Rank,
+        tag: u32,
+        src: LocalSlice,
+        sync: bool,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        let data = {
+            let st = self.me();
+            check_local(&st, src)?;
+            st.regions[src.region.0 as usize][src.offset..src.offset + src.len].to_vec()
+        };
+        let me = self.rank;
+        self.shared.ranks[peer as usize]
+            .lock()
+            .unwrap()
+            .tagged
+            .push_back((me, tag, data, sync.then_some(ctx)));
+        if !sync {
+            self.done.push_back(Completion::TaggedSend { ctx });
+        }
+        Ok(())
+    }
+    fn trecv(
+        &mut self,
+        src: Option<Rank>,
+        tag: Option<u32>,
+        dst: LocalSlice,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        let mut st = self.me();
+        check_local(&st, dst)?;
+        st.trecvs.push((src, tag, dst, ctx));
+        Ok(())
     }
     fn block(&mut self, t: Duration) -> Result<(), TransportError> {
         std::thread::sleep(t.min(Duration::from_micros(50)));
@@ -284,10 +370,22 @@ pub fn comms(n: u32, cfg: &EngineConfig) -> Vec<EngineComm> {
         .collect()
 }
 
+/// A NativeComm per rank of an in-process job.
+pub fn native_comms(n: u32, cfg: &EngineConfig) -> Vec<NativeComm> {
+    job(n)
+        .into_iter()
+        .map(|t| {
+            let clock: Arc<dyn ovbench_core::Clock> = Arc::new(MonotonicClock::new());
+            let work = Box::new(WorkLoop::with_unit(clock.clone(), 1.0));
+            NativeComm::new(Box::new(t), clock, work, cfg.clone()).expect("native comm")
+        })
+        .collect()
+}
+
 /// Run `f(comm)` on every rank in its own thread; results by rank.
-pub fn run<T: Send + 'static>(
-    comms: Vec<EngineComm>,
-    f: impl Fn(&mut EngineComm) -> T + Send + Sync + 'static,
+pub fn run<C: Send + 'static, T: Send + 'static>(
+    comms: Vec<C>,
+    f: impl Fn(&mut C) -> T + Send + Sync + 'static,
 ) -> Vec<T> {
     let f = Arc::new(f);
     let hs: Vec<_> = comms
