@@ -99,12 +99,34 @@ pub fn core_map() -> Vec<CpuPlace> {
         .collect()
 }
 
-/// The core map in one line: `cpu0=s0c0 cpu1=s0c1 ...`.
+/// The core map in one line: the whole map while it is short (up to 16
+/// CPUs: `cpu0=s0c0 cpu1=s0c1 ...`), else a count of packages, physical
+/// cores and CPUs (the JSON always has the whole map).
 pub fn format_core_map(map: &[CpuPlace]) -> String {
-    map.iter()
-        .map(|p| format!("cpu{}=s{}c{}", p.cpu, p.package, p.core))
-        .collect::<Vec<_>>()
-        .join(" ")
+    if map.len() <= 16 {
+        return map
+            .iter()
+            .map(|p| format!("cpu{}=s{}c{}", p.cpu, p.package, p.core))
+            .collect::<Vec<_>>()
+            .join(" ");
+    }
+    let mut packages: Vec<i64> = map.iter().map(|p| p.package).collect();
+    packages.sort_unstable();
+    packages.dedup();
+    let mut cores: Vec<(i64, i64)> = map.iter().map(|p| (p.package, p.core)).collect();
+    cores.sort_unstable();
+    cores.dedup();
+    format!(
+        "{} CPUs on {} physical cores in {} package(s){}",
+        map.len(),
+        cores.len(),
+        packages.len(),
+        if cores.len() < map.len() {
+            " (SMT)"
+        } else {
+            ""
+        }
+    )
 }
 
 /// The CPUs this process may run on.
@@ -188,6 +210,29 @@ mod tests {
         assert_eq!(format_cpu_list(&[11, 0, 1, 2, 3, 8, 10]), "0-3,8,10-11");
         assert_eq!(format_cpu_list(&[5]), "5");
         assert_eq!(parse_cpu_list(""), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn core_map_line_stays_short() {
+        let small: Vec<CpuPlace> = (0..2)
+            .map(|cpu| CpuPlace {
+                cpu,
+                package: 0,
+                core: cpu as i64,
+            })
+            .collect();
+        assert_eq!(format_core_map(&small), "cpu0=s0c0 cpu1=s0c1");
+        let big: Vec<CpuPlace> = (0..128)
+            .map(|cpu| CpuPlace {
+                cpu,
+                package: (cpu / 64) as i64,
+                core: (cpu % 32) as i64,
+            })
+            .collect();
+        assert_eq!(
+            format_core_map(&big),
+            "128 CPUs on 64 physical cores in 2 package(s) (SMT)"
+        );
     }
 
     #[test]
