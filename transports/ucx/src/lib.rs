@@ -28,6 +28,7 @@ mod lanes;
 mod memory;
 mod ops;
 mod progress;
+mod seal;
 mod status;
 mod transport;
 mod ucp;

@@ -10,6 +10,7 @@ use ovbench_core::{
 };
 use ovbench_ucx_sys as sys;
 
+use crate::seal::{seal, Sealed, SEAL_LEN};
 use crate::status::local;
 
 const PAGE: usize = 4096;
@@ -60,7 +61,10 @@ pub(crate) struct Memory {
     regions: Vec<Option<Region>>,
     mrs: Vec<Option<Mr>>,
     /// Per peer: packed blob → unpacked key.
-    rkeys: HashMap<Rank, HashMap<Vec<u8>, sys::ucp_rkey_h>>,
+    rkeys: HashMap<Rank, HashMap<u64, sys::ucp_rkey_h>>,
+    /// Serial number of the next registration (part of its sealed key, so
+    /// a re-registration of the same memory gets a key of its own).
+    serial: u64,
     rkey_count: usize,
 }
 
@@ -167,14 +171,15 @@ impl Memory {
         let blob = unsafe { std::slice::from_raw_parts(buf as *const u8, blen) }.to_vec();
         // SAFETY: buf came from ucp_rkey_pack and is released once.
         unsafe { sys::ucp_rkey_buffer_release(buf) };
-        if blob.len() > MAX_KEY_BLOB {
+        if blob.len() + SEAL_LEN > MAX_KEY_BLOB {
             // SAFETY: as above.
             unsafe { sys::ucp_mem_unmap(ctx, memh) };
             return Err(TransportError::Local {
                 op: OpKind::Register,
                 detail: format!(
-                    "UCX packed a {}-byte remote key, over ovbench's {MAX_KEY_BLOB}-byte cap; restrict --ucx-tls to the transports in use",
-                    blob.len()
+                    "UCX packed a {}-byte remote key, over ovbench's {}-byte cap; restrict --ucx-tls to the transports in use",
+                    blob.len(),
+                    MAX_KEY_BLOB - SEAL_LEN
                 ),
             });
         }
@@ -184,7 +189,7 @@ impl Memory {
             key: RemoteKey {
                 addr: p as u64,
                 len: s.len as u64,
-                blob,
+                blob: seal(p as u64, s.len as u64, self.serial, &blob),
             },
         };
         let id = self
@@ -245,37 +250,26 @@ impl Memory {
     }
 
     /// The unpacked form of `peer`'s key, unpacked on first use and cached.
-    /// The blob is size-checked before UCX parses it.
+    /// The blob was checked ([`crate::seal::unseal`]) before UCX parses it.
     pub fn rkey(
         &mut self,
         ep: sys::ucp_ep_h,
         peer: Rank,
-        key: &RemoteKey,
+        sealed: &Sealed<'_>,
         rma_in_flight: usize,
     ) -> Result<sys::ucp_rkey_h, TransportError> {
-        if key.blob.is_empty() || key.blob.len() > MAX_KEY_BLOB {
-            return Err(TransportError::BadKey {
-                peer,
-                detail: format!(
-                    "UCX key blob of {} bytes (must be 1..={MAX_KEY_BLOB})",
-                    key.blob.len()
-                ),
-            });
-        }
-        if let Some(r) = self
-            .rkeys
-            .get(&peer)
-            .and_then(|m| m.get(key.blob.as_slice()))
-        {
+        let (sum, packed) = (sealed.sum, sealed.packed);
+        if let Some(r) = self.rkeys.get(&peer).and_then(|m| m.get(&sum)) {
             return Ok(*r);
         }
         if self.rkey_count >= RKEY_CACHE_MAX && rma_in_flight == 0 {
             self.clear_rkeys();
         }
         let mut rkey: sys::ucp_rkey_h = ptr::null_mut();
-        // SAFETY: ep is a live endpoint to `peer`; the blob is non-empty and
-        // capped, and UCX checks the packed format's own fields.
-        let st = unsafe { sys::ucp_ep_rkey_unpack(ep, key.blob.as_ptr().cast(), &mut rkey) };
+        // SAFETY: ep is a live endpoint to `peer`; `packed` passed the seal
+        // check (exact length and checksum of what ucp_rkey_pack produced),
+        // so UCX parses bytes it wrote itself and reads none past the end.
+        let st = unsafe { sys::ucp_ep_rkey_unpack(ep, packed.as_ptr().cast(), &mut rkey) };
         if st != sys::UCS_OK {
             return Err(TransportError::BadKey {
                 peer,
@@ -285,12 +279,19 @@ impl Memory {
                 ),
             });
         }
-        self.rkeys
-            .entry(peer)
-            .or_default()
-            .insert(key.blob.clone(), rkey);
+        self.rkeys.entry(peer).or_default().insert(sum, rkey);
         self.rkey_count += 1;
         Ok(rkey)
+    }
+
+    /// Forget `peer`'s key with checksum `sum` (revoked by its owner).
+    pub fn forget_rkey(&mut self, peer: Rank, sum: u64) {
+        if let Some(r) = self.rkeys.get_mut(&peer).and_then(|m| m.remove(&sum)) {
+            self.rkey_count = self.rkey_count.saturating_sub(1);
+            // SAFETY: r was unpacked by ucp_ep_rkey_unpack and is destroyed
+            // once; no operation is posted through a revoked key.
+            unsafe { sys::ucp_rkey_destroy(r) };
+        }
     }
 
     /// Destroy every unpacked peer key.

@@ -6,7 +6,7 @@
 //! or on the progress thread with `--progress thread` — so everything here
 //! sits behind one mutex and a condition variable wakes a sleeping rank.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::ffi::c_void;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -17,6 +17,11 @@ use crate::status::status_str;
 
 /// Active-message id ovbench registers its handler under.
 pub(crate) const AM_ID: u32 = 0x0b;
+/// Active-message id of key revocations: a rank that deregisters memory
+/// tells every peer the checksum of the dropped key.
+pub(crate) const REVOKE_AM_ID: u32 = 0x0c;
+/// Revocations remembered per transport (oldest forgotten first).
+const MAX_REVOKED: usize = 1 << 16;
 /// Bytes of the AM header ovbench puts in front of every message:
 /// source rank and per-peer sequence number, both little-endian `u32`.
 pub(crate) const AM_HDR_LEN: usize = 8;
@@ -42,6 +47,9 @@ pub(crate) struct Inbox {
     /// One-sided operations in flight (unpacked rkeys are only destroyed
     /// when none are).
     pub rma_in_flight: usize,
+    /// Keys their owners deregistered: (owner rank, key checksum).
+    pub revoked: HashSet<(Rank, u64)>,
+    revoked_order: VecDeque<(Rank, u64)>,
 }
 
 /// State shared between the transport and its UCX callbacks.
@@ -68,6 +76,8 @@ impl Shared {
                 recv_pool: Vec::new(),
                 send_pool: Vec::new(),
                 rma_in_flight: 0,
+                revoked: HashSet::new(),
+                revoked_order: VecDeque::new(),
             }),
             ready: Condvar::new(),
         }
@@ -156,6 +166,34 @@ impl Shared {
     }
 }
 
+/// A revocation arrived: `header` is the owner's rank, `data` the key's
+/// checksum.
+fn revoke(shared: &Shared, header: &[u8], data: &[u8]) {
+    let (Ok(src), Ok(sum)) = (<[u8; 4]>::try_from(header), <[u8; 8]>::try_from(data)) else {
+        shared.push(Completion::Error {
+            ctx: None,
+            peer: shared.rank,
+            op: OpKind::Recv,
+            status: format!(
+                "a key revocation of {}+{} bytes (ovbench sends 4+8); the peers run different ovbench builds",
+                header.len(),
+                data.len()
+            ),
+        });
+        return;
+    };
+    let key = (u32::from_le_bytes(src), u64::from_le_bytes(sum));
+    let mut g = shared.lock();
+    if g.revoked.insert(key) {
+        g.revoked_order.push_back(key);
+        if g.revoked_order.len() > MAX_REVOKED {
+            if let Some(old) = g.revoked_order.pop_front() {
+                g.revoked.remove(&old);
+            }
+        }
+    }
+}
+
 /// The context of one request in flight, boxed and passed to UCX as
 /// `user_data`; the completion callback takes it back.
 pub(crate) struct Op {
@@ -165,6 +203,8 @@ pub(crate) struct Op {
     pub kind: OpKind,
     /// The copied message of an active-message send.
     pub staging: Option<Vec<u8>>,
+    /// Internal traffic (key revocations): no completion for the user.
+    pub silent: bool,
 }
 
 impl Op {
@@ -177,6 +217,9 @@ impl Op {
         }
         if matches!(self.kind, OpKind::Write | OpKind::Read) {
             g.rma_in_flight = g.rma_in_flight.saturating_sub(1);
+        }
+        if self.silent {
+            return;
         }
         let c = if status != sys::UCS_OK {
             Completion::Error {
@@ -247,6 +290,37 @@ pub(crate) unsafe extern "C" fn tag_recv_cb(
     op.finish(shared, status, tag);
     // SAFETY: as in send_cb.
     unsafe { sys::ucp_request_free(request) };
+}
+
+/// The key-revocation handler.
+pub(crate) unsafe extern "C" fn am_revoke_cb(
+    arg: *mut c_void,
+    header: *const c_void,
+    header_length: usize,
+    data: *mut c_void,
+    length: usize,
+    _param: *const sys::ucp_am_recv_param_t,
+) -> sys::ucs_status_t {
+    // SAFETY: arg is the transport's Shared (see am_recv_cb).
+    let shared = unsafe { &*(arg as *const Shared) };
+    // SAFETY: UCX guarantees header_length and length readable bytes for
+    // the duration of the callback (both tiny eager messages).
+    let (h, d) = unsafe { (bytes(header, header_length), bytes(data, length)) };
+    revoke(shared, h, d);
+    sys::UCS_OK
+}
+
+/// A byte slice from a UCX callback argument (empty for NULL).
+///
+/// # Safety
+/// `p` must point to `n` readable bytes that outlive the returned slice.
+unsafe fn bytes<'a>(p: *const c_void, n: usize) -> &'a [u8] {
+    if n == 0 || p.is_null() {
+        &[]
+    } else {
+        // SAFETY: the caller guarantees n readable bytes at p.
+        unsafe { std::slice::from_raw_parts(p as *const u8, n) }
+    }
 }
 
 /// The active-message handler: copies the whole message out (so UCX's

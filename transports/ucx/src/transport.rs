@@ -13,8 +13,9 @@ use ovbench_ucx_sys as sys;
 
 use crate::lanes::{self, RmaPath};
 use crate::memory::Memory;
-use crate::ops::{self, EpErrArg, Op, Shared, AM_HDR_LEN, AM_ID, TAG_SRC_SHIFT};
+use crate::ops::{self, EpErrArg, Op, Shared, AM_HDR_LEN, AM_ID, REVOKE_AM_ID, TAG_SRC_SHIFT};
 use crate::progress::ProgressThread;
+use crate::seal;
 use crate::status::{self, check};
 use crate::ucp::{self, Ucp};
 use crate::UcxOptions;
@@ -23,6 +24,8 @@ use crate::UcxOptions;
 pub const EAGER_BUF_SIZE: usize = 64 * 1024;
 /// Largest worker address accepted from the bootstrap exchange.
 const MAX_ADDRESS: usize = 64 * 1024;
+/// How long connect waits for the endpoints' wire-up.
+const WIRE_UP_DEADLINE: Duration = Duration::from_secs(30);
 /// How long teardown waits for an endpoint close.
 const CLOSE_DEADLINE: Duration = Duration::from_secs(2);
 
@@ -83,6 +86,18 @@ impl UcxTransport {
         // outlives the worker (field order of UcxTransport).
         let st = unsafe { sys::ucp_worker_set_am_recv_handler(ucp.worker, &hp) };
         check(OpKind::Connect, "ucp_worker_set_am_recv_handler", st)?;
+        let rp = sys::ucp_am_handler_param_t {
+            id: REVOKE_AM_ID,
+            cb: Some(ops::am_revoke_cb),
+            ..hp
+        };
+        // SAFETY: as above.
+        let st = unsafe { sys::ucp_worker_set_am_recv_handler(ucp.worker, &rp) };
+        check(
+            OpKind::Connect,
+            "ucp_worker_set_am_recv_handler(revoke)",
+            st,
+        )?;
         let mut t = UcxTransport {
             rank,
             size,
@@ -130,6 +145,7 @@ impl UcxTransport {
             peer,
             kind,
             staging,
+            silent: false,
         }))
     }
 
@@ -188,6 +204,10 @@ impl UcxTransport {
     ) -> Result<(sys::ucp_ep_h, sys::ucp_mem_h, *mut u8, sys::ucp_rkey_h, u64), TransportError>
     {
         let ep = self.ep(peer, op)?;
+        let sealed = seal::unseal(remote).map_err(|detail| TransportError::BadKey {
+            peer,
+            detail: format!("{op}: {detail}"),
+        })?;
         remote
             .check_range(remote_offset, local.len as u64)
             .map_err(|detail| TransportError::BadKey {
@@ -195,9 +215,106 @@ impl UcxTransport {
                 detail: format!("{op}: {detail}"),
             })?;
         let (memh, lp) = self.mem.local_rma(mr, local)?;
-        let in_flight = self.shared.lock().rma_in_flight;
-        let rkey = self.mem.rkey(ep, peer, remote, in_flight)?;
+        // Let revocations that have arrived be seen before the key is used.
+        self.ucp.progress();
+        let (revoked, in_flight) = {
+            let g = self.shared.lock();
+            (g.revoked.contains(&(peer, sealed.sum)), g.rma_in_flight)
+        };
+        if revoked {
+            self.mem.forget_rkey(peer, sealed.sum);
+            return Err(TransportError::BadKey {
+                peer,
+                detail: format!("{op} through a key whose registration rank {peer} has dropped"),
+            });
+        }
+        let rkey = self.mem.rkey(ep, peer, &sealed, in_flight)?;
         Ok((ep, memh, lp, rkey, remote.addr + remote_offset))
+    }
+
+    /// Send `peer` a revocation of our key with checksum `sum`; a failure
+    /// (the peer is gone) needs no report: it can no longer use the key.
+    fn send_revocation(&mut self, peer: Rank, sum: u64) {
+        let ep = self.eps[peer as usize];
+        let mut buf = Vec::with_capacity(12);
+        buf.extend_from_slice(&self.rank.to_le_bytes());
+        buf.extend_from_slice(&sum.to_le_bytes());
+        let base = buf.as_ptr();
+        let op = self.op(0, peer, OpKind::Send, Some(buf));
+        // SAFETY: op was just boxed and is not yet shared with UCX.
+        unsafe { (*op).silent = true };
+        let mut p = Self::cb_params(op);
+        p.op_attr_mask |= sys::UCP_OP_ATTR_FIELD_FLAGS;
+        p.flags = sys::UCP_AM_SEND_FLAG_EAGER;
+        // SAFETY: ep is live; header and data point into the staging buffer
+        // owned by op until its completion.
+        let r = unsafe {
+            sys::ucp_am_send_nbx(ep, REVOKE_AM_ID, base.cast(), 4, base.add(4).cast(), 8, &p)
+        };
+        let _ = self.settle(r, op, "ucp_am_send_nbx(revoke)", None);
+    }
+
+    /// Complete the wire-up of every endpoint (connect is collective, so
+    /// the peers progress meanwhile), so the first operation does not wait
+    /// on a handshake only the peer's progress can finish.
+    fn wire_up(&mut self) -> Result<(), TransportError> {
+        let mut reqs = Vec::new();
+        for (peer, ep) in self.eps.iter().enumerate() {
+            let p = sys::ucp_request_param_t::default();
+            // SAFETY: ep is live; no callback: the request is polled below.
+            let r = unsafe { sys::ucp_ep_flush_nbx(*ep, &p) };
+            if sys::ptr_is_err(r) {
+                return Err(status::peer(
+                    peer as Rank,
+                    OpKind::Connect,
+                    "ucp_ep_flush_nbx (wire-up)",
+                    sys::ptr_status(r),
+                ));
+            }
+            if !r.is_null() {
+                reqs.push((peer as Rank, r));
+            }
+        }
+        let deadline = Instant::now() + WIRE_UP_DEADLINE;
+        let mut result = Ok(());
+        for (peer, r) in reqs {
+            loop {
+                // SAFETY: r is a live request until freed below.
+                let st = unsafe { sys::ucp_request_check_status(r) };
+                if st != sys::UCS_INPROGRESS {
+                    if st != sys::UCS_OK && result.is_ok() {
+                        result = Err(status::peer(
+                            peer,
+                            OpKind::Connect,
+                            "ucp_ep_flush_nbx (wire-up)",
+                            st,
+                        ));
+                    }
+                    break;
+                }
+                if Instant::now() > deadline {
+                    if result.is_ok() {
+                        result = Err(TransportError::Peer {
+                            peer,
+                            op: OpKind::Connect,
+                            status: format!(
+                                "UCX wire-up did not finish within {} s; is rank {peer} running, and do both ranks share a transport in UCX_TLS={}?",
+                                WIRE_UP_DEADLINE.as_secs(),
+                                self.ucp.settings.tls
+                            ),
+                        });
+                    }
+                    // SAFETY: cancelling a live request is allowed; it is
+                    // freed below and completes with UCS_ERR_CANCELED.
+                    unsafe { sys::ucp_request_cancel(self.ucp.worker, r) };
+                    break;
+                }
+                self.ucp.progress();
+            }
+            // SAFETY: r is released once.
+            unsafe { sys::ucp_request_free(r) };
+        }
+        result
     }
 
     /// Which UCX transports serve RMA to the first peer (after connect).
@@ -314,6 +431,7 @@ impl Transport for UcxTransport {
             self.eps.push(ep);
             self.ep_args.push(arg);
         }
+        self.wire_up()?;
         let probe = (self.rank + 1) % self.size;
         if let Some(path) = lanes::probe(self.eps[probe as usize]) {
             self.rma = path;
@@ -348,7 +466,15 @@ impl Transport for UcxTransport {
     }
 
     fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
-        self.mem.deregister(self.ucp.context, mr)
+        let sum = seal::sum_of(&self.mem.mr(mr)?.key.blob);
+        self.mem.deregister(self.ucp.context, mr)?;
+        // UCX cannot refuse an access at the target, so tell every peer
+        // the key is dead; they refuse it once this has arrived (an access
+        // racing the revocation is still performed).
+        for peer in 0..self.eps.len() as Rank {
+            self.send_revocation(peer, sum);
+        }
+        Ok(())
     }
 
     fn remote_key(&self, mr: MrHandle) -> RemoteKey {

@@ -29,8 +29,13 @@ fn pair(tls: &str, progress: Progress) -> [UcxTransport; 2] {
     };
     let mut t = [mk(0), mk(1)];
     let addrs = vec![t[0].address(), t[1].address()];
-    t[0].connect(&addrs).unwrap();
-    t[1].connect(&addrs).unwrap();
+    // connect is collective: both ranks at once, as in a real job.
+    let [a, b] = &mut t;
+    std::thread::scope(|s| {
+        let h = s.spawn(|| a.connect(&addrs));
+        b.connect(&addrs).unwrap();
+        h.join().unwrap().unwrap();
+    });
     t
 }
 
