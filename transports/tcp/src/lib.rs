@@ -8,6 +8,26 @@
 //! (`Progress::Poll`) or additionally from a thread that sleeps in epoll
 //! (`Progress::Thread`), so that peers' reads and writes are served while
 //! the application computes.
+//!
+//! ```
+//! use ovbench_core::{conformance::connect_all, Completion, Transport};
+//! use ovbench_tcp::{TcpOptions, TcpTransport};
+//!
+//! // Two ranks in one process; across processes, exchange `address()`
+//! // through the bootstrap service and call `connect` on each rank.
+//! let mut ts: Vec<Box<dyn Transport>> = (0..2)
+//!     .map(|r| Box::new(TcpTransport::new(r, 2, TcpOptions::default()).unwrap()) as _)
+//!     .collect();
+//! connect_all(&mut ts).unwrap();
+//! ts[0].post_send(1, b"hello", None, 7).unwrap();
+//! let mut out = Vec::new();
+//! let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+//! while !out.iter().any(|c| matches!(c, Completion::Recv { .. })) {
+//!     ts[0].poll(&mut out).unwrap(); // the send leaves
+//!     ts[1].poll(&mut out).unwrap(); // the message arrives
+//!     assert!(std::time::Instant::now() < end, "no message within 10 s");
+//! }
+//! ```
 
 mod engine;
 mod loopback;
