@@ -17,7 +17,7 @@ use super::{data_tag, BenchCtx, Counts, SweepArgs, ACK_TAG, LARGE};
 use crate::common::RawOp;
 use crate::output::{mbps, us, ProgressLine};
 use crate::sizes::format_bytes;
-use crate::stats::{Summary, DEFAULT_LEVEL};
+use crate::stats::{Estimate, Sample, Summary, DEFAULT_LEVEL};
 
 /// Which of the three windowed benchmarks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -215,6 +215,14 @@ fn one_size(
         let (ops, cpu) = row_fields(&all);
         let cpu = if cx.cpu_use { cpu } else { Value::Null };
         let rates = Rates::new(messages, len, slowest);
+        // Rank 0's pair, window by window: the spread of the rate.
+        let per_window = args.window as f64 * len as f64 * directions as f64;
+        let win_rates: Vec<f64> = win
+            .iter()
+            .filter(|&&ns| ns > 0.0)
+            .map(|&ns| per_window / ns * 1e9)
+            .collect();
+        let rate_ci = Sample::new(&win_rates).map(|x| x.mean_estimate(DEFAULT_LEVEL));
         let mut cells = vec![len.to_string(), counts.iters.to_string()];
         let (bw, mr) = (
             mbps(rates.bytes_per_sec),
@@ -226,8 +234,10 @@ fn one_size(
             cells.extend([bw, mr]);
         }
         cells.push(us(s.p50));
-        cx.sink
-            .row(&cells, row_json(len, counts, args, &rates, &s, ops, cpu));
+        cx.sink.row(
+            &cells,
+            row_json(len, counts, args, &rates, &s, rate_ci, ops, cpu),
+        );
     }
     Ok(())
 }
@@ -293,9 +303,13 @@ fn row_json(
     args: &WindowArgs,
     r: &Rates,
     s: &Summary,
+    rate_ci: Option<Estimate>,
     ops: Value,
     cpu: Value,
 ) -> Value {
+    let ci = rate_ci.map(|e| {
+        json!({"mean": round2(e.point), "level": e.ci.level, "lower": round2(e.ci.lower), "upper": round2(e.ci.upper)})
+    });
     json!({
         "size": len,
         "iterations": counts.iters,
@@ -311,6 +325,7 @@ fn row_json(
         "window_p99_ns": round2(s.p99),
         "window_mean_ns": round2(s.mean),
         "window_stddev_ns": round2(s.stddev),
+        "window_bytes_per_sec": ci,
         "ops": ops,
         "cpu": cpu,
     })
@@ -319,6 +334,7 @@ fn row_json(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::str::FromStr;
 
     #[test]
     fn pairs_split_senders_and_receivers() {
@@ -336,6 +352,42 @@ mod tests {
         assert!((r.bytes_per_sec - 3.2e9).abs() < 1.0);
         assert!((r.msgs_per_sec - 3200.0).abs() < 1e-9);
         assert_eq!(Rates::new(10, 8, 0.0).bytes_per_sec, 0.0);
+    }
+
+    #[test]
+    fn row_carries_the_rate_interval() {
+        let s = Summary::of(&[1000.0, 1100.0, 900.0], 0.95).unwrap();
+        let rates = [8e9, 7e9, 9e9];
+        let e = Sample::new(&rates).map(|x| x.mean_estimate(0.95));
+        let a = WindowArgs {
+            sweep: crate::sizes::Sizes::from_str("8")
+                .map(|sizes| SweepArgs {
+                    sizes,
+                    iters: None,
+                    warmup: None,
+                    verify: false,
+                })
+                .unwrap(),
+            window: 64,
+            pairs: 1,
+        };
+        let v = row_json(
+            8,
+            Counts {
+                iters: 3,
+                warmup: 0,
+            },
+            &a,
+            &Rates::new(192, 8, 3000.0),
+            &s,
+            e,
+            json!({}),
+            Value::Null,
+        );
+        assert_eq!(v["window_bytes_per_sec"]["mean"], 8e9);
+        assert_eq!(v["window_bytes_per_sec"]["level"], 0.95);
+        assert!(v["window_bytes_per_sec"]["lower"].as_f64().unwrap() < 8e9);
+        assert_eq!(v["samples"], 3);
     }
 
     #[test]
