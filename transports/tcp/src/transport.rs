@@ -293,7 +293,14 @@ impl Transport for TcpTransport {
     }
 
     fn free(&mut self, region: RegionId) -> Result<(), TransportError> {
-        self.shared.lock().mem.free(region)
+        let mut g = self.shared.lock();
+        if let Some(q) = g.pending.values().find(|q| q.local.region == region) {
+            return Err(TransportError::Invalid(format!(
+                "region {} still has a {} with rank {} in flight: wait for its completion before freeing",
+                region.0, q.op, q.peer
+            )));
+        }
+        g.mem.free(region)
     }
 
     fn read_region(&self, s: LocalSlice, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
@@ -354,7 +361,10 @@ impl Transport for TcpTransport {
         data.reserve(total);
         data.extend_from_slice(header);
         if let Some(p) = payload {
-            data.extend_from_slice(g.mem.slice(p)?);
+            let bytes = g.mem.slice(p).map_err(|e| {
+                TransportError::Invalid(format!("send of {total} bytes to rank {peer}: {e}"))
+            })?;
+            data.extend_from_slice(bytes);
         }
         if peer == self.rank {
             g.loop_send(data, ctx);
