@@ -1,5 +1,5 @@
 //! The command line (clap derive): the common options of
-//! [`CommonArgs`](crate::common::CommonArgs), global so they may stand
+//! [`crate::common::CommonArgs`], global so they may stand
 //! before or after the subcommand, and one subcommand per benchmark and
 //! method.
 

@@ -1,6 +1,6 @@
 //! Output to the reader: the `#` header and aligned tables on stdout,
 //! the progress line on stderr, and the file exports, all behind the
-//! [`Sink`](crate::report::Sink) that measuring code writes to.
+//! [`crate::report::Sink`] that measuring code writes to.
 
 mod progress;
 mod table;

@@ -4,9 +4,9 @@
 //!
 //! * No job environment, a real transport: this process is the launcher;
 //!   it spawns `--np` ranks of itself and exits with their status.
-//! * A rank (spawned, or under srun/mpirun): [`rank::run`].
+//! * A rank (spawned, or under srun/mpirun): `rank::run`.
 //! * `--transport sim`: no processes; every rank is a thread on virtual
-//!   time ([`sim::run`]).
+//!   time (`sim::run`).
 
 mod comm;
 mod command;
