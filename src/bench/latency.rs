@@ -79,15 +79,8 @@ pub fn run(cx: &mut BenchCtx<'_>, args: &LatencyArgs) -> Result<()> {
     progress.enabled_if(cx.progress && rank == 0);
     let mut cpu = CpuTotals::default();
     for (idx, &len) in sizes.iter().enumerate() {
-        if cx.skips(len) {
-            cx.sink.note(&format!(
-                "size {len} skipped: a raw {} moves at least one byte",
-                if cx.raw == Some(RawOp::Read) {
-                    "read"
-                } else {
-                    "write"
-                }
-            ));
+        if let Some(why) = cx.skip_reason(len) {
+            cx.sink.note(&why);
             continue;
         }
         progress.start(&format!("size {}", format_bytes(len)));

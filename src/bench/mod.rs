@@ -88,6 +88,9 @@ pub struct BenchCtx<'a> {
     /// Report CPU use (false under sim: its ranks are threads on virtual
     /// time, so the process's CPU time says nothing about them).
     pub cpu_use: bool,
+    /// Largest message of `--proto raw --op send` (one bounce buffer less
+    /// the wire header).
+    pub raw_send_max: usize,
 }
 
 impl std::fmt::Debug for BenchCtx<'_> {
@@ -105,9 +108,24 @@ impl BenchCtx<'_> {
     fn marker_bytes(&self) -> usize {
         usize::from(self.raw == Some(RawOp::Write))
     }
-    /// Sizes that the bare one-sided operations cannot move (0 bytes).
-    fn skips(&self, size: usize) -> bool {
-        size == 0 && matches!(self.raw, Some(RawOp::Write | RawOp::Read))
+    fn skip_reason(&self, size: usize) -> Option<String> {
+        skip_reason(self.raw, self.raw_send_max, size)
+    }
+}
+
+/// Why `size` cannot be timed under `--proto raw`, if it cannot:
+/// a bare one-sided operation moves at least one byte, a bare send at
+/// most one bounce buffer (`raw_send_max` bytes).
+pub fn skip_reason(raw: Option<RawOp>, raw_send_max: usize, size: usize) -> Option<String> {
+    match raw {
+        Some(op @ (RawOp::Write | RawOp::Read)) if size == 0 => Some(format!(
+            "size 0 skipped: a raw {} moves at least one byte",
+            if op == RawOp::Read { "read" } else { "write" }
+        )),
+        Some(RawOp::Send) if size > raw_send_max => Some(format!(
+            "size {size} skipped: a raw send moves at most one bounce buffer ({raw_send_max} bytes); --proto eager sends larger messages as a packet train"
+        )),
+        _ => None,
     }
 }
 
@@ -151,6 +169,25 @@ mod tests {
             .to_string();
         assert!(e.contains("`1Q`"), "{e}");
         assert!(T::try_parse_from(["x", "--iters", "0"]).is_err());
+    }
+
+    #[test]
+    fn raw_skips_what_the_bare_operation_cannot_move() {
+        assert_eq!(skip_reason(None, 100, 0), None);
+        assert_eq!(skip_reason(None, 100, 1 << 20), None);
+        let w = skip_reason(Some(RawOp::Write), 100, 0).unwrap();
+        assert!(w.contains("raw write moves at least one byte"), "{w}");
+        assert!(skip_reason(Some(RawOp::Read), 100, 0)
+            .unwrap()
+            .contains("raw read"));
+        assert_eq!(skip_reason(Some(RawOp::Read), 100, 1 << 20), None);
+        assert_eq!(skip_reason(Some(RawOp::Send), 100, 0), None);
+        assert_eq!(skip_reason(Some(RawOp::Send), 100, 100), None);
+        let s = skip_reason(Some(RawOp::Send), 100, 101).unwrap();
+        assert!(
+            s.contains("size 101 skipped") && s.contains("(100 bytes)"),
+            "{s}"
+        );
     }
 
     #[test]

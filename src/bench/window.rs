@@ -124,6 +124,10 @@ pub fn run(cx: &mut BenchCtx<'_>, kind: Kind, args: &WindowArgs) -> Result<()> {
     progress.enabled_if(cx.progress && cx.comm.rank() == 0);
     let mut cpu = CpuTotals::default();
     for (idx, &len) in sizes.iter().enumerate() {
+        if let Some(why) = cx.skip_reason(len) {
+            cx.sink.note(&why);
+            continue;
+        }
         progress.start(&format!("size {}", format_bytes(len)));
         let counts = args.sweep.counts(len, default_counts);
         let bufs = Bufs { sbuf, rbuf, ack };

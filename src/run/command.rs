@@ -23,6 +23,11 @@ pub fn execute(
     real_time: bool,
 ) -> Result<()> {
     let raw = (common.proto == ProtoArg::Raw).then_some(common.op);
+    let raw_send_max = comm
+        .info()
+        .caps
+        .eager_buf_size
+        .saturating_sub(ovbench_proto::HEADER_LEN);
     let cx = |comm, ctl, sink| BenchCtx {
         comm,
         ctl,
@@ -31,6 +36,7 @@ pub fn execute(
         progress: progress_line,
         instrument: common.instrument,
         cpu_use: real_time,
+        raw_send_max,
     };
     match cmd {
         Command::Method(m) => run_method(m, comm, sink),
