@@ -2,48 +2,15 @@
 //! `send.rs` (sender side), `recv.rs` (matching, receiver side) and
 //! `raw.rs` (`--proto raw`).
 
-use std::collections::{HashMap as StdMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
+
+pub(crate) use crate::hash::HashMap;
 
 use crate::wire::{self, Header, Kind};
 use crate::{
     Config, Counts, Event, EventKind, Key, Mode, MrId, Op, Placement, ProtoError, Protocol, Rank,
     RawOp, ReqId, Slice, Space, Status, Tag, Watch,
 };
-
-/// FxHash-style hashing for the engine's integer keys (ids, sequence
-/// numbers): SipHash costs more than the rest of a small message's path.
-#[derive(Default)]
-pub(crate) struct IdHasher(u64);
-
-impl IdHasher {
-    #[inline]
-    fn add(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.add(b as u64);
-        }
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.add(v as u64);
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.add(v);
-    }
-    fn write_usize(&mut self, v: usize) {
-        self.add(v as u64);
-    }
-}
-
-pub(crate) type HashMap<K, V> = StdMap<K, V, BuildHasherDefault<IdHasher>>;
 
 /// Smallest eager buffer the engine accepts: a header, a key with a
 /// 64-byte blob, and payload room.

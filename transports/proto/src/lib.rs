@@ -40,6 +40,7 @@
 
 mod engine;
 mod error;
+mod hash;
 mod raw;
 mod recv;
 mod send;
