@@ -10,7 +10,9 @@
 //! * g(0): a synchronous saturation test — n zero-byte messages in a row,
 //!   then one acknowledgement — starting at 10 messages and doubling
 //!   until the per-message gap `(total − RTT(0))/(n − 1)` changes by less
-//!   than 1%.
+//!   than 1% (n − 1 gaps separate n sends; the RTT covers the first
+//!   message and the acknowledgement). A train of 10240 messages or one
+//!   taking 100 ms ends the doubling with a note.
 //! * RTT(m): m bytes forward, 0 back; os(m) = the time of the send call.
 //! * or(m): 0 forward, m back; rank 0 spins `max(1.2·RTT(m), floor)` with
 //!   `delay` (floor = 100 clock calls) so the reply has arrived, then
@@ -41,8 +43,11 @@ const OP_STOP: u64 = 0;
 const OP_SAT: u64 = 1;
 const OP_RTT: u64 = 2;
 const OP_OR: u64 = 3;
-/// The saturation test never sends more than this many messages at once.
-const MAX_SAT: u64 = 10 << 12;
+/// The saturation test never sends more than this many messages at once…
+const MAX_SAT: u64 = 10 << 10;
+/// …nor doubles past a step that took this long (a receiver that falls
+/// further behind the longer the train is never stabilises).
+const SAT_BUDGET_NS: f64 = 100e6;
 /// Non-linearity probes per run, at most.
 const MAX_PROBES: usize = 64;
 
@@ -287,7 +292,15 @@ fn saturation(
                 diff.map_or("-".into(), |d| format!("{:.1}%", d * 100.0))
             ));
         }
-        if matches!(diff, Some(d) if d.abs() < 0.01) || n >= MAX_SAT {
+        if matches!(diff, Some(d) if d.abs() < 0.01) {
+            return Ok((gap, n));
+        }
+        if n >= MAX_SAT || tot >= SAT_BUDGET_NS {
+            sink.note(&format!(
+                "g({m}) did not settle within 1% by {n} messages (last change {}): using {} us",
+                diff.map_or("-".into(), |d| format!("{:+.1}%", d * 100.0)),
+                us(gap)
+            ));
             return Ok((gap, n));
         }
         prev = Some(gap);
