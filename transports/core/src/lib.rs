@@ -9,7 +9,11 @@
 //!
 //! Layer 3 is the [`Communicator`]: the point-to-point API every method in
 //! `src/` is written against, plus the clock and work loop, so that under
-//! the sim transport both become virtual.
+//! the sim transport both become virtual. [`EngineComm`] implements it over
+//! any transport with the `ovbench-proto` engine's protocols,
+//! [`NativeComm`] over a library's own tagged path; [`WorkLoop`] is the
+//! calibrated computation and [`instrument`] the CALL/XFER event recorder
+//! with the overlap-bounds processor.
 //!
 //! # How the contract maps onto the fabrics
 //!
