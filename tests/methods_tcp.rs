@@ -1,0 +1,197 @@
+//! Every method end to end over TCP: the real binary spawns its local
+//! ranks (2; 4 for bcast, oversubscribed on small machines as DESIGN.md
+//! allows), prints the originals' columns and writes the JSON document.
+//! Timings on a shared loopback are noise; these tests check that the
+//! ranks agree, rows arrive complete and the figures are finite. One
+//! run at a time.
+#![cfg(feature = "tcp")]
+
+use std::process::Command;
+use std::sync::Mutex;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Run `ovbench ARGS --json FILE`; returns (stdout, JSON document).
+fn ovbench(args: &[&str]) -> (String, serde_json::Value) {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let json = std::env::temp_dir().join(format!(
+        "ovbench-methods-{}-{}.json",
+        std::process::id(),
+        args[0]
+    ));
+    let out = Command::new(env!("CARGO_BIN_EXE_ovbench"))
+        .args(args)
+        .args(["--timeout", "120", "--json"])
+        .arg(&json)
+        .output()
+        .expect("run ovbench");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "ovbench {args:?} failed\nstdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON written")).unwrap();
+    std::fs::remove_file(&json).ok();
+    assert_eq!(doc["complete"], true);
+    (stdout, doc)
+}
+
+fn rows(doc: &serde_json::Value, table: usize) -> &Vec<serde_json::Value> {
+    doc["tables"][table]["rows"].as_array().expect("rows")
+}
+
+fn finite(v: &serde_json::Value, key: &str) -> f64 {
+    let x = v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} missing in {v}"));
+    assert!(x.is_finite(), "{key} = {x}");
+    x
+}
+
+#[test]
+fn overhead_over_tcp() {
+    let (stdout, doc) = ovbench(&["overhead", "--sizes", "8,4K", "--iterations", "50"]);
+    for col in [
+        "msgsize",
+        "iterations",
+        "iter_t",
+        "work_t",
+        "overhead",
+        "base_t",
+        "avail(%)",
+    ] {
+        assert!(stdout.contains(col), "{col} missing:\n{stdout}");
+    }
+    let r = rows(&doc, 0);
+    assert_eq!(r.len(), 2);
+    for row in r {
+        assert!(finite(row, "iter_ns") > 0.0 && finite(row, "base_ns") > 0.0);
+        finite(row, "overhead_ns");
+        finite(row, "avail_pct");
+        assert_eq!(row["samples"], 50);
+    }
+    assert_eq!(r[1]["size"], 4096);
+}
+
+#[test]
+fn logp_over_tcp() {
+    let (stdout, doc) = ovbench(&[
+        "logp",
+        "--max-size",
+        "1K",
+        "--max-its",
+        "3",
+        "--max-diff",
+        "100",
+    ]);
+    assert!(stdout.contains("os[us]") && stdout.contains("L = RTT(0)/2 - g(0)"));
+    let r = rows(&doc, 0);
+    assert_eq!(r[0]["size"], 0);
+    assert!(r.iter().any(|x| x["size"] == 1024));
+    for row in r {
+        assert!(finite(row, "rtt_ns") > 0.0 && finite(row, "os_ns") > 0.0);
+        finite(row, "or_ns");
+        finite(row, "g_ns");
+    }
+    finite(&doc["summary"], "L_ns");
+    finite(&doc["summary"], "G_ns_per_byte");
+}
+
+#[test]
+fn bcast_over_tcp_on_four_ranks() {
+    let (stdout, doc) = ovbench(&[
+        "bcast",
+        "--np",
+        "4",
+        "--method",
+        "all",
+        "--reps",
+        "10",
+        "--max-measurements",
+        "3",
+        "--min-measurements",
+        "2",
+    ]);
+    assert!(stdout.contains("OL_i") && stdout.contains("rounds-backward"));
+    let oli = rows(&doc, 0);
+    assert_eq!(oli.len(), 3);
+    for row in oli {
+        assert!(finite(row, "rtl_ns") > 0.0 && finite(row, "e_ns") > 0.0);
+    }
+    let methods = rows(&doc, 1);
+    let names: Vec<&str> = methods
+        .iter()
+        .map(|m| m["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "send-latency",
+            "rounds-forward",
+            "rounds-backward",
+            "barrier-dissemination",
+            "ack",
+            "max-oli"
+        ]
+    );
+    for m in methods {
+        assert!(finite(m, "time_ns") > 0.0);
+    }
+    finite(&doc["summary"], "max_OL_ns");
+}
+
+#[test]
+fn commtest_over_tcp() {
+    let (stdout, doc) = ovbench(&[
+        "commtest",
+        "--total",
+        "64K",
+        "--min-packet",
+        "16K",
+        "--iterations",
+        "2",
+    ]);
+    assert!(stdout.contains("(1,10)") && stdout.contains("MB/s"));
+    let r = rows(&doc, 0);
+    // 21 protocols × 1, 2, 4 packets.
+    assert_eq!(r.len(), 63);
+    for row in r {
+        assert!(finite(row, "time_ns") > 0.0, "{row}");
+        assert!(finite(row, "bytes_per_sec") > 0.0);
+        assert!(row["ops"]["sends"].as_u64().unwrap() > 0);
+    }
+}
+
+#[test]
+fn overlap_over_tcp() {
+    let (stdout, doc) = ovbench(&[
+        "overlap",
+        "--proto",
+        "rdma-read",
+        "--pair",
+        "isend-irecv,send-irecv",
+        "--sizes",
+        "64K",
+        "--iters",
+        "5",
+        "--steps",
+        "4",
+    ]);
+    assert!(stdout.contains("s.max%") && stdout.contains("per-process totals"));
+    let steps = rows(&doc, 0);
+    assert_eq!(steps.len(), 2 * 5);
+    for s in steps {
+        for side in ["sender", "receiver"] {
+            let v = &s[side];
+            let (lo, hi, d) = (
+                finite(v, "min_overlap_ns"),
+                finite(v, "max_overlap_ns"),
+                finite(v, "data_transfer_ns"),
+            );
+            assert!(0.0 <= lo && lo <= hi && hi <= d + 1e-6, "{side}: {v}");
+        }
+    }
+    assert_eq!(rows(&doc, 1).len(), 4);
+}
