@@ -34,7 +34,7 @@ fn sim_latency_is_the_closed_form() {
         LIMIT,
     )
     .expect_ok();
-    assert!(r.stdout.contains("# sim model: "), "{}", r.stdout);
+    assert!(r.stdout.contains("# transport L: "), "{}", r.stdout);
     assert!(r.stdout.contains("clock: virtual"), "{}", r.stdout);
     let doc = json(&out);
     for row in rows(&doc) {

@@ -116,12 +116,7 @@ pub(crate) fn rank0_sink(
         eprintln!("ovbench: warning: {w}");
     }
     if !model.is_empty() {
-        let line = model
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ");
-        h.lines.push(format!("sim model: {line}"));
+        // The lines come from the sim transport's own facts; JSON keeps the model apart.
         let m: serde_json::Map<String, Value> = model
             .iter()
             .map(|(k, v)| (k.clone(), Value::String(v.clone())))
