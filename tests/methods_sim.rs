@@ -560,3 +560,36 @@ fn overlap_shapes_of_the_paper() {
     // The wait time falls as computation hides the rdma-read transfer.
     assert!(read.steps[16].sender.wait_ns < read.steps[0].sender.wait_ns);
 }
+
+#[test]
+fn commtest_global_clock_sees_through_skew() {
+    let MethodCommand::Commtest(args) = parse(&[
+        "commtest",
+        "--total",
+        "8K",
+        "--min-packet",
+        "4K",
+        "--iterations",
+        "2",
+        "--protocol",
+        "1,0",
+        "--protocol",
+        "0,3",
+        "--global-clock",
+    ]) else {
+        panic!()
+    };
+    // Rank 1's clock reads 50 µs ahead of rank 0's.
+    let (out, sink) = sim(2, "skew.1=50us", EngineConfig::default(), |c, s| {
+        commtest::run(c, &args, s)
+    });
+    assert_eq!(out.rows.len(), 4);
+    for r in &out.rows {
+        let (g, t) = (r.global_ns.unwrap(), r.time_ns.unwrap());
+        // Both ranks start together after the barrier: first begin to last
+        // end is the slowest rank's time, give or take the barrier's skew
+        // of one message (o_s + L + o_r), not the 50 µs of the clocks.
+        assert!(g >= t - 1.0 && g <= t + OS + L + OR + 1.0, "{r:?}");
+    }
+    assert_eq!(sink.tables[0].1.last().unwrap(), "global[us]");
+}

@@ -20,7 +20,7 @@
 //!   cannot run (the transport refuses a send mode) is printed as n/a and
 //!   leaves nothing behind to match later.
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use ovbench_core::{Buf, Communicator, OpCounts, Rank, Req, Tag, TransportError};
 use serde::Serialize;
 
@@ -61,6 +61,10 @@ pub struct Args {
     /// Every rank takes part (default: rank 0 and its partners only).
     #[arg(long)]
     pub all_pairs: bool,
+    /// Also report first-begin to last-end across ranks, from clocks
+    /// synchronised to rank 0 before each experiment.
+    #[arg(long)]
+    pub global_clock: bool,
     /// Timed repetitions of each experiment.
     #[arg(long, default_value_t = 10)]
     pub iterations: u32,
@@ -316,6 +320,8 @@ pub struct Row {
     pub calls: String,
     pub time_ns: Option<f64>,
     pub mean_ns: Option<f64>,
+    /// First begin to last end over ranks (`--global-clock`), minimum over iterations.
+    pub global_ns: Option<f64>,
     pub bytes_per_sec: Option<f64>,
     pub error: Option<String>,
     /// Operations rank 0 posted in one iteration (the last).
@@ -487,6 +493,39 @@ fn partners(args: &Args, me: Rank, n: u32) -> anyhow::Result<(Rank, Rank, bool, 
     }
 }
 
+/// Each rank's clock offset from rank 0's, in ns (`Some` on rank 0): the
+/// round trip with the smallest RTT out of eight per rank, the peer's
+/// reading taken to be at its middle (Cristian's method). Estimated again
+/// before every experiment, so drift between experiments is followed.
+fn clock_offsets(comm: &mut dyn Communicator, ctrl: &Ctrl) -> anyhow::Result<Option<Vec<f64>>> {
+    const ROUNDS: usize = 8;
+    let (me, n) = (comm.rank(), comm.size());
+    if me != 0 {
+        for _ in 0..ROUNDS {
+            ctrl.recv(comm, 0)?;
+            let now = ns(comm, comm.now());
+            ctrl.send(comm, 0, &[now.to_bits()])?;
+        }
+        return Ok(None);
+    }
+    let mut off = vec![0.0; n as usize];
+    for r in 1..n {
+        let mut best = (f64::INFINITY, 0.0);
+        for _ in 0..ROUNDS {
+            let a = ns(comm, comm.now());
+            ctrl.send(comm, r, &[])?;
+            let w = ctrl.recv(comm, r)?;
+            let c = ns(comm, comm.now());
+            let b = f64::from_bits(*w.first().context("empty clock reading")?);
+            if c - a < best.0 {
+                best = (c - a, b - (a + c) / 2.0);
+            }
+        }
+        off[r as usize] = best.1;
+    }
+    Ok(Some(off))
+}
+
 fn gcd(a: u32, b: u32) -> u32 {
     if b == 0 {
         a
@@ -549,17 +588,21 @@ pub fn run(
         "{:?} of {total} B, distance {}, ranks {participants:?}; time = max over ranks, min over {} iterations; MB/s = total/time",
         args.exchange, args.distance, args.iterations
     ));
+    let mut columns = vec![
+        "protocol",
+        "packets",
+        "packet[B]",
+        "calls",
+        "time[us]",
+        "mean[us]",
+        "MB/s",
+    ];
+    if args.global_clock {
+        columns.push("global[us]");
+    }
     sink.table(
         &format!("commtest {variant} {:?}", args.exchange).to_lowercase(),
-        &[
-            "protocol",
-            "packets",
-            "packet[B]",
-            "calls",
-            "time[us]",
-            "mean[us]",
-            "MB/s",
-        ],
+        &columns,
     );
     let mut out = Output {
         exchange: args.exchange,
@@ -575,6 +618,12 @@ pub fn run(
             experiment += 1;
             let runnable = !args.reorganized || send_op(p).is_some_and(|_| p.number != 6);
             let mut times = Vec::new();
+            let mut globals = Vec::new();
+            let offsets = if args.global_clock {
+                clock_offsets(ex.comm, &ctrl)?
+            } else {
+                None
+            };
             let mut ops = OpCounts::default();
             let mut error = None;
             for it in 0..args.iterations {
@@ -584,6 +633,7 @@ pub fn run(
                 ex.tag = 0x4000_0000 | k;
                 ex.ready_tag = 0x5000_0000 | k;
                 let mut t = 0.0;
+                let mut span = (f64::NAN, f64::NAN);
                 let mut failed = None;
                 if active && runnable && error.is_none() {
                     let ready = matches!(send_op(p), Some(Rsend | Irsend));
@@ -607,6 +657,7 @@ pub fn run(
                         match r {
                             Ok(()) => {
                                 t = ns(ex.comm, t1 - t0);
+                                span = (ns(ex.comm, t0), ns(ex.comm, t1));
                                 ops = ex.comm.op_counts().since(&before);
                             }
                             Err(e) => failed = Some(e),
@@ -624,6 +675,23 @@ pub fn run(
                         )));
                     }
                     error = Some(e.to_string());
+                }
+                if args.global_clock {
+                    let begins = ctrl.gather(ex.comm, span.0)?;
+                    let ends = ctrl.gather(ex.comm, span.1)?;
+                    if let (Some(b), Some(e), Some(off)) = (begins, ends, &offsets) {
+                        let first = (0..b.len())
+                            .filter(|&r| b[r].is_finite())
+                            .map(|r| b[r] - off[r])
+                            .fold(f64::INFINITY, f64::min);
+                        let last = (0..e.len())
+                            .filter(|&r| e[r].is_finite())
+                            .map(|r| e[r] - off[r])
+                            .fold(f64::NEG_INFINITY, f64::max);
+                        if last > first {
+                            globals.push(last - first);
+                        }
+                    }
                 }
                 let all = ctrl.gather(ex.comm, mine)?;
                 let verdict = all.map(|v| {
@@ -651,6 +719,7 @@ pub fn run(
                     calls: p.calls(args.reorganized),
                     time_ns: None,
                     mean_ns: None,
+                    global_ns: None,
                     bytes_per_sec: None,
                     error: error.or(Some("not defined for this protocol".into())),
                     ops,
@@ -666,27 +735,43 @@ pub fn run(
                     calls: p.calls(args.reorganized),
                     time_ns: Some(best),
                     mean_ns: Some(mean(&times)),
+                    global_ns: (!globals.is_empty())
+                        .then(|| globals.iter().copied().fold(f64::INFINITY, f64::min)),
                     bytes_per_sec: (best > 0.0).then(|| total as f64 / (best * 1e-9)),
                     error: None,
                     ops,
                 }
             };
             let na = || "n/a".to_string();
+            let mut cells = vec![
+                row.protocol.clone(),
+                packets.to_string(),
+                psize.to_string(),
+                row.calls.clone(),
+                row.time_ns.map_or_else(na, us),
+                row.mean_ns.map_or_else(na, us),
+                row.bytes_per_sec
+                    .map_or_else(na, |b| format!("{:.1}", b / 1e6)),
+            ];
+            if args.global_clock {
+                cells.push(row.global_ns.map_or_else(na, us));
+                if let (Some(g), Some(t)) = (row.global_ns, row.time_ns) {
+                    if (g - t).abs() > 0.1 * t {
+                        sink.note(&format!(
+                            "{} with {packets} packets: first-begin to last-end {} us differs from the slowest rank's {} us",
+                            row.protocol,
+                            us(g),
+                            us(t)
+                        ));
+                    }
+                }
+            }
             sink.row(
-                &[
-                    row.protocol.clone(),
-                    packets.to_string(),
-                    psize.to_string(),
-                    row.calls.clone(),
-                    row.time_ns.map_or_else(na, us),
-                    row.mean_ns.map_or_else(na, us),
-                    row.bytes_per_sec
-                        .map_or_else(na, |b| format!("{:.1}", b / 1e6)),
-                ],
+                &cells,
                 serde_json::json!({
                     "protocol": row.protocol, "name": row.name, "reorganized": row.reorganized,
                     "size": psize, "packets": packets, "total_bytes": total, "calls": row.calls,
-                    "time_ns": row.time_ns, "mean_ns": row.mean_ns,
+                    "time_ns": row.time_ns, "mean_ns": row.mean_ns, "global_ns": row.global_ns,
                     "bytes_per_sec": row.bytes_per_sec, "samples": times.len(),
                     "error": row.error,
                     "ops": row.ops,
