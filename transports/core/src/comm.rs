@@ -177,6 +177,13 @@ pub trait Communicator {
         self.instrumentation().map(|i| i.report(now))
     }
 
+    /// This rank's clock against rank 0's, from `rounds` round trips per
+    /// rank (collective; see [`crate::clock_sync`]). Call it twice, apart
+    /// in time, and combine with [`crate::ClockSync::with_drift`] for drift.
+    fn sync_clock(&mut self, rounds: u32) -> Result<crate::ClockSync, TransportError> {
+        crate::clock_sync::measure(self, rounds)
+    }
+
     // ---- provided: the rest of the MPI-style API ----
 
     fn isend(

@@ -30,6 +30,7 @@
 
 mod caps;
 pub mod clock;
+pub mod clock_sync;
 mod comm;
 pub mod conformance;
 pub mod engine_comm;
@@ -42,6 +43,7 @@ pub mod work_loop;
 
 pub use caps::{Caps, Progress, RmaKind, RmaProgress};
 pub use clock::{Clock, ClockInfo};
+pub use clock_sync::ClockSync;
 pub use comm::{
     Buf, CommInfo, Communicator, OpCounts, Req, SendMode, Source, Status, TagSel, ANY_SOURCE,
     ANY_TAG,

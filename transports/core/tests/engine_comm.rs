@@ -240,3 +240,25 @@ fn instrumentation_sees_overlap_of_an_rdma_read() {
     assert_eq!(r.transfers, 20);
     assert_eq!(r.max_overlap_ns, 0.0, "{r:?}");
 }
+
+#[test]
+fn clocks_synchronise_to_rank_0() {
+    // Rank r's clock starts about r·30 ms after rank 0's, so rank 0's time
+    // is ahead of rank r's by the difference of their origins.
+    let (comms, win) = util::comms_staggered(3, &cfg(Protocol::Eager), Duration::from_millis(30));
+    let out = util::run(comms, |c| c.sync_clock(20).unwrap());
+    assert_eq!(out[0], ovbench_core::ClockSync::identity());
+    for (r, s) in out.iter().enumerate().skip(1) {
+        // The true offset lies in [earliest_r − latest_0, latest_r − earliest_0];
+        // the estimate is within half its round trip of it.
+        let lo = (win[r].0 - win[0].1).as_nanos() as f64;
+        let hi = (win[r].1 - win[0].0).as_nanos() as f64;
+        let slack = s.rtt_ns / 2.0 + 1000.0;
+        assert!(
+            s.offset_ns > lo - slack && s.offset_ns < hi + slack,
+            "rank {r}: {s:?}, true offset in [{lo}, {hi}] ns"
+        );
+        assert!(lo > 25e6, "the clocks were not staggered");
+        assert!((s.to_global(s.at_ns) - (s.at_ns + s.offset_ns)).abs() < 1e-6);
+    }
+}

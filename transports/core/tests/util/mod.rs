@@ -370,6 +370,33 @@ pub fn comms(n: u32, cfg: &EngineConfig) -> Vec<EngineComm> {
         .collect()
 }
 
+/// EngineComms whose clocks start about `gap` apart, with the window
+/// (earliest, latest `Instant`) in which each clock's origin was taken.
+pub fn comms_staggered(
+    n: u32,
+    cfg: &EngineConfig,
+    gap: Duration,
+) -> (
+    Vec<EngineComm>,
+    Vec<(std::time::Instant, std::time::Instant)>,
+) {
+    let mut windows = Vec::new();
+    let comms = job(n)
+        .into_iter()
+        .map(|t| {
+            if t.rank > 0 {
+                std::thread::sleep(gap);
+            }
+            let before = std::time::Instant::now();
+            let clock: Arc<dyn ovbench_core::Clock> = Arc::new(MonotonicClock::new());
+            windows.push((before, std::time::Instant::now()));
+            let work = Box::new(WorkLoop::with_unit(clock.clone(), 1.0));
+            EngineComm::new(Box::new(t), clock, work, cfg.clone()).expect("engine comm")
+        })
+        .collect();
+    (comms, windows)
+}
+
 /// A NativeComm per rank of an in-process job.
 pub fn native_comms(n: u32, cfg: &EngineConfig) -> Vec<NativeComm> {
     job(n)
