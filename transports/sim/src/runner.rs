@@ -58,7 +58,7 @@ pub fn run_raw<R: Send>(
         ));
     }
     params.check_ranks(np).map_err(SimError::Params)?;
-    let shared = Arc::new(Shared::new(np, params.clone()));
+    let shared = Arc::new(Shared::new(np, params.clone(), false));
     let f = &f;
     let results: Vec<Option<R>> = std::thread::scope(|s| {
         let mut handles = Vec::with_capacity(np as usize);
@@ -135,4 +135,25 @@ fn rank_main<R>(shared: Arc<Shared>, r: Rank, f: &(impl Fn(RankKit) -> R + Sync)
             None
         }
     }
+}
+
+/// `np` endpoints of one simulated machine for a single thread that drives
+/// them all in turn (the conformance suite, the engine's pair tests). No
+/// baton: each call acts at its rank's virtual time; a poll that finds
+/// nothing processes the machine's next event and moves the polling rank's
+/// clock up to it, so a driver that polls everyone in turn sees every
+/// message arrive, in order, with the model's costs charged. Timing across
+/// ranks is only as causal as the driver's order: use [`run_raw`] for
+/// measurements. Dropping an endpoint makes its rank a dead peer.
+pub fn endpoints(np: u32, params: &SimParams) -> Result<Vec<SimTransport>, SimError> {
+    if np == 0 {
+        return Err(SimError::Params(
+            "a simulated run needs at least one rank".into(),
+        ));
+    }
+    params.check_ranks(np).map_err(SimError::Params)?;
+    let shared = Arc::new(Shared::new(np, params.clone(), true));
+    Ok((0..np)
+        .map(|r| SimTransport::new(Arc::clone(&shared), r))
+        .collect())
 }

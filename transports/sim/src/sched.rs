@@ -65,6 +65,9 @@ pub(crate) struct Sched {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub np: u32,
+    /// Free-running: one thread drives every endpoint (see
+    /// [`crate::endpoints`]); no baton, and idle calls step the world.
+    pub free: bool,
     pub params: SimParams,
     state: Mutex<Sched>,
     cvs: Vec<Condvar>,
@@ -75,9 +78,10 @@ pub(crate) struct Shared {
 pub(crate) type Guard<'a> = MutexGuard<'a, Sched>;
 
 impl Shared {
-    pub(crate) fn new(np: u32, params: SimParams) -> Shared {
+    pub(crate) fn new(np: u32, params: SimParams, free: bool) -> Shared {
         Shared {
             np,
+            free,
             state: Mutex::new(Sched {
                 w: World::new(np, params.clone()),
                 baton: None,
@@ -146,7 +150,7 @@ impl Shared {
                 g.w.step();
                 continue;
             }
-            let behind = g.w.ready.peek().is_some_and(|Reverse(k)| *k < (t, r));
+            let behind = !self.free && g.w.ready.peek().is_some_and(|Reverse(k)| *k < (t, r));
             if !behind {
                 return Ok(g);
             }
@@ -156,12 +160,22 @@ impl Shared {
         }
     }
 
-    /// `r` has nothing to do: sleep until an event makes it ready.
+    /// `r` has nothing to do: sleep until an event makes it ready. Free
+    /// running, process the world's next event instead and move `r`'s
+    /// clock up to it.
     pub(crate) fn block<'a>(
         &'a self,
         mut g: Guard<'a>,
         r: Rank,
     ) -> Result<Guard<'a>, TransportError> {
+        if self.free {
+            if let Some(e) = g.w.next_event() {
+                g.w.step();
+                let t = g.w.ranks[r as usize].now.max(e);
+                self.set_now(&mut g, r, t);
+            }
+            return Ok(g);
+        }
         g.w.ranks[r as usize].status = Status::Blocked;
         self.switch(g, r)
     }

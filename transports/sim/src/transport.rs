@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ovbench_core::{
-    Caps, Completion, Ctx, LocalSlice, MrHandle, Progress, Rank, RegionId, RemoteKey, RmaKind,
-    RmaProgress, Transport, TransportError, TransportInfo, MAX_KEY_BLOB,
+    Caps, Completion, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RegionId, RemoteKey,
+    RmaKind, RmaProgress, Transport, TransportError, TransportInfo, MAX_KEY_BLOB,
 };
 
 use crate::sched::{Guard, Shared};
@@ -55,6 +55,18 @@ impl SimTransport {
         }
     }
 
+    /// Refuse at once an operation aimed at a rank that has left.
+    fn check_alive(g: &Guard<'_>, peer: Rank, op: OpKind) -> Result<(), TransportError> {
+        if g.w.ranks[peer as usize].dead {
+            return Err(TransportError::Peer {
+                peer,
+                op,
+                status: format!("rank {peer} has left the run"),
+            });
+        }
+        Ok(())
+    }
+
     fn synced(&self) -> Result<Guard<'_>, TransportError> {
         self.shared.sync(self.shared.lock(), self.rank)
     }
@@ -79,6 +91,8 @@ impl SimTransport {
             )));
         }
         let mut g = self.synced()?;
+        let op = if write { OpKind::Write } else { OpKind::Read };
+        Self::check_alive(&g, peer, op)?;
         let me = &g.w.ranks[self.rank as usize];
         me.mem.check_local(mr, local)?;
         let kind = if write {
@@ -223,6 +237,7 @@ impl Transport for SimTransport {
             )));
         }
         let mut g = self.synced()?;
+        Self::check_alive(&g, peer, OpKind::Send)?;
         let mut data = Vec::with_capacity(header.len() + plen);
         data.extend_from_slice(header);
         if let Some(p) = payload {
@@ -267,10 +282,13 @@ impl Transport for SimTransport {
                 (st.spin_at, st.empty_polls) = (st.now, 0);
             }
             st.empty_polls += 1;
-            if st.empty_polls < SPIN_LIMIT {
+            if st.empty_polls < SPIN_LIMIT && !self.shared.free {
                 return Ok(0);
             }
             g = self.shared.block(g, self.rank)?;
+            if !g.w.ranks[r].has_work() {
+                return Ok(0); // free running: the next event was another rank's
+            }
         }
         let st = &mut g.w.ranks[r];
         st.empty_polls = 0;
@@ -300,5 +318,16 @@ impl Transport for SimTransport {
             return Ok(());
         }
         self.shared.block(g, self.rank).map(drop)
+    }
+}
+
+impl Drop for SimTransport {
+    /// Free running, a dropped endpoint is a peer that died: traffic to it
+    /// fails, naming it. Under the runner, an endpoint drops as its rank
+    /// finishes, like a process in finalize: late traffic is absorbed.
+    fn drop(&mut self) {
+        if self.shared.free {
+            self.shared.lock().w.ranks[self.rank as usize].dead = true;
+        }
     }
 }

@@ -48,7 +48,13 @@ pub(crate) enum RmaKind {
 #[derive(Debug)]
 enum Ev {
     /// A two-sided message's last byte is at `dst`.
-    Deliver { dst: Rank, src: Rank, data: Vec<u8> },
+    Deliver {
+        dst: Rank,
+        src: Rank,
+        data: Vec<u8>,
+        ctx: Ctx,
+        op: usize,
+    },
     /// A completion becomes available at `rank`.
     Complete {
         rank: Rank,
@@ -110,11 +116,23 @@ pub(crate) struct RankState {
     pub empty_polls: u32,
     pub spin_at: Ps,
     pub truth: RankTruth,
+    /// Its endpoint was dropped (free-running mode): traffic to it fails.
+    pub dead: bool,
 }
 
 impl RankState {
     pub(crate) fn has_work(&self) -> bool {
         !self.inbox.is_empty() || !self.done.is_empty() || !self.rma.is_empty()
+    }
+}
+
+/// The error completion of an operation aimed at a rank that has left.
+pub(crate) fn left(peer: Rank, op: OpKind, ctx: Ctx) -> Completion {
+    Completion::Error {
+        ctx: Some(ctx),
+        peer,
+        op,
+        status: format!("rank {peer} has left the run"),
     }
 }
 
@@ -159,6 +177,7 @@ impl World {
                 empty_polls: 0,
                 spin_at: 0,
                 truth: RankTruth::default(),
+                dead: false,
             })
             .collect();
         let rng = SplitMix64(p.seed);
@@ -234,14 +253,14 @@ impl World {
         let last = self.fifo.entry((src, dst)).or_insert(0);
         arrive = arrive.max(*last);
         *last = arrive;
-        self.push(arrive, Ev::Deliver { dst, src, data });
-        let l = self.p.l;
         self.push(
-            arrive + l,
-            Ev::Complete {
-                rank: src,
-                c: Completion::Send { ctx },
-                op: Some(op),
+            arrive,
+            Ev::Deliver {
+                dst,
+                src,
+                data,
+                ctx,
+                op,
             },
         );
     }
@@ -266,11 +285,46 @@ impl World {
             return;
         };
         match ev {
-            Ev::Deliver { dst, src, data } => {
-                self.ranks[dst as usize].inbox.push_back((src, data));
-                self.wake(dst, at);
+            Ev::Deliver {
+                dst,
+                src,
+                data,
+                ctx,
+                op,
+            } => {
+                let c = if self.ranks[dst as usize].dead {
+                    left(dst, OpKind::Send, ctx)
+                } else {
+                    self.ranks[dst as usize].inbox.push_back((src, data));
+                    self.wake(dst, at);
+                    Completion::Send { ctx }
+                };
+                let l = self.p.l;
+                self.push(
+                    at + l,
+                    Ev::Complete {
+                        rank: src,
+                        c,
+                        op: Some(op),
+                    },
+                );
             }
             Ev::Complete { rank, c, op } => self.complete(rank, at, c, op),
+            Ev::RmaArrive { target, req } if self.ranks[target as usize].dead => {
+                let op_kind = match req.kind {
+                    RmaKind::Write { .. } => OpKind::Write,
+                    RmaKind::Read { .. } => OpKind::Read,
+                };
+                let l = self.p.l;
+                self.push(
+                    at + l,
+                    Ev::Complete {
+                        rank: req.from,
+                        c: left(target, op_kind, req.ctx),
+                        op: Some(req.op),
+                    },
+                );
+            }
             Ev::RmaArrive { target, req } => {
                 let by_nic = self.p.offload || self.p.progress == Progress::Thread;
                 if by_nic {
