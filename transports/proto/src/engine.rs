@@ -28,6 +28,19 @@ pub(crate) enum Wire {
     RawRead,
 }
 
+/// The `--proto` spelling of a message's protocol, for messages.
+fn wire_name(w: Wire) -> &'static str {
+    match w {
+        Wire::Eager => "eager",
+        Wire::RdmaWrite => "rdma-write",
+        Wire::RdmaRead => "rdma-read",
+        Wire::Pipelined => "pipelined",
+        Wire::RawSend => "raw send",
+        Wire::RawWrite => "raw write",
+        Wire::RawRead => "raw read",
+    }
+}
+
 /// Where a request stands (both directions).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Stage {
@@ -581,12 +594,16 @@ impl Engine {
             ),
             (_, Stage::Done) => "finished".into(),
         };
+        // A receive's protocol is known only once a message matched it.
+        let proto = match (r.send, r.stage, r.wire) {
+            (false, Stage::Queued, Wire::Eager) => String::new(),
+            (_, _, w) => format!(", {}", wire_name(w)),
+        };
         format!(
-            "{} of {} bytes {} {who} ({tag}, {:?}): {what}",
+            "{} of {} bytes {} {who} ({tag}{proto}): {what}",
             if r.send { "send" } else { "receive" },
             if r.send { r.len } else { r.buf.len },
             if r.send { "to" } else { "from" },
-            r.wire
         )
     }
 

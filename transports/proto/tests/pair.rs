@@ -562,3 +562,21 @@ fn control_messages_never_match_user_receives() {
         assert_eq!(s.bytes(0, got.sub(0, 40).unwrap()), s.bytes(1, back));
     }
 }
+
+#[test]
+fn describe_says_what_a_request_waits_for() {
+    let mut s = Sim::new(2, Protocol::RdmaWrite);
+    let src = s.alloc(0, 5000, pattern(1));
+    let dst = s.alloc(1, 64, |_| 0);
+    let rr = s.irecv(1, dst, Some(0), Some(3));
+    let sr = s.isend(0, src, 1, 3, Mode::Standard);
+    assert_eq!(
+        s.nodes[1].eng.describe(rr),
+        "receive of 64 bytes from rank 0 (tag 3): no matching message has arrived"
+    );
+    assert_eq!(
+        s.nodes[0].eng.describe(sr),
+        "send of 5000 bytes to rank 1 (tag 3, rdma-write): RTS sent, waiting for CTS"
+    );
+    assert_eq!(s.nodes[0].eng.request_info(sr), Some((true, Some(1), 5000)));
+}
