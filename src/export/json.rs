@@ -3,13 +3,15 @@
 //! ```text
 //! { "schema": "ovbench/1",
 //!   "header":  { command, environment, options, communicator, clock, ... },
-//!   "tables":  [ { "title", "columns", "rows": <count> }, ... ],
+//!   "tables":  [ { "title", "columns", "rows": [ { "size": 8, "p50_ns": ... }, ... ] }, ... ],
 //!   "results": [ { "size": 8, "p50_ns": ..., ..., "table": 0 }, ... ],
 //!   "summary": { run-level figures }, "notes": [ ... ], "complete": bool }
 //! ```
 //!
-//! `results` holds one object per measured row (per size), flat and
-//! unit-suffixed, each naming the index of the table it belongs to.
+//! Each measured row (one per size) is a flat, unit-suffixed object. It
+//! appears under its table, and once more in `results`, the single list
+//! of every row naming its table's index, for tools that want one list
+//! (ci/bench reads it).
 
 use serde_json::{json, Value};
 
@@ -23,7 +25,7 @@ impl Exporter for JsonExporter {
         let tables: Vec<Value> = doc
             .tables
             .iter()
-            .map(|t| json!({"title": t.title, "columns": t.columns, "rows": t.rows.len()}))
+            .map(|t| json!({"title": t.title, "columns": t.columns, "rows": t.rows}))
             .collect();
         let results: Vec<Value> = doc
             .tables
@@ -72,7 +74,8 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["schema"], "ovbench/1");
         assert_eq!(v["header"]["command"], "latency");
-        assert_eq!(v["tables"][0]["rows"], 2);
+        assert_eq!(v["tables"][0]["rows"][1]["size"], 8);
+        assert!(v["tables"][0]["rows"][1].get("table").is_none());
         assert_eq!(v["tables"][0]["columns"][1], "p50[us]");
         assert_eq!(v["results"][1]["size"], 8);
         assert_eq!(v["results"][1]["table"], 0);
