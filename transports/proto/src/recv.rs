@@ -16,7 +16,9 @@ enum Data<'a> {
 
 impl Engine {
     fn matches(&self, id: u64, peer: Rank, tag: Tag, space: Space) -> bool {
-        let r = &self.reqs[&id];
+        let Some(r) = self.reqs.get(&id) else {
+            return false;
+        };
         r.space == space && r.peer.map_or(true, |p| p == peer) && r.tag.map_or(true, |t| t == tag)
     }
 

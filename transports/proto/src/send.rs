@@ -361,7 +361,7 @@ impl Engine {
                 ),
             )
         })?;
-        let r = &self.reqs[&id];
+        let r = self.reqs.get(&id).ok_or_else(|| gone(id))?;
         if r.wire != want || h.len != r.len as u64 || h.tag != r.tag.unwrap_or(0) {
             return Err(ProtoError::bad(
                 peer,
