@@ -12,6 +12,8 @@ use crate::error::{check, fi_str, local};
 
 /// libfabric API version ovbench is written against (1.10 semantics).
 const API_VERSION: u32 = sys::fi_version_of(1, 10);
+/// Largest address accepted from a peer (bytes).
+const MAX_ADDR: usize = 1024;
 /// Completion queue depth.
 const CQ_SIZE: usize = 4096;
 
@@ -30,6 +32,7 @@ pub(crate) struct Attrs {
     /// with a posted receive: a synchronous send).
     pub match_complete: bool,
     pub addr_len: usize,
+    pub addr_format: u32,
     pub wait_fd: Option<libc::c_int>,
     pub max_msg_size: usize,
 }
@@ -174,6 +177,7 @@ impl Fabric {
                 delivery_complete: dc,
                 match_complete: false,
                 addr_len: 0,
+                addr_format: i.addr_format,
                 wait_fd: None,
                 max_msg_size: ep_attr.max_msg_size,
             },
@@ -250,7 +254,7 @@ impl Fabric {
             )?;
             check(OpKind::Connect, "fi_enable", sys::fi_enable(f.ep))?;
         }
-        let mut buf = vec![0u8; 1024];
+        let mut buf = vec![0u8; MAX_ADDR - 1];
         let mut len = buf.len();
         // SAFETY: ep is enabled; buf has len writable bytes.
         let rc = unsafe { sys::fi_getname(&mut (*f.ep).fid, buf.as_mut_ptr().cast(), &mut len) };
@@ -267,22 +271,35 @@ impl Fabric {
     pub fn insert(&mut self, addrs: &[Vec<u8>]) -> Result<Vec<sys::fi_addr_t>, TransportError> {
         let mut out = Vec::with_capacity(addrs.len());
         for (r, a) in addrs.iter().enumerate() {
-            if a.len() != self.attrs.addr_len {
+            // Fixed-format addresses (sockaddr) have one length; string
+            // addresses (shm names) vary. Either way the bytes are copied
+            // into a zeroed buffer so the provider cannot read past them.
+            let fixed = self.attrs.addr_format != sys::FI_ADDR_STR;
+            if a.is_empty() || a.len() >= MAX_ADDR || (fixed && a.len() != self.attrs.addr_len) {
                 return Err(TransportError::Peer {
                     peer: r as u32,
                     op: OpKind::Connect,
                     status: format!(
-                        "its {}-byte libfabric address does not match this provider's {}-byte addresses; all ranks must use the same --provider",
+                        "its {}-byte libfabric address does not fit this provider's {}-byte addresses; all ranks must use the same --provider",
                         a.len(),
                         self.attrs.addr_len
                     ),
                 });
             }
+            let mut padded = [0u8; MAX_ADDR];
+            padded[..a.len()].copy_from_slice(a);
             let mut fa: sys::fi_addr_t = 0;
-            // SAFETY: av is open; `a` holds one address of the provider's
-            // format (length checked); fa receives the handle.
+            // SAFETY: av is open; `padded` holds one address of the
+            // provider's format, zero-terminated; fa receives the handle.
             let n = unsafe {
-                sys::fi_av_insert(self.av, a.as_ptr().cast(), 1, &mut fa, 0, ptr::null_mut())
+                sys::fi_av_insert(
+                    self.av,
+                    padded.as_ptr().cast(),
+                    1,
+                    &mut fa,
+                    0,
+                    ptr::null_mut(),
+                )
             };
             if n != 1 {
                 return Err(TransportError::Peer {

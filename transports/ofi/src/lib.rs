@@ -37,6 +37,7 @@ mod error;
 mod fabric;
 mod memory;
 mod ops;
+mod seal;
 mod transport;
 
 pub use transport::{OfiTransport, EAGER_BUF_SIZE};

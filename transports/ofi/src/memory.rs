@@ -13,10 +13,9 @@ use ovbench_core::{LocalSlice, MrHandle, OpKind, RegionId, RemoteKey, TransportE
 use ovbench_ofi_sys as sys;
 
 use crate::error::local;
+use crate::seal::{seal, unseal};
 
 const PAGE: usize = 4096;
-/// Bytes of a libfabric key blob (`fi_mr_key` is a u64).
-pub(crate) const KEY_BLOB: usize = 8;
 
 struct Region {
     ptr: NonNull<u8>,
@@ -42,6 +41,8 @@ pub(crate) struct Memory {
     regions: Vec<Option<Region>>,
     mrs: Vec<Option<Mr>>,
     next_key: u64,
+    /// Serial number of the next registration, sealed into its key.
+    serial: u64,
     prov_key: bool,
     pub virt_addr: bool,
 }
@@ -52,6 +53,7 @@ impl Memory {
             regions: Vec::new(),
             mrs: Vec::new(),
             next_key: 1,
+            serial: 0,
             prov_key: mr_mode & sys::FI_MR_PROV_KEY != 0,
             virt_addr: mr_mode & sys::FI_MR_VIRT_ADDR != 0,
         }
@@ -166,6 +168,7 @@ impl Memory {
             ));
         }
         self.next_key += 1;
+        self.serial += 1;
         // SAFETY: mr is a live registration.
         let key = unsafe { sys::fi_mr_key(mr) };
         let m = Mr {
@@ -174,7 +177,7 @@ impl Memory {
             key: RemoteKey {
                 addr: p as u64,
                 len: s.len as u64,
-                blob: key.to_le_bytes().to_vec(),
+                blob: seal(p as u64, s.len as u64, self.serial, &key.to_le_bytes()),
             },
         };
         let id = self
@@ -241,28 +244,36 @@ impl Memory {
     }
 }
 
-/// The remote key and address of `[offset, offset+len)` in a peer's key,
-/// after checking the blob and the range: nothing from the wire is trusted.
+/// A checked peer key: its checksum (for revocations), the MR key and the
+/// remote address of `[offset, offset+len)`. Nothing from the wire is
+/// trusted: envelope, range and length are all checked.
+pub(crate) struct Target {
+    pub sum: u64,
+    pub key: u64,
+    pub addr: u64,
+}
+
 pub(crate) fn remote_target(
     peer: u32,
     key: &RemoteKey,
     offset: u64,
     len: usize,
     virt_addr: bool,
-) -> Result<(u64, u64), TransportError> {
-    let blob: [u8; KEY_BLOB] =
-        key.blob
-            .as_slice()
-            .try_into()
-            .map_err(|_| TransportError::BadKey {
-                peer,
-                detail: format!(
-                    "libfabric key blob of {} bytes (must be {KEY_BLOB})",
-                    key.blob.len()
-                ),
-            })?;
+) -> Result<Target, TransportError> {
+    let sealed = unseal(key).map_err(|detail| TransportError::BadKey { peer, detail })?;
+    let raw: [u8; 8] = sealed
+        .packed
+        .try_into()
+        .map_err(|_| TransportError::BadKey {
+            peer,
+            detail: format!("libfabric key of {} bytes (must be 8)", sealed.packed.len()),
+        })?;
     key.check_range(offset, len as u64)
         .map_err(|detail| TransportError::BadKey { peer, detail })?;
     let addr = if virt_addr { key.addr + offset } else { offset };
-    Ok((addr, u64::from_le_bytes(blob)))
+    Ok(Target {
+        sum: sealed.sum,
+        key: u64::from_le_bytes(raw),
+        addr,
+    })
 }

@@ -4,8 +4,11 @@
 use ovbench_core::{Ctx, OpKind, Rank};
 use ovbench_ofi_sys as sys;
 
-/// Bytes ovbench puts in front of every two-sided message: the source rank.
-pub(crate) const SRC_HDR: usize = 4;
+/// Bytes ovbench puts in front of every two-sided message: the source
+/// rank and a per-peer sequence number (little-endian `u32`s). tcp;ofi_rxm
+/// completes a rendezvous-sized message after smaller ones posted later,
+/// so the receiver restores posting order from the sequence.
+pub(crate) const SRC_HDR: usize = 8;
 /// Native tags carry the source rank in the upper 32 bits.
 pub(crate) const TAG_SRC_SHIFT: u32 = 32;
 
@@ -24,6 +27,8 @@ pub(crate) enum Kind {
     Read,
     TaggedSend,
     TaggedRecv,
+    /// ovbench's own control message: completes silently.
+    Control,
 }
 
 impl Kind {
@@ -35,6 +40,7 @@ impl Kind {
             Kind::Read => OpKind::Read,
             Kind::TaggedSend => OpKind::TaggedSend,
             Kind::TaggedRecv => OpKind::TaggedRecv,
+            Kind::Control => OpKind::Connect,
         }
     }
 }

@@ -1,9 +1,10 @@
 //! [`OfiTransport`]: the contract over one libfabric RDM endpoint.
 
 use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashSet};
 use std::os::fd::RawFd;
 use std::ptr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ovbench_core::{
     Caps, Completion, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RegionId, RemoteKey,
@@ -12,11 +13,16 @@ use ovbench_core::{
 use ovbench_ofi_sys as sys;
 
 use crate::cma::{self, CmaStatus};
-use crate::error::{fi_str, peer as peer_err};
 use crate::fabric::Fabric;
 use crate::memory::{remote_target, Memory};
 use crate::ops::{Fence, Kind, Op, SRC_HDR, TAG_SRC_SHIFT};
 use crate::OfiOptions;
+
+mod backlog;
+mod control;
+mod cq;
+
+use backlog::Deferred;
 
 /// Largest two-sided message (ovbench header plus payload).
 pub const EAGER_BUF_SIZE: usize = 64 * 1024;
@@ -45,6 +51,18 @@ pub struct OfiTransport {
     /// Posts the provider refused with `-FI_EAGAIN`, retried in order by
     /// `poll` (later posts queue behind them to keep posting order).
     backlog: VecDeque<Deferred>,
+    /// Next sequence number to each peer / expected from each peer, and
+    /// messages that overtook an earlier one.
+    send_seq: Vec<u32>,
+    expected: Vec<u32>,
+    held: Vec<BTreeMap<u32, Vec<u8>>>,
+    /// Peers that said goodbye.
+    gone: Vec<bool>,
+    /// Peers whose hello has arrived.
+    hellos: Vec<bool>,
+    /// Keys their owners revoked: (owner, checksum), bounded.
+    revoked: HashSet<(Rank, u64)>,
+    revoked_order: VecDeque<(Rank, u64)>,
     cma: Option<CmaStatus>,
     fabric: Fabric,
 }
@@ -86,6 +104,13 @@ impl OfiTransport {
             send_pool: Vec::new(),
             in_flight: 0,
             backlog: VecDeque::new(),
+            send_seq: vec![0; size as usize],
+            expected: vec![0; size as usize],
+            held: (0..size).map(|_| BTreeMap::new()).collect(),
+            hellos: vec![false; size as usize],
+            gone: vec![false; size as usize],
+            revoked: HashSet::new(),
+            revoked_order: VecDeque::new(),
             cma,
             fabric,
         };
@@ -102,6 +127,7 @@ impl OfiTransport {
     }
 
     fn addr(&self, peer: Rank, op: OpKind) -> Result<sys::fi_addr_t, TransportError> {
+        self.check_not_gone(peer, op)?;
         match self.peers.get(peer as usize) {
             Some(a) => Ok(*a),
             None if peer >= self.size => Err(TransportError::Invalid(format!(
@@ -114,314 +140,6 @@ impl OfiTransport {
                 status: "not connected: call connect() with every rank's address first".into(),
             }),
         }
-    }
-
-    fn post_recv_buf(&mut self, op: *mut Op) -> Result<(), TransportError> {
-        let ep = self.fabric.ep;
-        // SAFETY: op is one of our live receive slots; its buffer is not
-        // touched by us until its completion.
-        let (p, n) = unsafe { ((*op).buf.as_mut_ptr(), (*op).buf.len()) };
-        self.submit(
-            Some(op),
-            Deferred::new(self.rank, OpKind::Recv, "fi_recv", None, move || {
-                // SAFETY: ep is enabled; the buffer and context stay valid
-                // until the completion (slots are freed after the ep closes).
-                unsafe {
-                    sys::fi_recv(
-                        ep,
-                        p.cast(),
-                        n,
-                        ptr::null_mut(),
-                        sys::FI_ADDR_UNSPEC,
-                        op.cast(),
-                    )
-                }
-            }),
-        )
-    }
-
-    /// Hand an operation to the provider. `-FI_EAGAIN` is not an error:
-    /// the post waits in the backlog and `poll` retries it after reading
-    /// the CQ (tcp and shm free resources only when progressed, and in a
-    /// one-process test the peer progresses only between our polls).
-    fn submit(&mut self, op: Option<*mut Op>, mut d: Deferred) -> Result<(), TransportError> {
-        d.op = op;
-        if !self.backlog.is_empty() {
-            self.backlog.push_back(d);
-            return Ok(());
-        }
-        match (d.post)() {
-            0 => {
-                self.posted(&d);
-                Ok(())
-            }
-            EAGAIN => {
-                self.backlog.push_back(d);
-                Ok(())
-            }
-            rc => Err(self.refused(d, rc)),
-        }
-    }
-
-    /// Book-keeping once the provider accepted a post.
-    fn posted(&mut self, d: &Deferred) {
-        match (d.op, d.inject_ctx) {
-            (Some(op), _) => {
-                // SAFETY: op is live until its completion.
-                if unsafe { (*op).kind } != Kind::RecvBuf {
-                    self.in_flight += 1;
-                }
-            }
-            (None, Some(ctx)) => self.pending.push_back(Completion::Send { ctx }),
-            (None, None) => {}
-        }
-    }
-
-    /// The provider refused a post for good: take the op back, name it.
-    fn refused(&mut self, d: Deferred, rc: isize) -> TransportError {
-        let mut e = peer_err(d.peer, d.kind, d.call, rc as i64);
-        if rc == EAGAIN {
-            if let TransportError::Peer { status, .. } = &mut e {
-                status.push_str(&format!(
-                    " for {} s: rank {} stopped progressing",
-                    EAGAIN_DEADLINE.as_secs(),
-                    d.peer
-                ));
-            }
-        }
-        if let Some(op) = d.op {
-            // SAFETY: the provider did not accept the operation, so it
-            // holds no reference to op.
-            let op = unsafe { Box::from_raw(op) };
-            if op.kind == Kind::RecvBuf {
-                // A receive slot stays owned by recv_bufs; do not free it.
-                std::mem::forget(op);
-            } else {
-                self.recycle_send(op.buf);
-            }
-        }
-        e
-    }
-
-    /// Retry backlogged posts in order until one is refused again.
-    fn flush_backlog(&mut self) {
-        while let Some(mut d) = self.backlog.pop_front() {
-            match (d.post)() {
-                0 => self.posted(&d),
-                EAGAIN if d.since.elapsed() < EAGAIN_DEADLINE => {
-                    self.backlog.push_front(d);
-                    return;
-                }
-                rc => {
-                    let (peer, kind, ctx) = (
-                        d.peer,
-                        d.kind,
-                        d.op.map(|o| {
-                            // SAFETY: op is live until taken back in refused().
-                            unsafe { (*o).ctx }
-                        })
-                        .or(d.inject_ctx),
-                    );
-                    let e = self.refused(d, rc);
-                    self.pending.push_back(Completion::Error {
-                        ctx,
-                        peer,
-                        op: kind,
-                        status: e.to_string(),
-                    });
-                }
-            }
-        }
-    }
-
-    fn recycle_send(&mut self, b: Vec<u8>) {
-        if self.send_pool.len() < 256 {
-            self.send_pool.push(b);
-        }
-    }
-
-    /// Read every available completion entry into `pending`.
-    fn drain_cq(&mut self) -> Result<(), TransportError> {
-        let mut entries = [sys::fi_cq_tagged_entry::default(); 32];
-        loop {
-            // SAFETY: cq is open with FI_CQ_FORMAT_TAGGED; entries has room
-            // for 32 of them.
-            let n = unsafe {
-                sys::fi_cq_read(self.fabric.cq, entries.as_mut_ptr().cast(), entries.len())
-            };
-            if n > 0 {
-                for e in &entries[..n as usize] {
-                    self.complete(e.op_context.cast(), e.len, e.tag, None)?;
-                }
-            } else if n == EAGAIN {
-                return Ok(());
-            } else if n == EAVAIL {
-                let mut err = sys::fi_cq_err_entry::default();
-                // SAFETY: cq is open; err is a valid entry to fill.
-                let rc = unsafe { sys::fi_cq_readerr(self.fabric.cq, &mut err, 0) };
-                if rc != 1 {
-                    return Err(crate::error::local(
-                        OpKind::Poll,
-                        "fi_cq_readerr",
-                        rc as i64,
-                        "",
-                    ));
-                }
-                // SAFETY: cq is open; err came from it; the returned string
-                // is owned by the provider until the next call.
-                let s = unsafe {
-                    sys::fi_cq_strerror(
-                        self.fabric.cq,
-                        err.prov_errno,
-                        err.err_data,
-                        ptr::null_mut(),
-                        0,
-                    )
-                };
-                let prov = if s.is_null() {
-                    String::new()
-                } else {
-                    // SAFETY: a NUL-terminated provider string.
-                    unsafe { std::ffi::CStr::from_ptr(s) }
-                        .to_string_lossy()
-                        .into_owned()
-                };
-                let mut status = format!("{}; provider says: {prov}", fi_str(i64::from(err.err)));
-                if let Some(c) = self.cma.as_ref().filter(|c| !c.usable) {
-                    status.push_str(&format!("; {}", c.detail));
-                }
-                self.complete(err.op_context.cast(), err.len, err.tag, Some(status))?;
-            } else {
-                return Err(crate::error::local(
-                    OpKind::Poll,
-                    "fi_cq_read",
-                    n as i64,
-                    "",
-                ));
-            }
-        }
-    }
-
-    /// Turn one completion entry into the contract's completion.
-    fn complete(
-        &mut self,
-        op: *mut Op,
-        len: usize,
-        tag: u64,
-        err: Option<String>,
-    ) -> Result<(), TransportError> {
-        if op.is_null() {
-            return Ok(());
-        }
-        // SAFETY: every context we post is an `Op` we allocated; the
-        // provider returns it exactly once per posted operation.
-        if unsafe { (*op).kind } == Kind::RecvBuf {
-            let c = match err {
-                Some(status) => Completion::Error {
-                    ctx: None,
-                    peer: self.rank,
-                    op: OpKind::Recv,
-                    status,
-                },
-                None => {
-                    // SAFETY: as above; the buffer is ours again until reposted.
-                    let b = unsafe { &(*op).buf };
-                    let n = len.min(b.len());
-                    let src = (n >= SRC_HDR)
-                        .then(|| u32::from_le_bytes(b[..SRC_HDR].try_into().expect("4 bytes")));
-                    match src {
-                        Some(src) if src < self.size => {
-                            let mut data = self.recv_pool.pop().unwrap_or_default();
-                            data.clear();
-                            data.extend_from_slice(&b[SRC_HDR..n]);
-                            Completion::Recv { peer: src, data }
-                        }
-                        _ => Completion::Error {
-                            ctx: None,
-                            peer: self.rank,
-                            op: OpKind::Recv,
-                            status: format!(
-                                "a {len}-byte message without a valid ovbench source header (rank {src:?} of {}); another program shares this endpoint",
-                                self.size
-                            ),
-                        },
-                    }
-                }
-            };
-            self.pending.push_back(c);
-            return self.post_recv_buf(op);
-        }
-        // SAFETY: a non-receive Op is owned by the provider until this
-        // completion, which returns it to us.
-        let op = unsafe { Box::from_raw(op) };
-        self.in_flight = self.in_flight.saturating_sub(1);
-        let (ctx, peer) = (op.ctx, op.peer);
-        if let Some(status) = err {
-            self.pending.push_back(Completion::Error {
-                ctx: Some(ctx),
-                peer,
-                op: op.kind.op(),
-                status,
-            });
-            self.recycle_send(op.buf);
-            return Ok(());
-        }
-        let c = match op.kind {
-            Kind::Send => Completion::Send { ctx },
-            Kind::Write | Kind::Fence => Completion::Write { ctx },
-            Kind::Read => Completion::Read { ctx },
-            Kind::TaggedSend => Completion::TaggedSend { ctx },
-            Kind::TaggedRecv => Completion::TaggedRecv {
-                ctx,
-                peer: (tag >> TAG_SRC_SHIFT) as Rank,
-                tag: tag as u32 as Tag,
-                len,
-            },
-            Kind::WriteThenFence => {
-                let f = op.fence.expect("a fenced write carries its fence");
-                return self.post_fence(peer, ctx, f);
-            }
-            Kind::RecvBuf => unreachable!("handled above"),
-        };
-        self.recycle_send(op.buf);
-        self.pending.push_back(c);
-        Ok(())
-    }
-
-    /// Read one byte back from the written range: the provider serves the
-    /// read after the write it follows on the same ordered connection, so
-    /// its completion proves the write was placed.
-    fn post_fence(&mut self, peer: Rank, ctx: Ctx, f: Fence) -> Result<(), TransportError> {
-        let ep = self.fabric.ep;
-        let addr = self.peers[peer as usize];
-        let op = Op::boxed(Kind::Fence, ctx, peer, vec![0u8; 1]);
-        // SAFETY: op is freshly boxed and ours until submitted.
-        let p = unsafe { (*op).buf.as_mut_ptr() };
-        self.submit(
-            Some(op),
-            Deferred::new(
-                peer,
-                OpKind::Write,
-                "fi_read (write fence)",
-                None,
-                move || {
-                    // SAFETY: ep is enabled; p is a 1-byte buffer owned by op
-                    // until its completion; address and key were checked.
-                    unsafe {
-                        sys::fi_read(
-                            ep,
-                            p.cast(),
-                            1,
-                            ptr::null_mut(),
-                            addr,
-                            f.addr,
-                            f.key,
-                            op.cast(),
-                        )
-                    }
-                },
-            ),
-        )
     }
 
     /// The flag that makes a tagged send synchronous (complete once the
@@ -533,7 +251,7 @@ impl Transport for OfiTransport {
             return Err(TransportError::Invalid("connect called twice".into()));
         }
         self.peers = self.fabric.insert(addresses)?;
-        Ok(())
+        self.hello_all()
     }
 
     fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
@@ -563,7 +281,10 @@ impl Transport for OfiTransport {
     }
 
     fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
-        self.mem.deregister(mr)
+        let sum = crate::seal::sum_of(&self.mem.mr(mr)?.key.blob);
+        self.mem.deregister(mr)?;
+        self.revoke_everywhere(sum);
+        Ok(())
     }
 
     fn remote_key(&self, mr: MrHandle) -> RemoteKey {
@@ -592,6 +313,7 @@ impl Transport for OfiTransport {
         let mut buf = self.send_pool.pop().unwrap_or_default();
         buf.clear();
         buf.extend_from_slice(&self.rank.to_le_bytes());
+        buf.extend_from_slice(&self.send_seq[peer as usize].to_le_bytes());
         buf.extend_from_slice(header);
         if let Some(p) = payload {
             match self.mem.slice(p) {
@@ -602,6 +324,7 @@ impl Transport for OfiTransport {
                 }
             }
         }
+        self.send_seq[peer as usize] = self.send_seq[peer as usize].wrapping_add(1);
         let ep = self.fabric.ep;
         if total <= self.fabric.attrs.inject_size {
             // The closure owns the bytes until fi_inject has copied them.
@@ -636,9 +359,10 @@ impl Transport for OfiTransport {
         ctx: Ctx,
     ) -> Result<(), TransportError> {
         let dest = self.addr(peer, OpKind::Write)?;
-        let (raddr, key) =
-            remote_target(peer, remote, remote_offset, local.len, self.mem.virt_addr)?;
+        let target = remote_target(peer, remote, remote_offset, local.len, self.mem.virt_addr)?;
         let (mut desc, lp) = self.mem.local_rma(mr, local)?;
+        self.check_not_revoked(peer, target.sum, OpKind::Write)?;
+        let (raddr, key) = (target.addr, target.key);
         if local.len == 0 {
             self.pending.push_back(Completion::Write { ctx });
             return Ok(());
@@ -707,9 +431,10 @@ impl Transport for OfiTransport {
         ctx: Ctx,
     ) -> Result<(), TransportError> {
         let src = self.addr(peer, OpKind::Read)?;
-        let (raddr, key) =
-            remote_target(peer, remote, remote_offset, local.len, self.mem.virt_addr)?;
+        let target = remote_target(peer, remote, remote_offset, local.len, self.mem.virt_addr)?;
         let (desc, lp) = self.mem.local_rma(mr, local)?;
+        self.check_not_revoked(peer, target.sum, OpKind::Read)?;
+        let (raddr, key) = (target.addr, target.key);
         let ep = self.fabric.ep;
         let op = Op::boxed(Kind::Read, ctx, peer, Vec::new());
         let len = local.len;
@@ -891,6 +616,7 @@ impl Transport for OfiTransport {
 
 impl Drop for OfiTransport {
     fn drop(&mut self) {
+        self.say_goodbye();
         // Close the endpoint first so the provider lets go of every
         // context, then free the receive slots and the registrations.
         if !self.fabric.ep.is_null() {
@@ -904,37 +630,5 @@ impl Drop for OfiTransport {
             drop(unsafe { Box::from_raw(op) });
         }
         self.mem.close_all();
-    }
-}
-
-/// A post waiting for the provider to accept it.
-struct Deferred {
-    op: Option<*mut Op>,
-    /// For `fi_inject`: the context whose Send completion follows success.
-    inject_ctx: Option<Ctx>,
-    peer: Rank,
-    kind: OpKind,
-    call: &'static str,
-    since: Instant,
-    post: Box<dyn FnMut() -> isize>,
-}
-
-impl Deferred {
-    fn new(
-        peer: Rank,
-        kind: OpKind,
-        call: &'static str,
-        inject_ctx: Option<Ctx>,
-        post: impl FnMut() -> isize + 'static,
-    ) -> Deferred {
-        Deferred {
-            op: None,
-            inject_ctx,
-            peer,
-            kind,
-            call,
-            since: Instant::now(),
-            post: Box::new(post),
-        }
     }
 }

@@ -34,8 +34,13 @@ fn pair_dc(prov: &str, progress: Progress, delivery_complete: bool) -> [OfiTrans
     };
     let mut t = [mk(0), mk(1)];
     let addrs = vec![t[0].address(), t[1].address()];
-    t[0].connect(&addrs).unwrap();
-    t[1].connect(&addrs).unwrap();
+    // connect is collective: both ranks at once, as in a real job.
+    let [a, b] = &mut t;
+    std::thread::scope(|s| {
+        let h = s.spawn(|| a.connect(&addrs));
+        b.connect(&addrs).unwrap();
+        h.join().unwrap().unwrap();
+    });
     t
 }
 

@@ -1,0 +1,252 @@
+//! Completion-queue handling: `fi_cq_read`/`fi_cq_readerr` entries become
+//! the contract's completions; receive buffers are reposted; a write
+//! without delivery completion gets its fence read.
+
+use std::ptr;
+
+use ovbench_core::{Completion, Ctx, OpKind, Rank, Tag, TransportError};
+use ovbench_ofi_sys as sys;
+
+use super::control::CTRL;
+use super::{Deferred, OfiTransport, EAGAIN, EAVAIL};
+use crate::error::fi_str;
+use crate::ops::{Fence, Kind, Op, SRC_HDR, TAG_SRC_SHIFT};
+
+impl OfiTransport {
+    pub(super) fn drain_cq(&mut self) -> Result<(), TransportError> {
+        let mut entries = [sys::fi_cq_tagged_entry::default(); 32];
+        loop {
+            // SAFETY: cq is open with FI_CQ_FORMAT_TAGGED; entries has room
+            // for 32 of them.
+            let n = unsafe {
+                sys::fi_cq_read(self.fabric.cq, entries.as_mut_ptr().cast(), entries.len())
+            };
+            if n > 0 {
+                for e in &entries[..n as usize] {
+                    self.complete(e.op_context.cast(), e.len, e.tag, None)?;
+                }
+            } else if n == EAGAIN {
+                return Ok(());
+            } else if n == EAVAIL {
+                let mut err = sys::fi_cq_err_entry::default();
+                // SAFETY: cq is open; err is a valid entry to fill.
+                let rc = unsafe { sys::fi_cq_readerr(self.fabric.cq, &mut err, 0) };
+                if rc != 1 {
+                    return Err(crate::error::local(
+                        OpKind::Poll,
+                        "fi_cq_readerr",
+                        rc as i64,
+                        "",
+                    ));
+                }
+                // SAFETY: cq is open; err came from it; the returned string
+                // is owned by the provider until the next call.
+                let s = unsafe {
+                    sys::fi_cq_strerror(
+                        self.fabric.cq,
+                        err.prov_errno,
+                        err.err_data,
+                        ptr::null_mut(),
+                        0,
+                    )
+                };
+                let prov = if s.is_null() {
+                    String::new()
+                } else {
+                    // SAFETY: a NUL-terminated provider string.
+                    unsafe { std::ffi::CStr::from_ptr(s) }
+                        .to_string_lossy()
+                        .into_owned()
+                };
+                let mut status = format!("{}; provider says: {prov}", fi_str(i64::from(err.err)));
+                if let Some(c) = self.cma.as_ref().filter(|c| !c.usable) {
+                    status.push_str(&format!("; {}", c.detail));
+                }
+                self.complete(err.op_context.cast(), err.len, err.tag, Some(status))?;
+            } else {
+                return Err(crate::error::local(
+                    OpKind::Poll,
+                    "fi_cq_read",
+                    n as i64,
+                    "",
+                ));
+            }
+        }
+    }
+
+    /// Turn one completion entry into the contract's completion.
+    pub(super) fn complete(
+        &mut self,
+        op: *mut Op,
+        len: usize,
+        tag: u64,
+        err: Option<String>,
+    ) -> Result<(), TransportError> {
+        if op.is_null() {
+            return Ok(());
+        }
+        // SAFETY: every context we post is an `Op` we allocated; the
+        // provider returns it exactly once per posted operation.
+        if unsafe { (*op).kind } == Kind::RecvBuf {
+            let c = match err {
+                Some(status) => Some(Completion::Error {
+                    ctx: None,
+                    peer: self.rank,
+                    op: OpKind::Recv,
+                    status,
+                }),
+                None => {
+                    // SAFETY: as above; the buffer is ours again until reposted.
+                    let b = unsafe { &(*op).buf };
+                    let n = len.min(b.len());
+                    let hdr = (n >= SRC_HDR).then(|| {
+                        (
+                            u32::from_le_bytes(b[..4].try_into().expect("4 bytes")),
+                            u32::from_le_bytes(b[4..8].try_into().expect("4 bytes")),
+                        )
+                    });
+                    let src = hdr.map(|h| h.0);
+                    match src {
+                        Some(src) if src < self.size => {
+                            let mut data = self.recv_pool.pop().unwrap_or_default();
+                            data.clear();
+                            data.extend_from_slice(&b[SRC_HDR..n]);
+                            let seq = hdr.map_or(0, |h| h.1);
+                            self.deliver_in_order(src, seq, data);
+                            None
+                        }
+                        Some(src) if src & CTRL != 0 && src & !CTRL < self.size => {
+                            let body = b[SRC_HDR..n].to_vec();
+                            self.on_control(src & !CTRL, &body);
+                            None
+                        }
+                        _ => Some(Completion::Error {
+                            ctx: None,
+                            peer: self.rank,
+                            op: OpKind::Recv,
+                            status: format!(
+                                "a {len}-byte message without a valid ovbench source header (rank {src:?} of {}); another program shares this endpoint",
+                                self.size
+                            ),
+                        }),
+                    }
+                }
+            };
+            self.pending.extend(c);
+            return self.post_recv_buf(op);
+        }
+        // SAFETY: a non-receive Op is owned by the provider until this
+        // completion, which returns it to us.
+        let op = unsafe { Box::from_raw(op) };
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let (ctx, peer) = (op.ctx, op.peer);
+        if op.kind == Kind::Control {
+            // Our own traffic; a failure means the peer is gone, which its
+            // next real operation reports.
+            self.recycle_send(op.buf);
+            return Ok(());
+        }
+        if let Some(status) = err {
+            self.pending.push_back(Completion::Error {
+                ctx: Some(ctx),
+                peer,
+                op: op.kind.op(),
+                status,
+            });
+            self.recycle_send(op.buf);
+            return Ok(());
+        }
+        let c = match op.kind {
+            Kind::Send => Completion::Send { ctx },
+            Kind::Write | Kind::Fence => Completion::Write { ctx },
+            Kind::Read => Completion::Read { ctx },
+            Kind::TaggedSend => Completion::TaggedSend { ctx },
+            Kind::TaggedRecv => Completion::TaggedRecv {
+                ctx,
+                peer: (tag >> TAG_SRC_SHIFT) as Rank,
+                tag: tag as u32 as Tag,
+                len,
+            },
+            Kind::WriteThenFence => {
+                let f = op.fence.expect("a fenced write carries its fence");
+                return self.post_fence(peer, ctx, f);
+            }
+            Kind::RecvBuf | Kind::Control => unreachable!("handled above"),
+        };
+        self.recycle_send(op.buf);
+        self.pending.push_back(c);
+        Ok(())
+    }
+
+    /// Read one byte back from the written range: the provider serves the
+    /// read after the write it follows on the same ordered connection, so
+    /// its completion proves the write was placed.
+    pub(super) fn post_fence(
+        &mut self,
+        peer: Rank,
+        ctx: Ctx,
+        f: Fence,
+    ) -> Result<(), TransportError> {
+        let ep = self.fabric.ep;
+        let addr = self.peers[peer as usize];
+        let op = Op::boxed(Kind::Fence, ctx, peer, vec![0u8; 1]);
+        // SAFETY: op is freshly boxed and ours until submitted.
+        let p = unsafe { (*op).buf.as_mut_ptr() };
+        self.submit(
+            Some(op),
+            Deferred::new(
+                peer,
+                OpKind::Write,
+                "fi_read (write fence)",
+                None,
+                move || {
+                    // SAFETY: ep is enabled; p is a 1-byte buffer owned by op
+                    // until its completion; address and key were checked.
+                    unsafe {
+                        sys::fi_read(
+                            ep,
+                            p.cast(),
+                            1,
+                            ptr::null_mut(),
+                            addr,
+                            f.addr,
+                            f.key,
+                            op.cast(),
+                        )
+                    }
+                },
+            ),
+        )
+    }
+
+    /// Hand out `src`'s message `seq` once every earlier one is out.
+    fn deliver_in_order(&mut self, src: Rank, seq: u32, data: Vec<u8>) {
+        let s = src as usize;
+        if seq != self.expected[s] {
+            let ahead = seq.wrapping_sub(self.expected[s]);
+            if ahead > MAX_AHEAD {
+                self.pending.push_back(Completion::Error {
+                    ctx: None,
+                    peer: src,
+                    op: OpKind::Recv,
+                    status: format!(
+                        "message sequence {seq} is {ahead} ahead of the expected one; rank {src} restarted or is not ovbench"
+                    ),
+                });
+            } else {
+                self.held[s].insert(seq, data);
+            }
+            return;
+        }
+        self.expected[s] = seq.wrapping_add(1);
+        self.pending.push_back(Completion::Recv { peer: src, data });
+        while let Some(d) = self.held[s].remove(&self.expected[s]) {
+            self.expected[s] = self.expected[s].wrapping_add(1);
+            self.pending
+                .push_back(Completion::Recv { peer: src, data: d });
+        }
+    }
+}
+
+/// How far a message may overtake the next expected one.
+const MAX_AHEAD: u32 = 1 << 16;

@@ -1,0 +1,49 @@
+//! The core conformance suite over libfabric: two ranks in one process over
+//! tcp;ofi_rxm and shm, and three ranks over tcp;ofi_rxm.
+
+use ovbench_core::conformance::Endpoints;
+use ovbench_core::Transport;
+use ovbench_ofi::{OfiOptions, OfiTransport};
+
+fn make(n: u32, provider: &str) -> Endpoints {
+    (0..n)
+        .map(|r| {
+            let opts = OfiOptions {
+                provider: provider.into(),
+                ..OfiOptions::default()
+            };
+            Box::new(
+                OfiTransport::new(r, n, opts)
+                    .unwrap_or_else(|e| panic!("libfabric {provider}: {e}")),
+            ) as Box<dyn Transport>
+        })
+        .collect()
+}
+
+fn tcp(n: u32) -> Endpoints {
+    make(n, "tcp;ofi_rxm")
+}
+
+fn shm(n: u32) -> Endpoints {
+    make(n, "shm")
+}
+
+mod tcp_2 {
+    ovbench_core::conformance_tests!(super::tcp, 2);
+}
+mod tcp_3 {
+    ovbench_core::conformance_tests!(super::tcp, 3);
+}
+/// Every check but `peer_dropped_reported`: in one process, shm maps each
+/// peer's region into the same address space, and a dropped rank unmaps
+/// it under the survivor, which then faults inside libfabric. Across
+/// processes (a real run) each rank keeps its own mapping; shm has no
+/// peer-failure detection, so the caller's deadline reports a dead peer.
+mod shm_2 {
+    ovbench_core::conformance_tests!(@each super::shm, 2;
+        identity_and_caps, regions, send_order_and_max_size, zero_length_messages,
+        oversize_send_rejected, write_visible_on_completion, read_returns_target_bytes,
+        out_of_range_rejected, deregistered_key_rejected, garbled_key_rejected,
+        many_outstanding, key_through_the_wire, block_returns_when_ready,
+        tagged_or_unsupported);
+}
