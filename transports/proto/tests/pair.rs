@@ -580,3 +580,94 @@ fn describe_says_what_a_request_waits_for() {
     );
     assert_eq!(s.nodes[0].eng.request_info(sr), Some((true, Some(1), 5000)));
 }
+
+#[test]
+fn forged_control_messages_in_every_state_never_panic() {
+    use ovbench_proto::wire::{Header, Kind};
+    let kinds = [
+        Kind::Eager,
+        Kind::EagerFrag,
+        Kind::RtsWrite,
+        Kind::RtsRead,
+        Kind::Cts,
+        Kind::FinWrite,
+        Kind::FinRead,
+        Kind::PipeRts,
+        Kind::PipeAck,
+        Kind::Put,
+        Kind::SyncAck,
+        Kind::RawSend,
+        Kind::RawKey,
+    ];
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut rnd = move |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m.max(1)
+    };
+    for proto in PROTOS
+        .into_iter()
+        .chain([Protocol::Raw(RawOp::Write), Protocol::Raw(RawOp::Read)])
+    {
+        for _ in 0..40 {
+            let mut s = Sim::new(2, proto);
+            s.strict = false;
+            let a = s.alloc(0, 9000, pattern(1));
+            let b = s.alloc(1, 9000, |_| 0);
+            let _ = s.try_irecv(1, b, Some(0), Some(1));
+            s.now += 1;
+            let _ = s.nodes[0]
+                .eng
+                .isend(s.now, a, 1, 1, Mode::Standard, Space::User);
+            let _ = s.drain(0);
+            // Interleave genuine events with forged ones, in any state.
+            for _ in 0..30 {
+                if rnd(2) == 0 {
+                    if let Some(ev) = s.queue.pop_front() {
+                        let _ = s.handle(ev);
+                    }
+                }
+                let kind = kinds[rnd(kinds.len() as u64) as usize];
+                let mut h = Header::ctrl(
+                    kind,
+                    rnd(3) as u32,
+                    rnd(3) as u32,
+                    [0, 1, 8999, 9000, 9001, u64::MAX][rnd(6) as usize],
+                );
+                h.offset = [0, 1, 988, 3988, 8999, u64::MAX][rnd(6) as usize];
+                let payload = if matches!(
+                    kind,
+                    Kind::Eager | Kind::EagerFrag | Kind::PipeRts | Kind::RawSend
+                ) {
+                    rnd(1000) as usize
+                } else {
+                    0
+                };
+                h.payload_len = payload as u32;
+                if matches!(kind, Kind::RtsRead | Kind::Cts | Kind::Put | Kind::RawKey) {
+                    h.key = Some(ovbench_proto::Key {
+                        addr: rnd(1 << 20),
+                        len: [0, 1, 3000, 9000, u64::MAX / 2][rnd(5) as usize],
+                        blob: (1u32 + rnd(40) as u32).to_le_bytes().to_vec(),
+                    });
+                }
+                let mut bytes = h.encode();
+                bytes.extend((0..payload).map(|i| i as u8));
+                let to = rnd(2) as u32;
+                s.now += 1;
+                let n = &mut s.nodes[to as usize];
+                if let Ok(Some(p)) = n.eng.on_message(s.now, 1 - to, &bytes) {
+                    // Placements always fit the user's slice.
+                    let region = &mut n.mem[p.dst.region as usize];
+                    assert!(p.dst.offset + p.dst.len <= region.len());
+                    assert!(p.src_start + p.dst.len <= bytes.len());
+                }
+                // Operations the engine asks for must stay inside registrations
+                // (the simulator asserts that for every write and read).
+                let _ = s.drain(to);
+            }
+            let _ = s.run();
+        }
+    }
+}

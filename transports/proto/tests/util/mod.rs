@@ -61,6 +61,10 @@ pub struct Sim {
     pub nodes: Vec<Node>,
     pub queue: VecDeque<Ev>,
     pub now: u64,
+    /// Honest peers: a one-sided access through a dead or too-small
+    /// registration is an engine bug (panic). Off for forged-message
+    /// tests, where the target rejects it as a transport would.
+    pub strict: bool,
 }
 
 pub fn config(rank: Rank, size: u32, proto: Protocol) -> Config {
@@ -92,6 +96,7 @@ impl Sim {
             nodes,
             queue: VecDeque::new(),
             now: 0,
+            strict: true,
         }
     }
 
@@ -285,15 +290,8 @@ impl Sim {
                 data,
                 ctx,
             } => {
+                let reg = self.target(to, from, mr, off, data.len())?;
                 let n = &mut self.nodes[to as usize];
-                let reg = *n
-                    .mrs
-                    .get(&mr)
-                    .unwrap_or_else(|| panic!("write to rank {to} through dead mr {mr}"));
-                assert!(
-                    off + data.len() <= reg.len,
-                    "write outside the registration"
-                );
                 let s = reg.offset + off;
                 n.mem[reg.region as usize][s..s + data.len()].copy_from_slice(&data);
                 self.queue.push_back(Ev::Complete { node: from, ctx });
@@ -307,12 +305,8 @@ impl Sim {
                 dst,
                 ctx,
             } => {
+                let reg = self.target(at, to, mr, off, dst.len)?;
                 let n = &self.nodes[at as usize];
-                let reg = *n
-                    .mrs
-                    .get(&mr)
-                    .unwrap_or_else(|| panic!("read from rank {at} through dead mr {mr}"));
-                assert!(off + dst.len <= reg.len, "read outside the registration");
                 let s = reg.offset + off;
                 let data = n.mem[reg.region as usize][s..s + dst.len].to_vec();
                 let t = &mut self.nodes[to as usize];
@@ -322,6 +316,28 @@ impl Sim {
             }
         };
         self.drain(who)
+    }
+
+    /// The registration a one-sided access from `from` reaches at `at`.
+    fn target(
+        &self,
+        at: Rank,
+        from: Rank,
+        mr: u32,
+        off: usize,
+        n: usize,
+    ) -> Result<Slice, ProtoError> {
+        let reg = self.nodes[at as usize].mrs.get(&mr).copied();
+        match reg {
+            Some(r) if off.checked_add(n).is_some_and(|e| e <= r.len) => Ok(r),
+            _ if self.strict => panic!(
+                "rank {from} reached rank {at} through mr {mr} at {off}+{n}: dead or too small"
+            ),
+            _ => Err(ProtoError::BadKey {
+                peer: from,
+                detail: format!("mr {mr} at {off}+{n} rejected"),
+            }),
+        }
     }
 
     /// Run until nothing is left, except events `hold` keeps back (in order).
