@@ -169,7 +169,7 @@ fn a_peer_that_left_is_named_not_a_hang() {
     let (e, took) = out[0].clone().unwrap();
     assert!(e.contains("rank 1") && e.contains("64 bytes"), "{e}");
     assert!(
-        took >= Duration::from_secs(2) && took < Duration::from_secs(4),
+        took >= Duration::from_secs(2) && took < Duration::from_secs(10),
         "{took:?}"
     );
 }
