@@ -11,7 +11,7 @@ use clap::Args;
 use ovbench_core::{Buf, Communicator, Rank, Req, Tag};
 use serde_json::{json, Value};
 
-use super::rankreport::{collect, deposit, round2, row_fields, CpuTotals, Meter};
+use super::rankreport::{collect, deposit, round2, row_fields, CpuTotals, Meter, RankReport};
 use super::verify;
 use super::{data_tag, BenchCtx, Counts, SweepArgs, ACK_TAG, LARGE};
 use crate::common::RawOp;
@@ -238,12 +238,33 @@ fn one_size(
             cells.extend([bw, mr]);
         }
         cells.push(us(s.p50));
-        cx.sink.row(
-            &cells,
-            row_json(len, counts, args, &rates, &s, rate_ci, ops, cpu),
-        );
+        let mut row = row_json(len, counts, args, &rates, &s, rate_ci, ops, cpu);
+        if args.pairs > 1 {
+            let each = messages / u64::from(args.pairs);
+            row["per_pair"] = per_pair(&all, args.pairs, each, len);
+        }
+        cx.sink.row(&cells, row);
     }
     Ok(())
+}
+
+/// Each pair's own rate (its sending rank's elapsed time), for --pairs.
+fn per_pair(all: &[RankReport], pairs: u32, messages: u64, len: usize) -> Value {
+    let v: Vec<Value> = all
+        .iter()
+        .filter(|r| r.rank < pairs)
+        .map(|r| {
+            let rate = Rates::new(messages, len, r.elapsed_ns);
+            json!({
+                "pair": r.rank,
+                "ranks": [r.rank, r.rank + pairs],
+                "elapsed_ns": round2(r.elapsed_ns),
+                "bytes_per_sec": round2(rate.bytes_per_sec),
+                "msgs_per_sec": round2(rate.msgs_per_sec),
+            })
+        })
+        .collect();
+    Value::Array(v)
 }
 
 /// Post and complete one window.
@@ -392,6 +413,22 @@ mod tests {
         assert_eq!(v["window_bytes_per_sec"]["level"], 0.95);
         assert!(v["window_bytes_per_sec"]["lower"].as_f64().unwrap() < 8e9);
         assert_eq!(v["samples"], 3);
+    }
+
+    #[test]
+    fn per_pair_rates_come_from_each_sender() {
+        let r = |rank, elapsed_ns| RankReport {
+            rank,
+            elapsed_ns,
+            ..RankReport::default()
+        };
+        // Ranks 0 and 1 send (2 pairs of 4 ranks); 1000 messages of 1000 B each.
+        let v = per_pair(&[r(0, 1e9), r(1, 2e9), r(2, 1e9), r(3, 2e9)], 2, 1000, 1000);
+        let a = v.as_array().unwrap();
+        assert_eq!(a.len(), 2);
+        assert_eq!(a[0]["bytes_per_sec"], 1e6);
+        assert_eq!(a[1]["bytes_per_sec"], 5e5);
+        assert_eq!(a[1]["ranks"], json!([1, 3]));
     }
 
     #[test]
