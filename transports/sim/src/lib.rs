@@ -9,6 +9,7 @@
 //! run unchanged and the simulator knows the truth ([`SimReport`]).
 
 mod clock;
+mod engine;
 mod memory;
 mod params;
 mod runner;
@@ -18,6 +19,7 @@ mod truth;
 mod world;
 
 pub use clock::{SimClock, SimWork, WORK_UNIT_PS};
+pub use engine::run;
 pub use params::{parse_duration_ps, parse_per_byte_fs, parse_signed_ps, Ps, SimParams};
 pub use runner::{endpoints, run_raw, RankKit, SimError};
 pub use transport::{SimTransport, EAGER_BUF_SIZE, SPIN_LIMIT};

@@ -26,6 +26,9 @@ pub enum SimError {
     /// A rank's code panicked; the others were stopped.
     #[error("rank {rank} panicked: {message}")]
     Panicked { rank: Rank, message: String },
+    /// A rank's communicator could not be built.
+    #[error("rank {rank}: cannot build the communicator: {message}")]
+    Comm { rank: Rank, message: String },
     /// The operating system refused a rank thread.
     #[error("cannot start the thread of rank {rank}: {source}")]
     Spawn {

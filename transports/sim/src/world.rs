@@ -414,6 +414,8 @@ impl World {
                 mem.slice_mut(slice)
                     .expect("resolved slice is in range")
                     .copy_from_slice(&data);
+                // A target spinning on its memory (raw writes) sees it now.
+                self.wake(target, at);
                 self.push(
                     at + l,
                     Ev::Complete {
