@@ -89,13 +89,16 @@ fn launch(cli: &Cli, np: u32) -> Result<i32> {
 }
 
 /// Rank 0's sink: the environment and run header printed, the export
-/// files created. `model` adds the simulator's parameters.
+/// files created. `model` adds the simulator's parameters. Warnings go
+/// into the header and, with `echo_warnings`, to stderr (the local
+/// launcher has already said its own there).
 pub(crate) fn rank0_sink(
     cli: &Cli,
     facts: Vec<RankFacts>,
     comm: &dyn Communicator,
     np: u32,
     model: &[(String, String)],
+    echo_warnings: bool,
 ) -> Result<ReportSink> {
     let env = Environment::capture(facts);
     let info = comm.info();
@@ -112,8 +115,10 @@ pub(crate) fn rank0_sink(
             np,
         },
     );
-    for w in &h.warnings {
-        eprintln!("ovbench: warning: {w}");
+    if echo_warnings {
+        for w in &h.warnings {
+            eprintln!("ovbench: warning: {w}");
+        }
     }
     if !model.is_empty() {
         // The lines come from the sim transport's own facts; JSON keeps the model apart.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use ovbench_core::clock::best_clock;
 use ovbench_core::{Clock, Progress, Transport, WorkLoop};
-use ovbench_launcher::{Bootstrap, RankEnv};
+use ovbench_launcher::{Bootstrap, JobSource, RankEnv};
 
 use super::{comm, execute, rank0_sink};
 use crate::cli::Cli;
@@ -25,6 +25,7 @@ pub fn run(env: RankEnv, cli: &Cli) -> Result<()> {
     let common = &cli.common;
     let timeout = common.timeout.0;
     let (rank, size) = (env.rank, env.size);
+    let launched = env.source == JobSource::Launcher;
     if let Some(cpu) = env.cpu {
         ovbench_launcher::pin_self(cpu).with_context(|| format!("rank {rank}"))?;
     }
@@ -55,7 +56,7 @@ pub fn run(env: RankEnv, cli: &Cli) -> Result<()> {
         .with_context(|| format!("rank {rank}: gathering the ranks' facts"))?;
     match facts {
         Some(facts) => {
-            let mut sink = rank0_sink(cli, facts, comm.as_ref(), size, &[])?;
+            let mut sink = rank0_sink(cli, facts, comm.as_ref(), size, &[], !launched)?;
             execute(
                 &cli.command,
                 common,

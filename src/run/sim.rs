@@ -64,7 +64,14 @@ fn rank_main(cli: &Cli, p: &SimParams, controls: &[SharedControl], kit: RankKit)
     )?;
     if rank == 0 {
         let model = p.describe();
-        let mut sink = rank0_sink(cli, vec![RankFacts::here(0)], comm.as_ref(), np, &model)?;
+        let mut sink = rank0_sink(
+            cli,
+            vec![RankFacts::here(0)],
+            comm.as_ref(),
+            np,
+            &model,
+            true,
+        )?;
         execute(
             &cli.command,
             common,
