@@ -6,13 +6,13 @@
 //!   calls [`run::run`] and turns its result into the exit code.
 //! * [`run`] — the run flow: launcher, rank or in-process simulation;
 //!   building the transport and communicator; dispatching the command.
-//! * [`bench`] — latency, bw, bibw, msgrate; [`methods`] — the five
+//! * [`bench`](mod@bench) — latency, bw, bibw, msgrate; [`methods`] — the five
 //!   methods of the classic papers. Both see only the communicator and
 //!   write results to a [`report::Sink`].
 //! * [`stats`] — percentiles and confidence intervals, pure code.
 //! * [`output`] (the `#` header and tables on stdout, the progress line)
 //!   and [`export`] (JSON and CSV files rewritten after every row).
-//! * [`env`], [`header`], [`cpu`] — what every header records; [`control`]
+//! * [`env`](mod@env), [`header`], [`cpu`] — what every header records; [`control`]
 //!   — the side channel that brings per-rank figures to rank 0;
 //!   [`sizes`] — sizes and durations as users type them.
 
