@@ -98,6 +98,8 @@ pub(crate) struct Req {
     pub marker: u8,
     /// The peer's key for this message (CTS or rdma-read RTS).
     pub peer_key: Option<Key>,
+    /// Writes and reads posted for this request and not completed.
+    pub inflight: u32,
     pub result: Option<Result<Status, ProtoError>>,
 }
 
@@ -309,6 +311,7 @@ impl Engine {
                 xfer: 0,
                 marker: 0,
                 peer_key: None,
+                inflight: 0,
                 result: None,
             },
         );
@@ -384,6 +387,7 @@ impl Engine {
                 xfer: 0,
                 marker: 0,
                 peer_key: None,
+                inflight: 0,
                 result: None,
             },
         );
@@ -436,6 +440,11 @@ impl Engine {
                 "completion for unknown operation context {ctx}: the transport returned a context the engine never posted"
             )));
         };
+        if let CtxUse::Write { req, .. } | CtxUse::Read { req, .. } = &u {
+            if let Some(r) = self.reqs.get_mut(req) {
+                r.inflight = r.inflight.saturating_sub(1);
+            }
+        }
         match u {
             CtxUse::Packet { xfer, bytes, req } => {
                 self.event(EventKind::XferEnd, xfer, bytes, now);
@@ -506,11 +515,7 @@ impl Engine {
     pub fn take(&mut self, req: ReqId) -> Option<Result<Status, ProtoError>> {
         let r = self.reqs.get_mut(&req.0)?;
         let res = r.result.take()?;
-        let busy = self.ctxs.values().any(|c| match c {
-            CtxUse::Write { req: x, .. } | CtxUse::Read { req: x, .. } => *x == req.0,
-            _ => false,
-        });
-        if busy {
+        if r.inflight > 0 {
             // Keep the state for the operations still in flight; mark retired.
             r.stage = Stage::Done;
             r.result = None;
@@ -660,6 +665,13 @@ impl Engine {
                 bytes,
                 at,
             });
+        }
+    }
+
+    /// Record a posted write or read of `req` (see [`Req::inflight`]).
+    pub(crate) fn track_rdma(&mut self, req: u64) {
+        if let Some(r) = self.reqs.get_mut(&req) {
+            r.inflight += 1;
         }
     }
 

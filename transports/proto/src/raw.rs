@@ -185,6 +185,7 @@ impl Engine {
                             cached: true,
                         },
                     );
+                    self.track_rdma(id);
                     self.counts.writes += 1;
                     self.counts.bytes += buf.len as u64;
                     self.ops.push_back(Op::Write {

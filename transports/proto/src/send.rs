@@ -201,6 +201,7 @@ impl Engine {
                 cached,
             },
         );
+        self.track_rdma(req);
         self.counts.writes += 1;
         self.counts.bytes += local.len as u64;
         self.ops.push_back(Op::Write {
@@ -226,6 +227,7 @@ impl Engine {
     ) {
         let ctx = self.new_id();
         self.ctxs.insert(ctx, CtxUse::Read { req, xfer });
+        self.track_rdma(req);
         self.counts.reads += 1;
         self.counts.bytes += local.len as u64;
         self.ops.push_back(Op::Read {
