@@ -119,7 +119,10 @@ fn raw_operations_ping_pong() {
 #[test]
 fn barrier_holds_everyone_and_ignores_wildcard_receives() {
     let t0 = Instant::now();
-    let out = util::run(util::comms(5, &cfg(Protocol::Auto)), move |c| {
+    // 5 ranks on this machine's cores: waits spin briefly, then block.
+    let mut oversub = cfg(Protocol::Auto);
+    oversub.oversubscribed = true;
+    let out = util::run(util::comms(5, &oversub), move |c| {
         let me = c.rank();
         let b = c.alloc(16).unwrap();
         // A wildcard user receive pending across the barriers.

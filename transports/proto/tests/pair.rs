@@ -671,3 +671,32 @@ fn forged_control_messages_in_every_state_never_panic() {
         }
     }
 }
+
+#[test]
+fn ready_mode_applies_to_rendezvous_requests_too() {
+    for proto in [Protocol::RdmaWrite, Protocol::RdmaRead, Protocol::Pipelined] {
+        // Posted in time: fine.
+        let mut s = Sim::new(2, proto);
+        let a = s.alloc(0, 9000, pattern(1));
+        let b = s.alloc(1, 9000, |_| 0);
+        let rr = s.irecv(1, b, Some(0), Some(1));
+        let sr = s.isend(0, a, 1, 1, Mode::Ready);
+        s.run().unwrap();
+        s.done(0, sr);
+        s.done(1, rr);
+        // Not posted: the receiver names the sender.
+        let _ = s.isend(0, a, 1, 2, Mode::Ready);
+        let e = s.run().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ProtoError::NotReady {
+                    peer: 0,
+                    tag: 2,
+                    len: 9000
+                }
+            ),
+            "{proto:?}: {e:?}"
+        );
+    }
+}
