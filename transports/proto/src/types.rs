@@ -80,18 +80,23 @@ pub enum RawOp {
     /// completes at the operation's completion, the receive at arrival.
     Send,
     /// One RDMA write into the receiver's buffer. The receiver announces
-    /// its buffer's key once per (peer, tag) and the sender caches it;
-    /// every later raw receive from that peer and tag must use the same
-    /// buffer. The sender stamps a marker (1..=255, cycling) into the last
-    /// byte of its source before writing; the receive completes when the
-    /// driver sees that marker in the last byte of the receive buffer (as
-    /// perftest's write_lat polls). Sizes must match on both sides and be
-    /// at least one byte.
+    /// the key of its whole buffer (the `whole` of
+    /// [`crate::Engine::irecv_in`]) once per (peer, tag) and the sender
+    /// caches it; later raw receives from that peer and tag must use the
+    /// same buffer. Offsets are mirrored: a message at offset `o` of the
+    /// sender's buffer lands at offset `o` of the receiver's, as in
+    /// perftest. The sender stamps a marker (1..=255, cycling) into the
+    /// last byte of its message before writing; the receive completes when
+    /// the driver sees that marker (or a later one) in the last byte of the
+    /// receive slice (as perftest's write_lat polls). Sizes must match on
+    /// both sides and be at least one byte.
     Write,
     /// One RDMA read of the sender's buffer by the receiver. The sender
-    /// announces its buffer's key once per (peer, tag) and its send then
-    /// completes at once (a read needs nothing from the target); the
-    /// receive is the whole read operation, as ib_read_lat times it.
+    /// announces the key of its whole buffer once per (peer, tag) and its
+    /// send then completes at once (a read needs nothing from the target);
+    /// the receive is the whole read operation, as ib_read_lat times it,
+    /// from the mirrored offset. The target does not wait for its reader:
+    /// it must not refill the buffer while a peer may still read it.
     Read,
 }
 
