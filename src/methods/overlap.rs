@@ -45,6 +45,14 @@ pub enum Pair {
 }
 
 impl Pair {
+    /// The name users type.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pair::IsendRecv => "isend-recv",
+            Pair::SendIrecv => "send-irecv",
+            Pair::IsendIrecv => "isend-irecv",
+        }
+    }
     fn sender_nb(self) -> bool {
         self != Pair::SendIrecv
     }
@@ -390,7 +398,7 @@ pub fn run(
                         let (rmin, rmax) = r.pct();
                         sink.row(
                             &[
-                                format!("{pair:?}").to_lowercase(),
+                                pair.name().to_string(),
                                 size.to_string(),
                                 us(comp),
                                 us(xfer),
@@ -446,7 +454,7 @@ pub fn run(
         for (rank, side) in [(0, s), (1, r)] {
             sink.row(
                 &[
-                    format!("{pair:?}").to_lowercase(),
+                    pair.name().to_string(),
                     size.to_string(),
                     rank.to_string(),
                     side.transfers.to_string(),

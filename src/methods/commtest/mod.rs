@@ -70,8 +70,8 @@ pub struct Args {
     /// synchronised to rank 0 before each experiment.
     #[arg(long)]
     pub global_clock: bool,
-    /// Timed repetitions of each experiment.
-    #[arg(long, default_value_t = 10)]
+    /// Timed repetitions of each experiment (the row shows the fastest).
+    #[arg(long, default_value_t = 5)]
     pub iterations: u32,
 }
 
