@@ -72,7 +72,10 @@ pub fn run_raw<R: Send>(
                 .stack_size(RANK_STACK)
                 .spawn_scoped(s, move || rank_main(sh, r, f));
             match h {
-                Ok(h) => handles.push(h),
+                Ok(h) => {
+                    shared.set_thread(r, h.thread().clone());
+                    handles.push(h)
+                }
                 Err(source) => {
                     // Release the threads already waiting so the scope can join them.
                     shared.stop(r, format!("thread spawn failed: {source}"));

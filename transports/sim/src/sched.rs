@@ -9,7 +9,8 @@
 
 use std::cmp::Reverse;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::thread::Thread;
 
 use ovbench_core::{OpKind, Rank, TransportError};
 
@@ -70,7 +71,8 @@ pub(crate) struct Shared {
     pub free: bool,
     pub params: SimParams,
     state: Mutex<Sched>,
-    cvs: Vec<Condvar>,
+    /// Each rank's thread, to unpark when the baton comes to it.
+    threads: Vec<OnceLock<Thread>>,
     /// Each rank's CPU time, readable without the lock by its clock.
     pub times: Vec<AtomicU64>,
 }
@@ -89,7 +91,7 @@ impl Shared {
                 switches: 0,
             }),
             params,
-            cvs: (0..np).map(|_| Condvar::new()).collect(),
+            threads: (0..np).map(|_| OnceLock::new()).collect(),
             times: (0..np).map(|_| AtomicU64::new(0)).collect(),
         }
     }
@@ -124,12 +126,34 @@ impl Shared {
         self.set_now(&mut g, r, t0 + d);
     }
 
+    /// Record the thread that runs rank `r` (before the run starts).
+    pub(crate) fn set_thread(&self, r: Rank, t: Thread) {
+        // Set once per rank by the runner; a second set cannot happen.
+        let _ = self.threads[r as usize].set(t);
+    }
+
+    fn unpark(&self, r: Rank) {
+        if let Some(t) = self.threads[r as usize].get() {
+            t.unpark();
+        }
+    }
+
+    /// Park until the baton is `r`'s (or the run is aborted). Parking
+    /// outside the lock makes a handoff one wake and one sleep.
+    fn wait_turn(&self, r: Rank) -> Guard<'_> {
+        loop {
+            let g = self.lock();
+            if g.baton == Some(r) || g.abort.is_some() {
+                return g;
+            }
+            drop(g);
+            std::thread::park();
+        }
+    }
+
     /// Wait for the first turn of `r` (a rank thread's start).
     pub(crate) fn enter(&self, r: Rank) -> Guard<'_> {
-        let g = self.lock();
-        let mut g = self.cvs[r as usize]
-            .wait_while(g, |s| s.baton != Some(r) && s.abort.is_none())
-            .unwrap_or_else(|e| e.into_inner());
+        let mut g = self.wait_turn(r);
         g.w.ranks[r as usize].status = Status::Running;
         g
     }
@@ -146,11 +170,19 @@ impl Shared {
         }
         let t = g.w.ranks[r as usize].now;
         loop {
-            if g.w.next_event().is_some_and(|e| e <= t) {
+            // A rank behind `r` runs before any event after its own time.
+            let first_ready = match self.free {
+                true => None,
+                false => g.w.ready.peek().map(|Reverse(k)| *k),
+            };
+            let due =
+                g.w.next_event()
+                    .is_some_and(|e| e <= t && first_ready.map_or(true, |(rt, _)| e <= rt));
+            if due {
                 g.w.step();
                 continue;
             }
-            let behind = !self.free && g.w.ready.peek().is_some_and(|Reverse(k)| *k < (t, r));
+            let behind = first_ready.is_some_and(|k| k < (t, r));
             if !behind {
                 return Ok(g);
             }
@@ -187,10 +219,9 @@ impl Shared {
             Some(n) if n == r => {}
             Some(n) => {
                 g.switches += 1;
-                self.cvs[n as usize].notify_one();
-                g = self.cvs[r as usize]
-                    .wait_while(g, |s| s.baton != Some(r) && s.abort.is_none())
-                    .unwrap_or_else(|e| e.into_inner());
+                drop(g);
+                self.unpark(n);
+                g = self.wait_turn(r);
             }
             None => {
                 if g.abort.is_none() {
@@ -248,7 +279,8 @@ impl Shared {
         match self.pick(&mut g) {
             Some(n) => {
                 g.switches += 1;
-                self.cvs[n as usize].notify_one();
+                drop(g);
+                self.unpark(n);
             }
             None => {
                 let ranks = blocked(&g.w);
@@ -264,8 +296,11 @@ impl Shared {
     /// Hand the baton to the first rank (all ranks start ready at 0).
     pub(crate) fn start(&self) {
         let mut g = self.lock();
-        if g.abort.is_none() && self.pick(&mut g).is_some() {
-            self.cvs[g.baton.expect("picked") as usize].notify_one();
+        if g.abort.is_none() {
+            if let Some(n) = self.pick(&mut g) {
+                drop(g);
+                self.unpark(n);
+            }
         }
     }
 
@@ -277,8 +312,8 @@ impl Shared {
     }
 
     fn release_all(&self) {
-        for cv in &self.cvs {
-            cv.notify_all();
+        for r in 0..self.np {
+            self.unpark(r);
         }
     }
 }

@@ -175,3 +175,124 @@ fn ten_broadcasts_with_barriers_on_1024_ranks() {
         wall / rep.switches.max(1) as u32
     );
 }
+
+/// The bare cost of one baton handoff: a two-rank ping-pong on the
+/// transport needs one handoff per message. Printed with `--nocapture`.
+#[test]
+fn handoff_cost() {
+    let n = 20_000;
+    let wall = Instant::now();
+    let (_, rep) = ovbench_sim::run_raw(2, &SimParams::default(), |mut k| {
+        use ovbench_core::{Completion, Transport};
+        let t = &mut k.transport;
+        let mut out = Vec::new();
+        for _ in 0..n {
+            if k.rank == 0 {
+                t.post_send(1, b"p", None, 0).unwrap();
+            }
+            while !out.iter().any(|c| matches!(c, Completion::Recv { .. })) {
+                t.poll(&mut out).unwrap();
+            }
+            out.clear();
+            if k.rank == 1 {
+                t.post_send(0, b"p", None, 0).unwrap();
+            }
+        }
+    })
+    .unwrap();
+    let wall = wall.elapsed();
+    assert!(rep.switches >= 2 * n as u64);
+    eprintln!(
+        "{} handoffs in {wall:?}: {:?} each",
+        rep.switches,
+        wall / rep.switches as u32
+    );
+}
+
+/// Rank 0 isends 1 MiB by rdma-read and computes 1 ms before waiting;
+/// rank 1 receives. Returns (rank 0's end of computation, rank 1's end of
+/// receive), in ps.
+fn rdma_read_under_computation(params: &str) -> (u64, u64) {
+    let cfg = EngineConfig {
+        protocol: ovbench_core::engine_comm::Protocol::RdmaRead,
+        ..EngineConfig::default()
+    };
+    let m = 1 << 20;
+    let p = SimParams::parse(params).unwrap();
+    let (res, _) = run(2, &p, &cfg, |c| {
+        let buf = c.alloc(m).unwrap();
+        if c.rank() == 0 {
+            let r = c.isend(buf, 0, m, 1, 4).unwrap();
+            c.work(1_000_000);
+            let end = c.now();
+            c.wait(r).unwrap();
+            end
+        } else {
+            c.recv(buf, 0, m, Some(0), Some(4)).unwrap();
+            c.now()
+        }
+    })
+    .unwrap();
+    (res[0], res[1])
+}
+
+#[test]
+fn offload_decides_whether_a_read_waits_for_the_target() {
+    // 1 MiB at 0.1 ns/B is 104 857.6 ns on the wire.
+    let wire = (1u64 << 20) * 100;
+    let (work_end, recv_end) = rdma_read_under_computation("");
+    assert!(
+        recv_end < work_end,
+        "offloaded: the read proceeds during the computation"
+    );
+    // RTS: o_s + L, consumed (o_r); read: o_s + L there, L + m·G back.
+    assert!(
+        recv_end >= (300 + 1000 + 300 + 300 + 1000 + 1000) * NS + wire,
+        "{recv_end}"
+    );
+    let (work_end, recv_end) = rdma_read_under_computation("offload=no");
+    // Served only once rank 0 calls wait: o_r, then L + m·G back.
+    assert!(
+        recv_end >= work_end + 300 * NS + 1000 * NS + wire,
+        "{recv_end} vs {work_end}"
+    );
+}
+
+#[test]
+fn engine_runs_repeat_bit_for_bit_with_the_same_seed() {
+    let go = |seed: u64| {
+        let p = SimParams::parse(&format!("jitter=400ns,seed={seed}")).unwrap();
+        let (res, rep) = run(8, &p, &EngineConfig::default(), |c| {
+            let buf = c.alloc(4096).unwrap();
+            let mut times = vec![];
+            for i in 0..5 {
+                binomial_bcast(c, buf, i);
+                c.barrier().unwrap();
+                times.push(c.now());
+            }
+            times
+        })
+        .unwrap();
+        let ops: Vec<_> = rep.ranks.iter().map(|r| r.ops.clone()).collect();
+        (res, ops)
+    };
+    let a = go(5);
+    assert_eq!(a, go(5));
+    assert_ne!(a.0, go(6).0);
+}
+
+#[test]
+fn engine_deadlock_is_reported_not_hung() {
+    let r = run(3, &SimParams::default(), &EngineConfig::default(), |c| {
+        let buf = c.alloc(8).unwrap();
+        if c.rank() == 2 {
+            return true;
+        }
+        // Ranks 0 and 1 both receive first.
+        c.recv(buf, 0, 8, Some(1 - c.rank()), Some(0)).is_err()
+    });
+    match r {
+        Err(ovbench_sim::SimError::Deadlock { ranks, .. }) => assert_eq!(ranks, vec![0, 1]),
+        other => panic!("expected a deadlock, got {other:?}"),
+    }
+}

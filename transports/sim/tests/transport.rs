@@ -267,3 +267,27 @@ fn clocks_show_skew_and_drift_and_work_is_exact() {
         "skew.1 and drift.2 need 3 ranks"
     );
 }
+
+#[test]
+fn a_rank_ahead_in_time_does_not_deliver_early() {
+    // Rank 0 sends, then computes far ahead before polling; rank 1 (behind
+    // it) must still get the message at o_s + L, consumed by o_r.
+    let (res, _) = run_raw(2, &SimParams::default(), |mut k| {
+        let t = &mut k.transport;
+        if k.rank == 0 {
+            t.post_send(1, b"m", None, 0).unwrap();
+            k.work.work(1_000_000);
+            let mut out = Vec::new();
+            t.poll(&mut out).unwrap();
+            recv(t).unwrap();
+        } else {
+            recv(t).unwrap();
+            let at = k.clock.ticks();
+            t.post_send(0, b"r", None, 0).unwrap();
+            return at;
+        }
+        0
+    })
+    .unwrap();
+    assert_eq!(res[1], ns(300 + 1000 + 300));
+}
