@@ -234,3 +234,52 @@ fn write_then_read_back_64k() {
     let info = ts[0].info();
     println!("write/read 64 KiB ok on {} ({:?})", info.device, info.extra);
 }
+
+/// Completion timestamps: where the device stamps completions (a NIC clock
+/// was calibrated) the last completion has a host time close to now; where
+/// it does not (rxe) there is none and the host clock is the fallback.
+#[test]
+fn completion_timestamps_or_host_fallback() {
+    if !common::have_device("timestamps") {
+        return;
+    }
+    let mk = |r| VerbsTransport::new(r, 2, VerbsOptions::default()).expect("new");
+    let (mut a, mut b) = (mk(0), mk(1));
+    let addrs = vec![a.address(), b.address()];
+    a.connect(&addrs).expect("connect");
+    b.connect(&addrs).expect("connect");
+    assert_eq!(a.last_completion_host_ns(), None, "no completion yet");
+    a.post_send(1, b"tick", None, 5).unwrap();
+    let end = Instant::now() + Duration::from_secs(30);
+    let mut v = Vec::new();
+    while !v.iter().any(|c| matches!(c, Completion::Send { ctx: 5 })) {
+        a.poll(&mut v).unwrap();
+        b.poll(&mut Vec::new()).unwrap();
+        assert!(Instant::now() < end, "the send never completed");
+    }
+    let stamps = a
+        .info()
+        .extra
+        .iter()
+        .find(|(k, _)| k == "completion_timestamps")
+        .map(|(_, v)| v.clone());
+    match a.nic_clock() {
+        Some(_) => {
+            assert_eq!(stamps.as_deref(), Some("nic"));
+            let t = a.last_completion_host_ns().expect("a stamped completion");
+            let now = ovbench_verbs::timestamp::host_monotonic_ns();
+            assert!(
+                now.abs_diff(t) < 5_000_000_000,
+                "NIC time {t} far from host time {now}"
+            );
+        }
+        None => {
+            assert_eq!(stamps.as_deref(), Some("host"));
+            assert_eq!(a.last_completion_host_ns(), None);
+            println!(
+                "timestamps: {} offers none, the host clock is used",
+                a.info().device
+            );
+        }
+    }
+}
