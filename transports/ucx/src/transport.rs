@@ -20,6 +20,8 @@ use crate::status::{self, check};
 use crate::ucp::{self, Ucp};
 use crate::UcxOptions;
 
+mod lifecycle;
+
 /// Largest two-sided message (ovbench header plus payload).
 pub const EAGER_BUF_SIZE: usize = 64 * 1024;
 /// Largest worker address accepted from the bootstrap exchange.
@@ -230,91 +232,6 @@ impl UcxTransport {
         }
         let rkey = self.mem.rkey(ep, peer, &sealed, in_flight)?;
         Ok((ep, memh, lp, rkey, remote.addr + remote_offset))
-    }
-
-    /// Send `peer` a revocation of our key with checksum `sum`; a failure
-    /// (the peer is gone) needs no report: it can no longer use the key.
-    fn send_revocation(&mut self, peer: Rank, sum: u64) {
-        let ep = self.eps[peer as usize];
-        let mut buf = Vec::with_capacity(12);
-        buf.extend_from_slice(&self.rank.to_le_bytes());
-        buf.extend_from_slice(&sum.to_le_bytes());
-        let base = buf.as_ptr();
-        let op = self.op(0, peer, OpKind::Send, Some(buf));
-        // SAFETY: op was just boxed and is not yet shared with UCX.
-        unsafe { (*op).silent = true };
-        let mut p = Self::cb_params(op);
-        p.op_attr_mask |= sys::UCP_OP_ATTR_FIELD_FLAGS;
-        p.flags = sys::UCP_AM_SEND_FLAG_EAGER;
-        // SAFETY: ep is live; header and data point into the staging buffer
-        // owned by op until its completion.
-        let r = unsafe {
-            sys::ucp_am_send_nbx(ep, REVOKE_AM_ID, base.cast(), 4, base.add(4).cast(), 8, &p)
-        };
-        let _ = self.settle(r, op, "ucp_am_send_nbx(revoke)", None);
-    }
-
-    /// Complete the wire-up of every endpoint (connect is collective, so
-    /// the peers progress meanwhile), so the first operation does not wait
-    /// on a handshake only the peer's progress can finish.
-    fn wire_up(&mut self) -> Result<(), TransportError> {
-        let mut reqs = Vec::new();
-        for (peer, ep) in self.eps.iter().enumerate() {
-            let p = sys::ucp_request_param_t::default();
-            // SAFETY: ep is live; no callback: the request is polled below.
-            let r = unsafe { sys::ucp_ep_flush_nbx(*ep, &p) };
-            if sys::ptr_is_err(r) {
-                return Err(status::peer(
-                    peer as Rank,
-                    OpKind::Connect,
-                    "ucp_ep_flush_nbx (wire-up)",
-                    sys::ptr_status(r),
-                ));
-            }
-            if !r.is_null() {
-                reqs.push((peer as Rank, r));
-            }
-        }
-        let deadline = Instant::now() + WIRE_UP_DEADLINE;
-        let mut result = Ok(());
-        for (peer, r) in reqs {
-            loop {
-                // SAFETY: r is a live request until freed below.
-                let st = unsafe { sys::ucp_request_check_status(r) };
-                if st != sys::UCS_INPROGRESS {
-                    if st != sys::UCS_OK && result.is_ok() {
-                        result = Err(status::peer(
-                            peer,
-                            OpKind::Connect,
-                            "ucp_ep_flush_nbx (wire-up)",
-                            st,
-                        ));
-                    }
-                    break;
-                }
-                if Instant::now() > deadline {
-                    if result.is_ok() {
-                        result = Err(TransportError::Peer {
-                            peer,
-                            op: OpKind::Connect,
-                            status: format!(
-                                "UCX wire-up did not finish within {} s; is rank {peer} running, and do both ranks share a transport in UCX_TLS={}?",
-                                WIRE_UP_DEADLINE.as_secs(),
-                                self.ucp.settings.tls
-                            ),
-                        });
-                    }
-                    // SAFETY: cancelling a live request is allowed; it is
-                    // freed below and completes with UCS_ERR_CANCELED.
-                    unsafe { sys::ucp_request_cancel(self.ucp.worker, r) };
-                    break;
-                }
-                self.ucp.progress();
-            }
-            // SAFETY: r is released once.
-            unsafe { sys::ucp_request_free(r) };
-        }
-        result
     }
 
     /// Which UCX transports serve RMA to the first peer (after connect).
@@ -737,35 +654,5 @@ impl Transport for UcxTransport {
             sys::ucp_tag_recv_nbx(self.ucp.worker, p.cast(), dst.len, utag, mask, &params)
         };
         self.settle(r, op, "ucp_tag_recv_nbx", None)
-    }
-}
-
-impl Drop for UcxTransport {
-    fn drop(&mut self) {
-        if let Some(t) = self.thread.take() {
-            t.stop(&self.ucp);
-        }
-        self.mem.clear_rkeys();
-        for ep in std::mem::take(&mut self.eps) {
-            let p = sys::ucp_request_param_t {
-                op_attr_mask: sys::UCP_OP_ATTR_FIELD_FLAGS,
-                flags: sys::UCP_EP_CLOSE_FLAG_FORCE,
-                ..Default::default()
-            };
-            // SAFETY: ep is live and closed once.
-            let r = unsafe { sys::ucp_ep_close_nbx(ep, &p) };
-            if sys::ptr_is_ptr(r) {
-                let deadline = Instant::now() + CLOSE_DEADLINE;
-                // SAFETY: r is a live request until freed below.
-                while unsafe { sys::ucp_request_check_status(r) } == sys::UCS_INPROGRESS
-                    && Instant::now() < deadline
-                {
-                    self.ucp.progress();
-                }
-                // SAFETY: r is released once.
-                unsafe { sys::ucp_request_free(r) };
-            }
-        }
-        self.mem.unmap_all(self.ucp.context);
     }
 }
