@@ -29,6 +29,7 @@ use crate::common::{ProtoArg, TransportKind};
 use crate::env::{Environment, RankFacts};
 use crate::export::FileExports;
 use crate::header::{self, RunFacts};
+use crate::methods::MethodCommand;
 use crate::output::ReportSink;
 
 /// Run the parsed command line; the process's exit code on success.
@@ -129,7 +130,18 @@ pub(crate) fn rank0_sink(
         h.json["sim_model"] = Value::Object(m);
     }
     let files = FileExports::new(cli.common.json.as_deref(), cli.common.csv.as_deref());
-    ReportSink::new(h.json, &h.lines, files, Box::new(std::io::stdout()))
+    // overhead --nohdr (mpi_overhead's -n): no header lines; JSON keeps them.
+    let lines = if wants_no_header(&cli.command) {
+        Vec::new()
+    } else {
+        h.lines
+    };
+    ReportSink::new(h.json, &lines, files, Box::new(std::io::stdout()))
+}
+
+/// Whether the command asked to leave out the header lines.
+fn wants_no_header(cmd: &Command) -> bool {
+    matches!(cmd, Command::Method(MethodCommand::Overhead(a)) if a.nohdr)
 }
 
 #[cfg(test)]
@@ -156,5 +168,17 @@ mod tests {
             .to_string();
         assert!(e.contains("tcp transport lacks"), "{e}");
         assert!(check(&["overhead"], 2).is_ok());
+    }
+
+    #[test]
+    fn overhead_nohdr_leaves_out_the_header_lines() {
+        let cmd = |args: &[&str]| {
+            let mut v = vec!["ovbench"];
+            v.extend_from_slice(args);
+            Cli::try_parse_from(v).unwrap().command
+        };
+        assert!(wants_no_header(&cmd(&["overhead", "--nohdr"])));
+        assert!(!wants_no_header(&cmd(&["overhead"])));
+        assert!(!wants_no_header(&cmd(&["latency"])));
     }
 }
