@@ -54,6 +54,30 @@ pub struct SweepArgs {
     pub verify: bool,
 }
 
+/// Run `f` (one of the methods) on this rank, then report every rank's
+/// CPU use over the whole run (qperf style: user and system time against
+/// wall time) as a summary on rank 0. Every rank must call it.
+pub fn with_cpu_use(
+    comm: &mut dyn Communicator,
+    ctl: &mut dyn Control,
+    sink: &mut dyn Sink,
+    f: impl FnOnce(&mut dyn Communicator, &mut dyn Sink) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let meter = rankreport::Meter::start(comm);
+    f(comm, sink)?;
+    let report = meter.finish(comm, 0.0);
+    rankreport::deposit(ctl, &report)?;
+    comm.barrier()?;
+    if let Some(all) = rankreport::collect(ctl)? {
+        let mut totals = rankreport::CpuTotals::default();
+        totals.add(&all);
+        if let Some((json, lines)) = totals.summary() {
+            sink.summary(json, &lines);
+        }
+    }
+    Ok(())
+}
+
 /// Iterations and warm-up of a size: (timed, warm-up).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Counts {

@@ -5,7 +5,7 @@ use anyhow::Result;
 use ovbench_core::Communicator;
 
 use crate::bench::window::{self, Kind};
-use crate::bench::{latency, BenchCtx};
+use crate::bench::{latency, with_cpu_use, BenchCtx};
 use crate::cli::Command;
 use crate::common::{CommonArgs, ProtoArg};
 use crate::control::Control;
@@ -39,6 +39,9 @@ pub fn execute(
         raw_send_max,
     };
     match cmd {
+        Command::Method(m) if real_time => {
+            with_cpu_use(comm, ctl, sink, |comm, sink| run_method(m, comm, sink))
+        }
         Command::Method(m) => run_method(m, comm, sink),
         Command::Latency(a) => latency::run(&mut cx(comm, ctl, sink), a),
         Command::Bw(a) => window::run(&mut cx(comm, ctl, sink), Kind::Bw, a),
