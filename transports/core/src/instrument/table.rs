@@ -61,6 +61,16 @@ impl XferTable {
         XferTable::new(pts)
     }
 
+    /// The text [`Self::parse`] reads back: a comment line, then one
+    /// `SIZE_BYTES NS` line per point (for `--xfer-table FILE`).
+    pub fn to_text(&self) -> String {
+        let mut s = String::from("# ovbench xfer_time table: size_bytes ns\n");
+        for (size, ns) in &self.points {
+            s.push_str(&format!("{size} {ns}\n"));
+        }
+        s
+    }
+
     pub fn points(&self) -> &[(u64, f64)] {
         &self.points
     }
@@ -106,5 +116,11 @@ mod tests {
         assert!(XferTable::parse("8").unwrap_err().contains("line 1"));
         assert!(XferTable::parse("").is_err());
         assert!(XferTable::new(vec![(1, f64::NAN)]).is_err());
+    }
+
+    #[test]
+    fn text_roundtrip() {
+        let t = XferTable::new(vec![(0, 1.5), (65536, 12345.25)]).unwrap();
+        assert_eq!(XferTable::parse(&t.to_text()).unwrap(), t);
     }
 }
