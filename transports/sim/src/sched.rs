@@ -221,6 +221,9 @@ impl Shared {
                 g.switches += 1;
                 drop(g);
                 self.unpark(n);
+                // Sleep first: locking now would race the woken rank for
+                // the lock. A baton already back left an unpark token.
+                std::thread::park();
                 g = self.wait_turn(r);
             }
             None => {
