@@ -244,10 +244,12 @@ impl Bc<'_> {
     fn once(&mut self, what: What, reps: u64, ticks: &mut Vec<u64>) -> anyhow::Result<(f64, bool)> {
         let (me, n, b) = (self.me(), self.np(), self.buf);
         ticks.clear();
-        // A clean start: every earlier broadcast has finished everywhere.
-        // E_i needs none (its unmeasured first broadcast and acknowledgement
-        // follow RTL_i's quiet start), which saves log P rounds per i.
-        if !matches!(what, What::Ei(_)) {
+        // A clean start for the methods whose root runs ahead of the
+        // others. OL_i's loops need none: each begins with an unmeasured
+        // round (ping-pong, or broadcast and acknowledgement) that waits
+        // out whatever i or the root still had to do, and only the path
+        // from the root to i is timed — saving log P rounds per i.
+        if !matches!(what, What::Ei(_) | What::Rtl(_)) {
             self.comm.barrier()?;
         }
         let t0 = self.comm.now();
@@ -311,8 +313,8 @@ impl Bc<'_> {
                 reps
             }
             What::Rtl(i) => {
-                // One unmeasured round trip first (the barrier's last
-                // messages may still hold a NIC).
+                // One unmeasured round trip first: i may still be
+                // forwarding an earlier broadcast, a NIC still injecting.
                 for k in 0..=reps {
                     if k == 1 {
                         ticks.clear();
