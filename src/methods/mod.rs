@@ -53,3 +53,80 @@ pub fn run_method(
         MethodCommand::Overlap(a) => overlap::run(comm, a, sink).map(drop),
     }
 }
+
+/// What `cmd` needs of the job, checked once before any rank starts (the
+/// methods check again on every rank): the number of ranks.
+pub fn preflight(cmd: &MethodCommand, np: u32) -> anyhow::Result<()> {
+    let need = |ok: bool, what: &str| {
+        if ok {
+            Ok(())
+        } else {
+            Err(anyhow::anyhow!("{what}, not --np {np}"))
+        }
+    };
+    match cmd {
+        MethodCommand::Overhead(_) => need(
+            np >= 2 && np % 2 == 0,
+            "overhead pairs rank r with rank r+N/2: it needs an even number of ranks",
+        ),
+        MethodCommand::Logp(_) => need(np >= 2, "logp needs at least 2 ranks"),
+        MethodCommand::Bcast(_) => need(np >= 3, "bcast needs at least 3 ranks"),
+        MethodCommand::Commtest(a) => {
+            need(np >= 2, "commtest needs at least 2 ranks")?;
+            need(
+                a.distance >= 1 && a.distance < np,
+                &format!("commtest --distance {} needs more ranks", a.distance),
+            )
+        }
+        MethodCommand::Overlap(_) => need(np >= 2, "overlap needs 2 ranks"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(subcommand)]
+        cmd: MethodCommand,
+    }
+
+    fn cmd(args: &[&str]) -> MethodCommand {
+        T::try_parse_from(std::iter::once("ovbench").chain(args.iter().copied()))
+            .unwrap()
+            .cmd
+    }
+
+    #[test]
+    fn preflight_names_the_rank_count() {
+        assert!(preflight(&cmd(&["overhead"]), 2).is_ok());
+        let e = preflight(&cmd(&["overhead"]), 3).unwrap_err().to_string();
+        assert!(e.contains("even") && e.contains("--np 3"), "{e}");
+        assert!(preflight(&cmd(&["bcast"]), 2).is_err());
+        assert!(preflight(&cmd(&["bcast"]), 3).is_ok());
+        assert!(preflight(&cmd(&["commtest", "--distance", "2"]), 2).is_err());
+        assert!(preflight(&cmd(&["commtest", "--distance", "2"]), 4).is_ok());
+        assert!(preflight(&cmd(&["logp"]), 1).is_err());
+        assert!(preflight(&cmd(&["overlap"]), 2).is_ok());
+    }
+
+    #[test]
+    fn original_defaults() {
+        let MethodCommand::Overhead(o) = cmd(&["overhead"]) else {
+            panic!()
+        };
+        assert_eq!((o.thresh, o.bthresh, o.iterations), (1.5, 1.02, None));
+        let MethodCommand::Logp(l) = cmd(&["logp"]) else {
+            panic!()
+        };
+        assert_eq!((l.eps, l.conf_int, l.max_its), (0.03, 0.9, 18));
+        assert_eq!((l.min_size.bytes(), l.max_diff), (0, 0.03));
+        let MethodCommand::Bcast(b) = cmd(&["bcast"]) else {
+            panic!()
+        };
+        assert_eq!((b.reps, b.algorithm), (100, bcast::Algorithm::Binomial));
+        assert_eq!((b.min_measurements, b.max_measurements), (8, 30));
+    }
+}
