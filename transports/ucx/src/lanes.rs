@@ -26,6 +26,16 @@ pub struct RmaPath {
     pub reason: String,
 }
 
+/// Whether to ask for peer-failure detection (error mode PEER): UCX's
+/// shared-memory transports have no failure handler and refuse it (with
+/// an error on stderr), so a list of only those connects without.
+pub(crate) fn detects_peer_failure(tls: &str) -> bool {
+    const SHM_ONLY: &[&str] = &[
+        "self", "shm", "sm", "posix", "sysv", "mm", "cma", "knem", "xpmem",
+    ];
+    !tls.split(',').all(|n| SHM_ONLY.contains(&n))
+}
+
 /// A first guess from `UCX_TLS`, before any endpoint exists.
 pub(crate) fn guess(tls: &str) -> RmaPath {
     let names: Vec<&str> = tls.split(',').collect();
@@ -135,6 +145,14 @@ mod tests {
         assert_eq!(p.lanes, "tcp/lo.0");
         let none = "#  lane[0]:  1:posix/memory.0 md[1] -> md[1]/posix/sysdev[255] am am_bw#0\n";
         assert_eq!(from_lane_table(none).progress, RmaProgress::TargetProgress);
+    }
+
+    #[test]
+    fn peer_failure_only_where_a_network_transport_is_listed() {
+        assert!(detects_peer_failure("tcp,self"));
+        assert!(detects_peer_failure("all"));
+        assert!(!detects_peer_failure("posix,self"));
+        assert!(!detects_peer_failure("shm,self"));
     }
 
     #[test]

@@ -71,6 +71,7 @@ impl UcxTransport {
         }
         let settings = ucp::settings(opts.tls.as_deref(), opts.net_devices.as_deref());
         let rma = lanes::guess(&settings.tls);
+        let settings_tls = settings.tls.clone();
         let ucp = Ucp::new(settings, opts.progress == Progress::Thread)?;
         let shared = Box::new(Shared::new(rank, size, EAGER_BUF_SIZE));
         let arg = &*shared as *const Shared as *mut c_void;
@@ -110,7 +111,7 @@ impl UcxTransport {
             ep_args: Vec::new(),
             send_seq: vec![0; size as usize],
             rma,
-            peer_failure_detection: true,
+            peer_failure_detection: lanes::detects_peer_failure(&settings_tls),
             ucp,
             shared,
         };
@@ -315,7 +316,7 @@ impl Transport for UcxTransport {
                 shared: self.shared_ptr(),
                 peer,
             });
-            let params = sys::ucp_ep_params_t {
+            let mut params = sys::ucp_ep_params_t {
                 field_mask: (sys::UCP_EP_PARAM_FIELD_REMOTE_ADDRESS
                     | sys::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE
                     | sys::UCP_EP_PARAM_FIELD_ERR_HANDLER) as u64,
@@ -327,12 +328,15 @@ impl Transport for UcxTransport {
                 },
                 ..Default::default()
             };
+            if !self.peer_failure_detection {
+                params.field_mask = sys::UCP_EP_PARAM_FIELD_REMOTE_ADDRESS as u64;
+            }
             let mut ep: sys::ucp_ep_h = ptr::null_mut();
             // SAFETY: worker is live; the address bytes stay valid for the
             // call (UCX unpacks them); the error-handler arg is boxed and
             // kept in ep_args as long as the endpoint.
             let mut st = unsafe { sys::ucp_ep_create(self.ucp.worker, &params, &mut ep) };
-            if st == sys::UCS_ERR_UNREACHABLE {
+            if st == sys::UCS_ERR_UNREACHABLE && self.peer_failure_detection {
                 // Shared-memory transports without keepalive (posix, sysv)
                 // refuse peer-failure detection: connect without it and
                 // rely on the callers' deadlines instead.
