@@ -21,8 +21,8 @@
 //!   L = RTT(0)/2 − g(0); G = the least-squares slope of g(m) over the
 //!   largest sizes.
 //! * Repetitions until the confidence interval is narrower than 2·eps of
-//!   the mean or max-its (×4 up to 1 KiB, ×2 up to 64 KiB) is reached;
-//!   at least two.
+//!   the mean or max-its (×4 up to 1 KiB, ×2 up to 64 KiB) is reached:
+//!   two, then three more at a time.
 //! * k_max extension (up to 8× --max-size) until g(m) is close to the
 //!   extrapolation from the two sizes below, then non-linearity probing at
 //!   (m2 + m)/2 wherever os, or or g misses its extrapolation by more than
@@ -48,6 +48,9 @@ const MAX_SAT: u64 = 10 << 10;
 /// …nor doubles past a step that took this long (a receiver that falls
 /// further behind the longer the train is never stabilises).
 const SAT_BUDGET_NS: f64 = 100e6;
+/// Repetitions added per batch once the first two leave the interval too
+/// wide (one control round trip per batch, as logp_test adds three).
+const BATCH: usize = 3;
 /// Non-linearity probes per run, at most.
 const MAX_PROBES: usize = 64;
 
@@ -335,14 +338,16 @@ impl Measurer<'_, '_> {
         while os.len() < cap
             && !(Estimate::of(&os, lvl).narrow(eps) && Estimate::of(&rtt, lvl).narrow(eps))
         {
-            self.p.rtt(m, 1, &mut os, &mut rtt)?;
+            let more = BATCH.min(cap - os.len()) as u64;
+            self.p.rtt(m, more, &mut os, &mut rtt)?;
         }
         let rtt_e = Estimate::of(&rtt, lvl);
         let spin = (1.2 * rtt_e.mean).max(self.floor_ns);
         let mut or = Vec::new();
         self.p.or(m, 2, spin, &mut or)?;
         while or.len() < cap && !Estimate::of(&or, lvl).narrow(eps) {
-            self.p.or(m, 1, spin, &mut or)?;
+            let more = BATCH.min(cap - or.len()) as u64;
+            self.p.or(m, more, spin, &mut or)?;
         }
         let g = if m == 0 {
             Estimate {
