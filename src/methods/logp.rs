@@ -31,7 +31,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::{bail, Context};
-use ovbench_core::{Buf, Communicator, Rank, Tag};
+use ovbench_core::{Buf, Communicator, OpCounts, Rank, Tag};
 use serde::Serialize;
 
 use super::common::{ns, us, Ctrl, Estimate};
@@ -123,6 +123,8 @@ pub struct SizeResult {
     /// Found by non-linearity probing (or by extending k_max).
     pub probed: bool,
     pub remarks: Vec<String>,
+    /// Operations rank 0 posted for this size (control messages included).
+    pub ops: OpCounts,
 }
 
 /// The run's result (meaningful on rank 0).
@@ -333,6 +335,7 @@ impl Measurer<'_, '_> {
 
     fn measure(&mut self, m: usize, sink: &mut dyn Sink) -> anyhow::Result<SizeResult> {
         let (eps, lvl, cap) = (self.args.eps, self.args.conf_int, self.cap(m));
+        let before = self.p.comm.op_counts();
         let (mut os, mut rtt) = (Vec::new(), Vec::new());
         self.p.rtt(m, 2, &mut os, &mut rtt)?;
         while os.len() < cap
@@ -383,6 +386,7 @@ impl Measurer<'_, '_> {
             g,
             probed: false,
             remarks,
+            ops: self.p.comm.op_counts().since(&before),
         })
     }
 }
@@ -401,6 +405,7 @@ fn emit(r: &SizeResult, l_ns: Option<f64>, sink: &mut dyn Sink) {
         "samples": r.os.samples + r.or.samples,
         "probed": r.probed,
         "remarks": r.remarks,
+        "ops": r.ops,
     });
     if let Some(l) = l_ns {
         json["L_ns"] = l.into();
