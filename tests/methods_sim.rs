@@ -593,3 +593,23 @@ fn commtest_global_clock_sees_through_skew() {
     }
     assert_eq!(sink.tables[0].1.last().unwrap(), "global[us]");
 }
+
+#[test]
+fn logp_flood_measures_g_m_by_saturation() {
+    // Flooded, the per-message gap at every size is the NIC's injection
+    // spacing max(g, m·G) (o_s and o_r are below g): 500 ns up to 4K,
+    // m·G beyond — not the round-trip formula g(0) + m·G.
+    let args = logp_args(&["--max-size", "8K", "--flood", "--max-diff", "10"]);
+    let (out, _) = sim(2, "", EngineConfig::default(), |c, s| {
+        logp::run(c, &args, s)
+    });
+    for r in out.sizes.iter().filter(|r| r.size > 0) {
+        let want = G.max(r.size as f64 * G_BYTE).max(OS).max(OR);
+        assert!(
+            within(r.g.mean, want, 0.02),
+            "size {}: g {} vs {want}",
+            r.size,
+            r.g.mean
+        );
+    }
+}
