@@ -55,13 +55,24 @@ pub fn run_raw<R: Send>(
     params: &SimParams,
     f: impl Fn(RankKit) -> R + Sync,
 ) -> Result<(Vec<R>, SimReport), SimError> {
+    run_with(np, params, true, f)
+}
+
+fn run_with<R: Send>(
+    np: u32,
+    params: &SimParams,
+    lookahead: bool,
+    f: impl Fn(RankKit) -> R + Sync,
+) -> Result<(Vec<R>, SimReport), SimError> {
     if np == 0 {
         return Err(SimError::Params(
             "a simulated run needs at least one rank".into(),
         ));
     }
     params.check_ranks(np).map_err(SimError::Params)?;
-    let shared = Arc::new(Shared::new(np, params.clone(), false));
+    let mut shared = Shared::new(np, params.clone(), false);
+    shared.lookahead = lookahead;
+    let shared = Arc::new(shared);
     let f = &f;
     let results: Vec<Option<R>> = std::thread::scope(|s| {
         let mut handles = Vec::with_capacity(np as usize);
@@ -162,4 +173,68 @@ pub fn endpoints(np: u32, params: &SimParams) -> Result<Vec<SimTransport>, SimEr
     Ok((0..np)
         .map(|r| SimTransport::new(Arc::clone(&shared), r))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use ovbench_core::{Clock, Completion, LocalSlice, Transport, Work};
+
+    use super::*;
+
+    /// Irregular traffic: every rank computes varying amounts and sends
+    /// messages of varying sizes to varying peers, polling as it goes,
+    /// then receives what was addressed to it. Returns, per rank, each
+    /// message's (arrival time, source, length) and the end time.
+    #[allow(clippy::type_complexity)]
+    fn irregular(lookahead: bool) -> (Vec<(Vec<(Ps, Rank, usize)>, Ps)>, u64) {
+        const NP: u32 = 6;
+        const N: u32 = 20;
+        let dst = |r: u32, i: u32| (r + 1 + i % 5) % NP;
+        let p = SimParams::parse("g=150ns,offload=no").unwrap();
+        let (res, rep) = run_with(NP, &p, lookahead, |mut k| {
+            let r = k.rank;
+            let want = (0..NP)
+                .flat_map(|s| (0..N).map(move |i| dst(s, i)))
+                .filter(|&d| d == r)
+                .count();
+            let t = &mut k.transport;
+            let region = t.alloc(4096).unwrap();
+            let mut got = Vec::new();
+            let mut out = Vec::new();
+            let take = |out: &mut Vec<Completion>, got: &mut Vec<_>, now| {
+                for c in out.drain(..) {
+                    if let Completion::Recv { peer, data } = c {
+                        got.push((now, peer, data.len()));
+                    }
+                }
+            };
+            for i in 0..N {
+                k.work.work(u64::from((r * 37 + i * 13) % 50) * 10);
+                let len = ((i * 331 + r * 97) % 4000) as usize;
+                let payload = LocalSlice::new(region, 0, len);
+                t.post_send(dst(r, i), b"h", Some(payload), 0).unwrap();
+                t.poll(&mut out).unwrap();
+                take(&mut out, &mut got, k.clock.ticks());
+            }
+            while got.len() < want {
+                t.poll(&mut out).unwrap();
+                take(&mut out, &mut got, k.clock.ticks());
+            }
+            (got, k.clock.ticks())
+        })
+        .unwrap();
+        (res, rep.switches)
+    }
+
+    #[test]
+    fn lookahead_changes_nothing() {
+        let (strict, strict_switches) = irregular(false);
+        assert_eq!(strict.iter().map(|r| r.0.len()).sum::<usize>(), 120);
+        let (ahead, switches) = irregular(true);
+        assert_eq!(ahead, strict);
+        assert!(
+            switches < strict_switches,
+            "{switches} vs {strict_switches}"
+        );
+    }
 }

@@ -154,7 +154,11 @@ impl SplitMix64 {
 pub(crate) struct World {
     pub p: SimParams,
     pub ranks: Vec<RankState>,
-    events: BinaryHeap<Reverse<Timed>>,
+    /// Pending events per owner: the rank whose state each one changes.
+    owned: Vec<BinaryHeap<Reverse<Timed>>>,
+    /// Every pending event as (time, seq, owner), for global time order;
+    /// entries of events their owner already processed are skipped.
+    index: BinaryHeap<Reverse<(Ps, u64, Rank)>>,
     seq: u64,
     /// Ranks waiting for the baton, by (time, rank).
     pub ready: BinaryHeap<Reverse<(Ps, Rank)>>,
@@ -184,7 +188,8 @@ impl World {
         World {
             p,
             ranks,
-            events: BinaryHeap::new(),
+            owned: (0..np).map(|_| BinaryHeap::new()).collect(),
+            index: BinaryHeap::new(),
             seq: 0,
             ready: (0..np).map(|r| Reverse((0, r))).collect(),
             fifo: HashMap::new(),
@@ -193,13 +198,28 @@ impl World {
     }
 
     /// Time of the earliest pending event.
-    pub(crate) fn next_event(&self) -> Option<Ps> {
-        self.events.peek().map(|e| e.0.at)
+    pub(crate) fn next_event(&mut self) -> Option<Ps> {
+        while let Some(&Reverse((at, seq, owner))) = self.index.peek() {
+            let live = self.owned[owner as usize]
+                .peek()
+                .is_some_and(|t| t.0.seq == seq);
+            if live {
+                return Some(at);
+            }
+            self.index.pop();
+        }
+        None
     }
 
     fn push(&mut self, at: Ps, ev: Ev) {
         self.seq += 1;
-        self.events.push(Reverse(Timed {
+        let owner = match &ev {
+            Ev::Deliver { dst, .. } => *dst,
+            Ev::Complete { rank, .. } | Ev::ReadReturn { rank, .. } => *rank,
+            Ev::RmaArrive { target, .. } => *target,
+        };
+        self.index.push(Reverse((at, self.seq, owner)));
+        self.owned[owner as usize].push(Reverse(Timed {
             at,
             seq: self.seq,
             ev,
@@ -281,9 +301,31 @@ impl World {
 
     /// Process the earliest event (it may make blocked ranks ready).
     pub(crate) fn step(&mut self) {
-        let Some(Reverse(Timed { at, ev, .. })) = self.events.pop() else {
+        if self.next_event().is_none() {
+            return;
+        }
+        let Some(Reverse((_, _, owner))) = self.index.pop() else {
             return;
         };
+        if let Some(Reverse(Timed { at, ev, .. })) = self.owned[owner as usize].pop() {
+            self.process(at, ev);
+        }
+    }
+
+    /// Process, ahead of global order, every event of `rank`'s own at or
+    /// before `t` (see `Shared::sync`'s lookahead for why this is exact).
+    pub(crate) fn step_owned(&mut self, rank: Rank, t: Ps) {
+        while self.owned[rank as usize]
+            .peek()
+            .is_some_and(|e| e.0.at <= t)
+        {
+            if let Some(Reverse(Timed { at, ev, .. })) = self.owned[rank as usize].pop() {
+                self.process(at, ev);
+            }
+        }
+    }
+
+    fn process(&mut self, at: Ps, ev: Ev) {
         match ev {
             Ev::Deliver {
                 dst,
