@@ -35,6 +35,7 @@
 pub mod cma;
 mod error;
 mod fabric;
+mod liveness;
 mod memory;
 mod ops;
 mod seal;

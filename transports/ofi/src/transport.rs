@@ -56,8 +56,11 @@ pub struct OfiTransport {
     send_seq: Vec<u32>,
     expected: Vec<u32>,
     held: Vec<BTreeMap<u32, Vec<u8>>>,
-    /// Peers that said goodbye.
+    /// Peers that said goodbye or whose process died.
     gone: Vec<bool>,
+    /// Pids of peers on this host (from their hello), to notice a death.
+    peer_pids: Vec<Option<u32>>,
+    last_liveness: std::time::Instant,
     /// Peers whose hello has arrived.
     hellos: Vec<bool>,
     /// Keys their owners revoked: (owner, checksum), bounded.
@@ -109,6 +112,8 @@ impl OfiTransport {
             held: (0..size).map(|_| BTreeMap::new()).collect(),
             hellos: vec![false; size as usize],
             gone: vec![false; size as usize],
+            peer_pids: vec![None; size as usize],
+            last_liveness: std::time::Instant::now(),
             revoked: HashSet::new(),
             revoked_order: VecDeque::new(),
             cma,
@@ -453,6 +458,7 @@ impl Transport for OfiTransport {
         if !self.backlog.is_empty() {
             self.flush_backlog();
         }
+        self.check_liveness();
         let n = self.pending.len();
         out.extend(self.pending.drain(..));
         Ok(n)
