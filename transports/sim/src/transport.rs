@@ -9,6 +9,10 @@
 //! (offload=no). A message's size m is its payload: header bytes are free,
 //! so a 0-byte message is exact in the closed forms.
 //!
+//! With progress=thread, arrivals cost the application nothing and
+//! one-sided requests that are not offloaded are served on arrival, as a
+//! progress thread would serve them.
+//!
 //! A rank that polls [`SPIN_LIMIT`] times at one virtual time with nothing
 //! deliverable is spinning; it then jumps to its next event, as does
 //! [`Transport::block`] at once.

@@ -118,6 +118,16 @@ fn unoffloaded_read_waits_for_the_targets_library_call() {
 }
 
 #[test]
+fn a_progress_thread_serves_unoffloaded_reads_at_arrival() {
+    let p = SimParams::parse("offload=no,progress=thread").unwrap();
+    let (at, data) = read_after_work(&p, 10_000);
+    assert_eq!(data, b"ovbench!");
+    // Key at o_s + L, consumed for free; read: o_s + L, served on arrival
+    // by rank 1's progress thread, + L + m·G back.
+    assert_eq!(at, ns(1300 + 300 + 1000 + 1000) + 800);
+}
+
+#[test]
 fn write_completes_one_l_after_placement_and_fin_follows_data() {
     let (res, _) = run_raw(2, &SimParams::default(), |mut k| {
         let t = &mut k.transport;
