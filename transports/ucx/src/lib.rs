@@ -4,8 +4,8 @@
 //! | contract item | UCP calls | notes |
 //! |---|---|---|
 //! | context, worker | `ucp_init` (AM, RMA, TAG, WAKEUP), one `ucp_worker_create` | `UCX_TLS` from `--ucx-tls` plus `self`; `UCX_NET_DEVICES=lo` for tcp unless set |
-//! | address / connect | `ucp_worker_get_address` / `ucp_ep_create` per peer | error mode `PEER`: a dead peer becomes an error completion |
-//! | register / key | `ucp_mem_map` of transport memory, `ucp_rkey_pack` blob | peer keys size-checked, `ucp_ep_rkey_unpack`ed on first use, cached |
+//! | address / connect | `ucp_worker_get_address` (behind ovbench's pid header) / `ucp_ep_create` per peer, then `ucp_ep_flush_nbx` to finish wire-up | error mode `PEER` where a network transport is listed; same-host peers' pids are watched too, so a dead peer becomes an error completion also over shared memory |
+//! | register / key | `ucp_mem_map` of transport memory, `ucp_rkey_pack` blob sealed with range, serial and checksum | peer keys checked before `ucp_ep_rkey_unpack` (first use), cached; `deregister` revokes the key at every peer by active message |
 //! | post_send | `ucp_am_send_nbx` (eager), handler copies into transport buffers | never the tag API: own protocols are ovbench's own; per-peer sequence numbers keep posting order |
 //! | post_write | `ucp_put_nbx` then `ucp_ep_flush_nbx` | completion only after the flush: the data is visible at the target |
 //! | post_read | `ucp_get_nbx` | |
@@ -21,10 +21,14 @@
 //! served by the target: target progress again. The decision is read from
 //! the endpoint's lane table after `connect` ([`UcxTransport::rma_path`]).
 //!
-//! **Limits.** An out-of-range offset is rejected at the initiator against
-//! the key's length; UCX offers no target-side check of a stale key.
+//! **Limits.** UCX offers no target-side check of a key or range: an
+//! out-of-range offset is rejected at the initiator against the sealed
+//! range, and a dropped registration is refused once its revocation has
+//! arrived (an access racing the revocation is performed). Each RMA post
+//! progresses the worker once so that arrived revocations are seen.
 
 mod lanes;
+mod liveness;
 mod memory;
 mod ops;
 mod progress;

@@ -12,6 +12,7 @@ use ovbench_core::{
 use ovbench_ucx_sys as sys;
 
 use crate::lanes::{self, RmaPath};
+use crate::liveness;
 use crate::memory::Memory;
 use crate::ops::{self, EpErrArg, Op, Shared, AM_HDR_LEN, AM_ID, REVOKE_AM_ID, TAG_SRC_SHIFT};
 use crate::progress::ProgressThread;
@@ -24,6 +25,10 @@ mod lifecycle;
 
 /// Largest two-sided message (ovbench header plus payload).
 pub const EAGER_BUF_SIZE: usize = 64 * 1024;
+/// ovbench's header in front of UCX's worker address: magic, pid, and the
+/// host/pid-namespace identity (see [`crate::liveness`]).
+const ADDR_MAGIC: &[u8; 4] = b"OVUA";
+const ADDR_HDR: usize = 16;
 /// Largest worker address accepted from the bootstrap exchange.
 const MAX_ADDRESS: usize = 64 * 1024;
 /// How long connect waits for the endpoints' wire-up.
@@ -45,6 +50,10 @@ pub struct UcxTransport {
     ep_args: Vec<Box<EpErrArg>>,
     send_seq: Vec<u32>,
     rma: RmaPath,
+    /// Pids of peers on this host, to notice one that died; peers known dead.
+    peer_pids: Vec<Option<u32>>,
+    gone: Vec<bool>,
+    last_liveness: Instant,
     /// Whether endpoints report a dead peer (error mode PEER).
     peer_failure_detection: bool,
     /// Declared after everything that holds UCX objects and before
@@ -111,6 +120,9 @@ impl UcxTransport {
             ep_args: Vec::new(),
             send_seq: vec![0; size as usize],
             rma,
+            peer_pids: vec![None; size as usize],
+            gone: vec![false; size as usize],
+            last_liveness: Instant::now(),
             peer_failure_detection: lanes::detects_peer_failure(&settings_tls),
             ucp,
             shared,
@@ -122,6 +134,13 @@ impl UcxTransport {
     }
 
     fn ep(&self, peer: Rank, op: OpKind) -> Result<sys::ucp_ep_h, TransportError> {
+        if self.gone.get(peer as usize).copied().unwrap_or(false) {
+            return Err(TransportError::Peer {
+                peer,
+                op,
+                status: format!("rank {peer} has died; the run cannot continue with it"),
+            });
+        }
         match self.eps.get(peer as usize) {
             Some(ep) if !ep.is_null() => Ok(*ep),
             _ if peer >= self.size => Err(TransportError::Invalid(format!(
@@ -235,6 +254,27 @@ impl UcxTransport {
         Ok((ep, memh, lp, rkey, remote.addr + remote_offset))
     }
 
+    /// Report once, naming it, a same-host peer whose process has died.
+    fn check_liveness(&mut self) {
+        self.last_liveness = Instant::now();
+        for peer in 0..self.size {
+            let Some(pid) = self.peer_pids[peer as usize] else {
+                continue;
+            };
+            if !self.gone[peer as usize] && liveness::is_dead(pid) {
+                self.gone[peer as usize] = true;
+                self.shared.push(Completion::Error {
+                    ctx: None,
+                    peer,
+                    op: OpKind::Connect,
+                    status: format!(
+                        "rank {peer} (pid {pid}) died without closing its transport; its operations will never complete"
+                    ),
+                });
+            }
+        }
+    }
+
     /// Which UCX transports serve RMA to the first peer (after connect).
     pub fn rma_path(&self) -> &RmaPath {
         &self.rma
@@ -285,8 +325,15 @@ impl Transport for UcxTransport {
         self.size
     }
 
+    /// `OVUA`, pid, host/pid-namespace identity, then UCX's worker address.
     fn address(&self) -> Vec<u8> {
-        self.ucp.address.clone()
+        let (pid, ns) = liveness::me();
+        let mut a = Vec::with_capacity(ADDR_HDR + self.ucp.address.len());
+        a.extend_from_slice(ADDR_MAGIC);
+        a.extend_from_slice(&pid.to_le_bytes());
+        a.extend_from_slice(&ns.to_le_bytes());
+        a.extend_from_slice(&self.ucp.address);
+        a
     }
 
     fn connect(&mut self, addresses: &[Vec<u8>]) -> Result<(), TransportError> {
@@ -300,18 +347,26 @@ impl Transport for UcxTransport {
         if !self.eps.is_empty() {
             return Err(TransportError::Invalid("connect called twice".into()));
         }
+        let (me_pid, me_ns) = liveness::me();
         for (peer, a) in addresses.iter().enumerate() {
             let peer = peer as Rank;
-            if a.is_empty() || a.len() > MAX_ADDRESS {
+            if a.len() <= ADDR_HDR || a.len() > MAX_ADDRESS || &a[..4] != ADDR_MAGIC {
                 return Err(TransportError::Peer {
                     peer,
                     op: OpKind::Connect,
                     status: format!(
-                        "its UCX worker address is {} bytes (must be 1..={MAX_ADDRESS}); the bootstrap exchange is corrupt",
-                        a.len()
+                        "its address is {} bytes or lacks ovbench's UCX header (must be {}..={MAX_ADDRESS} bytes starting with OVUA); the ranks run different transports or the bootstrap exchange is corrupt",
+                        a.len(),
+                        ADDR_HDR + 1
                     ),
                 });
             }
+            let pid = u32::from_le_bytes(a[4..8].try_into().expect("4 bytes"));
+            let ns = u64::from_le_bytes(a[8..16].try_into().expect("8 bytes"));
+            if ns == me_ns && pid != me_pid {
+                self.peer_pids[peer as usize] = Some(pid);
+            }
+            let a = &a[ADDR_HDR..];
             let arg = Box::new(EpErrArg {
                 shared: self.shared_ptr(),
                 peer,
@@ -531,6 +586,9 @@ impl Transport for UcxTransport {
             if !self.ucp.progress() {
                 break;
             }
+        }
+        if self.last_liveness.elapsed() >= liveness::CHECK_EVERY {
+            self.check_liveness();
         }
         let mut g = self.shared.lock();
         let n = g.completions.len();
