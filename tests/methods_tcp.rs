@@ -38,8 +38,19 @@ fn ovbench(args: &[&str]) -> (String, serde_json::Value) {
     (stdout, doc)
 }
 
-fn rows(doc: &serde_json::Value, table: usize) -> &Vec<serde_json::Value> {
-    doc["tables"][table]["rows"].as_array().expect("rows")
+/// The JSON rows of table `table` (under `tables[].rows`, or in the flat
+/// `results` list, each naming its table).
+fn rows(doc: &serde_json::Value, table: usize) -> Vec<serde_json::Value> {
+    match doc["tables"][table]["rows"].as_array() {
+        Some(r) => r.clone(),
+        None => doc["results"]
+            .as_array()
+            .expect("rows under tables[].rows or results")
+            .iter()
+            .filter(|r| r["table"] == table)
+            .cloned()
+            .collect(),
+    }
 }
 
 fn finite(v: &serde_json::Value, key: &str) -> f64 {
@@ -66,7 +77,7 @@ fn overhead_over_tcp() {
     }
     let r = rows(&doc, 0);
     assert_eq!(r.len(), 2);
-    for row in r {
+    for row in &r {
         assert!(finite(row, "iter_ns") > 0.0 && finite(row, "base_ns") > 0.0);
         finite(row, "overhead_ns");
         finite(row, "avail_pct");
@@ -90,7 +101,7 @@ fn logp_over_tcp() {
     let r = rows(&doc, 0);
     assert_eq!(r[0]["size"], 0);
     assert!(r.iter().any(|x| x["size"] == 1024));
-    for row in r {
+    for row in &r {
         assert!(finite(row, "rtt_ns") > 0.0 && finite(row, "os_ns") > 0.0);
         finite(row, "or_ns");
         finite(row, "g_ns");
@@ -117,7 +128,7 @@ fn bcast_over_tcp_on_four_ranks() {
     assert!(stdout.contains("OL_i") && stdout.contains("rounds-backward"));
     let oli = rows(&doc, 0);
     assert_eq!(oli.len(), 3);
-    for row in oli {
+    for row in &oli {
         assert!(finite(row, "rtl_ns") > 0.0 && finite(row, "e_ns") > 0.0);
     }
     let methods = rows(&doc, 1);
@@ -136,7 +147,7 @@ fn bcast_over_tcp_on_four_ranks() {
             "max-oli"
         ]
     );
-    for m in methods {
+    for m in &methods {
         assert!(finite(m, "time_ns") > 0.0);
     }
     finite(&doc["summary"], "max_OL_ns");
@@ -157,7 +168,7 @@ fn commtest_over_tcp() {
     let r = rows(&doc, 0);
     // 21 protocols × 1, 2, 4 packets.
     assert_eq!(r.len(), 63);
-    for row in r {
+    for row in &r {
         assert!(finite(row, "time_ns") > 0.0, "{row}");
         assert!(finite(row, "bytes_per_sec") > 0.0);
         assert!(row["ops"]["sends"].as_u64().unwrap() > 0);
@@ -182,7 +193,7 @@ fn overlap_over_tcp() {
     assert!(stdout.contains("s.max%") && stdout.contains("per-process totals"));
     let steps = rows(&doc, 0);
     assert_eq!(steps.len(), 2 * 5);
-    for s in steps {
+    for s in &steps {
         for side in ["sender", "receiver"] {
             let v = &s[side];
             let (lo, hi, d) = (
@@ -190,7 +201,12 @@ fn overlap_over_tcp() {
                 finite(v, "max_overlap_ns"),
                 finite(v, "data_transfer_ns"),
             );
-            assert!(0.0 <= lo && lo <= hi && hi <= d + 1e-6, "{side}: {v}");
+            // Each bound lies in [0, data transfer time]. (min ≤ max holds
+            // only when xfer_time does not exceed a transfer's actual
+            // BEGIN..END: with the estimated table on a noisy loopback it
+            // need not.)
+            assert!(0.0 <= lo && lo <= d + 1e-6, "{side}: {v}");
+            assert!(0.0 <= hi && hi <= d + 1e-6, "{side}: {v}");
         }
     }
     assert_eq!(rows(&doc, 1).len(), 4);
