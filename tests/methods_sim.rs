@@ -562,7 +562,7 @@ fn overlap_shapes_of_the_paper() {
 }
 
 #[test]
-fn commtest_global_clock_sees_through_skew() {
+fn commtest_global_clock_sees_through_skew_and_drift() {
     let MethodCommand::Commtest(args) = parse(&[
         "commtest",
         "--total",
@@ -579,17 +579,22 @@ fn commtest_global_clock_sees_through_skew() {
     ]) else {
         panic!()
     };
-    // Rank 1's clock reads 50 µs ahead of rank 0's.
-    let (out, sink) = sim(2, "skew.1=50us", EngineConfig::default(), |c, s| {
-        commtest::run(c, &args, s)
-    });
+    // Rank 1's clock reads 50 µs ahead of rank 0's and gains 1 ms per second.
+    let (out, sink) = sim(
+        2,
+        "skew.1=50us,drift.1=0.001",
+        EngineConfig::default(),
+        |c, s| commtest::run(c, &args, s),
+    );
     assert_eq!(out.rows.len(), 4);
     for r in &out.rows {
         let (g, t) = (r.global_ns.unwrap(), r.time_ns.unwrap());
         // Both ranks start together after the barrier: first begin to last
-        // end is the slowest rank's time, give or take the barrier's skew
-        // of one message (o_s + L + o_r), not the 50 µs of the clocks.
-        assert!(g >= t - 1.0 && g <= t + OS + L + OR + 1.0, "{r:?}");
+        // end is the slowest rank's time (as its own clock, 0.1% fast,
+        // reads it), give or take the barrier's skew of one message
+        // (o_s + L + o_r) — not the 50 µs between the clocks.
+        assert!(g >= t * (1.0 - 0.002) - 1.0, "{r:?}");
+        assert!(g <= t + OS + L + OR + 1.0, "{r:?}");
     }
     assert_eq!(sink.tables[0].1.last().unwrap(), "global[us]");
 }

@@ -19,9 +19,14 @@
 //!   minimum achieves. Each experiment uses its own tags, so a row a path
 //!   cannot run (the transport refuses a send mode) is printed as n/a and
 //!   leaves nothing behind to match later.
+//! * `--global-clock`: every rank maps its begin and end onto rank 0's
+//!   clock (the communicator's `sync_clock`: offset re-measured before
+//!   each experiment, drift from how it moved since the first), and the
+//!   row adds first-begin to last-end over ranks, with a note where it
+//!   departs by more than 10% from the slowest rank's own time.
 
-use anyhow::{bail, Context};
-use ovbench_core::{Buf, Communicator, OpCounts, Rank, Req, Tag, TransportError};
+use anyhow::bail;
+use ovbench_core::{Buf, ClockSync, Communicator, OpCounts, Rank, Req, Tag, TransportError};
 use serde::Serialize;
 
 use super::common::{mean, ns, us, Ctrl};
@@ -66,8 +71,8 @@ pub struct Args {
     /// Every rank takes part (default: rank 0 and its partners only).
     #[arg(long)]
     pub all_pairs: bool,
-    /// Also report first-begin to last-end across ranks, from clocks
-    /// synchronised to rank 0 before each experiment.
+    /// Also report first-begin to last-end across ranks, on clocks
+    /// synchronised to rank 0 (offset and drift).
     #[arg(long)]
     pub global_clock: bool,
     /// Timed repetitions of each experiment (the row shows the fastest).
@@ -243,37 +248,19 @@ fn partners(args: &Args, me: Rank, n: u32) -> anyhow::Result<(Rank, Rank, bool, 
     }
 }
 
-/// Each rank's clock offset from rank 0's, in ns (`Some` on rank 0): the
-/// round trip with the smallest RTT out of eight per rank, the peer's
-/// reading taken to be at its middle (Cristian's method). Estimated again
-/// before every experiment, so drift between experiments is followed.
-fn clock_offsets(comm: &mut dyn Communicator, ctrl: &Ctrl) -> anyhow::Result<Option<Vec<f64>>> {
-    const ROUNDS: usize = 8;
-    let (me, n) = (comm.rank(), comm.size());
-    if me != 0 {
-        for _ in 0..ROUNDS {
-            ctrl.recv(comm, 0)?;
-            let now = ns(comm, comm.now());
-            ctrl.send(comm, 0, &[now.to_bits()])?;
-        }
-        return Ok(None);
-    }
-    let mut off = vec![0.0; n as usize];
-    for r in 1..n {
-        let mut best = (f64::INFINITY, 0.0);
-        for _ in 0..ROUNDS {
-            let a = ns(comm, comm.now());
-            ctrl.send(comm, r, &[])?;
-            let w = ctrl.recv(comm, r)?;
-            let c = ns(comm, comm.now());
-            let b = f64::from_bits(*w.first().context("empty clock reading")?);
-            if c - a < best.0 {
-                best = (c - a, b - (a + c) / 2.0);
-            }
-        }
-        off[r as usize] = best.1;
-    }
-    Ok(Some(off))
+/// Round trips per rank of each clock synchronisation.
+const SYNC_ROUNDS: u32 = 8;
+
+/// This rank's clock on rank 0's, measured again now: the offset of this
+/// measurement, the drift from how it moved since `first`.
+fn resync(comm: &mut dyn Communicator, first: &ClockSync) -> anyhow::Result<ClockSync> {
+    let now = comm.sync_clock(SYNC_ROUNDS)?;
+    let d = ClockSync::with_drift(*first, now);
+    Ok(ClockSync {
+        offset_ns: now.offset_ns,
+        at_ns: now.at_ns,
+        ..d
+    })
 }
 
 fn gcd(a: u32, b: u32) -> u32 {
@@ -360,6 +347,13 @@ pub fn run(
         participants,
         rows: Vec::new(),
     };
+    // Global time (offset and drift to rank 0, by the communicator): a
+    // first synchronisation now, another before every experiment.
+    let first_sync = if args.global_clock {
+        Some(ex.comm.sync_clock(SYNC_ROUNDS)?)
+    } else {
+        None
+    };
     let mut experiment = 0u32;
     for p in protocols {
         let mut packets = 1usize;
@@ -369,10 +363,9 @@ pub fn run(
             let runnable = !args.reorganized || send_op(p).is_some_and(|_| p.number != 6);
             let mut times = Vec::new();
             let mut globals = Vec::new();
-            let offsets = if args.global_clock {
-                clock_offsets(ex.comm, &ctrl)?
-            } else {
-                None
+            let sync = match &first_sync {
+                Some(f) => Some(resync(ex.comm, f)?),
+                None => None,
             };
             let mut ops = OpCounts::default();
             let mut error = None;
@@ -407,7 +400,12 @@ pub fn run(
                         match r {
                             Ok(()) => {
                                 t = ns(ex.comm, t1 - t0);
-                                span = (ns(ex.comm, t0), ns(ex.comm, t1));
+                                if let Some(c) = &sync {
+                                    span = (
+                                        c.to_global(ns(ex.comm, t0)),
+                                        c.to_global(ns(ex.comm, t1)),
+                                    );
+                                }
                                 ops = ex.comm.op_counts().since(&before);
                             }
                             Err(e) => failed = Some(e),
@@ -429,14 +427,16 @@ pub fn run(
                 if args.global_clock {
                     let begins = ctrl.gather(ex.comm, span.0)?;
                     let ends = ctrl.gather(ex.comm, span.1)?;
-                    if let (Some(b), Some(e), Some(off)) = (begins, ends, &offsets) {
-                        let first = (0..b.len())
-                            .filter(|&r| b[r].is_finite())
-                            .map(|r| b[r] - off[r])
+                    if let (Some(b), Some(e)) = (begins, ends) {
+                        let first = b
+                            .iter()
+                            .copied()
+                            .filter(|x| x.is_finite())
                             .fold(f64::INFINITY, f64::min);
-                        let last = (0..e.len())
-                            .filter(|&r| e[r].is_finite())
-                            .map(|r| e[r] - off[r])
+                        let last = e
+                            .iter()
+                            .copied()
+                            .filter(|x| x.is_finite())
                             .fold(f64::NEG_INFINITY, f64::max);
                         if last > first {
                             globals.push(last - first);
