@@ -163,8 +163,9 @@ fn commtest_over_tcp() {
         "16K",
         "--iterations",
         "2",
+        "--global-clock",
     ]);
-    assert!(stdout.contains("(1,10)") && stdout.contains("MB/s"));
+    assert!(stdout.contains("(1,10)") && stdout.contains("MB/s") && stdout.contains("global[us]"));
     let r = rows(&doc, 0);
     // 21 protocols × 1, 2, 4 packets.
     assert_eq!(r.len(), 63);
@@ -172,6 +173,7 @@ fn commtest_over_tcp() {
         assert!(finite(row, "time_ns") > 0.0, "{row}");
         assert!(finite(row, "bytes_per_sec") > 0.0);
         assert!(row["ops"]["sends"].as_u64().unwrap() > 0);
+        assert!(finite(row, "global_ns") > 0.0);
     }
 }
 
