@@ -1,16 +1,19 @@
-//! Running N ranks: one thread per rank under the scheduler's baton, each
+//! Running N ranks: one coroutine per rank under the scheduler's baton, each
 //! given its transport, clock and work loop; the results come back in
 //! rank order with the simulator's [`SimReport`].
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+use generator::Gn;
 
 use ovbench_core::Rank;
 
 use crate::sched::{list, Abort, Shared};
 use crate::{Ps, SimClock, SimParams, SimReport, SimTransport, SimWork};
 
-/// Stack of each rank thread: the engine and methods keep little on it.
+/// Stack of each rank's coroutine: the engine and methods keep little on
+/// it, and untouched pages cost no memory.
 const RANK_STACK: usize = 1 << 20;
 
 /// Why a simulated run failed.
@@ -29,13 +32,6 @@ pub enum SimError {
     /// A rank's communicator could not be built.
     #[error("rank {rank}: cannot build the communicator: {message}")]
     Comm { rank: Rank, message: String },
-    /// The operating system refused a rank thread.
-    #[error("cannot start the thread of rank {rank}: {source}")]
-    Spawn {
-        rank: Rank,
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 /// What each rank's code gets: its endpoint, clock and work loop.
@@ -73,34 +69,7 @@ fn run_with<R: Send>(
     let mut shared = Shared::new(np, params.clone(), false);
     shared.lookahead = lookahead;
     let shared = Arc::new(shared);
-    let f = &f;
-    let results: Vec<Option<R>> = std::thread::scope(|s| {
-        let mut handles = Vec::with_capacity(np as usize);
-        for r in 0..np {
-            let sh = Arc::clone(&shared);
-            let h = std::thread::Builder::new()
-                .name(format!("sim-rank-{r}"))
-                .stack_size(RANK_STACK)
-                .spawn_scoped(s, move || rank_main(sh, r, f));
-            match h {
-                Ok(h) => {
-                    shared.set_thread(r, h.thread().clone());
-                    handles.push(h)
-                }
-                Err(source) => {
-                    // Release the threads already waiting so the scope can join them.
-                    shared.stop(r, format!("thread spawn failed: {source}"));
-                    return Err(SimError::Spawn { rank: r, source });
-                }
-            }
-        }
-        // Every thread waits for the baton; give it to the first rank.
-        shared.start();
-        Ok(handles
-            .into_iter()
-            .map(|h| h.join().ok().flatten())
-            .collect())
-    })?;
+    let results = drive(&shared, &f);
     let g = shared.lock();
     match &g.abort {
         Some(Abort::Deadlock { ranks, at }) => Err(SimError::Deadlock {
@@ -123,6 +92,47 @@ fn run_with<R: Send>(
             Ok((results, report))
         }
     }
+}
+
+/// Every rank a coroutine on this thread: resume whichever holds the
+/// baton until none can run; after an abort, run each to its end (every
+/// transport call then fails at once).
+fn drive<R: Send>(shared: &Arc<Shared>, f: &(impl Fn(RankKit) -> R + Sync)) -> Vec<Option<R>> {
+    let slots: Vec<Mutex<Option<R>>> = (0..shared.np).map(|_| Mutex::new(None)).collect();
+    let mut ranks: Vec<_> = slots
+        .iter()
+        .enumerate()
+        .map(|(r, slot)| {
+            let sh = Arc::clone(shared);
+            Gn::<()>::new_opt(RANK_STACK / std::mem::size_of::<usize>(), move || {
+                let v = rank_main(sh, r as Rank, f);
+                *slot.lock().unwrap_or_else(|e| e.into_inner()) = v;
+            })
+        })
+        .collect();
+    shared.start();
+    loop {
+        let next = {
+            let g = shared.lock();
+            g.abort.is_none().then_some(g.baton).flatten()
+        };
+        match next {
+            Some(n) if !ranks[n as usize].is_done() => {
+                ranks[n as usize].resume();
+            }
+            _ => break,
+        }
+    }
+    for c in ranks.iter_mut() {
+        while !c.is_done() {
+            c.resume();
+        }
+    }
+    drop(ranks);
+    slots
+        .into_iter()
+        .map(|s| s.into_inner().unwrap_or_else(|e| e.into_inner()))
+        .collect()
 }
 
 fn rank_main<R>(shared: Arc<Shared>, r: Rank, f: &(impl Fn(RankKit) -> R + Sync)) -> Option<R> {

@@ -1,16 +1,16 @@
-//! The baton: every rank is an OS thread, but exactly one runs at a time —
-//! the one with the smallest virtual time (ties broken by rank), after
-//! every event up to that time has been processed. A rank that makes a
-//! transport call while another rank or an event is behind it hands the
-//! baton over and waits, so causality holds and runs repeat exactly. If no
-//! rank can run and no event is pending while some rank is blocked, the
-//! run is a deadlock: every waiting rank is released with an error that
-//! names the blocked ranks.
+//! The baton: every rank is a coroutine on the runner's thread and exactly
+//! one runs at a time — the one with the smallest virtual time (ties
+//! broken by rank), after every event up to that time has been processed,
+//! or one within the lookahead of it. A rank that makes a transport call
+//! while another rank or an event is behind it hands the baton over and
+//! yields, so causality holds and runs repeat exactly. If no rank can run
+//! and no event is pending while some rank is blocked, the run is a
+//! deadlock: every waiting rank is released with an error that names the
+//! blocked ranks.
 
 use std::cmp::Reverse;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::thread::Thread;
+use std::sync::{Mutex, MutexGuard};
 
 use ovbench_core::{OpKind, Rank, TransportError};
 
@@ -56,9 +56,9 @@ pub(crate) fn list(ranks: &[Rank]) -> String {
 #[derive(Debug)]
 pub(crate) struct Sched {
     pub w: World,
-    baton: Option<Rank>,
+    pub baton: Option<Rank>,
     pub abort: Option<Abort>,
-    /// Baton handoffs between threads (performance figure).
+    /// Baton handoffs between ranks (performance figure).
     pub switches: u64,
 }
 
@@ -74,8 +74,6 @@ pub(crate) struct Shared {
     pub lookahead: bool,
     pub params: SimParams,
     state: Mutex<Sched>,
-    /// Each rank's thread, to unpark when the baton comes to it.
-    threads: Vec<OnceLock<Thread>>,
     /// Each rank's CPU time, readable without the lock by its clock.
     pub times: Vec<AtomicU64>,
 }
@@ -95,7 +93,6 @@ impl Shared {
                 switches: 0,
             }),
             params,
-            threads: (0..np).map(|_| OnceLock::new()).collect(),
             times: (0..np).map(|_| AtomicU64::new(0)).collect(),
         }
     }
@@ -130,20 +127,8 @@ impl Shared {
         self.set_now(&mut g, r, t0 + d);
     }
 
-    /// Record the thread that runs rank `r` (before the run starts).
-    pub(crate) fn set_thread(&self, r: Rank, t: Thread) {
-        // Set once per rank by the runner; a second set cannot happen.
-        let _ = self.threads[r as usize].set(t);
-    }
-
-    fn unpark(&self, r: Rank) {
-        if let Some(t) = self.threads[r as usize].get() {
-            t.unpark();
-        }
-    }
-
-    /// Park until the baton is `r`'s (or the run is aborted). Parking
-    /// outside the lock makes a handoff one wake and one sleep.
+    /// Yield to the runner (which resumes the baton's holder) until the
+    /// baton is `r`'s or the run is aborted.
     fn wait_turn(&self, r: Rank) -> Guard<'_> {
         loop {
             let g = self.lock();
@@ -151,11 +136,15 @@ impl Shared {
                 return g;
             }
             drop(g);
-            std::thread::park();
+            // The free function is the only way to yield from deep inside
+            // the engine's calls: the scoped API would need its scope
+            // threaded through the Transport trait.
+            #[allow(deprecated)]
+            generator::yield_with(());
         }
     }
 
-    /// Wait for the first turn of `r` (a rank thread's start).
+    /// Wait for the first turn of `r` (its coroutine's start).
     pub(crate) fn enter(&self, r: Rank) -> Guard<'_> {
         let mut g = self.wait_turn(r);
         g.w.ranks[r as usize].status = Status::Running;
@@ -242,13 +231,9 @@ impl Shared {
     fn switch<'a>(&'a self, mut g: Guard<'a>, r: Rank) -> Result<Guard<'a>, TransportError> {
         match self.pick(&mut g) {
             Some(n) if n == r => {}
-            Some(n) => {
+            Some(_) => {
                 g.switches += 1;
                 drop(g);
-                self.unpark(n);
-                // Sleep first: locking now would race the woken rank for
-                // the lock. A baton already back left an unpark token.
-                std::thread::park();
                 g = self.wait_turn(r);
             }
             None => {
@@ -257,7 +242,6 @@ impl Shared {
                     let at = g.w.ranks[r as usize].now;
                     g.abort = Some(Abort::Deadlock { ranks, at });
                 }
-                self.release_all();
             }
         }
         match &g.abort {
@@ -301,21 +285,15 @@ impl Shared {
             }
         }
         if g.abort.is_some() {
-            self.release_all();
             return;
         }
         match self.pick(&mut g) {
-            Some(n) => {
-                g.switches += 1;
-                drop(g);
-                self.unpark(n);
-            }
+            Some(_) => g.switches += 1,
             None => {
                 let ranks = blocked(&g.w);
                 if !ranks.is_empty() {
                     let at = g.w.ranks[r as usize].now;
                     g.abort = Some(Abort::Deadlock { ranks, at });
-                    self.release_all();
                 }
             }
         }
@@ -325,23 +303,7 @@ impl Shared {
     pub(crate) fn start(&self) {
         let mut g = self.lock();
         if g.abort.is_none() {
-            if let Some(n) = self.pick(&mut g) {
-                drop(g);
-                self.unpark(n);
-            }
-        }
-    }
-
-    /// Stop the run from outside (the runner could not start rank `r`).
-    pub(crate) fn stop(&self, r: Rank, message: String) {
-        let mut g = self.lock();
-        g.abort.get_or_insert(Abort::Panic { rank: r, message });
-        self.release_all();
-    }
-
-    fn release_all(&self) {
-        for r in 0..self.np {
-            self.unpark(r);
+            self.pick(&mut g);
         }
     }
 }
