@@ -618,3 +618,43 @@ fn logp_flood_measures_g_m_by_saturation() {
         );
     }
 }
+
+#[test]
+fn overlap_measures_raw_xfer_time_and_writes_the_table() {
+    use ovbench_core::engine_comm::{Protocol, RawOp};
+    for op in [RawOp::Read, RawOp::Write, RawOp::Send] {
+        static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path =
+            std::env::temp_dir().join(format!("ovbench-rawxfer-{}-{n}-{op:?}", std::process::id()));
+        let p = path.to_str().unwrap().to_string();
+        // A raw send moves at most one bounce buffer: 10K for it.
+        let sizes = if op == RawOp::Send { "10K" } else { "10K,1M" };
+        let MethodCommand::Overlap(args) = parse(&[
+            "overlap",
+            "--sizes",
+            sizes,
+            "--xfer-reps",
+            "5",
+            "--write-xfer-table",
+            &p,
+        ]) else {
+            panic!()
+        };
+        let cfg = EngineConfig {
+            protocol: Protocol::Raw(op),
+            ..EngineConfig::default()
+        };
+        let (out, _) = sim(2, "", cfg, |c, s| overlap::run(c, &args, s));
+        assert!(out.steps.is_empty());
+        let text = std::fs::read_to_string(&path).expect("table written");
+        std::fs::remove_file(&path).ok();
+        let table = ovbench_core::XferTable::parse(&text).expect("a table --xfer-table reads");
+        assert_eq!(table.points(), &out.xfer_table[..]);
+        for &(m, t) in table.points() {
+            // Post to completion at the performing side: o_s + 2L + m·G.
+            let want = OS + 2.0 * L + m as f64 * G_BYTE;
+            assert!(within(t, want, 0.02), "{op:?} {m} B: {t} vs {want}");
+        }
+    }
+}

@@ -11,11 +11,13 @@
 //! Computation grows over `--steps` steps (16) from 0 to `--max-comp`
 //! (2) × xfer_time(size). xfer_time is read from `--xfer-table FILE`
 //! (`SIZE NS` lines): the paper measures it a priori with the network's
-//! own micro-benchmark, and ovbench's `--proto raw` runs give exactly
-//! that. Without a table the method estimates it on the protocol in use,
-//! as the median half round trip of the size over `--xfer-reps` ping-pongs
-//! — an approximation (it includes the protocol's handshakes and the
-//! host overheads), said so in a note.
+//! own micro-benchmark. Under `--proto raw` the method measures it itself
+//! — the median time from posting the bare operation to its completion,
+//! over `--xfer-reps` repetitions — and `--write-xfer-table FILE` saves
+//! that table for the runs of the real protocols. Without a table on
+//! another protocol it estimates xfer_time as the median half round trip
+//! of the size — an approximation (it includes the protocol's handshakes
+//! and the host overheads), said so in a note.
 //!
 //! Rank 0 sends, rank 1 receives; other ranks only take part in the
 //! barriers.
@@ -31,6 +33,8 @@ use crate::report::Sink;
 use crate::sizes::Sizes;
 
 const TAG_DATA: Tag = 0x4f56_0501;
+/// First of the tags of the raw xfer_time measurements (one per size).
+const TAG_RAW: Tag = 0x4f57_0000;
 
 /// Which calls the two sides use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -82,9 +86,14 @@ pub struct Args {
     /// xfer_time per size: lines `SIZE_BYTES NS` (e.g. from --proto raw runs).
     #[arg(long, value_name = "FILE")]
     pub xfer_table: Option<PathBuf>,
-    /// Ping-pongs per size when estimating xfer_time without a table.
+    /// Repetitions per size when measuring xfer_time without a table.
     #[arg(long, default_value_t = 21)]
     pub xfer_reps: u32,
+    /// Measure xfer_time per size, write it to FILE (rank 0) and stop: run
+    /// it with `--proto raw --op read|write|send` for the bare operation's
+    /// times, then pass FILE to `--xfer-table`.
+    #[arg(long, value_name = "FILE")]
+    pub write_xfer_table: Option<PathBuf>,
 }
 
 /// One side's figures in one step.
@@ -181,6 +190,44 @@ pub struct Output {
     pub xfer_table: Vec<(u64, f64)>,
     pub xfer_measured: bool,
     pub steps: Vec<Step>,
+}
+
+/// xfer_time(size) under `--proto raw`, on rank 0: the median time from
+/// posting the bare operation to its completion at the side performing it
+/// — rank 0 sends or writes, or reads rank 1's buffer. (No control
+/// message follows: under raw read a receive reads whatever the sender's
+/// buffer holds when the read lands.)
+fn raw_xfer(
+    comm: &mut dyn Communicator,
+    buf: Buf,
+    size: usize,
+    reps: u32,
+    read: bool,
+    tag: Tag,
+) -> anyhow::Result<f64> {
+    let me = comm.rank();
+    let mut v = Vec::with_capacity(reps as usize);
+    // Back to back after one barrier: each operation completes before the
+    // next is posted, so each starts on an idle NIC.
+    comm.barrier()?;
+    for _ in 0..reps {
+        let t0 = comm.now();
+        match (me, read) {
+            (0, false) | (1, true) => {
+                let r = comm.isend(buf, 0, size, 1 - me, tag)?;
+                comm.wait(r)?;
+            }
+            (0, true) | (1, false) => {
+                let r = comm.irecv(buf, 0, size, Some(1 - me), Some(tag))?;
+                comm.wait(r)?;
+            }
+            _ => {}
+        }
+        let t1 = comm.now();
+        v.push(ns(comm, t1 - t0));
+    }
+    v.sort_by(f64::total_cmp);
+    Ok(v.get(v.len() / 2).copied().unwrap_or(0.0))
 }
 
 /// Estimate xfer_time(size) as the median half round trip.
@@ -292,25 +339,64 @@ pub fn run(
     }
     let me = comm.rank();
     let sizes = args.sizes.as_slice().to_vec();
+    let protocol = comm.info().protocol;
+    if protocol.starts_with("raw") && args.write_xfer_table.is_none() {
+        bail!(
+            "under --proto raw, overlap measures xfer_time only: add --write-xfer-table FILE, then run the protocols with --xfer-table FILE"
+        );
+    }
     let buf = comm.alloc(args.sizes.max().max(1))?;
     let ctrl = Ctrl::new(comm)?;
-    let protocol = comm.info().protocol;
 
     let (table, measured) = match &args.xfer_table {
         Some(path) => (shared_table(comm, &ctrl, path)?, false),
         None => {
+            let raw = protocol.starts_with("raw");
+            let reps = args.xfer_reps.max(1);
             let mut pts = Vec::new();
-            for &s in &sizes {
-                let x = estimate_xfer(comm, buf, s, args.xfer_reps.max(1))?;
+            for (i, &s) in sizes.iter().enumerate() {
+                // Raw operations bind a buffer to a (peer, tag): one tag per size.
+                let tag = TAG_RAW + i as Tag;
+                let x = if raw {
+                    raw_xfer(comm, buf, s, reps, protocol == "raw-read", tag)?
+                } else {
+                    estimate_xfer(comm, buf, s, reps)?
+                };
                 pts.push((s as u64, x));
             }
-            // Rank 0's estimate is everyone's.
-            let pts = share_points(comm, &ctrl, &pts)?;
-            (XferTable::new(pts).map_err(anyhow::Error::msg)?, true)
+            // Rank 0's figures are everyone's (under raw only rank 0's
+            // matter: it writes the table and the run stops).
+            let pts = if raw {
+                pts
+            } else {
+                share_points(comm, &ctrl, &pts)?
+            };
+            (XferTable::new(pts).map_err(anyhow::Error::msg)?, !raw)
         }
     };
+    if let Some(path) = &args.write_xfer_table {
+        if me == 0 {
+            let mut text = format!(
+                "# xfer_time(size) measured by ovbench overlap over {} ({protocol}): SIZE_BYTES NS\n",
+                comm.info().transport.name
+            );
+            for (b, t) in table.points() {
+                text.push_str(&format!("{b} {t}\n"));
+            }
+            std::fs::write(path, text)
+                .with_context(|| format!("writing --write-xfer-table {}", path.display()))?;
+            sink.note(&format!("xfer_time table written to {}", path.display()));
+        }
+        comm.barrier()?;
+        return Ok(Output {
+            protocol,
+            xfer_table: table.points().to_vec(),
+            xfer_measured: true,
+            steps: Vec::new(),
+        });
+    }
     if measured {
-        sink.note("xfer_time estimated as the median half round trip on this protocol (supply --xfer-table with raw-operation times for the paper's bounds)");
+        sink.note("xfer_time estimated as the median half round trip on this protocol; for the paper's bounds measure the bare operation first (--proto raw --op read|write|send --write-xfer-table FILE) and pass --xfer-table FILE");
     }
     // Recording is switched on for each step's loop only, so the control
     // messages between steps never count as transfers.
