@@ -1,19 +1,22 @@
-//! Who serves one-sided operations: offloaded (the initiator's side
-//! moves the data — CMA, KNEM, XPMEM, RDMA NICs) or the target's progress
-//! engine (tcp, and UCP's software RMA emulation over active-message lanes
-//! when no transport has put/get, e.g. `posix` or `sysv` alone).
+//! Who serves one-sided operations: offloaded (an RDMA NIC moves the
+//! data) or the target's progress engine (tcp, and UCP's software RMA
+//! emulation over active-message lanes when no transport has put/get,
+//! e.g. `posix` or `sysv` alone).
 //!
 //! The answer comes from the endpoint's lane table (`ucp_ep_print_info`),
 //! which names the transport of each `rma_bw` lane; before an endpoint
-//! exists, the transport list gives a first guess.
+//! exists, the transport list gives a first guess. Shared-memory lanes
+//! (cma, knem, xpmem) are *not* counted as offloaded: with UCX 1.13 a get
+//! or put over `shm` — whose lane table shows a cma `rma_bw` lane — never
+//! completes while the target does not poll, at 4 KiB and at 1 MiB
+//! (`tests/pair.rs` checks it), so the target's progress serves it.
 
 use ovbench_core::RmaProgress;
 use ovbench_ucx_sys as sys;
 
-/// UCT transports whose put/get need no CPU at the target.
+/// UCT transports whose put/get need no CPU at the target (RDMA NICs).
 const OFFLOADED: &[&str] = &[
-    "cma", "knem", "xpmem", "rc", "rc_v", "rc_x", "rc_mlx5", "rc_verbs", "dc", "dc_x", "dc_mlx5",
-    "gga",
+    "rc", "rc_v", "rc_x", "rc_mlx5", "rc_verbs", "dc", "dc_x", "dc_mlx5", "gga",
 ];
 
 /// How RMA reaches the peer, for caps and the header.
@@ -39,9 +42,7 @@ pub(crate) fn detects_peer_failure(tls: &str) -> bool {
 /// A first guess from `UCX_TLS`, before any endpoint exists.
 pub(crate) fn guess(tls: &str) -> RmaPath {
     let names: Vec<&str> = tls.split(',').collect();
-    let offload = names
-        .iter()
-        .any(|n| *n == "shm" || *n == "sm" || *n == "ib" || OFFLOADED.contains(n));
+    let offload = names.iter().any(|n| *n == "ib" || OFFLOADED.contains(n));
     RmaPath {
         progress: if offload {
             RmaProgress::Offloaded
@@ -95,9 +96,9 @@ pub(crate) fn from_lane_table(table: &str) -> RmaPath {
         },
         lanes: rma.join(" "),
         reason: if all_off {
-            "the RMA lanes move data without the target's CPU (cross-memory attach or RDMA)".into()
+            "the RMA lanes are RDMA: the NIC moves the data without the target's CPU".into()
         } else {
-            "an RMA lane is served by the target's progress engine (e.g. tcp: the target's UCX reads the socket), not offloaded".into()
+            "RMA is served by the target's progress engine (tcp: the target's UCX reads the socket; shared memory: UCX 1.13 completes it only once the target polls), not offloaded".into()
         },
     }
 }
@@ -137,8 +138,10 @@ mod tests {
     fn classifies_lane_tables() {
         let cma = "#  lane[0]:  1:posix/memory.0 md[1] -> md[1]/posix/sysdev[255] am am_bw#0\n#  lane[1]:  3:cma/memory.0 md[3] -> md[3]/cma/sysdev[255] rma_bw#0\n";
         let p = from_lane_table(cma);
-        assert_eq!(p.progress, RmaProgress::Offloaded);
+        assert_eq!(p.progress, RmaProgress::TargetProgress);
         assert_eq!(p.lanes, "cma/memory.0");
+        let rc = "#  lane[1]:  2:rc_mlx5/mlx5_0:1.0 md[2] -> md[2]/ib/sysdev[255] rma_bw#0\n";
+        assert_eq!(from_lane_table(rc).progress, RmaProgress::Offloaded);
         let tcp = "#  lane[0]:  1:tcp/lo.0 md[1] -> md[1]/tcp/sysdev[255] rma_bw#0 am am_bw#0\n";
         let p = from_lane_table(tcp);
         assert_eq!(p.progress, RmaProgress::TargetProgress);
@@ -157,7 +160,8 @@ mod tests {
 
     #[test]
     fn guesses_from_tls() {
-        assert_eq!(guess("shm,self").progress, RmaProgress::Offloaded);
+        assert_eq!(guess("shm,self").progress, RmaProgress::TargetProgress);
+        assert_eq!(guess("rc_x,self").progress, RmaProgress::Offloaded);
         assert_eq!(guess("posix,self").progress, RmaProgress::TargetProgress);
         assert_eq!(guess("tcp,self").progress, RmaProgress::TargetProgress);
     }

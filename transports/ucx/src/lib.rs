@@ -12,14 +12,15 @@
 //! | poll / wait_fd | `ucp_worker_progress` + callback queue / `ucp_worker_get_efd` + `ucp_worker_arm` | |
 //! | tsend / trecv | `ucp_tag_send_nbx`, `ucp_tag_send_sync_nbx`, `ucp_tag_recv_nbx` | tag = source rank << 32 \| tag, so wildcards and the source work |
 //!
-//! **RMA progress.** Over `tcp`, put/get are native UCP operations but the
-//! target's UCX moves the bytes when it progresses its sockets: the caps
-//! say [`RmaProgress::TargetProgress`](ovbench_core::RmaProgress). Over
-//! shared memory, `shm` includes CMA, whose `process_vm_readv/writev` is
-//! done entirely by the initiator: [`Offloaded`](ovbench_core::RmaProgress).
-//! `posix` alone has no put/get, so UCP emulates RMA with active messages
-//! served by the target: target progress again. The decision is read from
-//! the endpoint's lane table after `connect` ([`UcxTransport::rma_path`]).
+//! **RMA progress.** Over `tcp`, UCX 1.13 has no put/get lane and emulates
+//! RMA with active messages that the target's UCX serves when it
+//! progresses: the caps say
+//! [`RmaProgress::TargetProgress`](ovbench_core::RmaProgress). `posix`
+//! alone likewise. `shm` shows a cma `rma_bw` lane, yet a get or put never
+//! completes while the target does not poll (the tests check it), so it is
+//! target progress too. Only RDMA lanes (rc, dc) count as
+//! [`Offloaded`](ovbench_core::RmaProgress). The lane table is read after
+//! `connect` ([`UcxTransport::rma_path`]).
 //!
 //! **Limits.** UCX offers no target-side check of a key or range: an
 //! out-of-range offset is rejected at the initiator against the sealed

@@ -377,7 +377,7 @@ fn rma_progress_follows_the_lanes() {
     for (tls, want) in [
         ("tcp", RmaProgress::TargetProgress),
         ("posix", RmaProgress::TargetProgress),
-        ("shm", RmaProgress::Offloaded),
+        ("shm", RmaProgress::TargetProgress),
     ] {
         let t = pair(tls, Progress::Poll);
         let p = t[0].rma_path();
@@ -389,5 +389,58 @@ fn rma_progress_follows_the_lanes() {
             .extra
             .iter()
             .any(|(k, v)| k == "UCX_TLS" && v.contains("self")));
+    }
+}
+
+/// The caps' RMA-progress axis, observed: a read or write whose target
+/// never polls does not complete — over tcp (software RMA) nor over shm
+/// (UCX 1.13 serves it through the target even with a CMA lane), at any
+/// size — unless the target has a progress thread.
+#[test]
+fn who_serves_rma_while_the_target_computes() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    for (tls, progress, served_alone) in [
+        ("tcp", Progress::Poll, false),
+        ("tcp", Progress::Thread, true),
+        ("shm", Progress::Poll, false),
+        ("shm", Progress::Thread, true),
+    ] {
+        for size in [4096usize, 1 << 20] {
+            let mut t = pair(tls, progress);
+            assert_eq!(t[0].caps().rma_progress, RmaProgress::TargetProgress);
+            let remote = t[1].alloc(size).unwrap();
+            let rs = LocalSlice::new(remote, 0, size);
+            t[1].write_region(rs, &mut |b| b.fill(0x5c)).unwrap();
+            let rmr = t[1].register(rs).unwrap();
+            let key = t[1].remote_key(rmr);
+            let local = t[0].alloc(size).unwrap();
+            let ls = LocalSlice::new(local, 0, size);
+            let lmr = t[0].register(ls).unwrap();
+            for ctx in [42u64, 43] {
+                if ctx == 42 {
+                    t[0].post_read(1, ls, lmr, &key, 0, ctx).unwrap();
+                } else {
+                    t[0].post_write(1, ls, lmr, &key, 0, ctx).unwrap();
+                }
+                let mine = |c: &Completion| matches!(c, Completion::Read { ctx: c } | Completion::Write { ctx: c } if *c == ctx);
+                let mut got = Vec::new();
+                let wait = Duration::from_millis(if served_alone { 10_000 } else { 300 });
+                let end = Instant::now() + wait;
+                while Instant::now() < end && !got.iter().any(mine) {
+                    t[0].poll(&mut got).unwrap();
+                }
+                let done = got.iter().any(mine);
+                assert_eq!(
+                    done, served_alone,
+                    "{tls} {progress} {size} B op {ctx}: done without target polls: {done}"
+                );
+                if !done {
+                    let mut both = [got, Vec::new()];
+                    drive(&mut t, &mut both, |g| g[0].iter().any(mine));
+                }
+            }
+            t[0].read_region(ls, &mut |b| assert!(b.iter().all(|&x| x == 0x5c)))
+                .unwrap();
+        }
     }
 }
