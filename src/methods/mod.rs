@@ -45,6 +45,14 @@ pub fn run_method(
     comm: &mut dyn Communicator,
     sink: &mut dyn Sink,
 ) -> anyhow::Result<()> {
+    // The methods' control messages need a message protocol: a raw read
+    // lands whatever the sender's buffer holds by then, a raw write needs
+    // equal sizes on both sides.
+    if comm.info().protocol.starts_with("raw") && !matches!(cmd, MethodCommand::Overlap(_)) {
+        anyhow::bail!(
+            "the methods run over a protocol (eager, rdma-write, rdma-read, pipelined, auto, native), not --proto raw: raw is for latency, bw and `overlap --write-xfer-table`"
+        );
+    }
     match cmd {
         MethodCommand::Overhead(a) => overhead::run(comm, a, sink).map(drop),
         MethodCommand::Logp(a) => logp::run(comm, a, sink).map(drop),
