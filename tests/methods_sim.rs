@@ -300,6 +300,17 @@ fn bcast_methods_bracket_oli() {
             "{:?}",
             out.figures
         );
+        if alg == "linear" {
+            // The reference's Figure 4: rounds in the opposite order of a
+            // linear broadcast measure OL (up to the M rounds' end effect);
+            // in the same order they pipeline.
+            assert!(
+                within(fig("rounds-backward"), ol, 0.05),
+                "{:?}",
+                out.figures
+            );
+            assert!(fig("rounds-forward") < ol / 2.0, "{:?}", out.figures);
+        }
     }
 }
 

@@ -416,10 +416,10 @@ pub fn run(
     };
     let mut ticks = Vec::with_capacity(args.reps as usize + 2);
     let title = format!(
-        "{:?} broadcast of {size} B over {n} ranks, M = {}",
-        args.algorithm, args.reps
-    )
-    .to_lowercase();
+        "{} broadcast of {size} B over {n} ranks, M = {}",
+        format!("{:?}", args.algorithm).to_lowercase(),
+        args.reps
+    );
     let all = args.method == Method::All;
     if args.algorithm == Algorithm::Flat && matches!(args.method, Method::Oli | Method::All) {
         sink.note("flat broadcast: the root's gap exceeds E_i for early ranks, breaking OL_i's assumption (reference §4); OL_i is shown but is no accuracy claim");
