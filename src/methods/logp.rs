@@ -559,8 +559,14 @@ pub fn run(
     // power-of-two sizes below it.
     let mut top = *results.keys().next_back().context("no sizes")?;
     while top >= 4 && top.is_power_of_two() && top * 2 <= 8 * max_size {
-        let (a, b) = (&results[&(top / 4)], &results[&(top / 2)]);
-        let t = &results[&top];
+        // The two power-of-two sizes below (absent above a large --min-size).
+        let (Some(a), Some(b), Some(t)) = (
+            results.get(&(top / 4)),
+            results.get(&(top / 2)),
+            results.get(&top),
+        ) else {
+            break;
+        };
         let d = miss(a.size, a.g.mean, b.size, b.g.mean, top, t.g.mean);
         if d.abs() <= args.max_diff {
             break;
