@@ -39,6 +39,10 @@ pub struct SimParams {
     pub skew: BTreeMap<u32, i64>,
     /// Clock drift per rank: the rank's clock reads t·(1 + drift).
     pub drift: BTreeMap<u32, f64>,
+    /// Record the truth ([`crate::SimReport`]): every operation and
+    /// computation interval. Off (`truth=no`) for long runs that only
+    /// want the methods' output: the record grows with every message.
+    pub truth: bool,
 }
 
 impl Default for SimParams {
@@ -55,6 +59,7 @@ impl Default for SimParams {
             seed: 0,
             skew: BTreeMap::new(),
             drift: BTreeMap::new(),
+            truth: true,
         }
     }
 }
@@ -77,6 +82,7 @@ impl SimParams {
                 "g" => p.g = parse_duration_ps(val).map_err(bad)?,
                 "G" => p.big_g_fs = parse_per_byte_fs(val).map_err(bad)?,
                 "offload" => p.offload = parse_yes_no(val).map_err(bad)?,
+                "truth" => p.truth = parse_yes_no(val).map_err(bad)?,
                 "progress" => p.progress = val.parse().map_err(bad)?,
                 "jitter" => p.jitter = parse_duration_ps(val).map_err(bad)?,
                 "seed" => {
@@ -93,7 +99,7 @@ impl SimParams {
                         p.drift.insert(rank, parse_drift(val).map_err(bad)?);
                     } else {
                         return Err(format!(
-                            "--sim: unknown key `{key}` (keys are case-sensitive: L, os, o_s, or, o_r, g, G, offload, progress, jitter, seed, skew.R, drift.R)"
+                            "--sim: unknown key `{key}` (keys are case-sensitive: L, os, o_s, or, o_r, g, G, offload, progress, jitter, seed, skew.R, drift.R, truth)"
                         ));
                     }
                 }
@@ -264,12 +270,13 @@ mod tests {
         assert!(p.offload);
         assert_eq!(p.progress, Progress::Poll);
         assert_eq!((p.jitter, p.seed), (0, 0));
+        assert!(p.truth);
     }
 
     #[test]
     fn every_key_and_unit() {
         let p = SimParams::parse(
-            "L=2us,os=1ns,o_r=250ps,g=0.5us,G=0.02ns/B,offload=no,progress=thread,jitter=1.5ns,seed=7,skew.3=-2us,drift.1=5ppm",
+            "L=2us,os=1ns,o_r=250ps,g=0.5us,G=0.02ns/B,offload=no,progress=thread,jitter=1.5ns,seed=7,skew.3=-2us,drift.1=5ppm,truth=no",
         )
         .unwrap();
         assert_eq!(p.l, 2_000_000);
@@ -283,6 +290,7 @@ mod tests {
         assert_eq!(p.seed, 7);
         assert_eq!(p.skew[&3], -2_000_000);
         assert!((p.drift[&1] - 5e-6).abs() < 1e-18);
+        assert!(!p.truth);
         let q = SimParams::parse("o_s=1ms,or=1s,G=3ps").unwrap();
         assert_eq!(
             (q.o_s, q.o_r, q.big_g_fs),

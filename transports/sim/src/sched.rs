@@ -121,7 +121,7 @@ impl Shared {
     pub(crate) fn advance(&self, r: Rank, d: Ps, compute: bool) {
         let mut g = self.lock();
         let t0 = g.w.ranks[r as usize].now;
-        if compute {
+        if compute && self.params.truth {
             g.w.ranks[r as usize].truth.add_compute(t0, t0 + d);
         }
         self.set_now(&mut g, r, t0 + d);

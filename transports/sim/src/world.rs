@@ -243,7 +243,12 @@ impl World {
         start + self.p.l + self.jitter() + self.p.bytes_ps(m)
     }
 
+    /// Note an operation in `rank`'s truth; returns its index (an index
+    /// that matches nothing when truth recording is off).
     fn record(&mut self, rank: Rank, kind: OpKind, peer: Rank, bytes: u64, post: Ps) -> usize {
+        if !self.p.truth {
+            return usize::MAX;
+        }
         let ops = &mut self.ranks[rank as usize].truth.ops;
         ops.push(OpTruth {
             kind,
@@ -403,8 +408,8 @@ impl World {
 
     fn complete(&mut self, rank: Rank, at: Ps, c: Completion, op: Option<usize>) {
         let r = &mut self.ranks[rank as usize];
-        if let Some(i) = op {
-            r.truth.ops[i].complete_ps = Some(at);
+        if let Some(o) = op.and_then(|i| r.truth.ops.get_mut(i)) {
+            o.complete_ps = Some(at);
         }
         r.done.push_back(c);
         self.wake(rank, at);

@@ -296,3 +296,29 @@ fn engine_deadlock_is_reported_not_hung() {
         other => panic!("expected a deadlock, got {other:?}"),
     }
 }
+
+#[test]
+fn truth_recording_can_be_turned_off_without_changing_the_run() {
+    let go = |params: &str| {
+        let p = SimParams::parse(params).unwrap();
+        run(2, &p, &EngineConfig::default(), |c| {
+            let buf = c.alloc(64).unwrap();
+            c.work(100);
+            if c.rank() == 0 {
+                c.send(buf, 0, 64, 1, 0).unwrap();
+            } else {
+                c.recv(buf, 0, 64, Some(0), Some(0)).unwrap();
+            }
+            c.now()
+        })
+        .unwrap()
+    };
+    let (with, full) = go("");
+    let (without, none) = go("truth=no");
+    assert_eq!(with, without);
+    assert!(!full.ranks[0].ops.is_empty() && !full.ranks[0].compute.is_empty());
+    assert!(none
+        .ranks
+        .iter()
+        .all(|r| r.ops.is_empty() && r.compute.is_empty()));
+}
