@@ -669,3 +669,19 @@ fn overlap_measures_raw_xfer_time_and_writes_the_table() {
         }
     }
 }
+
+#[test]
+fn logp_with_a_large_min_size_still_reports_size_zero() {
+    let args = logp_args(&["--min-size", "64K", "--max-size", "128K"]);
+    let (out, _) = sim(2, "", EngineConfig::default(), |c, s| {
+        logp::run(c, &args, s)
+    });
+    let sizes: Vec<usize> = out
+        .sizes
+        .iter()
+        .filter(|r| !r.probed)
+        .map(|r| r.size)
+        .collect();
+    assert_eq!(sizes, [0, 65536, 131072]);
+    assert!(within(out.l_ns, 2.0 * (OS + L + OR) / 2.0 - G, 0.02));
+}
