@@ -300,6 +300,14 @@ fn bcast_methods_bracket_oli() {
             "{:?}",
             out.figures
         );
+        // The root's sends per broadcast: its children in the tree.
+        let sl = out
+            .figures
+            .iter()
+            .find(|f| f.method == "send-latency")
+            .unwrap();
+        let root_children = if alg == "binomial" { 3 } else { 1 };
+        assert_eq!(sl.ops.sends, 5 * root_children, "{alg}: {:?}", sl.ops);
         if alg == "linear" {
             // The reference's Figure 4: rounds in the opposite order of a
             // linear broadcast measure OL (up to the M rounds' end effect);

@@ -31,7 +31,7 @@
 //! without jitter this means one or two measurements).
 
 use anyhow::bail;
-use ovbench_core::{Buf, Communicator, Rank, Tag};
+use ovbench_core::{Buf, Communicator, OpCounts, Rank, Tag};
 use serde::Serialize;
 
 use super::common::{mean, ns, stddev, us, Ctrl};
@@ -115,6 +115,8 @@ pub struct Figure {
     pub time_ns: f64,
     pub measurements: usize,
     pub stddev_pct: f64,
+    /// Operations the root posted in the last measurement (M broadcasts).
+    pub ops: OpCounts,
 }
 
 /// One destination's OL_i.
@@ -240,8 +242,14 @@ impl Bc<'_> {
 
     /// One measurement of a method at the root (ns per broadcast, or E_i
     /// for `Oli`), and whether its repetitions after the first were all
-    /// identical. `ticks` is the pre-allocated per-repetition stamp array.
-    fn once(&mut self, what: What, reps: u64, ticks: &mut Vec<u64>) -> anyhow::Result<(f64, bool)> {
+    /// identical, and the operations this rank posted in it. `ticks` is the
+    /// pre-allocated per-repetition stamp array.
+    fn once(
+        &mut self,
+        what: What,
+        reps: u64,
+        ticks: &mut Vec<u64>,
+    ) -> anyhow::Result<(f64, bool, OpCounts)> {
         let (me, n, b) = (self.me(), self.np(), self.buf);
         ticks.clear();
         // A clean start for the methods whose root runs ahead of the
@@ -252,6 +260,7 @@ impl Bc<'_> {
         if !matches!(what, What::Ei(_) | What::Rtl(_)) {
             self.comm.barrier()?;
         }
+        let before = self.comm.op_counts();
         let t0 = self.comm.now();
         ticks.push(t0);
         let per = match what {
@@ -340,20 +349,22 @@ impl Bc<'_> {
             let d1 = ticks[2] - ticks[1];
             ticks.windows(2).skip(1).all(|w| w[1] - w[0] == d1)
         };
-        Ok((ns(self.comm, last - first) / per as f64, steady))
+        let ops = self.comm.op_counts().since(&before);
+        Ok((ns(self.comm, last - first) / per as f64, steady, ops))
     }
 
     /// Repeat `what` until its spread is small enough; every rank calls
-    /// this, rank 0 decides. Returns (mean ns, measurements, stddev %).
+    /// this, rank 0 decides. Returns (mean ns, measurements, stddev %,
+    /// this rank's operations in the last measurement).
     fn repeat(
         &mut self,
         what: What,
         args: &Args,
         ticks: &mut Vec<u64>,
-    ) -> anyhow::Result<(f64, usize, f64)> {
+    ) -> anyhow::Result<(f64, usize, f64, OpCounts)> {
         let mut vals = Vec::new();
         loop {
-            let (v, steady) = self.once(what, args.reps, ticks)?;
+            let (v, steady, ops) = self.once(what, args.reps, ticks)?;
             vals.push(v);
             let n = vals.len();
             let m = mean(&vals);
@@ -364,7 +375,7 @@ impl Bc<'_> {
                 || n >= args.max_measurements;
             let verdict = self.ctrl.bcast(self.comm, &[u64::from(stop)])?;
             if verdict.first().copied().unwrap_or(1) != 0 {
-                return Ok((m, n, cv * 100.0));
+                return Ok((m, n, cv * 100.0, ops));
             }
         }
     }
@@ -431,8 +442,8 @@ pub fn run(
             &["i", "RTL_i[us]", "E_i[us]", "OL_i[us]", "measurements"],
         );
         for i in 1..n {
-            let (rtl, n_rtl, _) = bc.repeat(What::Rtl(i), args, &mut ticks)?;
-            let (e, n_e, _) = bc.repeat(What::Ei(i), args, &mut ticks)?;
+            let (rtl, n_rtl, _, _) = bc.repeat(What::Rtl(i), args, &mut ticks)?;
+            let (e, n_e, _, _) = bc.repeat(What::Ei(i), args, &mut ticks)?;
             let ol = e - rtl / 2.0;
             let measurements = n_rtl.max(n_e);
             sink.row(
@@ -484,12 +495,12 @@ pub fn run(
         sink.table(&title, &["method", "time[us]", "measurements", "stddev(%)"]);
     }
     for (name, what) in plan {
-        let (t, m, sd) = bc.repeat(what, args, &mut ticks)?;
+        let (t, m, sd, ops) = bc.repeat(what, args, &mut ticks)?;
         sink.row(
             &[name.clone(), us(t), m.to_string(), format!("{sd:.2}")],
             serde_json::json!({
                 "method": name, "size": size, "time_ns": t, "measurements": m,
-                "stddev_pct": sd, "samples": m as u64 * args.reps,
+                "stddev_pct": sd, "samples": m as u64 * args.reps, "ops": ops,
             }),
         );
         out.figures.push(Figure {
@@ -497,6 +508,7 @@ pub fn run(
             time_ns: t,
             measurements: m,
             stddev_pct: sd,
+            ops,
         });
     }
     if let (Some(ol), Some(rank)) = (out.max_ol_ns, out.max_ol_rank) {
