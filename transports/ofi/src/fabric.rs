@@ -26,7 +26,7 @@ pub(crate) struct Attrs {
     pub mr_mode: u32,
     pub inject_size: usize,
     pub data_progress_auto: bool,
-    /// The provider honours `FI_DELIVERY_COMPLETE` on this endpoint.
+    /// The provider offers `FI_DELIVERY_COMPLETE` on this endpoint.
     pub delivery_complete: bool,
     /// The provider offers `FI_MATCH_COMPLETE` (completion once matched
     /// with a posted receive: a synchronous send).
@@ -107,13 +107,7 @@ fn cstr(p: *const libc::c_char) -> String {
 impl Fabric {
     /// Pick the first provider entry matching `provider` (bound to `node`
     /// where it takes an address) and open everything.
-    /// `want_dc = false` skips `FI_DELIVERY_COMPLETE` (writes then use
-    /// the read-after-write fence).
-    pub fn open(
-        provider: &str,
-        node: Option<&str>,
-        want_dc: bool,
-    ) -> Result<Fabric, TransportError> {
+    pub fn open(provider: &str, node: Option<&str>) -> Result<Fabric, TransportError> {
         let dc_flag = u64::from(sys::FI_DELIVERY_COMPLETE);
         let mc_flag = u64::from(sys::FI_MATCH_COMPLETE);
         // Does the provider know match completion at all?
@@ -125,13 +119,9 @@ impl Fabric {
             }
             Err(_) => false,
         };
-        // Prefer an endpoint on which writes complete only once delivered.
-        let first = if want_dc {
-            getinfo(provider, node, dc_flag)
-        } else {
-            Err(0)
-        };
-        let (info, dc) = match first {
+        // Learn whether the provider offers delivery completion (used per
+        // operation; the endpoint's defaults stay cheap).
+        let (info, dc) = match getinfo(provider, node, dc_flag) {
             Ok(i) => (i, true),
             Err(_) => match getinfo(provider, node, 0) {
                 Ok(i) => (i, false),

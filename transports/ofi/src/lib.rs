@@ -25,14 +25,19 @@
 //! the target serves it only after the write; its completion is the
 //! write's. [`OfiTransport::write_visibility`] says which is in use.
 //!
-//! **RMA progress.** tcp, sockets and shm serve RMA inside the target's
-//! progress (manual data progress): `TargetProgress`. Hardware providers
-//! (verbs, efa, cxi, psm3) place data from the NIC: `Offloaded`.
+//! **RMA progress.** tcp;ofi_rxm and sockets serve RMA inside the target's
+//! progress (manual data progress): `TargetProgress`. shm reads and writes
+//! by cross-memory attach from the initiator, so with the fence (its
+//! default) a read or write completes while the target computes:
+//! `Offloaded`; with `FI_DELIVERY_COMPLETE` the target must acknowledge:
+//! `TargetProgress`. Hardware providers (verbs, efa, cxi, psm3) place data
+//! from the NIC: `Offloaded`. `tests/pair.rs` checks each claim.
 //!
 //! **shm and CMA.** shm moves large messages with cross-memory attach;
 //! Yama's ptrace scope may forbid it between sibling ranks. See [`cma`].
 
 pub mod cma;
+mod endpoint;
 mod error;
 mod fabric;
 mod liveness;
@@ -41,7 +46,8 @@ mod ops;
 mod seal;
 mod transport;
 
-pub use transport::{OfiTransport, EAGER_BUF_SIZE};
+pub use endpoint::EAGER_BUF_SIZE;
+pub use transport::OfiTransport;
 
 use ovbench_core::Progress;
 
@@ -54,12 +60,16 @@ pub struct OfiOptions {
     /// Address to bind for providers that take one; `None` = 127.0.0.1
     /// (ignored for shm).
     pub node: Option<String>,
-    /// Two-sided progress; only `Poll` is implemented.
+    /// Two-sided progress: by the caller's polls, or also by a thread
+    /// sleeping on the completion queue's wait fd.
     pub progress: Progress,
-    /// Ask for `FI_DELIVERY_COMPLETE` on writes where the provider has it
-    /// (default); `false` uses the read-after-write fence instead, to
-    /// compare the two costs.
-    pub delivery_complete: bool,
+    /// How a write is made visible before it completes: `Some(true)`
+    /// `FI_DELIVERY_COMPLETE` (an error where the provider lacks it),
+    /// `Some(false)` the read-after-write fence, `None` (default) the
+    /// fence on shm with cross-memory attach — both operations are then
+    /// done by the initiator alone, so RMA is offloaded from the target —
+    /// and delivery completion elsewhere where offered.
+    pub delivery_complete: Option<bool>,
 }
 
 impl Default for OfiOptions {
@@ -68,7 +78,7 @@ impl Default for OfiOptions {
             provider: "tcp;ofi_rxm".into(),
             node: None,
             progress: Progress::Poll,
-            delivery_complete: true,
+            delivery_complete: None,
         }
     }
 }

@@ -1,15 +1,21 @@
 //! The core conformance suite over libfabric: two ranks in one process over
-//! tcp;ofi_rxm and shm, and three ranks over tcp;ofi_rxm.
+//! tcp;ofi_rxm and shm, three ranks over tcp;ofi_rxm, and tcp;ofi_rxm with
+//! a progress thread.
 
 use ovbench_core::conformance::Endpoints;
-use ovbench_core::Transport;
+use ovbench_core::{Progress, Transport};
 use ovbench_ofi::{OfiOptions, OfiTransport};
 
 fn make(n: u32, provider: &str) -> Endpoints {
+    make_with(n, provider, Progress::Poll)
+}
+
+fn make_with(n: u32, provider: &str, progress: Progress) -> Endpoints {
     (0..n)
         .map(|r| {
             let opts = OfiOptions {
                 provider: provider.into(),
+                progress,
                 ..OfiOptions::default()
             };
             Box::new(
@@ -22,6 +28,10 @@ fn make(n: u32, provider: &str) -> Endpoints {
 
 fn tcp(n: u32) -> Endpoints {
     make(n, "tcp;ofi_rxm")
+}
+
+fn tcp_thread(n: u32) -> Endpoints {
+    make_with(n, "tcp;ofi_rxm", Progress::Thread)
 }
 
 fn shm(n: u32) -> Endpoints {
@@ -46,4 +56,8 @@ mod shm_2 {
         out_of_range_rejected, deregistered_key_rejected, garbled_key_rejected,
         many_outstanding, key_through_the_wire, block_returns_when_ready,
         tagged_or_unsupported);
+}
+/// With a progress thread sleeping on the completion queue's fd.
+mod tcp_thread_2 {
+    ovbench_core::conformance_tests!(super::tcp_thread, 2);
 }

@@ -15,10 +15,10 @@ static SERIAL: Mutex<()> = Mutex::new(());
 const DEADLINE: Duration = Duration::from_secs(20);
 
 fn pair(prov: &str, progress: Progress) -> [OfiTransport; 2] {
-    pair_dc(prov, progress, true)
+    pair_dc(prov, progress, None)
 }
 
-fn pair_dc(prov: &str, progress: Progress, delivery_complete: bool) -> [OfiTransport; 2] {
+fn pair_dc(prov: &str, progress: Progress, delivery_complete: Option<bool>) -> [OfiTransport; 2] {
     let mk = |r| {
         OfiTransport::new(
             r,
@@ -378,7 +378,7 @@ fn tcp_rma() {
 #[test]
 fn tcp_rma_with_read_after_write_fence() {
     let _g = serial();
-    let t = pair_dc(TCP, Progress::Poll, false);
+    let t = pair_dc(TCP, Progress::Poll, Some(false));
     assert!(t[0]
         .write_visibility()
         .starts_with("read-after-write fence"));
@@ -388,7 +388,7 @@ fn tcp_rma_with_read_after_write_fence() {
 #[test]
 fn shm_rma_with_read_after_write_fence() {
     let _g = serial();
-    rma_on(pair_dc("shm", Progress::Poll, false));
+    rma_on(pair_dc("shm", Progress::Poll, Some(false)));
 }
 
 #[test]
@@ -429,7 +429,12 @@ fn info_names_provider_and_visibility() {
                 .any(|(k, v)| k == "provider" && prov.contains(v.split(';').next().unwrap())),
             "{info:?}"
         );
-        assert_eq!(t[0].caps().rma_progress, RmaProgress::TargetProgress);
+        let want = if prov == "shm" {
+            RmaProgress::Offloaded
+        } else {
+            RmaProgress::TargetProgress
+        };
+        assert_eq!(t[0].caps().rma_progress, want, "{prov}");
         // Observed on libfabric 1.17: only shm holds a delivery-complete
         // tagged send until the match.
         assert_eq!(t[0].caps().native_sync_send, prov == "shm", "{prov}");
@@ -444,4 +449,67 @@ fn info_names_provider_and_visibility() {
     );
     let msg = e.err().expect("a bogus provider must fail").to_string();
     assert!(msg.contains("fi_info -l"), "{msg}");
+}
+
+/// Who serves RMA while the target computes (never polls), against the
+/// caps' claim: over tcp;ofi_rxm the target's progress (or its progress
+/// thread); over shm the initiator alone by cross-memory attach — except
+/// that a delivery-complete write waits for the target's acknowledgement
+/// (the fence is shm's default for that reason).
+#[test]
+fn who_serves_rma_while_the_target_computes() {
+    let _g = serial();
+    use RmaProgress::{Offloaded, TargetProgress};
+    for (prov, progress, dc, claim, read_alone, write_alone) in [
+        (TCP, Progress::Poll, None, TargetProgress, false, false),
+        (TCP, Progress::Thread, None, TargetProgress, true, true),
+        ("shm", Progress::Poll, None, Offloaded, true, true),
+        (
+            "shm",
+            Progress::Poll,
+            Some(true),
+            TargetProgress,
+            true,
+            false,
+        ),
+    ] {
+        for size in [8usize, 4096, 1 << 20] {
+            let mut t = pair_dc(prov, progress, dc);
+            assert_eq!(t[1].caps().progress, progress);
+            assert_eq!(t[0].caps().rma_progress, claim, "{prov} {dc:?}");
+            let remote = t[1].alloc(size).unwrap();
+            let rs = LocalSlice::new(remote, 0, size);
+            t[1].write_region(rs, &mut |b| b.fill(0x5c)).unwrap();
+            let rmr = t[1].register(rs).unwrap();
+            let key = t[1].remote_key(rmr);
+            let local = t[0].alloc(size).unwrap();
+            let ls = LocalSlice::new(local, 0, size);
+            let lmr = t[0].register(ls).unwrap();
+            for (ctx, alone) in [(42u64, read_alone), (43, write_alone)] {
+                if ctx == 42 {
+                    t[0].post_read(1, ls, lmr, &key, 0, ctx).unwrap();
+                } else {
+                    t[0].post_write(1, ls, lmr, &key, 0, ctx).unwrap();
+                }
+                let mine = |c: &Completion| matches!(c, Completion::Read { ctx: c } | Completion::Write { ctx: c } if *c == ctx);
+                let mut got = Vec::new();
+                let wait = Duration::from_millis(if alone { 10_000 } else { 300 });
+                let end = Instant::now() + wait;
+                while Instant::now() < end && !got.iter().any(mine) {
+                    t[0].poll(&mut got).unwrap();
+                }
+                let done = got.iter().any(mine);
+                assert_eq!(
+                    done, alone,
+                    "{prov} {progress} dc {dc:?} {size} B op {ctx}: done without target polls: {done}"
+                );
+                if !done {
+                    let mut both = [got, Vec::new()];
+                    drive(&mut t, &mut both, |g| g[0].iter().any(mine));
+                }
+            }
+            t[0].read_region(ls, &mut |b| assert!(b.iter().all(|&x| x == 0x5c)))
+                .unwrap();
+        }
+    }
 }

@@ -8,11 +8,11 @@ use ovbench_core::{Completion, Ctx, OpKind, Rank, Tag, TransportError};
 use ovbench_ofi_sys as sys;
 
 use super::control::CTRL;
-use super::{Deferred, OfiTransport, EAGAIN, EAVAIL};
+use super::{Deferred, Endpoint, EAGAIN, EAVAIL};
 use crate::error::fi_str;
 use crate::ops::{Fence, Kind, Op, SRC_HDR, TAG_SRC_SHIFT};
 
-impl OfiTransport {
+impl Endpoint {
     pub(super) fn drain_cq(&mut self) -> Result<(), TransportError> {
         let mut entries = [sys::fi_cq_tagged_entry::default(); 32];
         loop {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use ovbench_core::{Completion, OpKind, Rank, TransportError};
 use ovbench_ofi_sys as sys;
 
-use super::{Deferred, OfiTransport};
+use super::{Deferred, Endpoint};
 use crate::liveness;
 use crate::ops::{Kind, Op, SRC_HDR};
 
@@ -30,7 +30,7 @@ const MAX_REVOKED: usize = 1 << 16;
 /// How long connect waits for every peer's hello.
 const HELLO_DEADLINE: Duration = Duration::from_secs(30);
 
-impl OfiTransport {
+impl Endpoint {
     fn send_control(&mut self, peer: Rank, kind: u8, body: &[u8]) -> Result<(), TransportError> {
         let dest = self.addr(peer, OpKind::Connect)?;
         let mut buf = Vec::with_capacity(SRC_HDR + 1 + body.len());

@@ -9,11 +9,11 @@ use std::time::Instant;
 use ovbench_core::{Completion, Ctx, OpKind, Rank, TransportError};
 use ovbench_ofi_sys as sys;
 
-use super::{OfiTransport, EAGAIN, EAGAIN_DEADLINE};
+use super::{Endpoint, EAGAIN, EAGAIN_DEADLINE};
 use crate::error::peer as peer_err;
 use crate::ops::{Kind, Op};
 
-impl OfiTransport {
+impl Endpoint {
     pub(super) fn post_recv_buf(&mut self, op: *mut Op) -> Result<(), TransportError> {
         let ep = self.fabric.ep;
         // SAFETY: op is one of our live receive slots; its buffer is not

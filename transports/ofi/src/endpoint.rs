@@ -1,0 +1,680 @@
+//! [`Endpoint`]: the contract over one libfabric RDM endpoint (wrapped by
+//! [`crate::OfiTransport`], which adds the optional progress thread).
+
+use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashSet};
+use std::os::fd::RawFd;
+use std::ptr;
+use std::time::Duration;
+
+use ovbench_core::{
+    Caps, Completion, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RegionId, RemoteKey,
+    RmaKind, RmaProgress, Tag, Transport, TransportError, TransportInfo,
+};
+use ovbench_ofi_sys as sys;
+
+use crate::cma::{self, CmaStatus};
+use crate::fabric::Fabric;
+use crate::memory::{remote_target, Memory};
+use crate::ops::{Fence, Kind, Op, SRC_HDR, TAG_SRC_SHIFT};
+use crate::OfiOptions;
+
+mod backlog;
+mod control;
+mod cq;
+
+use backlog::Deferred;
+
+/// Largest two-sided message (ovbench header plus payload).
+pub const EAGER_BUF_SIZE: usize = 64 * 1024;
+/// Receive buffers kept posted.
+const RECV_BUFS: usize = 64;
+/// How long a post may keep getting `-FI_EAGAIN` before it is an error.
+const EAGAIN_DEADLINE: Duration = Duration::from_secs(30);
+/// Providers whose `FI_DELIVERY_COMPLETE` on a tagged send waits for the
+/// receive to be matched (checked by `tests/pair.rs`).
+const DC_WAITS_FOR_MATCH: &[&str] = &["shm"];
+const EAGAIN: isize = -(sys::FI_EAGAIN as isize);
+const EAVAIL: isize = -(sys::FI_EAVAIL as isize);
+
+/// The libfabric transport. See the crate docs for the mapping.
+pub(crate) struct Endpoint {
+    /// Writes ask for `FI_DELIVERY_COMPLETE` (else the fence read).
+    write_dc: bool,
+    rank: Rank,
+    size: u32,
+    mem: Memory,
+    peers: Vec<sys::fi_addr_t>,
+    /// Completions found while retrying a post, handed out by `poll`.
+    pending: VecDeque<Completion>,
+    recv_bufs: Vec<*mut Op>,
+    recv_pool: Vec<Vec<u8>>,
+    send_pool: Vec<Vec<u8>>,
+    in_flight: usize,
+    /// Posts the provider refused with `-FI_EAGAIN`, retried in order by
+    /// `poll` (later posts queue behind them to keep posting order).
+    backlog: VecDeque<Deferred>,
+    /// Next sequence number to each peer / expected from each peer, and
+    /// messages that overtook an earlier one.
+    send_seq: Vec<u32>,
+    expected: Vec<u32>,
+    held: Vec<BTreeMap<u32, Vec<u8>>>,
+    /// Peers that said goodbye or whose process died.
+    gone: Vec<bool>,
+    /// Pids of peers on this host (from their hello), to notice a death.
+    peer_pids: Vec<Option<u32>>,
+    last_liveness: std::time::Instant,
+    /// Peers whose hello has arrived.
+    hellos: Vec<bool>,
+    /// Keys their owners revoked: (owner, checksum), bounded.
+    revoked: HashSet<(Rank, u64)>,
+    revoked_order: VecDeque<(Rank, u64)>,
+    cma: Option<CmaStatus>,
+    fabric: Fabric,
+}
+
+// SAFETY: the libfabric objects are used only through &mut self, one
+// thread at a time (domain threading FI_THREAD_DOMAIN).
+unsafe impl Send for Endpoint {}
+
+impl Endpoint {
+    /// Open the provider for `rank` of `size`. Connect with
+    /// [`Transport::connect`] after exchanging [`Transport::address`].
+    pub fn new(rank: Rank, size: u32, opts: OfiOptions) -> Result<Endpoint, TransportError> {
+        if size == 0 || rank >= size {
+            return Err(TransportError::Invalid(format!(
+                "rank {rank} of {size} ranks"
+            )));
+        }
+        let is_shm = opts.provider.split(';').any(|p| p == "shm");
+        let cma = is_shm.then(cma::prepare);
+        let node = match (&opts.node, is_shm) {
+            (Some(n), _) => Some(n.as_str()),
+            (None, true) => None,
+            (None, false) => Some("127.0.0.1"),
+        };
+        let fabric = Fabric::open(&opts.provider, node)?;
+        let offered = fabric.attrs.delivery_complete;
+        let cma_ok = cma.as_ref().is_some_and(|c| c.usable);
+        let write_dc = match opts.delivery_complete {
+            Some(true) if !offered => {
+                return Err(TransportError::Unsupported(format!(
+                    "provider {} offers no FI_DELIVERY_COMPLETE; let ovbench choose (it falls back to a read-after-write fence)",
+                    fabric.attrs.provider
+                )))
+            }
+            Some(want) => want,
+            // shm with CMA: write and fence read are both done by the
+            // initiator, so the target is never needed.
+            None => offered && !(is_shm && cma_ok),
+        };
+        let mut t = Endpoint {
+            rank,
+            size,
+            mem: Memory::new(fabric.attrs.mr_mode),
+            write_dc,
+            peers: Vec::new(),
+            pending: VecDeque::new(),
+            recv_bufs: Vec::new(),
+            recv_pool: Vec::new(),
+            send_pool: Vec::new(),
+            in_flight: 0,
+            backlog: VecDeque::new(),
+            send_seq: vec![0; size as usize],
+            expected: vec![0; size as usize],
+            held: (0..size).map(|_| BTreeMap::new()).collect(),
+            hellos: vec![false; size as usize],
+            gone: vec![false; size as usize],
+            peer_pids: vec![None; size as usize],
+            last_liveness: std::time::Instant::now(),
+            revoked: HashSet::new(),
+            revoked_order: VecDeque::new(),
+            cma,
+            fabric,
+        };
+        for _ in 0..RECV_BUFS {
+            let op = Op::boxed(Kind::RecvBuf, 0, 0, vec![0u8; t.eager_size()]);
+            t.recv_bufs.push(op);
+            t.post_recv_buf(op)?;
+        }
+        Ok(t)
+    }
+
+    fn eager_size(&self) -> usize {
+        EAGER_BUF_SIZE.min(self.fabric.attrs.max_msg_size.max(SRC_HDR + 1))
+    }
+
+    fn addr(&self, peer: Rank, op: OpKind) -> Result<sys::fi_addr_t, TransportError> {
+        self.check_not_gone(peer, op)?;
+        match self.peers.get(peer as usize) {
+            Some(a) => Ok(*a),
+            None if peer >= self.size => Err(TransportError::Invalid(format!(
+                "{op} to rank {peer}, but the job has {} ranks",
+                self.size
+            ))),
+            None => Err(TransportError::Peer {
+                peer,
+                op,
+                status: "not connected: call connect() with every rank's address first".into(),
+            }),
+        }
+    }
+
+    /// Whether nothing is pending and the provider agrees that sleeping on
+    /// the CQ's fd is safe now (`fi_trywait`).
+    pub(crate) fn may_sleep(&mut self) -> bool {
+        if !self.pending.is_empty()
+            || !self.backlog.is_empty()
+            || self.fabric.attrs.wait_fd.is_none()
+        {
+            return false;
+        }
+        // SAFETY: cq is open; fids is an array of one fid pointer.
+        let mut fids = [unsafe { &mut (*self.fabric.cq).fid as *mut sys::fid }];
+        // SAFETY: fabric is open; fids holds one open CQ fid.
+        unsafe { sys::fi_trywait(self.fabric.fabric, fids.as_mut_ptr(), 1) == 0 }
+    }
+
+    /// Whether completions are waiting to be handed out by `poll`.
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Read the CQ, retry the backlog and watch peers: what `poll` does
+    /// before handing out completions (the progress thread calls it).
+    pub(crate) fn progress(&mut self) -> Result<(), TransportError> {
+        self.drain_cq()?;
+        if !self.backlog.is_empty() {
+            self.flush_backlog();
+        }
+        self.check_liveness();
+        Ok(())
+    }
+
+    /// The flag that makes a tagged send synchronous (complete once the
+    /// target matched it with a receive): `FI_MATCH_COMPLETE` where the
+    /// provider offers it; else `FI_DELIVERY_COMPLETE` on providers that
+    /// hold it until the match (shm, verified by the tests — tcp;ofi_rxm
+    /// and sockets complete it into their unexpected buffer); else none.
+    fn sync_send_flag(&self) -> Option<u64> {
+        let a = &self.fabric.attrs;
+        if a.match_complete {
+            Some(u64::from(sys::FI_MATCH_COMPLETE))
+        } else if a.delivery_complete
+            && a.provider
+                .split(';')
+                .all(|p| DC_WAITS_FOR_MATCH.contains(&p))
+        {
+            Some(u64::from(sys::FI_DELIVERY_COMPLETE))
+        } else {
+            None
+        }
+    }
+
+    /// Which provider runs, and how writes become visible.
+    pub fn write_visibility(&self) -> &'static str {
+        if self.write_dc {
+            "FI_DELIVERY_COMPLETE: the write completes once the target has placed the data"
+        } else {
+            "read-after-write fence: a 1-byte fi_read of the written range follows each write; its completion proves placement"
+        }
+    }
+}
+
+impl Transport for Endpoint {
+    fn info(&self) -> TransportInfo {
+        let a = &self.fabric.attrs;
+        // SAFETY: fi_version has no preconditions.
+        let v = unsafe { sys::fi_version() };
+        let mut extra = vec![
+            ("provider".into(), a.provider.clone()),
+            ("fabric".into(), a.fabric.clone()),
+            ("domain".into(), a.domain.clone()),
+            ("mr_mode".into(), format!("{:#x}", a.mr_mode)),
+            ("inject_size".into(), a.inject_size.to_string()),
+            ("data_progress".into(), if a.data_progress_auto { "auto" } else { "manual" }.into()),
+            ("write_visibility".into(), self.write_visibility().into()),
+            (
+                "native_ssend".into(),
+                match self.sync_send_flag() {
+                    Some(f) if f == u64::from(sys::FI_MATCH_COMPLETE) => "fi_tsendmsg(FI_MATCH_COMPLETE)".into(),
+                    Some(_) => "fi_tsendmsg(FI_DELIVERY_COMPLETE), which this provider completes only once matched".into(),
+                    None => "n/a: no FI_MATCH_COMPLETE, and FI_DELIVERY_COMPLETE completes into the unexpected buffer".into(),
+                },
+            ),
+        ];
+        if let Some(c) = &self.cma {
+            extra.push(("cma".into(), c.detail.clone()));
+        }
+        TransportInfo {
+            name: "ofi".into(),
+            device: format!("{} ({})", a.provider, a.domain),
+            library: format!("libfabric {}.{}", v >> 16, v & 0xffff),
+            extra,
+        }
+    }
+
+    fn caps(&self) -> Caps {
+        let prov = &self.fabric.attrs.provider;
+        let hw = prov
+            .split(';')
+            .any(|p| p == "verbs" || p == "efa" || p == "cxi" || p == "psm3");
+        // shm with CMA and the fence: the initiator alone moves the data.
+        let cma_alone =
+            prov == "shm" && !self.write_dc && self.cma.as_ref().is_some_and(|c| c.usable);
+        Caps {
+            rma: RmaKind::Native,
+            rma_progress: if hw || cma_alone {
+                RmaProgress::Offloaded
+            } else {
+                RmaProgress::TargetProgress
+            },
+            progress: Progress::Poll,
+            max_inline: self.fabric.attrs.inject_size.saturating_sub(SRC_HDR),
+            eager_buf_size: self.eager_size() - SRC_HDR,
+            native_tagged: true,
+            native_sync_send: self.sync_send_flag().is_some(),
+        }
+    }
+
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    fn size(&self) -> u32 {
+        self.size
+    }
+
+    fn address(&self) -> Vec<u8> {
+        self.fabric.address.clone()
+    }
+
+    fn connect(&mut self, addresses: &[Vec<u8>]) -> Result<(), TransportError> {
+        if addresses.len() != self.size as usize {
+            return Err(TransportError::Invalid(format!(
+                "connect needs {} addresses, got {}",
+                self.size,
+                addresses.len()
+            )));
+        }
+        if !self.peers.is_empty() {
+            return Err(TransportError::Invalid("connect called twice".into()));
+        }
+        self.peers = self.fabric.insert(addresses)?;
+        self.hello_all()
+    }
+
+    fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
+        self.mem.alloc(len)
+    }
+
+    fn free(&mut self, region: RegionId) -> Result<(), TransportError> {
+        self.mem.free(region)
+    }
+
+    fn read_region(&self, s: LocalSlice, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
+        f(self.mem.slice(s)?);
+        Ok(())
+    }
+
+    fn write_region(
+        &mut self,
+        s: LocalSlice,
+        f: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<(), TransportError> {
+        f(self.mem.slice_mut(s)?);
+        Ok(())
+    }
+
+    fn register(&mut self, s: LocalSlice) -> Result<MrHandle, TransportError> {
+        self.mem.register(self.fabric.domain, s)
+    }
+
+    fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
+        let sum = crate::seal::sum_of(&self.mem.mr(mr)?.key.blob);
+        self.mem.deregister(mr)?;
+        self.revoke_everywhere(sum);
+        Ok(())
+    }
+
+    fn remote_key(&self, mr: MrHandle) -> RemoteKey {
+        self.mem
+            .mr(mr)
+            .map(|m| m.key.clone())
+            .expect("remote_key of a registration this transport does not hold")
+    }
+
+    fn post_send(
+        &mut self,
+        peer: Rank,
+        header: &[u8],
+        payload: Option<LocalSlice>,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        let dest = self.addr(peer, OpKind::Send)?;
+        let total = SRC_HDR + header.len() + payload.map_or(0, |p| p.len);
+        if total > self.eager_size() {
+            return Err(TransportError::Invalid(format!(
+                "a {}-byte message to rank {peer} exceeds the {}-byte eager buffer",
+                total - SRC_HDR,
+                self.eager_size() - SRC_HDR
+            )));
+        }
+        let mut buf = self.send_pool.pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(&self.rank.to_le_bytes());
+        buf.extend_from_slice(&self.send_seq[peer as usize].to_le_bytes());
+        buf.extend_from_slice(header);
+        if let Some(p) = payload {
+            match self.mem.slice(p) {
+                Ok(b) => buf.extend_from_slice(b),
+                Err(e) => {
+                    self.recycle_send(buf);
+                    return Err(e);
+                }
+            }
+        }
+        self.send_seq[peer as usize] = self.send_seq[peer as usize].wrapping_add(1);
+        let ep = self.fabric.ep;
+        if total <= self.fabric.attrs.inject_size {
+            // The closure owns the bytes until fi_inject has copied them.
+            return self.submit(
+                None,
+                Deferred::new(peer, OpKind::Send, "fi_inject", Some(ctx), move || {
+                    // SAFETY: ep is enabled; fi_inject copies the bytes
+                    // before returning.
+                    unsafe { sys::fi_inject(ep, buf.as_ptr().cast(), buf.len(), dest) }
+                }),
+            );
+        }
+        let (p, n) = (buf.as_ptr(), buf.len());
+        let op = Op::boxed(Kind::Send, ctx, peer, buf);
+        self.submit(
+            Some(op),
+            Deferred::new(peer, OpKind::Send, "fi_send", None, move || {
+                // SAFETY: ep is enabled; the staging buffer is owned by op
+                // until its completion (the Vec's heap block did not move).
+                unsafe { sys::fi_send(ep, p.cast(), n, ptr::null_mut(), dest, op.cast()) }
+            }),
+        )
+    }
+
+    fn post_write(
+        &mut self,
+        peer: Rank,
+        local: LocalSlice,
+        mr: MrHandle,
+        remote: &RemoteKey,
+        remote_offset: u64,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        let dest = self.addr(peer, OpKind::Write)?;
+        let target = remote_target(peer, remote, remote_offset, local.len, self.mem.virt_addr)?;
+        let (mut desc, lp) = self.mem.local_rma(mr, local)?;
+        self.check_not_revoked(peer, target.sum, OpKind::Write)?;
+        let (raddr, key) = (target.addr, target.key);
+        if local.len == 0 {
+            self.pending.push_back(Completion::Write { ctx });
+            return Ok(());
+        }
+        let ep = self.fabric.ep;
+        let dc = self.write_dc;
+        let kind = if dc {
+            Kind::Write
+        } else {
+            Kind::WriteThenFence
+        };
+        let op = Op::boxed(kind, ctx, peer, Vec::new());
+        if !dc {
+            // SAFETY: op is freshly boxed and ours until submitted.
+            unsafe {
+                (*op).fence = Some(Fence {
+                    addr: raddr + local.len as u64 - 1,
+                    key,
+                })
+            };
+        }
+        let len = local.len;
+        let flags = u64::from(sys::FI_COMPLETION)
+            | if dc {
+                u64::from(sys::FI_DELIVERY_COMPLETE)
+            } else {
+                0
+            };
+        self.submit(
+            Some(op),
+            Deferred::new(peer, OpKind::Write, "fi_writemsg", None, move || {
+                let iov = libc::iovec {
+                    iov_base: lp.cast(),
+                    iov_len: len,
+                };
+                let rma = sys::fi_rma_iov {
+                    addr: raddr,
+                    len,
+                    key,
+                };
+                let msg = sys::fi_msg_rma {
+                    msg_iov: (&iov as *const libc::iovec).cast(),
+                    desc: &mut desc,
+                    iov_count: 1,
+                    addr: dest,
+                    rma_iov: &rma,
+                    rma_iov_count: 1,
+                    context: op.cast(),
+                    data: 0,
+                };
+                // SAFETY: ep is enabled; msg and its iovs live through the
+                // call; the local range lies in registration mr; the remote
+                // range was checked against the key.
+                unsafe { sys::fi_writemsg(ep, &msg, flags) }
+            }),
+        )
+    }
+
+    fn post_read(
+        &mut self,
+        peer: Rank,
+        local: LocalSlice,
+        mr: MrHandle,
+        remote: &RemoteKey,
+        remote_offset: u64,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        let src = self.addr(peer, OpKind::Read)?;
+        let target = remote_target(peer, remote, remote_offset, local.len, self.mem.virt_addr)?;
+        let (desc, lp) = self.mem.local_rma(mr, local)?;
+        self.check_not_revoked(peer, target.sum, OpKind::Read)?;
+        let (raddr, key) = (target.addr, target.key);
+        let ep = self.fabric.ep;
+        let op = Op::boxed(Kind::Read, ctx, peer, Vec::new());
+        let len = local.len;
+        self.submit(
+            Some(op),
+            Deferred::new(peer, OpKind::Read, "fi_read", None, move || {
+                // SAFETY: ep is enabled; the local range lies in registration
+                // mr, whose region cannot be freed while registered.
+                unsafe { sys::fi_read(ep, lp.cast(), len, desc, src, raddr, key, op.cast()) }
+            }),
+        )
+    }
+
+    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
+        self.progress()?;
+        let n = self.pending.len();
+        out.extend(self.pending.drain(..));
+        Ok(n)
+    }
+
+    fn recycle(&mut self, data: Vec<u8>) {
+        if self.recv_pool.len() < 1024 {
+            self.recv_pool.push(data);
+        }
+    }
+
+    fn wait_fd(&self) -> Option<RawFd> {
+        self.fabric.attrs.wait_fd
+    }
+
+    fn block(&mut self, timeout: Duration) -> Result<(), TransportError> {
+        let Some(fd) = self.fabric.attrs.wait_fd else {
+            std::thread::yield_now();
+            return Ok(());
+        };
+        if self.may_sleep() {
+            sleep_on(fd, timeout)?;
+        }
+        Ok(())
+    }
+
+    fn tsend(
+        &mut self,
+        peer: Rank,
+        tag: Tag,
+        src: LocalSlice,
+        sync: bool,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        let dest = self.addr(peer, OpKind::TaggedSend)?;
+        let sync_flag = match self.sync_send_flag() {
+            Some(f) => f,
+            None if sync => {
+                return Err(TransportError::Unsupported(format!(
+                    "provider {} offers no FI_MATCH_COMPLETE and its FI_DELIVERY_COMPLETE completes once the message sits in the target's unexpected buffer, so a synchronous native send (complete once matched) cannot be expressed; ssend rows are n/a on --transport ofi --proto native with this provider",
+                    self.fabric.attrs.provider
+                )));
+            }
+            None => 0,
+        };
+        let p = self.mem.ptr(src)?;
+        let utag = (u64::from(self.rank) << TAG_SRC_SHIFT) | u64::from(tag);
+        let ep = self.fabric.ep;
+        let op = Op::boxed(Kind::TaggedSend, ctx, peer, Vec::new());
+        let len = src.len;
+        if !sync {
+            return self.submit(
+                Some(op),
+                Deferred::new(peer, OpKind::TaggedSend, "fi_tsend", None, move || {
+                    // SAFETY: ep is enabled; src lies in a live region the
+                    // caller keeps until this completion.
+                    unsafe {
+                        sys::fi_tsend(ep, p.cast(), len, ptr::null_mut(), dest, utag, op.cast())
+                    }
+                }),
+            );
+        }
+        let flags = u64::from(sys::FI_COMPLETION) | sync_flag;
+        self.submit(
+            Some(op),
+            Deferred::new(
+                peer,
+                OpKind::TaggedSend,
+                "fi_tsendmsg (synchronous)",
+                None,
+                move || {
+                    let iov = libc::iovec {
+                        iov_base: p.cast(),
+                        iov_len: len,
+                    };
+                    let mut desc: *mut libc::c_void = ptr::null_mut();
+                    let msg = sys::fi_msg_tagged {
+                        msg_iov: (&iov as *const libc::iovec).cast(),
+                        desc: &mut desc,
+                        iov_count: 1,
+                        addr: dest,
+                        tag: utag,
+                        ignore: 0,
+                        context: op.cast(),
+                        data: 0,
+                    };
+                    // SAFETY: as for fi_tsend; msg and iov live through the call.
+                    unsafe { sys::fi_tsendmsg(ep, &msg, flags) }
+                },
+            ),
+        )
+    }
+
+    fn trecv(
+        &mut self,
+        src: Option<Rank>,
+        tag: Option<Tag>,
+        dst: LocalSlice,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        if let Some(s) = src {
+            if s >= self.size {
+                return Err(TransportError::Invalid(format!(
+                    "tagged receive from rank {s}, but the job has {} ranks",
+                    self.size
+                )));
+            }
+        }
+        let p = self.mem.ptr(dst)?;
+        let utag = (u64::from(src.unwrap_or(0)) << TAG_SRC_SHIFT) | u64::from(tag.unwrap_or(0));
+        let ignore = if src.is_none() {
+            0xffff_ffff_0000_0000
+        } else {
+            0
+        } | if tag.is_none() { 0xffff_ffff } else { 0 };
+        let ep = self.fabric.ep;
+        let peer = src.unwrap_or(self.rank);
+        let op = Op::boxed(Kind::TaggedRecv, ctx, peer, Vec::new());
+        let len = dst.len;
+        self.submit(
+            Some(op),
+            Deferred::new(peer, OpKind::TaggedRecv, "fi_trecv", None, move || {
+                // SAFETY: ep is enabled; dst lies in a live region the caller
+                // keeps until this completion.
+                unsafe {
+                    sys::fi_trecv(
+                        ep,
+                        p.cast(),
+                        len,
+                        ptr::null_mut(),
+                        sys::FI_ADDR_UNSPEC,
+                        utag,
+                        ignore,
+                        op.cast(),
+                    )
+                }
+            }),
+        )
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        self.say_goodbye();
+        // Close the endpoint first so the provider lets go of every
+        // context, then free the receive slots and the registrations.
+        if !self.fabric.ep.is_null() {
+            // SAFETY: ep is open and closed once; Fabric's drop skips it.
+            unsafe { sys::fi_close(&mut (*self.fabric.ep).fid) };
+            self.fabric.ep = ptr::null_mut();
+        }
+        self.backlog.clear();
+        for op in self.recv_bufs.drain(..) {
+            // SAFETY: each slot was boxed by us; the endpoint is closed.
+            drop(unsafe { Box::from_raw(op) });
+        }
+        self.mem.close_all();
+    }
+}
+
+/// Sleep until `fd` is readable or `timeout` passes (EINTR is a wake-up).
+pub(crate) fn sleep_on(fd: RawFd, timeout: Duration) -> Result<(), TransportError> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: pfd is a valid array of one pollfd.
+    let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+    if rc < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(TransportError::io("poll on the libfabric CQ's wait fd", e));
+        }
+    }
+    Ok(())
+}
