@@ -93,7 +93,9 @@ impl VerbsTransport {
         let buf_size = opts.eager_buf_size + MSG_HDR;
         let rx_count = opts.rx_depth + Credits::spare(opts.rx_depth);
         let npeers = size.saturating_sub(1);
-        let cqe = npeers.max(1) * (opts.tx_depth + rx_count);
+        let cqe = npeers
+            .max(1)
+            .saturating_mul(opts.tx_depth.saturating_add(rx_count));
         if cqe > dev.attr.max_cqe
             || opts.tx_depth > dev.attr.max_qp_wr
             || rx_count > dev.attr.max_qp_wr
