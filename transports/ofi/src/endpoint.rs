@@ -23,7 +23,7 @@ mod backlog;
 mod control;
 mod cq;
 
-use backlog::Deferred;
+use backlog::{Deferred, Post};
 
 /// Largest two-sided message (ovbench header plus payload).
 pub const EAGER_BUF_SIZE: usize = 64 * 1024;
@@ -377,10 +377,30 @@ impl Transport for Endpoint {
         self.send_seq[peer as usize] = self.send_seq[peer as usize].wrapping_add(1);
         let ep = self.fabric.ep;
         if total <= self.fabric.attrs.inject_size {
-            // The closure owns the bytes until fi_inject has copied them.
+            // Fast path: inject copies the bytes at once; only a refused
+            // inject keeps them (in the deferred post).
+            if self.backlog.is_empty() {
+                // SAFETY: ep is enabled; fi_inject copies the bytes before
+                // returning.
+                let rc = unsafe { sys::fi_inject(ep, buf.as_ptr().cast(), buf.len(), dest) };
+                if rc == 0 {
+                    self.recycle_send(buf);
+                    self.pending.push_back(Completion::Send { ctx });
+                    return Ok(());
+                }
+                if rc != EAGAIN {
+                    self.recycle_send(buf);
+                    return Err(crate::error::peer(
+                        peer,
+                        OpKind::Send,
+                        "fi_inject",
+                        rc as i64,
+                    ));
+                }
+            }
             return self.submit(
                 None,
-                Deferred::new(peer, OpKind::Send, "fi_inject", Some(ctx), move || {
+                Post::new(peer, OpKind::Send, "fi_inject", Some(ctx), move || {
                     // SAFETY: ep is enabled; fi_inject copies the bytes
                     // before returning.
                     unsafe { sys::fi_inject(ep, buf.as_ptr().cast(), buf.len(), dest) }
@@ -391,7 +411,7 @@ impl Transport for Endpoint {
         let op = Op::boxed(Kind::Send, ctx, peer, buf);
         self.submit(
             Some(op),
-            Deferred::new(peer, OpKind::Send, "fi_send", None, move || {
+            Post::new(peer, OpKind::Send, "fi_send", None, move || {
                 // SAFETY: ep is enabled; the staging buffer is owned by op
                 // until its completion (the Vec's heap block did not move).
                 unsafe { sys::fi_send(ep, p.cast(), n, ptr::null_mut(), dest, op.cast()) }
@@ -443,7 +463,7 @@ impl Transport for Endpoint {
             };
         self.submit(
             Some(op),
-            Deferred::new(peer, OpKind::Write, "fi_writemsg", None, move || {
+            Post::new(peer, OpKind::Write, "fi_writemsg", None, move || {
                 let iov = libc::iovec {
                     iov_base: lp.cast(),
                     iov_len: len,
@@ -490,7 +510,7 @@ impl Transport for Endpoint {
         let len = local.len;
         self.submit(
             Some(op),
-            Deferred::new(peer, OpKind::Read, "fi_read", None, move || {
+            Post::new(peer, OpKind::Read, "fi_read", None, move || {
                 // SAFETY: ep is enabled; the local range lies in registration
                 // mr, whose region cannot be freed while registered.
                 unsafe { sys::fi_read(ep, lp.cast(), len, desc, src, raddr, key, op.cast()) }
@@ -553,7 +573,7 @@ impl Transport for Endpoint {
         if !sync {
             return self.submit(
                 Some(op),
-                Deferred::new(peer, OpKind::TaggedSend, "fi_tsend", None, move || {
+                Post::new(peer, OpKind::TaggedSend, "fi_tsend", None, move || {
                     // SAFETY: ep is enabled; src lies in a live region the
                     // caller keeps until this completion.
                     unsafe {
@@ -565,7 +585,7 @@ impl Transport for Endpoint {
         let flags = u64::from(sys::FI_COMPLETION) | sync_flag;
         self.submit(
             Some(op),
-            Deferred::new(
+            Post::new(
                 peer,
                 OpKind::TaggedSend,
                 "fi_tsendmsg (synchronous)",
@@ -621,7 +641,7 @@ impl Transport for Endpoint {
         let len = dst.len;
         self.submit(
             Some(op),
-            Deferred::new(peer, OpKind::TaggedRecv, "fi_trecv", None, move || {
+            Post::new(peer, OpKind::TaggedRecv, "fi_trecv", None, move || {
                 // SAFETY: ep is enabled; dst lies in a live region the caller
                 // keeps until this completion.
                 unsafe {

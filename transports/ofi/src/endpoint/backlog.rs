@@ -21,7 +21,7 @@ impl Endpoint {
         let (p, n) = unsafe { ((*op).buf.as_mut_ptr(), (*op).buf.len()) };
         self.submit(
             Some(op),
-            Deferred::new(self.rank, OpKind::Recv, "fi_recv", None, move || {
+            Post::new(self.rank, OpKind::Recv, "fi_recv", None, move || {
                 // SAFETY: ep is enabled; the buffer and context stay valid
                 // until the completion (slots are freed after the ep closes).
                 unsafe {
@@ -41,33 +41,34 @@ impl Endpoint {
     /// Hand an operation to the provider. `-FI_EAGAIN` is not an error:
     /// the post waits in the backlog and `poll` retries it after reading
     /// the CQ (tcp and shm free resources only when progressed, and in a
-    /// one-process test the peer progresses only between our polls).
-    pub(super) fn submit(
+    /// one-process test the peer progresses only between our polls). Only
+    /// a deferred post is boxed; the common path allocates nothing.
+    pub(super) fn submit<F: FnMut() -> isize + 'static>(
         &mut self,
         op: Option<*mut Op>,
-        mut d: Deferred,
+        mut p: Post<F>,
     ) -> Result<(), TransportError> {
-        d.op = op;
+        p.op = op;
         if !self.backlog.is_empty() {
-            self.backlog.push_back(d);
+            self.backlog.push_back(p.boxed());
             return Ok(());
         }
-        match (d.post)() {
+        match (p.post)() {
             0 => {
-                self.posted(&d);
+                self.posted(p.op, p.inject_ctx);
                 Ok(())
             }
             EAGAIN => {
-                self.backlog.push_back(d);
+                self.backlog.push_back(p.boxed());
                 Ok(())
             }
-            rc => Err(self.refused(d, rc)),
+            rc => Err(self.refused(p.op, p.peer, p.kind, p.call, rc)),
         }
     }
 
     /// Book-keeping once the provider accepted a post.
-    pub(super) fn posted(&mut self, d: &Deferred) {
-        match (d.op, d.inject_ctx) {
+    fn posted(&mut self, op: Option<*mut Op>, inject_ctx: Option<Ctx>) {
+        match (op, inject_ctx) {
             (Some(op), _) => {
                 // SAFETY: op is live until its completion.
                 if unsafe { (*op).kind } != Kind::RecvBuf {
@@ -80,18 +81,24 @@ impl Endpoint {
     }
 
     /// The provider refused a post for good: take the op back, name it.
-    pub(super) fn refused(&mut self, d: Deferred, rc: isize) -> TransportError {
-        let mut e = peer_err(d.peer, d.kind, d.call, rc as i64);
+    fn refused(
+        &mut self,
+        op: Option<*mut Op>,
+        peer: Rank,
+        kind: OpKind,
+        call: &str,
+        rc: isize,
+    ) -> TransportError {
+        let mut e = peer_err(peer, kind, call, rc as i64);
         if rc == EAGAIN {
             if let TransportError::Peer { status, .. } = &mut e {
                 status.push_str(&format!(
-                    " for {} s: rank {} stopped progressing",
-                    EAGAIN_DEADLINE.as_secs(),
-                    d.peer
+                    " for {} s: rank {peer} stopped progressing",
+                    EAGAIN_DEADLINE.as_secs()
                 ));
             }
         }
-        if let Some(op) = d.op {
+        if let Some(op) = op {
             // SAFETY: the provider did not accept the operation, so it
             // holds no reference to op.
             let op = unsafe { Box::from_raw(op) };
@@ -109,7 +116,7 @@ impl Endpoint {
     pub(super) fn flush_backlog(&mut self) {
         while let Some(mut d) = self.backlog.pop_front() {
             match (d.post)() {
-                0 => self.posted(&d),
+                0 => self.posted(d.op, d.inject_ctx),
                 EAGAIN if d.since.elapsed() < EAGAIN_DEADLINE => {
                     self.backlog.push_front(d);
                     return;
@@ -124,7 +131,7 @@ impl Endpoint {
                         })
                         .or(d.inject_ctx),
                     );
-                    let e = self.refused(d, rc);
+                    let e = self.refused(d.op, d.peer, d.kind, d.call, rc);
                     self.pending.push_back(Completion::Error {
                         ctx,
                         peer,
@@ -143,34 +150,57 @@ impl Endpoint {
     }
 }
 
-/// A post waiting for the provider to accept it.
-pub(super) struct Deferred {
-    pub(super) op: Option<*mut Op>,
-    /// For `fi_inject`: the context whose Send completion follows success.
-    pub(super) inject_ctx: Option<Ctx>,
-    pub(super) peer: Rank,
-    pub(super) kind: OpKind,
-    pub(super) call: &'static str,
-    pub(super) since: Instant,
-    pub(super) post: Box<dyn FnMut() -> isize>,
+/// A post as first tried: not boxed, so the common path allocates
+/// nothing.
+pub(super) struct Post<F> {
+    op: Option<*mut Op>,
+    inject_ctx: Option<Ctx>,
+    peer: Rank,
+    kind: OpKind,
+    call: &'static str,
+    post: F,
 }
 
-impl Deferred {
+impl<F: FnMut() -> isize + 'static> Post<F> {
+    /// Describe a post: `post` makes the libfabric call and returns its code.
     pub(super) fn new(
         peer: Rank,
         kind: OpKind,
         call: &'static str,
         inject_ctx: Option<Ctx>,
-        post: impl FnMut() -> isize + 'static,
-    ) -> Deferred {
-        Deferred {
+        post: F,
+    ) -> Post<F> {
+        Post {
             op: None,
             inject_ctx,
             peer,
             kind,
             call,
-            since: Instant::now(),
-            post: Box::new(post),
+            post,
         }
     }
+
+    fn boxed(self) -> Deferred {
+        Deferred {
+            op: self.op,
+            inject_ctx: self.inject_ctx,
+            peer: self.peer,
+            kind: self.kind,
+            call: self.call,
+            since: Instant::now(),
+            post: Box::new(self.post),
+        }
+    }
+}
+
+/// A post waiting for the provider to accept it.
+pub(super) struct Deferred {
+    op: Option<*mut Op>,
+    /// For `fi_inject`: the context whose Send completion follows success.
+    inject_ctx: Option<Ctx>,
+    peer: Rank,
+    kind: OpKind,
+    call: &'static str,
+    since: Instant,
+    post: Box<dyn FnMut() -> isize>,
 }

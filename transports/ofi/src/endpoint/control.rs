@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use ovbench_core::{Completion, OpKind, Rank, TransportError};
 use ovbench_ofi_sys as sys;
 
-use super::{Deferred, Endpoint};
+use super::{Endpoint, Post};
 use crate::liveness;
 use crate::ops::{Kind, Op, SRC_HDR};
 
@@ -42,7 +42,7 @@ impl Endpoint {
         if kind != BYE && buf.len() <= self.fabric.attrs.inject_size {
             return self.submit(
                 None,
-                Deferred::new(
+                Post::new(
                     peer,
                     OpKind::Connect,
                     "fi_inject (control)",
@@ -58,7 +58,7 @@ impl Endpoint {
         let op = Op::boxed(Kind::Control, 0, peer, buf);
         self.submit(
             Some(op),
-            Deferred::new(
+            Post::new(
                 peer,
                 OpKind::Connect,
                 "fi_send (control)",

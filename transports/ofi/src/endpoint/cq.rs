@@ -8,7 +8,7 @@ use ovbench_core::{Completion, Ctx, OpKind, Rank, Tag, TransportError};
 use ovbench_ofi_sys as sys;
 
 use super::control::CTRL;
-use super::{Deferred, Endpoint, EAGAIN, EAVAIL};
+use super::{Endpoint, Post, EAGAIN, EAVAIL};
 use crate::error::fi_str;
 use crate::ops::{Fence, Kind, Op, SRC_HDR, TAG_SRC_SHIFT};
 
@@ -194,7 +194,7 @@ impl Endpoint {
         let p = unsafe { (*op).buf.as_mut_ptr() };
         self.submit(
             Some(op),
-            Deferred::new(
+            Post::new(
                 peer,
                 OpKind::Write,
                 "fi_read (write fence)",
