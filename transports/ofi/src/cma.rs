@@ -18,48 +18,79 @@ const SCOPE: &str = "/proc/sys/kernel/yama/ptrace_scope";
 
 /// Check Yama's ptrace scope and lift scope 1 for this process.
 pub fn prepare() -> CmaStatus {
-    let scope = match std::fs::read_to_string(SCOPE) {
-        Ok(s) => s.trim().parse::<u32>().ok(),
-        Err(_) => {
-            return CmaStatus {
-                usable: true,
-                detail: "no Yama LSM: cross-memory attach between ranks is allowed".into(),
-            }
+    let scope = std::fs::read_to_string(SCOPE)
+        .ok()
+        .map(|s| s.trim().to_string());
+    decide(scope.as_deref(), || {
+        // SAFETY: prctl with PR_SET_PTRACER and an integer argument touches
+        // no memory of ours.
+        let rc = unsafe { libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
         }
+    })
+}
+
+/// The decision for a ptrace scope as read from [`SCOPE`] (`None`: no
+/// Yama); `allow_any` lifts scope 1 for this process.
+fn decide(scope: Option<&str>, allow_any: impl FnOnce() -> std::io::Result<()>) -> CmaStatus {
+    let Some(scope) = scope else {
+        return CmaStatus {
+            usable: true,
+            detail: "no Yama LSM: cross-memory attach between ranks is allowed".into(),
+        };
     };
-    match scope {
-        Some(0) => CmaStatus {
+    match scope.parse::<u32>() {
+        Ok(0) => CmaStatus {
             usable: true,
             detail: "kernel.yama.ptrace_scope=0: cross-memory attach between ranks is allowed".into(),
         },
-        Some(1) => {
-            // SAFETY: prctl with PR_SET_PTRACER and an integer argument
-            // touches no memory of ours.
-            let rc = unsafe { libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0) };
-            if rc == 0 {
-                CmaStatus {
-                    usable: true,
-                    detail: "kernel.yama.ptrace_scope=1: allowed sibling ranks to attach with prctl(PR_SET_PTRACER_ANY)".into(),
-                }
-            } else {
-                CmaStatus {
-                    usable: false,
-                    detail: format!(
-                        "kernel.yama.ptrace_scope=1 and prctl(PR_SET_PTRACER) failed ({}): shm cannot use cross-memory attach; run `sysctl kernel.yama.ptrace_scope=0` or use --provider tcp;ofi_rxm",
-                        std::io::Error::last_os_error()
-                    ),
-                }
-            }
-        }
-        Some(s) => CmaStatus {
+        Ok(1) => match allow_any() {
+            Ok(()) => CmaStatus {
+                usable: true,
+                detail: "kernel.yama.ptrace_scope=1: allowed sibling ranks to attach with prctl(PR_SET_PTRACER_ANY)".into(),
+            },
+            Err(e) => CmaStatus {
+                usable: false,
+                detail: format!(
+                    "kernel.yama.ptrace_scope=1 and prctl(PR_SET_PTRACER) failed ({e}): shm cannot use cross-memory attach; run `sysctl kernel.yama.ptrace_scope=0` or use --provider tcp;ofi_rxm"
+                ),
+            },
+        },
+        Ok(s) => CmaStatus {
             usable: false,
             detail: format!(
                 "kernel.yama.ptrace_scope={s} blocks cross-memory attach between ranks: shm's large messages and RMA fail or fall back; as root run `sysctl kernel.yama.ptrace_scope=0` (scope 3 needs a reboot), or use --provider tcp;ofi_rxm"
             ),
         },
-        None => CmaStatus {
+        Err(_) => CmaStatus {
             usable: true,
-            detail: format!("{SCOPE} is unreadable as a number; assuming cross-memory attach works"),
+            detail: format!("{SCOPE} says {scope:?}, not a number; assuming cross-memory attach works"),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_scope_is_explained() {
+        let never = || -> std::io::Result<()> { panic!("prctl only for scope 1") };
+        assert!(decide(None, never).usable);
+        assert!(decide(Some("0"), never).usable);
+        let s = decide(Some("1"), || Ok(()));
+        assert!(s.usable && s.detail.contains("PR_SET_PTRACER_ANY"));
+        let s = decide(Some("1"), || {
+            Err(std::io::Error::from_raw_os_error(libc::EPERM))
+        });
+        assert!(!s.usable && s.detail.contains("sysctl kernel.yama.ptrace_scope=0"));
+        for scope in ["2", "3"] {
+            let s = decide(Some(scope), never);
+            assert!(!s.usable && s.detail.contains("tcp;ofi_rxm"), "{s:?}");
+        }
+        assert!(decide(Some("x"), never).usable);
     }
 }
