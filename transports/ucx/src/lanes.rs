@@ -105,6 +105,13 @@ pub(crate) fn from_lane_table(table: &str) -> RmaPath {
 
 /// Read the endpoint's lane table and classify its RMA lanes.
 pub(crate) fn probe(ep: sys::ucp_ep_h) -> Option<RmaPath> {
+    // SAFETY: ep is a live endpoint; the stream is an open FILE* (libc's
+    // and UCX's FILE are the same C type).
+    printed(|f| unsafe { sys::ucp_ep_print_info(ep, f.cast()) }).map(|t| from_lane_table(&t))
+}
+
+/// What a UCX `*_print_info(…, FILE*)` call writes, as a string.
+pub(crate) fn printed(print: impl FnOnce(*mut libc::FILE)) -> Option<String> {
     let mut buf: *mut libc::c_char = std::ptr::null_mut();
     let mut len: libc::size_t = 0;
     // SAFETY: open_memstream allocates a growing buffer; buf/len are
@@ -113,9 +120,7 @@ pub(crate) fn probe(ep: sys::ucp_ep_h) -> Option<RmaPath> {
     if f.is_null() {
         return None;
     }
-    // SAFETY: ep is a live endpoint; f is an open FILE* (libc's and
-    // UCX's FILE are the same C type).
-    unsafe { sys::ucp_ep_print_info(ep, f.cast()) };
+    print(f);
     // SAFETY: f is closed once; afterwards buf holds len bytes.
     unsafe { libc::fclose(f) };
     if buf.is_null() {
@@ -127,7 +132,19 @@ pub(crate) fn probe(ep: sys::ucp_ep_h) -> Option<RmaPath> {
             .into_owned();
     // SAFETY: buf was malloc'd by open_memstream and is freed once.
     unsafe { libc::free(buf.cast()) };
-    Some(from_lane_table(&text))
+    Some(text)
+}
+
+/// The transport/device pairs of a context, from `ucp_context_print_info`
+/// lines such as `#      resource 1  :  md 1  dev 1  flags -- tcp/lo`.
+pub(crate) fn resources(table: &str) -> Vec<String> {
+    table
+        .lines()
+        .filter(|l| l.contains("resource") && l.contains("--"))
+        .filter_map(|l| l.rsplit("--").next())
+        .map(|r| r.trim().to_string())
+        .filter(|r| !r.is_empty())
+        .collect()
 }
 
 #[cfg(test)]
@@ -156,6 +173,12 @@ mod tests {
         assert!(detects_peer_failure("all"));
         assert!(!detects_peer_failure("posix,self"));
         assert!(!detects_peer_failure("shm,self"));
+    }
+
+    #[test]
+    fn reads_context_resources() {
+        let t = "#            md 0  :  component 0  self \n#      resource 0  :  md 0  dev 0  flags -- self/memory0\n#      resource 1  :  md 1  dev 1  flags -- tcp/lo\n";
+        assert_eq!(resources(t), ["self/memory0", "tcp/lo"]);
     }
 
     #[test]

@@ -291,6 +291,7 @@ impl Transport for UcxTransport {
             extra: vec![
                 ("UCX_TLS".into(), s.tls.clone()),
                 ("UCX_NET_DEVICES".into(), s.net_devices.clone()),
+                ("ucx_resources".into(), s.resources.join(" ")),
                 ("rma_lanes".into(), self.rma.lanes.clone()),
                 ("rma_progress".into(), self.rma.reason.clone()),
                 (

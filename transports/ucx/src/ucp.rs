@@ -13,6 +13,8 @@ use crate::status::{check, local};
 /// The effective UCX settings, for the header.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Settings {
+    /// Transport/device pairs the context found (`tcp/lo`, `posix/memory`).
+    pub resources: Vec<String>,
     /// `UCX_TLS` as UCX will use it (ours, the user's, or UCX's default).
     pub tls: String,
     /// `UCX_NET_DEVICES` likewise.
@@ -52,7 +54,11 @@ pub(crate) fn settings(tls: Option<&str>, net_devices: Option<&str>) -> Settings
         (None, None) if tls.split(',').any(|s| s == "tcp") => "lo".to_string(),
         (None, None) => "all".to_string(),
     };
-    Settings { tls, net_devices }
+    Settings {
+        resources: Vec::new(),
+        tls,
+        net_devices,
+    }
 }
 
 impl Ucp {
@@ -118,6 +124,15 @@ impl Ucp {
                 ),
             ));
         }
+        // SAFETY: context is live; the stream is an open FILE*.
+        let table =
+            crate::lanes::printed(|f| unsafe { sys::ucp_context_print_info(context, f.cast()) });
+        let resources = table
+            .as_deref()
+            .map(crate::lanes::resources)
+            .unwrap_or_default();
+        let mut settings = settings;
+        settings.resources = resources;
         let mut ucp = Ucp {
             context,
             worker: ptr::null_mut(),
@@ -125,6 +140,22 @@ impl Ucp {
             efd: -1,
             settings,
         };
+        // UCX only warns about names it does not know and carries on with
+        // the rest; left with nothing but `self`, no peer is reachable.
+        let only_self = ucp
+            .settings
+            .resources
+            .iter()
+            .all(|r| r.starts_with("self/"));
+        if only_self && ucp.settings.tls.split(',').any(|t| t != "self") {
+            return Err(TransportError::Local {
+                op: OpKind::Connect,
+                detail: format!(
+                    "UCX found no usable transport in UCX_TLS={} (UCX_NET_DEVICES={}) besides self; `ucx_info -d` lists the transports and devices this UCX has",
+                    ucp.settings.tls, ucp.settings.net_devices
+                ),
+            });
+        }
         let wparams = sys::ucp_worker_params_t {
             field_mask: sys::UCP_WORKER_PARAM_FIELD_THREAD_MODE as u64,
             thread_mode: if multi_thread {

@@ -444,3 +444,24 @@ fn who_serves_rma_while_the_target_computes() {
         }
     }
 }
+
+/// A transport name UCX does not know is refused with what to do.
+#[test]
+fn unknown_transport_is_explained() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let e = UcxTransport::new(
+        0,
+        2,
+        UcxOptions {
+            tls: Some("no_such_tl".into()),
+            net_devices: None,
+            progress: Progress::Poll,
+        },
+    );
+    let msg = e
+        .err()
+        .expect("an unknown UCX transport must be refused")
+        .to_string();
+    assert!(msg.contains("ucx_info -d"), "{msg}");
+    assert!(msg.contains("no_such_tl"), "{msg}");
+}
