@@ -1,0 +1,136 @@
+//! The contract's conformance suite, generic over [`crate::Transport`].
+//!
+//! Every fabric crate runs it against its own transport, in one process:
+//!
+//! ```ignore
+//! fn make(n: u32) -> Vec<Box<dyn Transport>> { /* n unconnected endpoints */ }
+//! mod two_ranks { ovbench_core::conformance_tests!(super::make, 2); }
+//! ```
+//!
+//! [`conformance_tests!`](crate::conformance_tests) generates one `#[test]`
+//! per check; [`run_all`] runs them all and reports each result. A check
+//! gets freshly made endpoints, already connected by [`connect_all`], and
+//! drives all of them from one thread by polling them in turn (every loop
+//! has a deadline), so a target that needs its progress engine to serve a
+//! one-sided request gets it. What the checks pin, beyond the contract's
+//! module docs:
+//!
+//! * an `Err` from a transport names the peer as `rank N` in its message,
+//!   and a [`Completion::Error`](crate::Completion::Error) carries the peer, the operation and the
+//!   context of the failed operation;
+//! * a one-sided access outside a live registration, through a
+//!   deregistered key or through a garbled key is refused (an `Err` at
+//!   post or an error completion) and leaves the target's memory untouched;
+//! * a peer whose transport was dropped is reported within
+//!   [`PEER_LOSS_DEADLINE`], and the other peers keep working.
+
+use std::time::Duration;
+
+use crate::{Transport, TransportError};
+
+mod endpoint;
+mod messages;
+mod net;
+mod progress;
+mod rma;
+
+pub use endpoint::{identity_and_caps, regions};
+pub use messages::{
+    oversize_send_rejected, send_order_and_max_size, tagged_or_unsupported, zero_length_messages,
+};
+pub use progress::{block_returns_when_ready, many_outstanding, peer_dropped_reported};
+pub use rma::{
+    deregistered_key_rejected, garbled_key_rejected, key_through_the_wire, out_of_range_rejected,
+    read_returns_target_bytes, write_visible_on_completion,
+};
+
+/// A job's endpoints, index = rank.
+pub type Endpoints = Vec<Box<dyn Transport>>;
+/// One check: gets connected endpoints, says what went wrong.
+pub type Check = fn(&mut Endpoints) -> Result<(), String>;
+
+/// Longest any single wait of a check may take.
+pub const WAIT_DEADLINE: Duration = Duration::from_secs(20);
+/// How soon the survivors must report a dropped peer (DESIGN.md: a killed
+/// rank stops the job within 5 s).
+pub const PEER_LOSS_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Exchange every endpoint's address and connect all of them at once
+/// (connect is collective, so each runs on its own scoped thread).
+pub fn connect_all(ts: &mut [Box<dyn Transport>]) -> Result<(), TransportError> {
+    let addrs: Vec<Vec<u8>> = ts.iter().map(|t| t.address()).collect();
+    let results: Vec<Result<(), TransportError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = ts
+            .iter_mut()
+            .map(|t| {
+                let a = &addrs;
+                s.spawn(move || t.connect(a))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    results.into_iter().collect()
+}
+
+/// Make `size` endpoints, connect them and run `check`.
+pub fn run_check(check: Check, make: &dyn Fn(u32) -> Endpoints, size: u32) -> Result<(), String> {
+    let mut ts = make(size);
+    if ts.len() != size as usize {
+        return Err(format!(
+            "the factory made {} endpoints, {size} asked",
+            ts.len()
+        ));
+    }
+    connect_all(&mut ts).map_err(|e| format!("connect failed: {e}"))?;
+    check(&mut ts)
+}
+
+/// Run every check on fresh endpoints; one result per check.
+pub fn run_all(
+    make: &dyn Fn(u32) -> Endpoints,
+    size: u32,
+) -> Vec<(&'static str, Result<(), String>)> {
+    CHECKS
+        .iter()
+        .map(|(name, check)| (*name, run_check(*check, make, size)))
+        .collect()
+}
+
+/// One `#[test]` per conformance check for a factory
+/// `Fn(u32) -> Vec<Box<dyn Transport>>` and a job size (at least 2).
+///
+/// The `@`-prefixed arms are internal: they keep the list of checks in one
+/// place, which also builds [`CHECKS`].
+#[macro_export]
+macro_rules! conformance_tests {
+    (@list $($pre:tt)*) => {
+        $crate::conformance_tests!($($pre)*;
+            identity_and_caps, regions, send_order_and_max_size, zero_length_messages,
+            oversize_send_rejected, write_visible_on_completion, read_returns_target_bytes,
+            out_of_range_rejected, deregistered_key_rejected, garbled_key_rejected,
+            many_outstanding, key_through_the_wire, block_returns_when_ready,
+            tagged_or_unsupported, peer_dropped_reported);
+    };
+    (@consts; $($name:ident),* $(,)?) => {
+        /// Every check, by name.
+        pub const CHECKS: &[(&str, Check)] = &[$((stringify!($name), $name)),*];
+    };
+    (@each $make:expr, $size:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                if let Err(e) = $crate::conformance::run_check($crate::conformance::$name, &$make, $size) {
+                    panic!("conformance check `{}` failed: {e}", stringify!($name));
+                }
+            }
+        )*
+    };
+    ($make:expr, $size:expr) => {
+        $crate::conformance_tests!(@list @each $make, $size);
+    };
+}
+
+conformance_tests!(@list @consts);

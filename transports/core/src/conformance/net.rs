@@ -1,0 +1,246 @@
+//! The driver the checks share: polls every endpoint from one thread,
+//! sorts completions per rank, and waits with deadlines.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use super::{Endpoints, WAIT_DEADLINE};
+use crate::{Completion, Ctx, LocalSlice, MrHandle, OpKind, Rank, RemoteKey, TransportError};
+
+/// Drives all endpoints from one thread and sorts their completions.
+pub(super) struct Net<'a> {
+    pub(super) ts: &'a mut Endpoints,
+    pub(super) inbox: Vec<VecDeque<Completion>>,
+    /// A dropped peer whose error completions are expected anywhere.
+    pub(super) ignore_peer: Option<Rank>,
+}
+
+impl<'a> Net<'a> {
+    pub(super) fn new(ts: &'a mut Endpoints) -> Net<'a> {
+        let n = ts.len();
+        Net {
+            ts,
+            inbox: (0..n).map(|_| VecDeque::new()).collect(),
+            ignore_peer: None,
+        }
+    }
+
+    pub(super) fn last(&self) -> usize {
+        self.ts.len() - 1
+    }
+
+    /// Poll every endpoint once.
+    pub(super) fn pump(&mut self) -> Result<(), String> {
+        self.pump_for(0)
+    }
+
+    /// Poll every endpoint once, `rank` last, so that what `rank` then
+    /// sees is checked before any other endpoint makes progress again
+    /// (a write that completed early is caught before the target polls).
+    pub(super) fn pump_for(&mut self, rank: usize) -> Result<(), String> {
+        let n = self.ts.len();
+        let mut v = Vec::new();
+        for r in (rank + 1..n).chain(0..=rank) {
+            self.ts[r]
+                .poll(&mut v)
+                .map_err(|e| format!("rank {r}: poll failed: {e}"))?;
+            self.inbox[r].extend(v.drain(..));
+        }
+        Ok(())
+    }
+
+    /// Poll everyone until `rank` has `count` completions matching `pred`;
+    /// remove and return them in arrival order. Any other error completion
+    /// on `rank` fails the wait.
+    pub(super) fn wait_n(
+        &mut self,
+        rank: usize,
+        count: usize,
+        what: &str,
+        deadline: Duration,
+        pred: &dyn Fn(&Completion) -> bool,
+    ) -> Result<Vec<Completion>, String> {
+        let end = Instant::now() + deadline;
+        let mut got = Vec::with_capacity(count);
+        loop {
+            let mut i = 0;
+            while i < self.inbox[rank].len() && got.len() < count {
+                if pred(&self.inbox[rank][i]) {
+                    got.push(self.inbox[rank].remove(i).expect("index checked"));
+                } else if matches!(self.inbox[rank][i], Completion::Error { peer, .. } if Some(peer) != self.ignore_peer)
+                {
+                    return Err(format!(
+                        "rank {rank} waiting for {what}: unexpected {:?}",
+                        self.inbox[rank][i]
+                    ));
+                } else {
+                    i += 1;
+                }
+            }
+            if got.len() == count {
+                return Ok(got);
+            }
+            if Instant::now() > end {
+                return Err(format!(
+                    "rank {rank}: timed out after {deadline:?} waiting for {what} ({} of {count} seen; other completions: {:?})",
+                    got.len(),
+                    self.inbox[rank].iter().take(4).collect::<Vec<_>>()
+                ));
+            }
+            self.pump_for(rank)?;
+        }
+    }
+
+    pub(super) fn wait(
+        &mut self,
+        rank: usize,
+        what: &str,
+        pred: &dyn Fn(&Completion) -> bool,
+    ) -> Result<Completion, String> {
+        Ok(self.wait_n(rank, 1, what, WAIT_DEADLINE, pred)?.remove(0))
+    }
+
+    /// The next message from `from` at `rank`.
+    pub(super) fn recv(&mut self, rank: usize, from: Rank) -> Result<Vec<u8>, String> {
+        match self.wait(
+            rank,
+            &format!("a message from rank {from}"),
+            &|c| matches!(c, Completion::Recv { peer, .. } if *peer == from),
+        )? {
+            Completion::Recv { data, .. } => Ok(data),
+            _ => unreachable!("matched a Recv"),
+        }
+    }
+
+    pub(super) fn wait_ctx(&mut self, rank: usize, what: &str, ctx: Ctx) -> Result<(), String> {
+        self.wait(rank, what, &|c| {
+            ctx_of(c) == Some(ctx) && !matches!(c, Completion::Error { .. })
+        })
+        .map(|_| ())
+    }
+
+    pub(super) fn alloc(
+        &mut self,
+        rank: usize,
+        len: usize,
+        fill: u8,
+    ) -> Result<LocalSlice, String> {
+        let t = &mut self.ts[rank];
+        let region = t
+            .alloc(len)
+            .map_err(|e| format!("rank {rank}: alloc {len}: {e}"))?;
+        let s = LocalSlice::new(region, 0, len);
+        t.write_region(s, &mut |b| b.fill(fill))
+            .map_err(|e| format!("rank {rank}: write_region: {e}"))?;
+        Ok(s)
+    }
+
+    pub(super) fn register(
+        &mut self,
+        rank: usize,
+        s: LocalSlice,
+    ) -> Result<(MrHandle, RemoteKey), String> {
+        let t = &mut self.ts[rank];
+        let mr = t
+            .register(s)
+            .map_err(|e| format!("rank {rank}: register {} bytes: {e}", s.len))?;
+        Ok((mr, t.remote_key(mr)))
+    }
+
+    pub(super) fn bytes(&self, rank: usize, s: LocalSlice) -> Result<Vec<u8>, String> {
+        let mut out = Vec::new();
+        self.ts[rank]
+            .read_region(s, &mut |b| out.extend_from_slice(b))
+            .map_err(|e| format!("rank {rank}: read_region: {e}"))?;
+        Ok(out)
+    }
+
+    pub(super) fn fill_pattern(
+        &mut self,
+        rank: usize,
+        s: LocalSlice,
+        seed: u32,
+    ) -> Result<(), String> {
+        self.ts[rank]
+            .write_region(s, &mut |b| pattern(b, seed))
+            .map_err(|e| format!("rank {rank}: write_region: {e}"))
+    }
+}
+
+pub(super) fn ctx_of(c: &Completion) -> Option<Ctx> {
+    match c {
+        Completion::Send { ctx }
+        | Completion::Write { ctx }
+        | Completion::Read { ctx }
+        | Completion::TaggedSend { ctx }
+        | Completion::TaggedRecv { ctx, .. } => Some(*ctx),
+        Completion::Error { ctx, .. } => *ctx,
+        Completion::Recv { .. } => None,
+    }
+}
+
+/// Deterministic bytes that differ by position and seed.
+pub(super) fn pattern(b: &mut [u8], seed: u32) {
+    for (i, x) in b.iter_mut().enumerate() {
+        *x = (i as u32)
+            .wrapping_mul(2_654_435_761)
+            .wrapping_add(seed)
+            .rotate_left(7) as u8;
+    }
+}
+
+pub(super) fn patterned(len: usize, seed: u32) -> Vec<u8> {
+    let mut v = vec![0; len];
+    pattern(&mut v, seed);
+    v
+}
+
+pub(super) fn first_diff(a: &[u8], b: &[u8]) -> String {
+    if a.len() != b.len() {
+        return format!("lengths differ: {} vs {}", a.len(), b.len());
+    }
+    match a.iter().zip(b).position(|(x, y)| x != y) {
+        Some(i) => format!(
+            "first difference at byte {i}: {:#04x} vs {:#04x}",
+            a[i], b[i]
+        ),
+        None => "equal".into(),
+    }
+}
+
+/// An operation was refused: either its post returned an error naming the
+/// peer, or it must end in an error completion with its context.
+pub(super) fn expect_refused(
+    net: &mut Net<'_>,
+    rank: usize,
+    peer: Rank,
+    op: OpKind,
+    what: &str,
+    posted: Result<(), TransportError>,
+    ctx: Ctx,
+) -> Result<(), String> {
+    match posted {
+        Err(e) => {
+            let msg = e.to_string();
+            if msg.contains(&format!("rank {peer}")) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{what}: refused at post, but the error does not name rank {peer}: {msg}"
+                ))
+            }
+        }
+        Ok(()) => {
+            let c = net.wait(rank, &format!("the refusal of {what}"), &|c| {
+                ctx_of(c) == Some(ctx)
+            })?;
+            match c {
+                Completion::Error { peer: p, op: o, .. } if p == peer && o == op => Ok(()),
+                Completion::Error { .. } => Err(format!(
+                    "{what}: error completion names the wrong peer or operation: {c:?}"
+                )),
+                _ => Err(format!("{what}: was performed instead of refused ({c:?})")),
+            }
+        }
+    }
+}
