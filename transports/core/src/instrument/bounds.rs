@@ -4,7 +4,8 @@
 //! Per transfer, with xfer = xfer_time(size):
 //! * BEGIN and END inside the same call: min = max = 0;
 //! * otherwise max = min(computation between them, xfer) and
-//!   min = max(0, xfer − time inside the library between them);
+//!   min = max(0, xfer − time inside the library between them), clamped
+//!   to max where xfer outlasts BEGIN→END (see `fold`);
 //! * only one of them seen: min = 0, max = xfer;
 //! * call-bounded (native library paths): min = 0,
 //!   max = min(computation between, xfer).
@@ -175,7 +176,17 @@ impl Bounds {
                 } else if b.in_call && self.in_call && b.call == self.call_index {
                     (0.0, 0.0)
                 } else {
-                    ((xfer - lib_ns).max(0.0), comp_ns.min(xfer))
+                    let max = comp_ns.min(xfer);
+                    // The paper's min, "at least xfer − noncomputation was
+                    // overlapped", assumes the transfer fits between BEGIN
+                    // and END (xfer ≤ comp + lib). An estimate longer than
+                    // that window (a table measured under other conditions)
+                    // breaks it and would give min = xfer − lib > comp ≥
+                    // max. The transfer cannot outlast the window it lies in,
+                    // so it overlapped at most the computation in there:
+                    // clamp min to max (≤ comp, ≤ xfer), which is the
+                    // paper's formula with xfer cut to END − BEGIN.
+                    ((xfer - lib_ns).max(0.0).min(max), max)
                 };
                 self.add(b.bytes, xfer, min, max, false);
             }
@@ -183,6 +194,10 @@ impl Bounds {
     }
 
     fn add(&mut self, bytes: u64, xfer: f64, min: f64, max: f64, one_sided: bool) {
+        debug_assert!(
+            0.0 <= min && min <= max && max <= xfer,
+            "overlap bounds out of order: 0 ≤ {min} ≤ {max} ≤ {xfer}"
+        );
         let r = &mut self.report;
         r.transfers += 1;
         r.data_transfer_ns += xfer;

@@ -38,9 +38,11 @@ fn computation_between_bounds_the_overlap() {
     i.xfer_end(7, 100, 700);
     i.call_exit(800);
     let r = i.report(800);
-    // max = min(comp 400, 1000); min = max(0, 1000 − lib (50 + 200)).
+    // max = min(comp 400, 1000); min = max(0, 1000 − lib (50 + 200)) = 750
+    // would exceed max: BEGIN→END is only 650 ns, shorter than xfer, so
+    // min is clamped to max.
     assert_eq!(r.max_overlap_ns, 400.0);
-    assert_eq!(r.min_overlap_ns, 750.0f64.min(1000.0));
+    assert_eq!(r.min_overlap_ns, 400.0);
     assert_eq!(r.computation_ns, 400.0);
     assert_eq!(r.call_ns, 400.0);
     // Enough computation: max reaches xfer, min grows as library time shrinks.
@@ -113,4 +115,30 @@ fn nested_calls_count_once() {
     i.call_exit(30);
     let r = i.report(130);
     assert_eq!((r.call_ns, r.computation_ns, r.events), (30.0, 100.0, 2));
+}
+
+#[test]
+fn min_never_exceeds_max_when_xfer_outlasts_the_window() {
+    // isend [0,10] with BEGIN at 5, compute 20, wait [30,40] with END at
+    // 35: BEGIN→END is 30 ns (20 computation, 10 library), but the table
+    // says 1000 ns. Unclamped, min = 1000 − 10 = 990 > max = 20.
+    let mut i = Instrumentation::new(table(), 1.0);
+    i.call_enter(0);
+    i.xfer_begin(9, 8, 5, false);
+    i.call_exit(10);
+    i.call_enter(30);
+    i.xfer_end(9, 8, 35);
+    i.call_exit(40);
+    let r = i.report(40);
+    assert_eq!(r.max_overlap_ns, 20.0);
+    assert!(
+        r.min_overlap_ns <= r.max_overlap_ns,
+        "min {} > max {}",
+        r.min_overlap_ns,
+        r.max_overlap_ns
+    );
+    // The transfer fills the whole window, so all its computation overlapped.
+    assert_eq!(r.min_overlap_ns, 20.0);
+    assert_eq!(r.buckets[0].min_overlap_ns, 20.0);
+    assert_eq!(r.data_transfer_ns, 1000.0);
 }
