@@ -269,7 +269,13 @@ impl Transport for Endpoint {
             } else {
                 RmaProgress::TargetProgress
             },
-            progress: Progress::Poll,
+            // A provider with automatic data progress (sockets) runs its
+            // own threads: two-sided traffic moves without our polls.
+            progress: if self.fabric.attrs.data_progress_auto {
+                Progress::Thread
+            } else {
+                Progress::Poll
+            },
             max_inline: self.fabric.attrs.inject_size.saturating_sub(SRC_HDR),
             eager_buf_size: self.eager_size() - SRC_HDR,
             native_tagged: true,

@@ -25,8 +25,11 @@
 //! the target serves it only after the write; its completion is the
 //! write's. [`OfiTransport::write_visibility`] says which is in use.
 //!
-//! **RMA progress.** tcp;ofi_rxm and sockets serve RMA inside the target's
-//! progress (manual data progress): `TargetProgress`. shm reads and writes
+//! **RMA progress.** tcp;ofi_rxm serves RMA inside the target's progress
+//! (manual data progress): `TargetProgress`. sockets runs its own progress
+//! threads (`FI_PROGRESS_AUTO`): RMA is still target-CPU work
+//! (`TargetProgress`) but needs no polls, and the caps say two-sided
+//! progress is by a thread. shm reads and writes
 //! by cross-memory attach from the initiator, so with the fence (its
 //! default) a read or write completes while the target computes:
 //! `Offloaded`; with `FI_DELIVERY_COMPLETE` the target must acknowledge:

@@ -30,6 +30,10 @@ fn tcp(n: u32) -> Endpoints {
     make(n, "tcp;ofi_rxm")
 }
 
+fn sockets(n: u32) -> Endpoints {
+    make(n, "sockets")
+}
+
 fn tcp_thread(n: u32) -> Endpoints {
     make_with(n, "tcp;ofi_rxm", Progress::Thread)
 }
@@ -60,4 +64,8 @@ mod shm_2 {
 /// With a progress thread sleeping on the completion queue's fd.
 mod tcp_thread_2 {
     ovbench_core::conformance_tests!(super::tcp_thread, 2);
+}
+/// The sockets provider (threads of its own, automatic progress).
+mod sockets_2 {
+    ovbench_core::conformance_tests!(super::sockets, 2);
 }
