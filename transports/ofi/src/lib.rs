@@ -4,22 +4,29 @@
 //! | contract item | libfabric calls | notes |
 //! |---|---|---|
 //! | open | `fi_getinfo` (`FI_EP_RDM`, `FI_MSG\|FI_RMA\|FI_TAGGED`, `FI_ORDER_SAS`), `fi_fabric`, `fi_domain`, `fi_endpoint`, `fi_av_open` (table), `fi_cq_open` (tagged format, fd wait object) | `--provider` picks the provider; bound to 127.0.0.1 unless `node` says otherwise (shm takes no IP address) |
-//! | address / connect | `fi_getname` / `fi_av_insert` | address lengths checked against the provider's |
-//! | register / key | `fi_mr_reg`, requested key per registration unless `FI_MR_PROV_KEY`; key blob = `fi_mr_key` (8 B) | `FI_MR_VIRT_ADDR` decides address vs offset |
-//! | post_send | `fi_inject` up to `inject_size`, else `fi_send`; `fi_recv` buffers pre-posted and reposted | a 4-byte source rank leads each message |
-//! | post_write | `fi_writemsg(FI_DELIVERY_COMPLETE)` where the provider offers it, else `fi_write` + a 1-byte `fi_read` fence | completion = visible at the target |
+//! | address / connect | `fi_getname` / `fi_av_insert`, then a hello to every peer (collective) | address lengths checked; the hello sets up shm/rxm peers before any timed operation and carries the pid for the liveness watch |
+//! | register / key | `fi_mr_reg`, requested key per registration unless `FI_MR_PROV_KEY`; key = `fi_mr_key` sealed with range, serial and checksum | `FI_MR_VIRT_ADDR` decides address vs offset; keys checked before posting; `deregister` revokes the key at every peer |
+//! | post_send | `fi_inject` up to `inject_size`, else `fi_send`; `fi_recv` buffers pre-posted and reposted | source rank and per-peer sequence lead each message (rxm completes rendezvous-sized messages after later small ones; the receiver restores order) |
+//! | post_write | `fi_writemsg(FI_DELIVERY_COMPLETE)`, or `fi_writemsg` + a 1-byte `fi_read` fence (shm's default; providers without delivery completion) | completion = visible at the target |
 //! | post_read | `fi_read` | |
 //! | poll / wait_fd | `fi_cq_read` + `fi_cq_readerr`/`fi_cq_strerror` / `FI_GETWAIT` + `fi_trywait` | |
 //! | tsend / trecv | `fi_tsend`, ssend: `fi_tsendmsg(FI_MATCH_COMPLETE)` where offered, `FI_DELIVERY_COMPLETE` on shm (which holds it until the match), else n/a: tcp;ofi_rxm and sockets complete it into their unexpected buffer, `fi_trecv` with an ignore mask | tag = source rank << 32 \| tag |
 //!
-//! **Posting never fails for `-FI_EAGAIN`**: the call is retried while the
-//! CQ is read (tcp and shm need progress to free resources), up to a
-//! deadline that names the peer.
+//! **Posting never fails for `-FI_EAGAIN`**: the post waits, in order, in
+//! a backlog that `poll` retries after reading the CQ (tcp and shm free
+//! resources only when progressed), up to a deadline after which an error
+//! completion names the peer.
+//!
+//! **Dead peers.** libfabric reports nothing when a peer process dies; a
+//! closing transport says goodbye, and same-host peers' pids are watched
+//! (see the `liveness` module), so a killed rank becomes an error
+//! completion naming it.
 //!
 //! **Write visibility.** `tcp;ofi_rxm` reports a plain `fi_write` complete
 //! once the data has left, before the target has placed it. ovbench
 //! prefers `FI_DELIVERY_COMPLETE` (the provider answers only after the
-//! target's progress placed the data). A provider that rejects it gets a
+//! target's progress placed the data). A provider that rejects it, and shm
+//! (whose CMA write is placed by the initiator itself), get a
 //! read-after-write fence: a 1-byte `fi_read` of the written range posted
 //! after the write's local completion travels the same ordered path, and
 //! the target serves it only after the write; its completion is the
