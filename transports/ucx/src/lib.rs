@@ -3,7 +3,7 @@
 //!
 //! | contract item | UCP calls | notes |
 //! |---|---|---|
-//! | context, worker | `ucp_init` (AM, RMA, TAG, WAKEUP), one `ucp_worker_create` | `UCX_TLS` from `--ucx-tls` plus `self`; `UCX_NET_DEVICES=lo` for tcp unless set |
+//! | context, worker | `ucp_init` (AM, RMA, TAG, WAKEUP), one `ucp_worker_create` | `UCX_TLS` from `--ucx-tls` plus `self`; `UCX_NET_DEVICES=lo` for tcp unless set — applied with `ucp_config_modify`, the process environment is left alone; a list that leaves only `self` is refused |
 //! | address / connect | `ucp_worker_get_address` (behind ovbench's pid header) / `ucp_ep_create` per peer, then `ucp_ep_flush_nbx` to finish wire-up | error mode `PEER` where a network transport is listed; same-host peers' pids are watched too, so a dead peer becomes an error completion also over shared memory |
 //! | register / key | `ucp_mem_map` of transport memory, `ucp_rkey_pack` blob sealed with range, serial and checksum | peer keys checked before `ucp_ep_rkey_unpack` (first use), cached; `deregister` revokes the key at every peer by active message |
 //! | post_send | `ucp_am_send_nbx` (eager), handler copies into transport buffers | never the tag API: own protocols are ovbench's own; per-peer sequence numbers keep posting order |
