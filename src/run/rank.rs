@@ -103,10 +103,38 @@ fn transport(kind: TransportKind, rank: u32, size: u32, cli: &Cli) -> Result<Box
                     .with_context(|| format!("rank {rank}: creating the TCP transport"))?,
             ))
         }
+        #[cfg(feature = "verbs")]
+        TransportKind::Verbs => {
+            let opts = cli.common.fabric.verbs_options(cli.common.progress)?;
+            Ok(Box::new(
+                ovbench_verbs::VerbsTransport::new(rank, size, opts)
+                    .with_context(|| format!("rank {rank}: creating the verbs transport"))?,
+            ))
+        }
+        #[cfg(feature = "ucx")]
+        TransportKind::Ucx => {
+            let opts = cli.common.fabric.ucx_options(cli.common.progress);
+            Ok(Box::new(
+                ovbench_ucx::UcxTransport::new(rank, size, opts)
+                    .with_context(|| format!("rank {rank}: creating the UCX transport"))?,
+            ))
+        }
+        #[cfg(feature = "ofi")]
+        TransportKind::Ofi => {
+            let opts = cli.common.fabric.ofi_options(cli.common.progress);
+            let provider = opts.provider.clone();
+            Ok(Box::new(
+                ovbench_ofi::OfiTransport::new(rank, size, opts).with_context(|| {
+                    format!("rank {rank}: creating the libfabric transport (provider {provider})")
+                })?,
+            ))
+        }
         other => {
+            // Not compiled in (feature and package named), or mpi, which
+            // no build has yet; sim never reaches here (it runs in-process).
             super::features::check(other)?;
             anyhow::bail!(
-                "the {other} transport is compiled in but this ovbench cannot start it as a separate rank yet (its crate has no constructor wired here); use --transport tcp or sim (rank {rank} of {size}, {})",
+                "the {other} transport cannot start as a separate rank (rank {rank} of {size}, {})",
                 cli.command.name()
             )
         }
