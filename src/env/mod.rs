@@ -4,6 +4,7 @@
 //! versions and `UCX_*`/`FI_*` variables — and the warnings a careful
 //! reader needs (oversubscription, shared physical cores, governor).
 
+mod git;
 mod libs;
 mod system;
 
@@ -11,6 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use git::git_commit;
 pub use libs::{fabric_env, library_versions};
 pub use system::{
     affinity, core_map, cpu_model, format_core_map, format_cpu_list, governors, hostname, kernel,
@@ -36,12 +38,6 @@ impl RankFacts {
             affinity: affinity(),
         }
     }
-}
-
-/// The git commit the binary was built from, when the build recorded it
-/// (`OVBENCH_GIT_COMMIT` in the build environment; ci/ sets it).
-pub fn git_commit() -> &'static str {
-    option_env!("OVBENCH_GIT_COMMIT").unwrap_or("unknown")
 }
 
 /// The environment of a run, captured on rank 0.
