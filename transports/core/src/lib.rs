@@ -34,6 +34,7 @@ pub mod clock_sync;
 mod comm;
 pub mod conformance;
 pub mod engine_comm;
+pub mod fabric;
 mod error;
 pub mod instrument;
 mod key;

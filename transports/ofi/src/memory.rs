@@ -13,7 +13,7 @@ use ovbench_core::{LocalSlice, MrHandle, OpKind, RegionId, RemoteKey, TransportE
 use ovbench_ofi_sys as sys;
 
 use crate::error::local;
-use crate::seal::{seal, unseal};
+use crate::seal::SEAL;
 
 const PAGE: usize = 4096;
 
@@ -177,7 +177,7 @@ impl Memory {
             key: RemoteKey {
                 addr: p as u64,
                 len: s.len as u64,
-                blob: seal(p as u64, s.len as u64, self.serial, &key.to_le_bytes()),
+                blob: SEAL.seal(p as u64, s.len as u64, self.serial, &key.to_le_bytes()),
             },
         };
         let id = self
@@ -260,7 +260,9 @@ pub(crate) fn remote_target(
     len: usize,
     virt_addr: bool,
 ) -> Result<Target, TransportError> {
-    let sealed = unseal(key).map_err(|detail| TransportError::BadKey { peer, detail })?;
+    let sealed = SEAL
+        .unseal(key)
+        .map_err(|detail| TransportError::BadKey { peer, detail })?;
     let raw: [u8; 8] = sealed
         .packed
         .try_into()

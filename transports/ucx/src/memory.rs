@@ -10,7 +10,7 @@ use ovbench_core::{
 };
 use ovbench_ucx_sys as sys;
 
-use crate::seal::{seal, Sealed, SEAL_LEN};
+use crate::seal::{Sealed, SEAL, SEAL_LEN};
 use crate::status::local;
 
 const PAGE: usize = 4096;
@@ -189,7 +189,7 @@ impl Memory {
             key: RemoteKey {
                 addr: p as u64,
                 len: s.len as u64,
-                blob: seal(p as u64, s.len as u64, self.serial, &blob),
+                blob: SEAL.seal(p as u64, s.len as u64, self.serial, &blob),
             },
         };
         let id = self
@@ -250,7 +250,7 @@ impl Memory {
     }
 
     /// The unpacked form of `peer`'s key, unpacked on first use and cached.
-    /// The blob was checked ([`crate::seal::unseal`]) before UCX parses it.
+    /// The blob was checked ([`crate::seal::SEAL`]) before UCX parses it.
     pub fn rkey(
         &mut self,
         ep: sys::ucp_ep_h,

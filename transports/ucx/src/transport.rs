@@ -226,10 +226,12 @@ impl UcxTransport {
     ) -> Result<(sys::ucp_ep_h, sys::ucp_mem_h, *mut u8, sys::ucp_rkey_h, u64), TransportError>
     {
         let ep = self.ep(peer, op)?;
-        let sealed = seal::unseal(remote).map_err(|detail| TransportError::BadKey {
-            peer,
-            detail: format!("{op}: {detail}"),
-        })?;
+        let sealed = seal::SEAL
+            .unseal(remote)
+            .map_err(|detail| TransportError::BadKey {
+                peer,
+                detail: format!("{op}: {detail}"),
+            })?;
         remote
             .check_range(remote_offset, local.len as u64)
             .map_err(|detail| TransportError::BadKey {

@@ -1,0 +1,17 @@
+//! Transport-independent pieces shared by the fabric crates (UCX,
+//! libfabric): the sealed-key envelope, the same-host peer-process watch
+//! and the region/registration tables. Each is safe code; what touches raw
+//! memory or the libraries stays in the fabric crate.
+
+pub mod seal;
+
+/// FNV-1a over the concatenation of `parts` (a checksum, not an
+/// authenticator).
+fn fnv1a<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in parts.into_iter().flat_map(|p| p.iter()) {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
