@@ -1,0 +1,129 @@
+"""What ci/bench/tcp, ci/bench/ucx and ci/bench/ofi share: building the
+release binary, running ovbench and the peer tools (ucx_perftest,
+fi_pingpong) with each process on its own core, alternating runs, medians,
+and the `ratio ...` lines with both command lines.
+
+Conventions (DESIGN.md, Conventions): ovbench's ranks are pinned by its
+launcher to cores 0 and 1, the peer tool's two processes by taskset to the
+same cores; the same sizes, iterations and warm-up on both sides (where
+the peer has a warm-up option); latency headline p50 against
+ucx_perftest's typical column, means against fi_pingpong, which prints
+only a mean.
+"""
+import json, os, statistics, subprocess, sys, tempfile, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OVBENCH = os.path.join(ROOT, "target/release/ovbench")
+
+
+def sh(cmd, env=None, timeout=300):
+    print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
+    r = subprocess.run(cmd, env=env, timeout=timeout, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
+    return r.stdout
+
+
+def build(features=None):
+    """The release binary, with the given cargo features."""
+    cmd = ["cargo", "build", "--release", "--quiet", "--manifest-path",
+           os.path.join(ROOT, "Cargo.toml")]
+    if features:
+        cmd += ["--features", features]
+    sh(cmd, timeout=3600)
+
+
+def ovbench(cmd, size, iters, warmup, extra=()):
+    """One ovbench run at one size: p50, mean (µs) and bandwidth, and its command line."""
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "r.json")
+        args = [OVBENCH, cmd, *extra, "--sizes", str(size), "--iters", str(iters),
+                "--warmup", str(warmup), "--json", out]
+        sh(args)
+        with open(out) as f:
+            doc = json.load(f)
+    row = [r for r in doc["results"] if r.get("size") == size and r.get("table", 0) == 0][0]
+    return {"p50_us": row.get("p50_ns", 0) / 1e3, "mean_us": row.get("mean_ns", 0) / 1e3,
+            "bw_bytes_per_sec": row.get("bytes_per_sec", 0), "ops": row.get("ops", {}),
+            "cmd": " ".join(["ovbench"] + [quote(a) for a in args[1:-2]])}
+
+
+def quote(a):
+    return f"'{a}'" if any(c in a for c in ";&| ") else a
+
+
+def pair(server, client, env, connect_delay=0.5, timeout=300):
+    """Run a peer tool's server on core 0 and its client on core 1; the client's stdout."""
+    srv = subprocess.Popen(["taskset", "-c", "0"] + server, env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(connect_delay)
+        return sh(["taskset", "-c", "1"] + client, env=env, timeout=timeout)
+    finally:
+        try:
+            srv.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            srv.kill()
+            srv.wait()
+
+
+def ucx_perftest(test, size, iters, warmup, port, tls="tcp", net_devices="lo"):
+    """ucx_perftest -t TEST: typical (p50) latency in µs, bandwidth in bytes/s.
+    Its MB are 2^20 bytes."""
+    env = dict(os.environ, UCX_TLS=tls)
+    if net_devices:
+        env["UCX_NET_DEVICES"] = net_devices
+    args = ["-t", test, "-s", str(size), "-n", str(iters), "-w", str(warmup), "-p", str(port)]
+    out = pair(["ucx_perftest"] + args, ["ucx_perftest", "127.0.0.1"] + args, env)
+    final = [l for l in out.splitlines() if l.startswith("Final:")]
+    if not final:
+        sys.exit("ucx_perftest printed no Final line:\n" + out)
+    cols = final[0].split()
+    # Final: iters typical avg overall bw_avg bw_overall rate_avg rate_overall
+    envs = f"UCX_TLS={tls}" + (f" UCX_NET_DEVICES={net_devices}" if net_devices else "")
+    return {"p50_us": float(cols[2]), "mean_us": float(cols[3]),
+            "bw_bytes_per_sec": float(cols[5]) * 2**20,
+            "cmd": envs + " " + " ".join(["ucx_perftest"] + args)}
+
+
+def fi_pingpong(provider, size, iters, port, mode="tagged"):
+    """fi_pingpong -e rdm: its mean one-way time (usec/xfer, two transfers per
+    iteration). It has no warm-up option."""
+    args = ["-e", "rdm", "-p", provider, "-m", mode, "-S", str(size), "-I", str(iters)]
+    out = pair(["fi_pingpong"] + args + ["-B", str(port)],
+               ["fi_pingpong"] + args + ["-P", str(port), "127.0.0.1"], dict(os.environ))
+    # A header line ("bytes #sent ... usec/xfer ..."), then one line per
+    # size, whose first column is abbreviated (1m for 1 MiB).
+    lines = [l.split() for l in out.splitlines() if l.strip()]
+    at = [i for i, l in enumerate(lines) if l[0] == "bytes"]
+    if not at or at[0] + 1 >= len(lines):
+        sys.exit("fi_pingpong printed no result line:\n" + out)
+    col = lines[at[0]].index("usec/xfer")
+    return {"mean_us": float(lines[at[0] + 1][col]),
+            "cmd": " ".join(["fi_pingpong"] + [quote(a) for a in args])}
+
+
+def alternate(runs, jobs):
+    """Run each (name, thunk) of `jobs` in turn, `runs` times over; results by name."""
+    res = {name: [] for name, _ in jobs}
+    for i in range(runs):
+        for name, job in jobs:
+            res[name].append(job(i))
+    return res
+
+
+def med(xs, key):
+    return statistics.median(x[key] for x in xs)
+
+
+def ratio(label, a, b, key, goal=None, unit="us"):
+    """`ratio LABEL A-tool x / B-tool y = r (goal)` with both command lines.
+    `a` and `b` are lists of runs (medians taken), each carrying its command."""
+    x, y = med(a, key), med(b, key)
+    r = x / y if y else float("nan")
+    tail = f" (goal {goal})" if goal else ""
+    kind = "p50" if key.startswith("p50") else ("mean" if key.startswith("mean") else key)
+    print(f"ratio {label:<40} {kind} {x:10.3f} {unit} / {y:10.3f} {unit} = {r:6.3f}{tail}")
+    print(f"#   A: {a[0]['cmd']}")
+    print(f"#   B: {b[0]['cmd']}")
+    return r
