@@ -62,8 +62,8 @@ pub(crate) struct Endpoint {
     /// Peers that said goodbye or whose process died.
     gone: Vec<bool>,
     /// Pids of peers on this host (from their hello), to notice a death.
-    peer_pids: Vec<Option<u32>>,
-    last_liveness: std::time::Instant,
+    /// Same-host peer processes, checked for a death without goodbye.
+    watch: ovbench_core::fabric::peer_watch::PeerWatch,
     /// Peers whose hello has arrived.
     hellos: Vec<bool>,
     /// Keys their owners revoked: (owner, checksum), bounded.
@@ -125,8 +125,10 @@ impl Endpoint {
             held: (0..size).map(|_| BTreeMap::new()).collect(),
             hellos: vec![false; size as usize],
             gone: vec![false; size as usize],
-            peer_pids: vec![None; size as usize],
-            last_liveness: std::time::Instant::now(),
+            watch: ovbench_core::fabric::peer_watch::PeerWatch::new(
+                size,
+                crate::liveness::signal_zero,
+            ),
             revoked: HashSet::new(),
             revoked_order: VecDeque::new(),
             cma,
@@ -187,7 +189,8 @@ impl Endpoint {
         if !self.backlog.is_empty() {
             self.flush_backlog();
         }
-        self.check_liveness();
+        let pending = &mut self.pending;
+        self.watch.check(&mut self.gone, |c| pending.push_back(c));
         Ok(())
     }
 

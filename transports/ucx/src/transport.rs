@@ -20,15 +20,16 @@ use crate::seal;
 use crate::status::{self, check};
 use crate::ucp::{self, Ucp};
 use crate::UcxOptions;
+use ovbench_core::fabric::peer_watch::{self, PeerWatch};
 
 mod lifecycle;
 
 /// Largest two-sided message (ovbench header plus payload).
 pub const EAGER_BUF_SIZE: usize = 64 * 1024;
 /// ovbench's header in front of UCX's worker address: magic, pid, and the
-/// host/pid-namespace identity (see [`crate::liveness`]).
+/// host/pid-namespace identity ([`peer_watch::identity`]).
 const ADDR_MAGIC: &[u8; 4] = b"OVUA";
-const ADDR_HDR: usize = 16;
+const ADDR_HDR: usize = 4 + peer_watch::IDENTITY_LEN;
 /// Largest worker address accepted from the bootstrap exchange.
 const MAX_ADDRESS: usize = 64 * 1024;
 /// How long connect waits for the endpoints' wire-up.
@@ -51,9 +52,9 @@ pub struct UcxTransport {
     send_seq: Vec<u32>,
     rma: RmaPath,
     /// Pids of peers on this host, to notice one that died; peers known dead.
-    peer_pids: Vec<Option<u32>>,
+    /// Same-host peer processes, checked for a death without goodbye.
+    watch: PeerWatch,
     gone: Vec<bool>,
-    last_liveness: Instant,
     /// Whether endpoints report a dead peer (error mode PEER).
     peer_failure_detection: bool,
     /// Declared after everything that holds UCX objects and before
@@ -120,9 +121,8 @@ impl UcxTransport {
             ep_args: Vec::new(),
             send_seq: vec![0; size as usize],
             rma,
-            peer_pids: vec![None; size as usize],
+            watch: PeerWatch::new(size, liveness::signal_zero),
             gone: vec![false; size as usize],
-            last_liveness: Instant::now(),
             peer_failure_detection: lanes::detects_peer_failure(&settings_tls),
             ucp,
             shared,
@@ -256,27 +256,6 @@ impl UcxTransport {
         Ok((ep, memh, lp, rkey, remote.addr + remote_offset))
     }
 
-    /// Report once, naming it, a same-host peer whose process has died.
-    fn check_liveness(&mut self) {
-        self.last_liveness = Instant::now();
-        for peer in 0..self.size {
-            let Some(pid) = self.peer_pids[peer as usize] else {
-                continue;
-            };
-            if !self.gone[peer as usize] && liveness::is_dead(pid) {
-                self.gone[peer as usize] = true;
-                self.shared.push(Completion::Error {
-                    ctx: None,
-                    peer,
-                    op: OpKind::Connect,
-                    status: format!(
-                        "rank {peer} (pid {pid}) died without closing its transport; its operations will never complete"
-                    ),
-                });
-            }
-        }
-    }
-
     /// Which UCX transports serve RMA to the first peer (after connect).
     pub fn rma_path(&self) -> &RmaPath {
         &self.rma
@@ -330,11 +309,9 @@ impl Transport for UcxTransport {
 
     /// `OVUA`, pid, host/pid-namespace identity, then UCX's worker address.
     fn address(&self) -> Vec<u8> {
-        let (pid, ns) = liveness::me();
         let mut a = Vec::with_capacity(ADDR_HDR + self.ucp.address.len());
         a.extend_from_slice(ADDR_MAGIC);
-        a.extend_from_slice(&pid.to_le_bytes());
-        a.extend_from_slice(&ns.to_le_bytes());
+        a.extend_from_slice(&peer_watch::identity());
         a.extend_from_slice(&self.ucp.address);
         a
     }
@@ -350,7 +327,6 @@ impl Transport for UcxTransport {
         if !self.eps.is_empty() {
             return Err(TransportError::Invalid("connect called twice".into()));
         }
-        let (me_pid, me_ns) = liveness::me();
         for (peer, a) in addresses.iter().enumerate() {
             let peer = peer as Rank;
             if a.len() <= ADDR_HDR || a.len() > MAX_ADDRESS || &a[..4] != ADDR_MAGIC {
@@ -364,11 +340,7 @@ impl Transport for UcxTransport {
                     ),
                 });
             }
-            let pid = u32::from_le_bytes(a[4..8].try_into().expect("4 bytes"));
-            let ns = u64::from_le_bytes(a[8..16].try_into().expect("8 bytes"));
-            if ns == me_ns && pid != me_pid {
-                self.peer_pids[peer as usize] = Some(pid);
-            }
+            self.watch.note(peer, &a[4..ADDR_HDR]);
             let a = &a[ADDR_HDR..];
             let arg = Box::new(EpErrArg {
                 shared: self.shared_ptr(),
@@ -590,9 +562,8 @@ impl Transport for UcxTransport {
                 break;
             }
         }
-        if self.last_liveness.elapsed() >= liveness::CHECK_EVERY {
-            self.check_liveness();
-        }
+        let shared = &self.shared;
+        self.watch.check(&mut self.gone, |c| shared.push(c));
         let mut g = self.shared.lock();
         let n = g.completions.len();
         out.extend(g.completions.drain(..));

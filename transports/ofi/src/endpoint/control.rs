@@ -15,8 +15,8 @@ use ovbench_core::{Completion, OpKind, Rank, TransportError};
 use ovbench_ofi_sys as sys;
 
 use super::{Endpoint, Post};
-use crate::liveness;
 use crate::ops::{Kind, Op, SRC_HDR};
+use ovbench_core::fabric::peer_watch;
 
 /// Marks a control message in the source field.
 pub(super) const CTRL: u32 = 1 << 31;
@@ -80,15 +80,7 @@ impl Endpoint {
                     *h = true;
                 }
                 // Same host and pid namespace: the pid can be watched.
-                if let (Ok(pid), Ok(ns)) = (
-                    <[u8; 4]>::try_from(rest.get(..4).unwrap_or(&[])),
-                    <[u8; 8]>::try_from(rest.get(4..12).unwrap_or(&[])),
-                ) {
-                    let pid = u32::from_le_bytes(pid);
-                    if u64::from_le_bytes(ns) == liveness::me().1 && pid != std::process::id() {
-                        self.peer_pids[src as usize] = Some(pid);
-                    }
-                }
+                self.watch.note(src, rest);
             }
             (Some(&REVOKE), Some(rest)) if rest.len() == 8 => {
                 let key = (src, u64::from_le_bytes(rest.try_into().expect("8 bytes")));
@@ -122,10 +114,7 @@ impl Endpoint {
     pub(super) fn hello_all(&mut self) -> Result<(), TransportError> {
         let me = self.rank;
         for peer in (0..self.size).filter(|&p| p != me) {
-            let (pid, ns) = liveness::me();
-            let mut body = pid.to_le_bytes().to_vec();
-            body.extend_from_slice(&ns.to_le_bytes());
-            self.send_control(peer, HELLO, &body)?;
+            self.send_control(peer, HELLO, &peer_watch::identity())?;
         }
         let deadline = Instant::now() + HELLO_DEADLINE;
         loop {
@@ -157,32 +146,6 @@ impl Endpoint {
             let _ = self.send_control(peer, REVOKE, &sum.to_le_bytes());
         }
         self.revoked.insert((self.rank, sum));
-    }
-
-    /// Every [`liveness::CHECK_EVERY`], ask the kernel whether the peer
-    /// processes on this host still exist; a dead one is reported once,
-    /// naming it, and refused from then on.
-    pub(super) fn check_liveness(&mut self) {
-        if self.last_liveness.elapsed() < liveness::CHECK_EVERY {
-            return;
-        }
-        self.last_liveness = Instant::now();
-        for peer in 0..self.size {
-            let Some(pid) = self.peer_pids[peer as usize] else {
-                continue;
-            };
-            if !self.gone[peer as usize] && liveness::is_dead(pid) {
-                self.gone[peer as usize] = true;
-                self.pending.push_back(Completion::Error {
-                    ctx: None,
-                    peer,
-                    op: OpKind::Connect,
-                    status: format!(
-                        "rank {peer} (pid {pid}) died without closing its transport; its operations will never complete"
-                    ),
-                });
-            }
-        }
     }
 
     /// Tell every peer this transport is closing, and give the messages a
