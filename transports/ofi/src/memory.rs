@@ -9,18 +9,17 @@
 use std::alloc::{self, Layout};
 use std::ptr::{self, NonNull};
 
+use ovbench_core::fabric::regions::{self, Regions};
 use ovbench_core::{LocalSlice, MrHandle, OpKind, RegionId, RemoteKey, TransportError};
 use ovbench_ofi_sys as sys;
 
 use crate::error::local;
 use crate::seal::SEAL;
 
-const PAGE: usize = 4096;
-
+/// A zeroed, page-aligned allocation.
 struct Region {
     ptr: NonNull<u8>,
     layout: Layout,
-    len: usize,
 }
 
 impl Drop for Region {
@@ -30,16 +29,12 @@ impl Drop for Region {
     }
 }
 
-pub(crate) struct Mr {
-    pub mr: *mut sys::fid_mr,
-    pub slice: LocalSlice,
-    pub key: RemoteKey,
-}
+/// A live `fi_mr_reg` of a slice, with its sealed key.
+pub(crate) type Mr = regions::Mr<*mut sys::fid_mr>;
 
 /// All regions and registrations of one transport.
 pub(crate) struct Memory {
-    regions: Vec<Option<Region>>,
-    mrs: Vec<Option<Mr>>,
+    table: Regions<Region, *mut sys::fid_mr>,
     next_key: u64,
     /// Serial number of the next registration, sealed into its key.
     serial: u64,
@@ -50,8 +45,7 @@ pub(crate) struct Memory {
 impl Memory {
     pub fn new(mr_mode: u32) -> Memory {
         Memory {
-            regions: Vec::new(),
-            mrs: Vec::new(),
+            table: Regions::default(),
             next_key: 1,
             serial: 0,
             prov_key: mr_mode & sys::FI_MR_PROV_KEY != 0,
@@ -60,59 +54,21 @@ impl Memory {
     }
 
     pub fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
-        let size = len.max(1).div_ceil(PAGE) * PAGE;
-        let layout = Layout::from_size_align(size, PAGE)
-            .map_err(|e| TransportError::Invalid(format!("cannot allocate {len} bytes: {e}")))?;
+        let layout = regions::page_layout(len)?;
         // SAFETY: layout has a non-zero size.
         let p = unsafe { alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(p).ok_or_else(|| TransportError::Local {
-            op: OpKind::Register,
-            detail: format!("out of memory allocating {len} bytes"),
-        })?;
-        let id = self
-            .regions
-            .iter()
-            .position(Option::is_none)
-            .unwrap_or_else(|| {
-                self.regions.push(None);
-                self.regions.len() - 1
-            });
-        self.regions[id] = Some(Region { ptr, layout, len });
-        Ok(RegionId(id as u32))
+        let ptr = NonNull::new(p).ok_or_else(|| regions::out_of_memory(len))?;
+        Ok(self.table.add(Region { ptr, layout }, len))
     }
 
     pub fn free(&mut self, id: RegionId) -> Result<(), TransportError> {
-        self.region(id)?;
-        if self.mrs.iter().flatten().any(|m| m.slice.region == id) {
-            return Err(TransportError::Invalid(format!(
-                "region {} still has registrations; deregister them before freeing it",
-                id.0
-            )));
-        }
-        self.regions[id.0 as usize] = None;
-        Ok(())
-    }
-
-    fn region(&self, id: RegionId) -> Result<&Region, TransportError> {
-        self.regions
-            .get(id.0 as usize)
-            .and_then(Option::as_ref)
-            .ok_or_else(|| TransportError::Invalid(format!("region {} does not exist", id.0)))
+        self.table.free(id)
     }
 
     /// Pointer to the start of `s`, after checking it lies in its region.
     pub fn ptr(&self, s: LocalSlice) -> Result<*mut u8, TransportError> {
-        let r = self.region(s.region)?;
-        match s.offset.checked_add(s.len) {
-            Some(end) if end <= r.len => {}
-            _ => {
-                return Err(TransportError::Invalid(format!(
-                    "slice {}+{} is outside region {} of {} bytes",
-                    s.offset, s.len, s.region.0, r.len
-                )))
-            }
-        }
-        // SAFETY: offset is within the allocation (checked above).
+        let r = self.table.holding(s)?;
+        // SAFETY: offset is within the allocation (checked by holding).
         Ok(unsafe { r.ptr.as_ptr().add(s.offset) })
     }
 
@@ -171,41 +127,25 @@ impl Memory {
         self.serial += 1;
         // SAFETY: mr is a live registration.
         let key = unsafe { sys::fi_mr_key(mr) };
-        let m = Mr {
-            mr,
+        Ok(self.table.add_mr(Mr {
+            handle: mr,
             slice: s,
             key: RemoteKey {
                 addr: p as u64,
                 len: s.len as u64,
                 blob: SEAL.seal(p as u64, s.len as u64, self.serial, &key.to_le_bytes()),
             },
-        };
-        let id = self
-            .mrs
-            .iter()
-            .position(Option::is_none)
-            .unwrap_or_else(|| {
-                self.mrs.push(None);
-                self.mrs.len() - 1
-            });
-        self.mrs[id] = Some(m);
-        Ok(MrHandle(id as u32))
+        }))
     }
 
     pub fn mr(&self, h: MrHandle) -> Result<&Mr, TransportError> {
-        self.mrs
-            .get(h.0 as usize)
-            .and_then(Option::as_ref)
-            .ok_or_else(|| {
-                TransportError::Invalid(format!("memory registration {} does not exist", h.0))
-            })
+        self.table.mr(h)
     }
 
     pub fn deregister(&mut self, h: MrHandle) -> Result<(), TransportError> {
-        self.mr(h)?;
-        let m = self.mrs[h.0 as usize].take().expect("checked above");
-        // SAFETY: m.mr is live and closed once (taken out of the table).
-        let rc = unsafe { sys::fi_close(&mut (*m.mr).fid) };
+        let m = self.table.take_mr(h)?;
+        // SAFETY: m.handle is live and closed once (taken out of the table).
+        let rc = unsafe { sys::fi_close(&mut (*m.handle).fid) };
         crate::error::check(OpKind::Register, "fi_close(mr)", rc)
     }
 
@@ -216,30 +156,17 @@ impl Memory {
         h: MrHandle,
         local: LocalSlice,
     ) -> Result<(*mut libc::c_void, *mut u8), TransportError> {
-        let m = self.mr(h)?;
-        let r = m.slice;
-        let inside = local.region == r.region
-            && local.offset >= r.offset
-            && local
-                .offset
-                .checked_add(local.len)
-                .is_some_and(|e| e <= r.offset + r.len);
-        if !inside {
-            return Err(TransportError::Invalid(format!(
-                "local slice {}+{} of region {} is not inside registration {} ({}+{})",
-                local.offset, local.len, local.region.0, h.0, r.offset, r.len
-            )));
-        }
-        // SAFETY: m.mr is a live registration.
-        let desc = unsafe { sys::fi_mr_desc(m.mr) };
+        let m = self.table.covering(h, local)?;
+        // SAFETY: m.handle is a live registration.
+        let desc = unsafe { sys::fi_mr_desc(m.handle) };
         Ok((desc, self.ptr(local)?))
     }
 
     /// Close every registration (before the domain goes).
     pub fn close_all(&mut self) {
-        for m in self.mrs.iter_mut().filter_map(Option::take) {
+        for m in self.table.take_all_mrs() {
             // SAFETY: each mr is live and closed once.
-            unsafe { sys::fi_close(&mut (*m.mr).fid) };
+            unsafe { sys::fi_close(&mut (*m.handle).fid) };
         }
     }
 }

@@ -5,6 +5,7 @@ use std::alloc::{self, Layout};
 use std::collections::HashMap;
 use std::ptr::{self, NonNull};
 
+use ovbench_core::fabric::regions::{self, Regions};
 use ovbench_core::{
     LocalSlice, MrHandle, OpKind, Rank, RegionId, RemoteKey, TransportError, MAX_KEY_BLOB,
 };
@@ -13,7 +14,6 @@ use ovbench_ucx_sys as sys;
 use crate::seal::{Sealed, SEAL, SEAL_LEN};
 use crate::status::local;
 
-const PAGE: usize = 4096;
 /// Unpacked peer keys kept before the cache is emptied (protocols that
 /// register per fragment would otherwise grow it without bound).
 const RKEY_CACHE_MAX: usize = 1024;
@@ -22,22 +22,15 @@ const RKEY_CACHE_MAX: usize = 1024;
 pub(crate) struct Region {
     ptr: NonNull<u8>,
     layout: Layout,
-    /// Bytes the user asked for.
-    len: usize,
 }
 
 impl Region {
     fn new(len: usize) -> Result<Region, TransportError> {
-        let size = len.max(1).div_ceil(PAGE) * PAGE;
-        let layout = Layout::from_size_align(size, PAGE)
-            .map_err(|e| TransportError::Invalid(format!("cannot allocate {len} bytes: {e}")))?;
+        let layout = regions::page_layout(len)?;
         // SAFETY: layout has a non-zero size.
         let p = unsafe { alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(p).ok_or_else(|| TransportError::Local {
-            op: OpKind::Register,
-            detail: format!("out of memory allocating {len} bytes"),
-        })?;
-        Ok(Region { ptr, layout, len })
+        let ptr = NonNull::new(p).ok_or_else(|| regions::out_of_memory(len))?;
+        Ok(Region { ptr, layout })
     }
 }
 
@@ -48,18 +41,13 @@ impl Drop for Region {
     }
 }
 
-/// A live `ucp_mem_map` of a slice, with its packed key.
-pub(crate) struct Mr {
-    pub memh: sys::ucp_mem_h,
-    pub slice: LocalSlice,
-    pub key: RemoteKey,
-}
+/// A live `ucp_mem_map` of a slice, with its sealed packed key.
+pub(crate) type Mr = regions::Mr<sys::ucp_mem_h>;
 
 /// All regions, registrations and unpacked peer keys of one transport.
 #[derive(Default)]
 pub(crate) struct Memory {
-    regions: Vec<Option<Region>>,
-    mrs: Vec<Option<Mr>>,
+    table: Regions<Region, sys::ucp_mem_h>,
     /// Per peer: packed blob → unpacked key.
     rkeys: HashMap<Rank, HashMap<u64, sys::ucp_rkey_h>>,
     /// Serial number of the next registration (part of its sealed key, so
@@ -70,51 +58,17 @@ pub(crate) struct Memory {
 
 impl Memory {
     pub fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
-        let r = Region::new(len)?;
-        let id = self
-            .regions
-            .iter()
-            .position(Option::is_none)
-            .unwrap_or_else(|| {
-                self.regions.push(None);
-                self.regions.len() - 1
-            });
-        self.regions[id] = Some(r);
-        Ok(RegionId(id as u32))
+        Ok(self.table.add(Region::new(len)?, len))
     }
 
     pub fn free(&mut self, id: RegionId) -> Result<(), TransportError> {
-        self.region(id)?;
-        if self.mrs.iter().flatten().any(|m| m.slice.region == id) {
-            return Err(TransportError::Invalid(format!(
-                "region {} still has registrations; deregister them before freeing it",
-                id.0
-            )));
-        }
-        self.regions[id.0 as usize] = None;
-        Ok(())
-    }
-
-    fn region(&self, id: RegionId) -> Result<&Region, TransportError> {
-        self.regions
-            .get(id.0 as usize)
-            .and_then(Option::as_ref)
-            .ok_or_else(|| TransportError::Invalid(format!("region {} does not exist", id.0)))
+        self.table.free(id)
     }
 
     /// Pointer to the start of `s`, after checking it lies in its region.
     pub fn ptr(&self, s: LocalSlice) -> Result<*mut u8, TransportError> {
-        let r = self.region(s.region)?;
-        match s.offset.checked_add(s.len) {
-            Some(end) if end <= r.len => {}
-            _ => {
-                return Err(TransportError::Invalid(format!(
-                    "slice {}+{} is outside region {} of {} bytes",
-                    s.offset, s.len, s.region.0, r.len
-                )))
-            }
-        }
-        // SAFETY: offset is within the allocation (checked above).
+        let r = self.table.holding(s)?;
+        // SAFETY: offset is within the allocation (checked by holding).
         Ok(unsafe { r.ptr.as_ptr().add(s.offset) })
     }
 
@@ -183,34 +137,19 @@ impl Memory {
                 ),
             });
         }
-        let mr = Mr {
-            memh,
+        Ok(self.table.add_mr(Mr {
+            handle: memh,
             slice: s,
             key: RemoteKey {
                 addr: p as u64,
                 len: s.len as u64,
                 blob: SEAL.seal(p as u64, s.len as u64, self.serial, &blob),
             },
-        };
-        let id = self
-            .mrs
-            .iter()
-            .position(Option::is_none)
-            .unwrap_or_else(|| {
-                self.mrs.push(None);
-                self.mrs.len() - 1
-            });
-        self.mrs[id] = Some(mr);
-        Ok(MrHandle(id as u32))
+        }))
     }
 
     pub fn mr(&self, h: MrHandle) -> Result<&Mr, TransportError> {
-        self.mrs
-            .get(h.0 as usize)
-            .and_then(Option::as_ref)
-            .ok_or_else(|| {
-                TransportError::Invalid(format!("memory registration {} does not exist", h.0))
-            })
+        self.table.mr(h)
     }
 
     pub fn deregister(
@@ -218,10 +157,9 @@ impl Memory {
         ctx: sys::ucp_context_h,
         h: MrHandle,
     ) -> Result<(), TransportError> {
-        self.mr(h)?;
-        let mr = self.mrs[h.0 as usize].take().expect("checked above");
+        let mr = self.table.take_mr(h)?;
         // SAFETY: memh is live (taken out of the table, so unmapped once).
-        let st = unsafe { sys::ucp_mem_unmap(ctx, mr.memh) };
+        let st = unsafe { sys::ucp_mem_unmap(ctx, mr.handle) };
         crate::status::check(OpKind::Register, "ucp_mem_unmap", st)
     }
 
@@ -232,21 +170,8 @@ impl Memory {
         h: MrHandle,
         local: LocalSlice,
     ) -> Result<(sys::ucp_mem_h, *mut u8), TransportError> {
-        let mr = self.mr(h)?;
-        let m = mr.slice;
-        let inside = local.region == m.region
-            && local.offset >= m.offset
-            && local
-                .offset
-                .checked_add(local.len)
-                .is_some_and(|e| e <= m.offset + m.len);
-        if !inside {
-            return Err(TransportError::Invalid(format!(
-                "local slice {}+{} of region {} is not inside registration {} ({}+{})",
-                local.offset, local.len, local.region.0, h.0, m.offset, m.len
-            )));
-        }
-        Ok((mr.memh, self.ptr(local)?))
+        let mr = self.table.covering(h, local)?;
+        Ok((mr.handle, self.ptr(local)?))
     }
 
     /// The unpacked form of `peer`'s key, unpacked on first use and cached.
@@ -306,9 +231,9 @@ impl Memory {
 
     /// Unmap every registration (before the context goes).
     pub fn unmap_all(&mut self, ctx: sys::ucp_context_h) {
-        for mr in self.mrs.iter_mut().filter_map(Option::take) {
+        for mr in self.table.take_all_mrs() {
             // SAFETY: each memh is live and unmapped once.
-            unsafe { sys::ucp_mem_unmap(ctx, mr.memh) };
+            unsafe { sys::ucp_mem_unmap(ctx, mr.handle) };
         }
     }
 }

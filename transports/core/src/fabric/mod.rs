@@ -4,6 +4,7 @@
 //! memory or the libraries stays in the fabric crate.
 
 pub mod peer_watch;
+pub mod regions;
 pub mod seal;
 
 /// FNV-1a over the concatenation of `parts` (a checksum, not an

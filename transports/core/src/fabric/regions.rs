@@ -1,0 +1,197 @@
+//! The bookkeeping of a fabric transport's own memory: regions by
+//! [`RegionId`] and registrations by [`MrHandle`] (freed slots are reused),
+//! and the range checks every access goes through before a pointer is
+//! formed. The memory itself (allocation, pointers) and the library's
+//! registration handle stay in the fabric crate.
+
+use std::alloc::Layout;
+
+use crate::{LocalSlice, MrHandle, OpKind, RegionId, RemoteKey, TransportError};
+
+/// Regions are whole pages, aligned to a page.
+pub const PAGE: usize = 4096;
+
+/// The layout of a zeroed region of `len` bytes: page-aligned, rounded up
+/// to whole pages, at least one.
+pub fn page_layout(len: usize) -> Result<Layout, TransportError> {
+    let size = len.max(1).div_ceil(PAGE) * PAGE;
+    Layout::from_size_align(size, PAGE)
+        .map_err(|e| TransportError::Invalid(format!("cannot allocate {len} bytes: {e}")))
+}
+
+/// The error for an allocation of `len` bytes the system refused.
+pub fn out_of_memory(len: usize) -> TransportError {
+    TransportError::Local {
+        op: OpKind::Register,
+        detail: format!("out of memory allocating {len} bytes"),
+    }
+}
+
+/// A live registration: the library's handle, the slice it covers and
+/// its sealed key.
+#[derive(Debug)]
+pub struct Mr<H> {
+    pub handle: H,
+    pub slice: LocalSlice,
+    pub key: RemoteKey,
+}
+
+/// All regions (an allocation `A` and the bytes the user asked for) and
+/// registrations (library handle `H`) of one transport.
+#[derive(Debug)]
+pub struct Regions<A, H> {
+    regions: Vec<Option<(A, usize)>>,
+    mrs: Vec<Option<Mr<H>>>,
+}
+
+impl<A, H> Default for Regions<A, H> {
+    fn default() -> Self {
+        Regions {
+            regions: Vec::new(),
+            mrs: Vec::new(),
+        }
+    }
+}
+
+/// Put `v` in the first free slot of `slots`; its index.
+fn put<T>(slots: &mut Vec<Option<T>>, v: T) -> usize {
+    let id = slots.iter().position(Option::is_none).unwrap_or_else(|| {
+        slots.push(None);
+        slots.len() - 1
+    });
+    slots[id] = Some(v);
+    id
+}
+
+impl<A, H> Regions<A, H> {
+    /// Hold allocation `a` of `len` usable bytes as a new region.
+    pub fn add(&mut self, a: A, len: usize) -> RegionId {
+        RegionId(put(&mut self.regions, (a, len)) as u32)
+    }
+
+    /// Drop region `id`, which no registration may cover any more.
+    pub fn free(&mut self, id: RegionId) -> Result<(), TransportError> {
+        self.region(id)?;
+        if self.mrs.iter().flatten().any(|m| m.slice.region == id) {
+            return Err(TransportError::Invalid(format!(
+                "region {} still has registrations; deregister them before freeing it",
+                id.0
+            )));
+        }
+        self.regions[id.0 as usize] = None;
+        Ok(())
+    }
+
+    fn region(&self, id: RegionId) -> Result<&(A, usize), TransportError> {
+        self.regions
+            .get(id.0 as usize)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| TransportError::Invalid(format!("region {} does not exist", id.0)))
+    }
+
+    /// The allocation holding `s`, after checking `s` lies inside it.
+    pub fn holding(&self, s: LocalSlice) -> Result<&A, TransportError> {
+        let (a, len) = self.region(s.region)?;
+        match s.offset.checked_add(s.len) {
+            Some(end) if end <= *len => Ok(a),
+            _ => Err(TransportError::Invalid(format!(
+                "slice {}+{} is outside region {} of {} bytes",
+                s.offset, s.len, s.region.0, len
+            ))),
+        }
+    }
+
+    /// Hold a new registration.
+    pub fn add_mr(&mut self, mr: Mr<H>) -> MrHandle {
+        MrHandle(put(&mut self.mrs, mr) as u32)
+    }
+
+    pub fn mr(&self, h: MrHandle) -> Result<&Mr<H>, TransportError> {
+        self.mrs
+            .get(h.0 as usize)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| {
+                TransportError::Invalid(format!("memory registration {} does not exist", h.0))
+            })
+    }
+
+    /// Take registration `h` out of the table (to release it once).
+    pub fn take_mr(&mut self, h: MrHandle) -> Result<Mr<H>, TransportError> {
+        self.mr(h)?;
+        Ok(self.mrs[h.0 as usize].take().expect("checked above"))
+    }
+
+    /// Take every registration out of the table (before the library goes).
+    pub fn take_all_mrs(&mut self) -> impl Iterator<Item = Mr<H>> + '_ {
+        self.mrs.iter_mut().filter_map(Option::take)
+    }
+
+    /// Registration `h`, after checking `local` lies inside it.
+    pub fn covering(&self, h: MrHandle, local: LocalSlice) -> Result<&Mr<H>, TransportError> {
+        let mr = self.mr(h)?;
+        let m = mr.slice;
+        let inside = local.region == m.region
+            && local.offset >= m.offset
+            && local
+                .offset
+                .checked_add(local.len)
+                .is_some_and(|e| e <= m.offset + m.len);
+        if !inside {
+            return Err(TransportError::Invalid(format!(
+                "local slice {}+{} of region {} is not inside registration {} ({}+{})",
+                local.offset, local.len, local.region.0, h.0, m.offset, m.len
+            )));
+        }
+        Ok(mr)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> RemoteKey {
+        RemoteKey {
+            addr: 0,
+            len: 0,
+            blob: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn slots_are_reused_and_ranges_checked() {
+        let mut t: Regions<&str, u8> = Regions::default();
+        let a = t.add("a", 100);
+        let b = t.add("b", 10);
+        assert_eq!(*t.holding(LocalSlice::new(a, 90, 10)).unwrap(), "a");
+        assert!(t.holding(LocalSlice::new(a, 91, 10)).is_err());
+        assert!(t.holding(LocalSlice::new(a, usize::MAX, 2)).is_err());
+        let h = t.add_mr(Mr {
+            handle: 7,
+            slice: LocalSlice::new(b, 2, 6),
+            key: key(),
+        });
+        assert_eq!(t.covering(h, LocalSlice::new(b, 2, 6)).unwrap().handle, 7);
+        assert!(t.covering(h, LocalSlice::new(b, 1, 6)).is_err());
+        assert!(t.covering(h, LocalSlice::new(a, 2, 6)).is_err());
+        assert!(t.free(b).unwrap_err().to_string().contains("deregister"));
+        assert_eq!(t.take_mr(h).unwrap().handle, 7);
+        assert!(t.mr(h).is_err());
+        t.free(b).unwrap();
+        assert!(t.holding(LocalSlice::new(b, 0, 1)).is_err());
+        assert_eq!(t.add("c", 1), b);
+        t.add_mr(Mr {
+            handle: 8,
+            slice: LocalSlice::new(a, 0, 1),
+            key: key(),
+        });
+        assert_eq!(t.take_all_mrs().map(|m| m.handle).collect::<Vec<_>>(), [8]);
+    }
+
+    #[test]
+    fn layouts_are_whole_pages() {
+        assert_eq!(page_layout(0).unwrap().size(), PAGE);
+        assert_eq!(page_layout(PAGE + 1).unwrap().size(), 2 * PAGE);
+        assert_eq!(page_layout(1).unwrap().align(), PAGE);
+    }
+}
