@@ -2,23 +2,17 @@
 //! tcp;ofi_rxm, shm and sockets: messages, ordering, one-sided visibility,
 //! key checks and the native tagged path with wildcards.
 
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
-
-use ovbench_core::{
-    Completion, LocalSlice, OpKind, Progress, RmaProgress, Transport, TransportError,
-};
+use ovbench_core::fabric::pair::{self, one_at_a_time};
+use ovbench_core::{Progress, RmaProgress, Transport};
 use ovbench_ofi::{OfiOptions, OfiTransport};
 
-/// Providers are opened one test at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-const DEADLINE: Duration = Duration::from_secs(20);
-
-fn pair(prov: &str, progress: Progress) -> [OfiTransport; 2] {
-    pair_dc(prov, progress, None)
+/// Two connected ranks over provider `prov`.
+fn open(prov: &str, progress: Progress) -> [OfiTransport; 2] {
+    open_dc(prov, progress, None)
 }
 
-fn pair_dc(prov: &str, progress: Progress, delivery_complete: Option<bool>) -> [OfiTransport; 2] {
+/// Two connected ranks, asking for delivery-complete writes as given.
+fn open_dc(prov: &str, progress: Progress, delivery_complete: Option<bool>) -> [OfiTransport; 2] {
     let mk = |r| {
         OfiTransport::new(
             r,
@@ -32,394 +26,80 @@ fn pair_dc(prov: &str, progress: Progress, delivery_complete: Option<bool>) -> [
         )
         .unwrap_or_else(|e| panic!("libfabric {prov}: {e}"))
     };
-    let mut t = [mk(0), mk(1)];
-    let addrs = vec![t[0].address(), t[1].address()];
-    // connect is collective: both ranks at once, as in a real job.
-    let [a, b] = &mut t;
-    std::thread::scope(|s| {
-        let h = s.spawn(|| a.connect(&addrs));
-        b.connect(&addrs).unwrap();
-        h.join().unwrap().unwrap();
-    });
-    t
-}
-
-/// Poll both ranks until `done` says so; panics at the deadline.
-fn drive(
-    t: &mut [OfiTransport; 2],
-    got: &mut [Vec<Completion>; 2],
-    mut done: impl FnMut(&[Vec<Completion>; 2]) -> bool,
-) {
-    let end = Instant::now() + DEADLINE;
-    while !done(got) {
-        assert!(Instant::now() < end, "timed out; so far {got:?}");
-        for r in 0..2 {
-            t[r].poll(&mut got[r]).unwrap();
-        }
-    }
-    for g in got.iter() {
-        for c in g {
-            assert!(
-                !matches!(c, Completion::Error { .. }),
-                "unexpected error {c:?}"
-            );
-        }
-    }
-}
-
-fn messages(tls: &str) {
-    let mut t = pair(tls, Progress::Poll);
-    let r = t[0].alloc(4096).unwrap();
-    let pay = LocalSlice::new(r, 100, 1000);
-    t[0].write_region(pay, &mut |b| {
-        b.iter_mut().enumerate().for_each(|(i, x)| *x = i as u8)
-    })
-    .unwrap();
-    let n = 50u64;
-    for i in 0..n {
-        let hdr = i.to_le_bytes();
-        let p = (i % 2 == 0).then_some(pay);
-        t[0].post_send(1, &hdr, p, 1000 + i).unwrap();
-    }
-    let mut got = [Vec::new(), Vec::new()];
-    drive(&mut t, &mut got, |g| {
-        g[1].iter()
-            .filter(|c| matches!(c, Completion::Recv { .. }))
-            .count()
-            == n as usize
-            && g[0]
-                .iter()
-                .filter(|c| matches!(c, Completion::Send { .. }))
-                .count()
-                == n as usize
-    });
-    let mut sends: Vec<u64> = got[0]
-        .iter()
-        .map(|c| match c {
-            Completion::Send { ctx } => *ctx,
-            c => panic!("{c:?}"),
-        })
-        .collect();
-    sends.sort();
-    assert_eq!(sends, (1000..1000 + n).collect::<Vec<_>>());
-    for (i, c) in got[1].drain(..).enumerate() {
-        let Completion::Recv { peer, data } = c else {
-            panic!("{c:?}")
-        };
-        assert_eq!(peer, 0);
-        assert_eq!(
-            &data[..8],
-            &(i as u64).to_le_bytes(),
-            "messages out of posting order"
-        );
-        if i % 2 == 0 {
-            assert_eq!(data.len(), 1008);
-            assert!(data[8..].iter().enumerate().all(|(j, x)| *x == j as u8));
-        } else {
-            assert_eq!(data.len(), 8);
-        }
-        t[1].recycle(data);
-    }
-    // Too large for one eager buffer: refused at posting.
-    let big = t[0].alloc(ovbench_ofi::EAGER_BUF_SIZE).unwrap();
-    let e = t[0].post_send(
-        1,
-        &[0; 8],
-        Some(LocalSlice::new(big, 0, ovbench_ofi::EAGER_BUF_SIZE)),
-        0,
-    );
-    assert!(matches!(e, Err(TransportError::Invalid(_))), "{e:?}");
-}
-
-fn rma(tls: &str) {
-    rma_on(pair(tls, Progress::Poll));
-}
-
-fn rma_on(mut t: [OfiTransport; 2]) {
-    let len = 256 * 1024;
-    let src = t[0].alloc(len).unwrap();
-    let dst = t[1].alloc(len).unwrap();
-    let s = LocalSlice::new(src, 0, len);
-    let d = LocalSlice::new(dst, 0, len);
-    t[0].write_region(s, &mut |b| {
-        b.iter_mut()
-            .enumerate()
-            .for_each(|(i, x)| *x = (i * 7 % 251) as u8)
-    })
-    .unwrap();
-    let ms = t[0].register(s).unwrap();
-    let md = t[1].register(d).unwrap();
-    let key = t[1].remote_key(md);
-    assert!(!key.blob.is_empty());
-    for size in [8usize, 4096, len - 64] {
-        t[1].write_region(d, &mut |b| b.fill(0)).unwrap();
-        t[0].post_write(1, s.sub(0, size), ms, &key, 64.min((len - size) as u64), 7)
-            .unwrap();
-        let mut got = [Vec::new(), Vec::new()];
-        drive(&mut t, &mut got, |g| {
-            g[0].iter()
-                .any(|c| matches!(c, Completion::Write { ctx: 7 }))
-        });
-        // Visible at the target the moment the write completes.
-        let off = 64.min(len - size);
-        t[1].read_region(d, &mut |b| {
-            assert!(
-                b[off..off + size]
-                    .iter()
-                    .enumerate()
-                    .all(|(i, x)| *x == (i * 7 % 251) as u8),
-                "write of {size} not visible at completion"
-            );
-            assert!(b[..off].iter().all(|x| *x == 0));
-        })
-        .unwrap();
-    }
-    // Read it back into a cleared source.
-    t[0].write_region(s, &mut |b| b.fill(0)).unwrap();
-    t[0].post_read(1, s.sub(0, 4096), ms, &key, 64, 9).unwrap();
-    let mut got = [Vec::new(), Vec::new()];
-    drive(&mut t, &mut got, |g| {
-        g[0].iter()
-            .any(|c| matches!(c, Completion::Read { ctx: 9 }))
-    });
-    t[0].read_region(s.sub(0, 4096), &mut |b| {
-        assert!(b.iter().enumerate().all(|(i, x)| *x == (i * 7 % 251) as u8))
-    })
-    .unwrap();
-    // Out of range and forged keys are refused before anything moves.
-    let e = t[0].post_write(1, s.sub(0, 128), ms, &key, key.len - 64, 1);
-    assert!(
-        matches!(e, Err(TransportError::BadKey { peer: 1, .. })),
-        "{e:?}"
-    );
-    let mut forged = key.clone();
-    forged.blob = vec![0xff; 3000];
-    let e = t[0].post_read(1, s.sub(0, 8), ms, &forged, 0, 1);
-    assert!(
-        matches!(e, Err(TransportError::BadKey { peer: 1, .. })),
-        "{e:?}"
-    );
-    // A local slice outside its registration is refused.
-    let other = t[0].alloc(64).unwrap();
-    let e = t[0].post_write(1, LocalSlice::new(other, 0, 8), ms, &key, 0, 1);
-    assert!(matches!(e, Err(TransportError::Invalid(_))), "{e:?}");
-    t[1].deregister(md).unwrap();
-    t[0].deregister(ms).unwrap();
-    t[0].free(src).unwrap();
-}
-
-fn tagged(tls: &str, progress: Progress) {
-    let mut t = pair(tls, progress);
-    let sync_ok = t[0].caps().native_sync_send;
-    let a = t[0].alloc(4096).unwrap();
-    let b = t[1].alloc(4096).unwrap();
-    let sa = LocalSlice::new(a, 0, 8);
-    let sb = LocalSlice::new(b, 0, 4096);
-    // Ping-pong with wildcards on both sides.
-    for i in 0..200u32 {
-        t[0].write_region(sa, &mut |x| x.copy_from_slice(&u64::from(i).to_le_bytes()))
-            .unwrap();
-        t[1].trecv(None, None, sb, 1).unwrap();
-        t[0].tsend(1, 40 + i, sa, false, 2).unwrap();
-        let mut got = [Vec::new(), Vec::new()];
-        drive(&mut t, &mut got, |g| {
-            g[1].iter()
-                .any(|c| matches!(c, Completion::TaggedRecv { .. }))
-        });
-        match &got[1][0] {
-            Completion::TaggedRecv {
-                ctx: 1,
-                peer: 0,
-                tag,
-                len: 8,
-            } => assert_eq!(*tag, 40 + i),
-            c => panic!("{c:?}"),
-        }
-        t[1].read_region(sb.sub(0, 8), &mut |x| {
-            assert_eq!(x, &u64::from(i).to_le_bytes())
-        })
-        .unwrap();
-        t[0].trecv(Some(1), None, LocalSlice::new(a, 8, 64), 3)
-            .unwrap();
-        t[1].tsend(0, 7, sb.sub(0, 8), sync_ok && i % 2 == 0, 4)
-            .unwrap();
-        drive(&mut t, &mut got, |g| {
-            g[0].iter().any(|c| {
-                matches!(
-                    c,
-                    Completion::TaggedRecv {
-                        ctx: 3,
-                        peer: 1,
-                        tag: 7,
-                        len: 8
-                    }
-                )
-            }) && g[0]
-                .iter()
-                .any(|c| matches!(c, Completion::TaggedSend { ctx: 2 }))
-                && g[1]
-                    .iter()
-                    .any(|c| matches!(c, Completion::TaggedSend { ctx: 4 }))
-        });
-    }
-    // A tag selector filters: the tag-5 message waits for its own receive.
-    t[1].trecv(Some(0), Some(6), sb.sub(0, 8), 10).unwrap();
-    t[0].tsend(1, 5, sa, false, 11).unwrap();
-    t[0].tsend(1, 6, sa, false, 12).unwrap();
-    let mut got = [Vec::new(), Vec::new()];
-    drive(&mut t, &mut got, |g| {
-        g[1].iter().any(|c| {
-            matches!(
-                c,
-                Completion::TaggedRecv {
-                    ctx: 10,
-                    tag: 6,
-                    ..
-                }
-            )
-        })
-    });
-    t[1].trecv(None, Some(5), sb.sub(0, 8), 13).unwrap();
-    drive(&mut t, &mut got, |g| {
-        g[1].iter().any(|c| {
-            matches!(
-                c,
-                Completion::TaggedRecv {
-                    ctx: 13,
-                    tag: 5,
-                    ..
-                }
-            )
-        })
-    });
-    // Synchronous send: no completion before the receive is posted; where
-    // the provider cannot express it, a clear refusal.
-    if !sync_ok {
-        let e = t[0].tsend(1, 99, sa, true, 20);
-        assert!(
-            matches!(&e, Err(TransportError::Unsupported(m)) if m.contains("n/a")),
-            "{e:?}"
-        );
-        t[0].tsend(1, 99, sa, false, 20).unwrap();
-    } else {
-        t[0].tsend(1, 99, sa, true, 20).unwrap();
-    }
-    let mut got = [Vec::new(), Vec::new()];
-    let end = Instant::now() + Duration::from_millis(300);
-    while Instant::now() < end {
-        t[0].poll(&mut got[0]).unwrap();
-        t[1].poll(&mut got[1]).unwrap();
-    }
-    if sync_ok {
-        assert!(
-            !got[0]
-                .iter()
-                .any(|c| matches!(c, Completion::TaggedSend { ctx: 20 })),
-            "ssend completed before a receive was posted"
-        );
-    }
-    t[1].trecv(Some(0), Some(99), sb.sub(0, 8), 21).unwrap();
-    drive(&mut t, &mut got, |g| {
-        g[0].iter()
-            .any(|c| matches!(c, Completion::TaggedSend { ctx: 20 }))
-    });
-    // Truncation is an error completion naming the receive.
-    t[1].trecv(Some(0), Some(50), sb.sub(0, 4), 30).unwrap();
-    t[0].tsend(1, 50, sa, false, 31).unwrap();
-    let end = Instant::now() + DEADLINE;
-    let mut got = [Vec::new(), Vec::new()];
-    loop {
-        assert!(Instant::now() < end, "no truncation error: {got:?}");
-        t[0].poll(&mut got[0]).unwrap();
-        t[1].poll(&mut got[1]).unwrap();
-        if let Some(Completion::Error {
-            ctx, op, status, ..
-        }) = got[1]
-            .iter()
-            .find(|c| matches!(c, Completion::Error { .. }))
-        {
-            assert_eq!((*ctx, *op), (Some(30), OpKind::TaggedRecv));
-            assert!(status.to_lowercase().contains("truncat"), "{status}");
-            break;
-        }
-    }
+    pair::connect([mk(0), mk(1)])
 }
 
 const TCP: &str = "tcp;ofi_rxm";
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 #[test]
 fn tcp_messages() {
-    let _g = serial();
-    messages(TCP);
+    let _g = one_at_a_time();
+    pair::messages(open(TCP, Progress::Poll), ovbench_ofi::EAGER_BUF_SIZE);
 }
 
 #[test]
 fn shm_messages() {
-    let _g = serial();
-    messages("shm");
+    let _g = one_at_a_time();
+    pair::messages(open("shm", Progress::Poll), ovbench_ofi::EAGER_BUF_SIZE);
 }
 
 #[test]
 fn sockets_messages() {
-    let _g = serial();
-    messages("sockets");
+    let _g = one_at_a_time();
+    pair::messages(open("sockets", Progress::Poll), ovbench_ofi::EAGER_BUF_SIZE);
 }
 
 #[test]
 fn tcp_rma() {
-    let _g = serial();
-    rma(TCP);
+    let _g = one_at_a_time();
+    pair::rma(open(TCP, Progress::Poll));
 }
 
 #[test]
 fn tcp_rma_with_read_after_write_fence() {
-    let _g = serial();
-    let t = pair_dc(TCP, Progress::Poll, Some(false));
+    let _g = one_at_a_time();
+    let t = open_dc(TCP, Progress::Poll, Some(false));
     assert!(t[0]
         .write_visibility()
         .starts_with("read-after-write fence"));
-    rma_on(t);
+    pair::rma(t);
 }
 
 #[test]
 fn shm_rma_with_read_after_write_fence() {
-    let _g = serial();
-    rma_on(pair_dc("shm", Progress::Poll, Some(false)));
+    let _g = one_at_a_time();
+    pair::rma(open_dc("shm", Progress::Poll, Some(false)));
 }
 
 #[test]
 fn shm_rma() {
-    let _g = serial();
-    rma("shm");
+    let _g = one_at_a_time();
+    pair::rma(open("shm", Progress::Poll));
 }
 
 #[test]
 fn tcp_tagged() {
-    let _g = serial();
-    tagged(TCP, Progress::Poll);
+    let _g = one_at_a_time();
+    pair::tagged(open(TCP, Progress::Poll));
 }
 
 #[test]
 fn shm_tagged() {
-    let _g = serial();
-    tagged("shm", Progress::Poll);
+    let _g = one_at_a_time();
+    pair::tagged(open("shm", Progress::Poll));
 }
 
 #[test]
 fn sockets_tagged() {
-    let _g = serial();
-    tagged("sockets", Progress::Poll);
+    let _g = one_at_a_time();
+    pair::tagged(open("sockets", Progress::Poll));
 }
 
 #[test]
 fn info_names_provider_and_visibility() {
-    let _g = serial();
+    let _g = one_at_a_time();
     for prov in [TCP, "shm"] {
-        let t = pair(prov, Progress::Poll);
+        let t = open(prov, Progress::Poll);
         let info = t[0].info();
         eprintln!("{prov}: {info:?} {:?}", t[0].caps());
         assert!(info.library.starts_with("libfabric 1."), "{info:?}");
@@ -458,7 +138,7 @@ fn info_names_provider_and_visibility() {
 /// (the fence is shm's default for that reason).
 #[test]
 fn who_serves_rma_while_the_target_computes() {
-    let _g = serial();
+    let _g = one_at_a_time();
     use RmaProgress::{Offloaded, TargetProgress};
     for (prov, progress, dc, claim, read_alone, write_alone) in [
         (TCP, Progress::Poll, None, TargetProgress, false, false),
@@ -483,7 +163,7 @@ fn who_serves_rma_while_the_target_computes() {
         ),
     ] {
         for size in [8usize, 4096, 1 << 20] {
-            let mut t = pair_dc(prov, progress, dc);
+            let mut t = open_dc(prov, progress, dc);
             // sockets progresses on its own threads whatever was asked.
             let want = if prov == "sockets" {
                 Progress::Thread
@@ -492,39 +172,12 @@ fn who_serves_rma_while_the_target_computes() {
             };
             assert_eq!(t[1].caps().progress, want, "{prov}");
             assert_eq!(t[0].caps().rma_progress, claim, "{prov} {dc:?}");
-            let remote = t[1].alloc(size).unwrap();
-            let rs = LocalSlice::new(remote, 0, size);
-            t[1].write_region(rs, &mut |b| b.fill(0x5c)).unwrap();
-            let rmr = t[1].register(rs).unwrap();
-            let key = t[1].remote_key(rmr);
-            let local = t[0].alloc(size).unwrap();
-            let ls = LocalSlice::new(local, 0, size);
-            let lmr = t[0].register(ls).unwrap();
-            for (ctx, alone) in [(42u64, read_alone), (43, write_alone)] {
-                if ctx == 42 {
-                    t[0].post_read(1, ls, lmr, &key, 0, ctx).unwrap();
-                } else {
-                    t[0].post_write(1, ls, lmr, &key, 0, ctx).unwrap();
-                }
-                let mine = |c: &Completion| matches!(c, Completion::Read { ctx: c } | Completion::Write { ctx: c } if *c == ctx);
-                let mut got = Vec::new();
-                let wait = Duration::from_millis(if alone { 10_000 } else { 300 });
-                let end = Instant::now() + wait;
-                while Instant::now() < end && !got.iter().any(mine) {
-                    t[0].poll(&mut got).unwrap();
-                }
-                let done = got.iter().any(mine);
-                assert_eq!(
-                    done, alone,
-                    "{prov} {progress} dc {dc:?} {size} B op {ctx}: done without target polls: {done}"
-                );
-                if !done {
-                    let mut both = [got, Vec::new()];
-                    drive(&mut t, &mut both, |g| g[0].iter().any(mine));
-                }
-            }
-            t[0].read_region(ls, &mut |b| assert!(b.iter().all(|&x| x == 0x5c)))
-                .unwrap();
+            pair::rma_while_target_computes(
+                &mut t,
+                size,
+                (read_alone, write_alone),
+                &format!("{prov} {progress} dc {dc:?}"),
+            );
         }
     }
 }

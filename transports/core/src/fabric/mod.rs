@@ -3,6 +3,7 @@
 //! and the region/registration tables. Each is safe code; what touches raw
 //! memory or the libraries stays in the fabric crate.
 
+pub mod pair;
 pub mod peer_watch;
 pub mod regions;
 pub mod seal;

@@ -1,0 +1,378 @@
+//! Scenarios on two ranks of one fabric transport in one process, driven
+//! by alternating polls: messages and their order, one-sided visibility
+//! and key checks, the native tag path with wildcards, and who serves RMA
+//! while the target computes. The UCX and libfabric crates' `pair` tests
+//! run them over each of their transports or providers; a failure panics,
+//! as a test does.
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::{Completion, LocalSlice, OpKind, Transport, TransportError};
+
+/// How long any one step may take.
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Held by each test while it runs, so that library contexts are opened
+/// one test at a time (a test that failed holding it does not block the
+/// others).
+pub fn one_at_a_time() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Connect two fresh ranks to each other. `connect` is collective: both
+/// ranks at once, as in a real job.
+pub fn connect<T: Transport>(mut t: [T; 2]) -> [T; 2] {
+    let addrs = vec![t[0].address(), t[1].address()];
+    let [a, b] = &mut t;
+    std::thread::scope(|s| {
+        let h = s.spawn(|| a.connect(&addrs));
+        b.connect(&addrs).unwrap();
+        h.join().unwrap().unwrap();
+    });
+    t
+}
+
+/// Poll both ranks until `done` says so; panics at the deadline.
+pub fn drive<T: Transport>(
+    t: &mut [T; 2],
+    got: &mut [Vec<Completion>; 2],
+    mut done: impl FnMut(&[Vec<Completion>; 2]) -> bool,
+) {
+    let end = Instant::now() + DEADLINE;
+    while !done(got) {
+        assert!(Instant::now() < end, "timed out; so far {got:?}");
+        for r in 0..2 {
+            t[r].poll(&mut got[r]).unwrap();
+        }
+    }
+    for g in got.iter() {
+        for c in g {
+            assert!(
+                !matches!(c, Completion::Error { .. }),
+                "unexpected error {c:?}"
+            );
+        }
+    }
+}
+
+/// Messages in posting order, with and without payload, and the refusal
+/// of one larger than an eager buffer of `eager_buf_size` bytes.
+pub fn messages<T: Transport>(mut t: [T; 2], eager_buf_size: usize) {
+    let r = t[0].alloc(4096).unwrap();
+    let pay = LocalSlice::new(r, 100, 1000);
+    t[0].write_region(pay, &mut |b| {
+        b.iter_mut().enumerate().for_each(|(i, x)| *x = i as u8)
+    })
+    .unwrap();
+    let n = 50u64;
+    for i in 0..n {
+        let hdr = i.to_le_bytes();
+        let p = (i % 2 == 0).then_some(pay);
+        t[0].post_send(1, &hdr, p, 1000 + i).unwrap();
+    }
+    let mut got = [Vec::new(), Vec::new()];
+    drive(&mut t, &mut got, |g| {
+        g[1].iter()
+            .filter(|c| matches!(c, Completion::Recv { .. }))
+            .count()
+            == n as usize
+            && g[0]
+                .iter()
+                .filter(|c| matches!(c, Completion::Send { .. }))
+                .count()
+                == n as usize
+    });
+    let mut sends: Vec<u64> = got[0]
+        .iter()
+        .map(|c| match c {
+            Completion::Send { ctx } => *ctx,
+            c => panic!("{c:?}"),
+        })
+        .collect();
+    sends.sort();
+    assert_eq!(sends, (1000..1000 + n).collect::<Vec<_>>());
+    for (i, c) in got[1].drain(..).enumerate() {
+        let Completion::Recv { peer, data } = c else {
+            panic!("{c:?}")
+        };
+        assert_eq!(peer, 0);
+        assert_eq!(
+            &data[..8],
+            &(i as u64).to_le_bytes(),
+            "messages out of posting order"
+        );
+        if i % 2 == 0 {
+            assert_eq!(data.len(), 1008);
+            assert!(data[8..].iter().enumerate().all(|(j, x)| *x == j as u8));
+        } else {
+            assert_eq!(data.len(), 8);
+        }
+        t[1].recycle(data);
+    }
+    // Too large for one eager buffer: refused at posting.
+    let big = t[0].alloc(eager_buf_size).unwrap();
+    let e = t[0].post_send(1, &[0; 8], Some(LocalSlice::new(big, 0, eager_buf_size)), 0);
+    assert!(matches!(e, Err(TransportError::Invalid(_))), "{e:?}");
+}
+
+/// Writes visible at the target on completion, a read back, and the
+/// refusal of out-of-range and forged keys and of a local slice outside
+/// its registration.
+pub fn rma<T: Transport>(mut t: [T; 2]) {
+    let len = 256 * 1024;
+    let src = t[0].alloc(len).unwrap();
+    let dst = t[1].alloc(len).unwrap();
+    let s = LocalSlice::new(src, 0, len);
+    let d = LocalSlice::new(dst, 0, len);
+    t[0].write_region(s, &mut |b| {
+        b.iter_mut()
+            .enumerate()
+            .for_each(|(i, x)| *x = (i * 7 % 251) as u8)
+    })
+    .unwrap();
+    let ms = t[0].register(s).unwrap();
+    let md = t[1].register(d).unwrap();
+    let key = t[1].remote_key(md);
+    assert!(!key.blob.is_empty());
+    for size in [8usize, 4096, len - 64] {
+        t[1].write_region(d, &mut |b| b.fill(0)).unwrap();
+        t[0].post_write(1, s.sub(0, size), ms, &key, 64.min((len - size) as u64), 7)
+            .unwrap();
+        let mut got = [Vec::new(), Vec::new()];
+        drive(&mut t, &mut got, |g| {
+            g[0].iter()
+                .any(|c| matches!(c, Completion::Write { ctx: 7 }))
+        });
+        // Visible at the target the moment the write completes.
+        let off = 64.min(len - size);
+        t[1].read_region(d, &mut |b| {
+            assert!(
+                b[off..off + size]
+                    .iter()
+                    .enumerate()
+                    .all(|(i, x)| *x == (i * 7 % 251) as u8),
+                "write of {size} not visible at completion"
+            );
+            assert!(b[..off].iter().all(|x| *x == 0));
+        })
+        .unwrap();
+    }
+    // Read it back into a cleared source.
+    t[0].write_region(s, &mut |b| b.fill(0)).unwrap();
+    t[0].post_read(1, s.sub(0, 4096), ms, &key, 64, 9).unwrap();
+    let mut got = [Vec::new(), Vec::new()];
+    drive(&mut t, &mut got, |g| {
+        g[0].iter()
+            .any(|c| matches!(c, Completion::Read { ctx: 9 }))
+    });
+    t[0].read_region(s.sub(0, 4096), &mut |b| {
+        assert!(b.iter().enumerate().all(|(i, x)| *x == (i * 7 % 251) as u8))
+    })
+    .unwrap();
+    // Out of range and forged keys are refused before anything moves.
+    let e = t[0].post_write(1, s.sub(0, 128), ms, &key, key.len - 64, 1);
+    assert!(
+        matches!(e, Err(TransportError::BadKey { peer: 1, .. })),
+        "{e:?}"
+    );
+    let mut forged = key.clone();
+    forged.blob = vec![0xff; 3000];
+    let e = t[0].post_read(1, s.sub(0, 8), ms, &forged, 0, 1);
+    assert!(
+        matches!(e, Err(TransportError::BadKey { peer: 1, .. })),
+        "{e:?}"
+    );
+    // A local slice outside its registration is refused.
+    let other = t[0].alloc(64).unwrap();
+    let e = t[0].post_write(1, LocalSlice::new(other, 0, 8), ms, &key, 0, 1);
+    assert!(matches!(e, Err(TransportError::Invalid(_))), "{e:?}");
+    t[1].deregister(md).unwrap();
+    t[0].deregister(ms).unwrap();
+    t[0].free(src).unwrap();
+}
+
+/// The native tag path: ping-pong with wildcards, tag selectors, a
+/// synchronous send (or its refusal where the caps say it cannot be
+/// expressed) and truncation reported as an error completion.
+pub fn tagged<T: Transport>(mut t: [T; 2]) {
+    let sync_ok = t[0].caps().native_sync_send;
+    let a = t[0].alloc(4096).unwrap();
+    let b = t[1].alloc(4096).unwrap();
+    let sa = LocalSlice::new(a, 0, 8);
+    let sb = LocalSlice::new(b, 0, 4096);
+    // Ping-pong with wildcards on both sides.
+    for i in 0..200u32 {
+        t[0].write_region(sa, &mut |x| x.copy_from_slice(&u64::from(i).to_le_bytes()))
+            .unwrap();
+        t[1].trecv(None, None, sb, 1).unwrap();
+        t[0].tsend(1, 40 + i, sa, false, 2).unwrap();
+        let mut got = [Vec::new(), Vec::new()];
+        drive(&mut t, &mut got, |g| {
+            g[1].iter()
+                .any(|c| matches!(c, Completion::TaggedRecv { .. }))
+        });
+        match &got[1][0] {
+            Completion::TaggedRecv {
+                ctx: 1,
+                peer: 0,
+                tag,
+                len: 8,
+            } => assert_eq!(*tag, 40 + i),
+            c => panic!("{c:?}"),
+        }
+        t[1].read_region(sb.sub(0, 8), &mut |x| {
+            assert_eq!(x, &u64::from(i).to_le_bytes())
+        })
+        .unwrap();
+        t[0].trecv(Some(1), None, LocalSlice::new(a, 8, 64), 3)
+            .unwrap();
+        t[1].tsend(0, 7, sb.sub(0, 8), sync_ok && i % 2 == 0, 4)
+            .unwrap();
+        drive(&mut t, &mut got, |g| {
+            g[0].iter().any(|c| {
+                matches!(
+                    c,
+                    Completion::TaggedRecv {
+                        ctx: 3,
+                        peer: 1,
+                        tag: 7,
+                        len: 8
+                    }
+                )
+            }) && g[0]
+                .iter()
+                .any(|c| matches!(c, Completion::TaggedSend { ctx: 2 }))
+                && g[1]
+                    .iter()
+                    .any(|c| matches!(c, Completion::TaggedSend { ctx: 4 }))
+        });
+    }
+    // A tag selector filters: the tag-5 message waits for its own receive.
+    t[1].trecv(Some(0), Some(6), sb.sub(0, 8), 10).unwrap();
+    t[0].tsend(1, 5, sa, false, 11).unwrap();
+    t[0].tsend(1, 6, sa, false, 12).unwrap();
+    let mut got = [Vec::new(), Vec::new()];
+    drive(&mut t, &mut got, |g| {
+        g[1].iter().any(|c| {
+            matches!(
+                c,
+                Completion::TaggedRecv {
+                    ctx: 10,
+                    tag: 6,
+                    ..
+                }
+            )
+        })
+    });
+    t[1].trecv(None, Some(5), sb.sub(0, 8), 13).unwrap();
+    drive(&mut t, &mut got, |g| {
+        g[1].iter().any(|c| {
+            matches!(
+                c,
+                Completion::TaggedRecv {
+                    ctx: 13,
+                    tag: 5,
+                    ..
+                }
+            )
+        })
+    });
+    // Synchronous send: no completion before the receive is posted; where
+    // the provider cannot express it, a clear refusal.
+    if !sync_ok {
+        let e = t[0].tsend(1, 99, sa, true, 20);
+        assert!(
+            matches!(&e, Err(TransportError::Unsupported(m)) if m.contains("n/a")),
+            "{e:?}"
+        );
+        t[0].tsend(1, 99, sa, false, 20).unwrap();
+    } else {
+        t[0].tsend(1, 99, sa, true, 20).unwrap();
+    }
+    let mut got = [Vec::new(), Vec::new()];
+    let end = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < end {
+        t[0].poll(&mut got[0]).unwrap();
+        t[1].poll(&mut got[1]).unwrap();
+    }
+    if sync_ok {
+        assert!(
+            !got[0]
+                .iter()
+                .any(|c| matches!(c, Completion::TaggedSend { ctx: 20 })),
+            "ssend completed before a receive was posted"
+        );
+    }
+    t[1].trecv(Some(0), Some(99), sb.sub(0, 8), 21).unwrap();
+    drive(&mut t, &mut got, |g| {
+        g[0].iter()
+            .any(|c| matches!(c, Completion::TaggedSend { ctx: 20 }))
+    });
+    // Truncation is an error completion naming the receive.
+    t[1].trecv(Some(0), Some(50), sb.sub(0, 4), 30).unwrap();
+    t[0].tsend(1, 50, sa, false, 31).unwrap();
+    let end = Instant::now() + DEADLINE;
+    let mut got = [Vec::new(), Vec::new()];
+    loop {
+        assert!(Instant::now() < end, "no truncation error: {got:?}");
+        t[0].poll(&mut got[0]).unwrap();
+        t[1].poll(&mut got[1]).unwrap();
+        if let Some(Completion::Error {
+            ctx, op, status, ..
+        }) = got[1]
+            .iter()
+            .find(|c| matches!(c, Completion::Error { .. }))
+        {
+            assert_eq!((*ctx, *op), (Some(30), OpKind::TaggedRecv));
+            assert!(status.to_lowercase().contains("truncat"), "{status}");
+            break;
+        }
+    }
+}
+
+/// One-sided operations of `size` bytes while the target computes (never
+/// polls): whether a read and a write complete on the initiator's polls
+/// alone must match `alone` (read, write); `what` names the case.
+pub fn rma_while_target_computes<T: Transport>(
+    t: &mut [T; 2],
+    size: usize,
+    (read_alone, write_alone): (bool, bool),
+    what: &str,
+) {
+    let remote = t[1].alloc(size).unwrap();
+    let rs = LocalSlice::new(remote, 0, size);
+    t[1].write_region(rs, &mut |b| b.fill(0x5c)).unwrap();
+    let rmr = t[1].register(rs).unwrap();
+    let key = t[1].remote_key(rmr);
+    let local = t[0].alloc(size).unwrap();
+    let ls = LocalSlice::new(local, 0, size);
+    let lmr = t[0].register(ls).unwrap();
+    for (ctx, alone) in [(42u64, read_alone), (43, write_alone)] {
+        if ctx == 42 {
+            t[0].post_read(1, ls, lmr, &key, 0, ctx).unwrap();
+        } else {
+            t[0].post_write(1, ls, lmr, &key, 0, ctx).unwrap();
+        }
+        let mine = |c: &Completion| matches!(c, Completion::Read { ctx: c } | Completion::Write { ctx: c } if *c == ctx);
+        let mut got = Vec::new();
+        let wait = Duration::from_millis(if alone { 10_000 } else { 300 });
+        let end = Instant::now() + wait;
+        while Instant::now() < end && !got.iter().any(mine) {
+            t[0].poll(&mut got).unwrap();
+        }
+        let done = got.iter().any(mine);
+        assert_eq!(
+            done, alone,
+            "{what} {size} B op {ctx}: done without target polls: {done}"
+        );
+        if !done {
+            let mut both = [got, Vec::new()];
+            drive(t, &mut both, |g| g[0].iter().any(mine));
+        }
+    }
+    t[0].read_region(ls, &mut |b| assert!(b.iter().all(|&x| x == 0x5c)))
+        .unwrap();
+}
