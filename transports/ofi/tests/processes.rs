@@ -5,26 +5,11 @@
 //! within 5 s, naming it (libfabric itself says nothing; the transport
 //! watches the peer's pid).
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::time::{Duration, Instant};
-
-use ovbench_core::{Completion, LocalSlice, MrHandle, RemoteKey, Transport};
+use ovbench_core::fabric::processes;
+use ovbench_core::Transport;
 use ovbench_ofi::{OfiOptions, OfiTransport};
 
 const CHILD_ENV: &str = "OVBENCH_OFI_PROCESS_CHILD";
-const DEADLINE: Duration = Duration::from_secs(20);
-const LEN: usize = 1 << 20;
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2)
-        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).expect("hex"))
-        .collect()
-}
 
 fn transport(rank: u32, tls: &str) -> OfiTransport {
     OfiTransport::new(
@@ -38,220 +23,21 @@ fn transport(rank: u32, tls: &str) -> OfiTransport {
     .unwrap_or_else(|e| panic!("rank {rank}: libfabric {tls}: {e}"))
 }
 
-thread_local! {
-    /// Completions seen while waiting for another one, kept for later waits.
-    static STASH: std::cell::RefCell<Vec<Completion>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Poll until a completion satisfies `want`; error completions fail.
-fn wait(t: &mut OfiTransport, want: &dyn Fn(&Completion) -> bool) -> Completion {
-    let end = Instant::now() + DEADLINE;
-    let mut out = Vec::new();
-    loop {
-        let hit = STASH.with(|s| {
-            let mut s = s.borrow_mut();
-            s.extend(out.drain(..));
-            if let Some(c) = s.iter().find(|c| matches!(c, Completion::Error { .. })) {
-                panic!("rank {}: {c:?}", t.rank());
-            }
-            s.iter().position(want).map(|i| s.remove(i))
-        });
-        if let Some(c) = hit {
-            return c;
-        }
-        assert!(Instant::now() < end, "rank {}: timed out", t.rank());
-        t.poll(&mut out).unwrap();
-    }
-}
-
-fn recv(t: &mut OfiTransport) -> Vec<u8> {
-    match wait(t, &|c| matches!(c, Completion::Recv { .. })) {
-        Completion::Recv { data, .. } => data,
-        _ => unreachable!(),
-    }
-}
-
-fn pattern(n: usize, seed: u8) -> Vec<u8> {
-    (0..n)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
-}
-
-/// The part both ranks run once connected. Rank 0 drives, rank 1 answers.
-/// Rank 0 gets rank 1's key, its own registration and a buffer back.
-fn exchange(t: &mut OfiTransport) -> Option<(RemoteKey, MrHandle, LocalSlice)> {
-    let me = t.rank();
-    let peer = 1 - me;
-    let region = t.alloc(2 * LEN).unwrap();
-    let mine = LocalSlice::new(region, 0, LEN);
-    let other = LocalSlice::new(region, LEN, LEN);
-    let mr = t.register(LocalSlice::new(region, 0, 2 * LEN)).unwrap();
-    // Messages, both ways.
-    for i in 0..100u32 {
-        if me == 0 {
-            t.post_send(peer, &i.to_le_bytes(), None, 1).unwrap();
-            assert_eq!(recv(t), (i + 1).to_le_bytes());
-        } else {
-            let m = recv(t);
-            let v = u32::from_le_bytes(m[..4].try_into().unwrap());
-            t.post_send(peer, &(v + 1).to_le_bytes(), None, 1).unwrap();
-        }
-    }
-    // Native tags with wildcards.
-    for i in 0..100u32 {
-        t.trecv(None, None, other.sub(0, 64), 2).unwrap();
-        if me == 0 {
-            let sync = t.caps().native_sync_send && i % 10 == 0;
-            t.tsend(peer, i, mine.sub(0, 8), sync, 3).unwrap();
-        }
-        let c = wait(t, &|c| matches!(c, Completion::TaggedRecv { .. }));
-        assert!(
-            matches!(c, Completion::TaggedRecv { peer: p, len: 8, .. } if p == peer),
-            "{c:?}"
-        );
-        if me == 1 {
-            let Completion::TaggedRecv { tag, .. } = c else {
-                unreachable!()
-            };
-            t.tsend(peer, tag, mine.sub(0, 8), false, 3).unwrap();
-        }
-    }
-    // Rank 1 hands out its key; rank 0 writes its pattern there and reads
-    // rank 1's pattern back; rank 1 checks the write.
-    t.write_region(mine, &mut |b| b.copy_from_slice(&pattern(LEN, me as u8)))
-        .unwrap();
-    if me == 1 {
-        let mut msg = Vec::new();
-        t.remote_key(mr).encode(&mut msg);
-        t.post_send(peer, &msg, None, 4).unwrap();
-        assert_eq!(recv(t), b"written");
-        t.read_region(other, &mut |b| {
-            assert!(
-                b == pattern(LEN, 0).as_slice(),
-                "rank 0's write is not here"
-            )
-        })
-        .unwrap();
-        t.post_send(peer, b"checked", None, 5).unwrap();
-        None
-    } else {
-        let (key, _) = RemoteKey::decode(&recv(t)).unwrap();
-        t.post_write(peer, mine, mr, &key, LEN as u64, 6).unwrap();
-        wait(t, &|c| matches!(c, Completion::Write { ctx: 6 }));
-        t.post_send(peer, b"written", None, 7).unwrap();
-        t.post_read(peer, other, mr, &key, 0, 8).unwrap();
-        wait(t, &|c| matches!(c, Completion::Read { ctx: 8 }));
-        t.read_region(other, &mut |b| {
-            assert!(
-                b == pattern(LEN, 1).as_slice(),
-                "read brought the wrong bytes"
-            )
-        })
-        .unwrap();
-        assert_eq!(recv(t), b"checked");
-        Some((key, mr, other))
-    }
-}
-
-/// Rank 1: print the address, read rank 0's, run the exchange, then keep
-/// polling until killed or told to stop (at most 30 s).
-fn child(tls: &str) {
-    let mut t = transport(1, tls);
-    println!("ADDR {}", hex(&t.address()));
-    let mut line = String::new();
-    std::io::stdin().read_line(&mut line).unwrap();
-    let a0 = unhex(line.trim());
-    let addrs = vec![a0, t.address()];
-    t.connect(&addrs).unwrap();
-    let _ = exchange(&mut t);
-    println!("DONE");
-    let end = Instant::now() + Duration::from_secs(30);
-    let mut out = Vec::new();
-    while Instant::now() < end {
-        if t.poll(&mut out).is_err() {
-            return;
-        }
-        out.clear();
-    }
-}
-
-struct Kid {
-    child: Child,
-    stdin: ChildStdin,
-    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
-}
-
-fn spawn(tls: &str) -> Kid {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .env(CHILD_ENV, tls)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdin = child.stdin.take().unwrap();
-    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    Kid {
-        child,
-        stdin,
-        lines,
-    }
-}
-
-fn expect_line(k: &mut Kid, prefix: &str) -> String {
-    loop {
-        let l = k.lines.next().expect("rank 1 exited early").unwrap();
-        if let Some(rest) = l.strip_prefix(prefix) {
-            return rest.trim().to_string();
-        }
-    }
-}
-
-/// Rank 0 of one scenario; `kill` also checks the loss of rank 1.
-fn parent(tls: &str, kill: bool) {
-    let mut k = spawn(tls);
-    let a1 = unhex(&expect_line(&mut k, "ADDR"));
-    let mut t = transport(0, tls);
-    writeln!(k.stdin, "{}", hex(&t.address())).unwrap();
-    let addrs = vec![t.address(), a1];
-    // connect is collective: rank 1 connects in its own process meanwhile.
-    t.connect(&addrs).unwrap_or_else(|e| panic!("{tls}: {e}"));
-    let (key, mr, buf) = exchange(&mut t).expect("rank 0 keeps rank 1's key");
-    expect_line(&mut k, "DONE");
-    if kill {
-        k.child.kill().unwrap();
-        k.child.wait().unwrap();
-        let t0 = Instant::now();
-        let end = t0 + Duration::from_secs(5);
-        // A read needs the peer to answer.
-        let _ = t.post_read(1, buf.sub(0, 64), mr, &key, 0, 9);
-        let mut out = Vec::new();
-        loop {
-            t.poll(&mut out).unwrap();
-            if let Some(c) = out.iter().find(|c| matches!(c, Completion::Error { .. })) {
-                assert!(matches!(c, Completion::Error { peer: 1, .. }), "{c:?}");
-                eprintln!(
-                    "{tls}: loss of rank 1 reported after {:?}: {c:?}",
-                    t0.elapsed()
-                );
-                break;
-            }
-            assert!(
-                Instant::now() < end,
-                "{tls}: rank 1 killed, nothing reported in 5 s: {out:?}"
-            );
-        }
-    } else {
-        k.child.kill().unwrap();
-        k.child.wait().unwrap();
-    }
-}
-
 fn main() {
     if let Ok(tls) = std::env::var(CHILD_ENV) {
-        return child(&tls);
+        return processes::child(transport(1, &tls));
     }
     for (tls, kill) in [("tcp;ofi_rxm", true), ("shm", true)] {
-        parent(tls, kill);
+        processes::parent(
+            CHILD_ENV,
+            tls,
+            kill,
+            |r| transport(r, tls),
+            // A read needs the peer to answer.
+            |t, k| {
+                let _ = t.post_read(1, k.buf.sub(0, 64), k.mr, &k.key, 0, 9);
+            },
+        );
         println!("two processes over libfabric {tls}: ok");
     }
 }
