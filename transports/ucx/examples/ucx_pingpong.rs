@@ -5,116 +5,16 @@
 //! `cargo run --release -p ovbench-ucx --example ucx_pingpong [am|native] [tls] [iters]`
 //! prints the median and 1st/99th percentile one-way time (RTT/2).
 
-use std::time::{Duration, Instant};
-
-use ovbench_core::conformance::connect_all;
-use ovbench_core::{Completion, LocalSlice, Progress, Rank, Transport};
+use ovbench_core::{Progress, Transport};
 use ovbench_ucx::{UcxOptions, UcxTransport};
 
-const WARMUP: usize = 1000;
-const SIZE: usize = 8;
-
-/// Busy-poll until `want` says a completion is the one awaited.
-fn wait(t: &mut dyn Transport, out: &mut Vec<Completion>, want: &dyn Fn(&Completion) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        t.poll(out).expect("poll");
-        let mut got = false;
-        for c in out.drain(..) {
-            if let Completion::Error { .. } = c {
-                panic!("rank {}: {c:?}", t.rank());
-            }
-            got |= want(&c);
-            if let Completion::Recv { data, .. } = c {
-                t.recycle(data);
-            }
-        }
-        if got {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "rank {}: nothing for 10 s",
-            t.rank()
-        );
-    }
-}
-
-fn rank_loop(mut t: Box<dyn Transport>, iters: usize, native: bool) -> Vec<f64> {
-    let me = t.rank();
-    let peer: Rank = 1 - me;
-    let region = t.alloc(2 * SIZE).expect("alloc");
-    let (sbuf, rbuf) = (
-        LocalSlice::new(region, 0, SIZE),
-        LocalSlice::new(region, SIZE, SIZE),
-    );
-    let msg = [0u8; SIZE];
-    let mut out = Vec::new();
-    let is_recv =
-        |c: &Completion| matches!(c, Completion::Recv { .. } | Completion::TaggedRecv { .. });
-    let mut rtts = Vec::with_capacity(iters);
-    for i in 0..WARMUP + iters {
-        let t0 = Instant::now();
-        let send = |t: &mut Box<dyn Transport>| {
-            if native {
-                t.tsend(peer, 1, sbuf, false, i as u64).expect("tsend");
-            } else {
-                t.post_send(peer, &msg, None, i as u64).expect("send");
-            }
-        };
-        if native {
-            t.trecv(Some(peer), Some(1), rbuf, i as u64).expect("trecv");
-        }
-        if me == 0 {
-            send(&mut t);
-            wait(t.as_mut(), &mut out, &is_recv);
-        } else {
-            wait(t.as_mut(), &mut out, &is_recv);
-            send(&mut t);
-        }
-        if i >= WARMUP {
-            rtts.push(t0.elapsed().as_secs_f64() * 1e6);
-        }
-    }
-    // Let the last send leave before the transport goes.
-    for _ in 0..1000 {
-        t.poll(&mut out).expect("poll");
-    }
-    rtts
-}
-
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let mode = args.next().unwrap_or_else(|| "am".into());
-    let native = match mode.as_str() {
-        "am" => false,
-        "native" => true,
-        m => panic!("mode {m}: use am or native"),
-    };
-    let tls = args.next().unwrap_or_else(|| "posix".into());
-    let iters: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(20_000);
-    let opts = UcxOptions {
-        tls: Some(tls.clone()),
-        net_devices: None,
-        progress: Progress::Poll,
-    };
-    let mut ts: Vec<Box<dyn Transport>> = (0..2)
-        .map(|r| {
-            Box::new(UcxTransport::new(r, 2, opts.clone()).expect("UCX")) as Box<dyn Transport>
-        })
-        .collect();
-    connect_all(&mut ts).expect("connect");
-    let t1 = ts.pop().expect("two");
-    let t0 = ts.pop().expect("two");
-    let h = std::thread::spawn(move || rank_loop(t1, iters, native));
-    let mut rtts = rank_loop(t0, iters, native);
-    h.join().expect("rank 1");
-    rtts.sort_by(f64::total_cmp);
-    let q = |p: f64| rtts[((rtts.len() - 1) as f64 * p) as usize] / 2.0;
-    println!(
-        "ucx {tls} {mode} {SIZE} B ping-pong, {iters} iterations: one-way p50 {:.2} us, p1 {:.2} us, p99 {:.2} us",
-        q(0.5),
-        q(0.01),
-        q(0.99)
-    );
+    ovbench_core::fabric::pingpong::main("ucx", "posix", |r, tls| {
+        let opts = UcxOptions {
+            tls: Some(tls.into()),
+            net_devices: None,
+            progress: Progress::Poll,
+        };
+        Box::new(UcxTransport::new(r, 2, opts).expect("UCX")) as Box<dyn Transport>
+    });
 }

@@ -5,6 +5,7 @@
 
 pub mod pair;
 pub mod peer_watch;
+pub mod pingpong;
 pub mod processes;
 pub mod regions;
 pub mod seal;
