@@ -1,7 +1,14 @@
 //! Transport-independent pieces shared by the fabric crates (UCX,
-//! libfabric): the sealed-key envelope, the same-host peer-process watch
-//! and the region/registration tables. Each is safe code; what touches raw
-//! memory or the libraries stays in the fabric crate.
+//! libfabric).
+//!
+//! - Run time: the sealed-key envelope ([`seal`]), the same-host
+//!   peer-process watch ([`peer_watch`]) and the region/registration
+//!   tables ([`regions`]). All safe code; what touches raw memory or the
+//!   libraries stays in the fabric crate.
+//! - Tests and examples, generic over [`Transport`](crate::Transport) like
+//!   [`conformance`](crate::conformance): two ranks in one process
+//!   ([`pair`]), two real processes ([`processes`]) and the by-hand
+//!   latency check ([`pingpong`]).
 
 pub mod pair;
 pub mod peer_watch;
