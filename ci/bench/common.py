@@ -10,10 +10,14 @@ the peer has a warm-up option); latency headline p50 against
 ucx_perftest's typical column, means against fi_pingpong, which prints
 only a mean.
 """
-import json, os, statistics, subprocess, sys, tempfile, time
+import json, os, shutil, statistics, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The binary the runs use: a private copy made by build(), so that another
+# build into the shared target directory (other features) cannot swap it
+# mid-run.
 OVBENCH = os.path.join(ROOT, "target/release/ovbench")
+_COPY = tempfile.TemporaryDirectory(prefix="ovbench-bench-")
 
 
 def sh(cmd, env=None, timeout=300):
@@ -24,13 +28,26 @@ def sh(cmd, env=None, timeout=300):
     return r.stdout
 
 
-def build(features=None):
-    """The release binary, with the given cargo features."""
+def build(features=None, skip=False):
+    """Build the release binary with the given cargo features (unless
+    `skip`), copy it aside and check it has the features' transports."""
+    global OVBENCH
     cmd = ["cargo", "build", "--release", "--quiet", "--manifest-path",
            os.path.join(ROOT, "Cargo.toml")]
     if features:
         cmd += ["--features", features]
-    sh(cmd, timeout=3600)
+    if not skip:
+        sh(cmd, timeout=3600)
+    copy = os.path.join(_COPY.name, "ovbench")
+    shutil.copy2(os.path.join(ROOT, "target/release/ovbench"), copy)
+    OVBENCH = copy
+    for t in (features or "").split(","):
+        if t in ("verbs", "ucx", "ofi"):
+            r = subprocess.run([copy, "latency", "--transport", t, "--np", "1", "--sizes", "8",
+                                "--iters", "1", "--warmup", "0"], capture_output=True, text=True)
+            if "not compiled into" in r.stderr:
+                sys.exit(f"target/release/ovbench lacks {t}: run without --no-build "
+                         f"(or {' '.join(cmd)})")
 
 
 def ovbench(cmd, size, iters, warmup, extra=()):
