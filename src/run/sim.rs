@@ -27,7 +27,11 @@ pub fn params(cli: &Cli) -> Result<SimParams> {
 /// Run the whole job in this process.
 pub fn run(cli: &Cli) -> Result<()> {
     let np = cli.common.np;
-    let p = params(cli)?;
+    let mut p = params(cli)?;
+    // The commands never read the truth (it is discarded below), and at
+    // scale recording it costs more than the run: 1024-rank OL_i would
+    // keep about 1 GB of it.
+    p.truth = false;
     let controls = SharedControl::group(np);
     // A rank's error leaves its peers waiting, which the simulator reports
     // as a deadlock: keep the first error to report it instead.

@@ -12,6 +12,16 @@ use crate::{
     RawOp, ReqId, Slice, Space, Status, Tag, Watch,
 };
 
+/// Set in the context of a two-sided send whose completion nothing waits
+/// on and that records nothing (an eager packet or a control message
+/// completing no request, with instrumentation off when it was posted):
+/// consuming it later than it arrives changes nothing the engine does.
+/// A transport may therefore leave it queued without waking a rank that
+/// sleeps in a wait — the simulator does, sparing a handoff per message —
+/// and must still hand it to the next poll. Other transports pass
+/// contexts back untouched and need not look.
+pub const QUIET_CTX: u64 = 1 << 63;
+
 /// Smallest eager buffer the engine accepts: a header, a key with a
 /// 64-byte blob, and payload room.
 pub const MIN_EAGER_BUF: usize = wire::HEADER_LEN + 18 + 64 + 64;
@@ -683,7 +693,16 @@ impl Engine {
         payload: Option<Slice>,
         u: CtxUse,
     ) -> u64 {
-        let ctx = self.new_id();
+        // Nothing waits on this completion and it records nothing: the
+        // transport may deliver it late (see [`QUIET_CTX`]).
+        let quiet = match &u {
+            CtxUse::Ctrl { req: None } => true,
+            CtxUse::Packet {
+                xfer, req: None, ..
+            } => *xfer == 0 || !self.cfg.instrument,
+            _ => false,
+        };
+        let ctx = self.new_id() | if quiet { QUIET_CTX } else { 0 };
         self.ctxs.insert(ctx, u);
         // The communicator's own traffic (barrier) is not the protocol's work.
         if h.flags & wire::FLAG_INTERNAL == 0 {

@@ -47,7 +47,7 @@ mod send;
 mod types;
 pub mod wire;
 
-pub use engine::{Engine, MIN_EAGER_BUF};
+pub use engine::{Engine, MIN_EAGER_BUF, QUIET_CTX};
 pub use error::ProtoError;
 pub use types::{
     Config, Counts, Event, EventKind, Key, Mode, MrId, Op, Placement, Protocol, Rank, RawOp, ReqId,

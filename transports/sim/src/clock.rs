@@ -39,6 +39,9 @@ impl SimClock {
     /// What this clock reads at true virtual time `t`: t·(1 + drift) +
     /// skew, never below zero.
     pub fn reading_at(&self, t: Ps) -> u64 {
+        if self.skew == 0 && self.drift == 0.0 {
+            return t;
+        }
         let drifted = if self.drift == 0.0 {
             i128::from(t)
         } else {

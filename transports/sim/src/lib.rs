@@ -23,7 +23,14 @@
 //! about 600 ns per message, model and all); 1024 ranks doing 10 binomial
 //! broadcasts and 10 dissemination barriers (about 113 000 messages,
 //! 190 000 handoffs) take under a second. Each rank's stack is 1 MiB of
-//! address space, touched only as used.
+//! address space, touched only as used. What keeps a message cheap: a
+//! rank waiting in the engine is not woken by the completion of a send
+//! nothing waits on (`QUIET_CTX`), so a message costs about one handoff;
+//! repeated empty polls at one virtual time are counted without the lock;
+//! message buffers are recycled; the event queues move small keys, not
+//! events. 1024-rank OL_i (`bcast --method oli --reps 10`, about 13.6
+//! million messages) then runs at about 1.3 µs per message, most of it
+//! cache misses on 1024 ranks' state (ci/bench/methods).
 
 mod clock;
 mod engine;

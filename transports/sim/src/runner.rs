@@ -112,11 +112,7 @@ fn drive<R: Send>(shared: &Arc<Shared>, f: &(impl Fn(RankKit) -> R + Sync)) -> V
         .collect();
     shared.start();
     loop {
-        let next = {
-            let g = shared.lock();
-            g.abort.is_none().then_some(g.baton).flatten()
-        };
-        match next {
+        match shared.baton() {
             Some(n) if !ranks[n as usize].is_done() => {
                 ranks[n as usize].resume();
             }

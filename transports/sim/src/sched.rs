@@ -9,7 +9,7 @@
 //! blocked ranks.
 
 use std::cmp::Reverse;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use ovbench_core::{OpKind, Rank, TransportError};
@@ -56,7 +56,6 @@ pub(crate) fn list(ranks: &[Rank]) -> String {
 #[derive(Debug)]
 pub(crate) struct Sched {
     pub w: World,
-    pub baton: Option<Rank>,
     pub abort: Option<Abort>,
     /// Baton handoffs between ranks (performance figure).
     pub switches: u64,
@@ -76,7 +75,16 @@ pub(crate) struct Shared {
     state: Mutex<Sched>,
     /// Each rank's CPU time, readable without the lock by its clock.
     pub times: Vec<AtomicU64>,
+    /// Who holds the baton ([`NO_ONE`] before the start), and whether the
+    /// run was aborted: mirrors of the locked state, so that a rank
+    /// waiting for its turn, and the runner choosing whom to resume, need
+    /// no lock (written only under it).
+    baton: AtomicU32,
+    stopped: AtomicBool,
 }
+
+/// The baton before anyone holds it.
+const NO_ONE: u32 = u32::MAX;
 
 pub(crate) type Guard<'a> = MutexGuard<'a, Sched>;
 
@@ -88,13 +96,33 @@ impl Shared {
             lookahead: true,
             state: Mutex::new(Sched {
                 w: World::new(np, params.clone()),
-                baton: None,
                 abort: None,
                 switches: 0,
             }),
             params,
             times: (0..np).map(|_| AtomicU64::new(0)).collect(),
+            baton: AtomicU32::new(NO_ONE),
+            stopped: AtomicBool::new(false),
         }
+    }
+
+    /// The rank holding the baton, unless the run was aborted.
+    pub(crate) fn baton(&self) -> Option<Rank> {
+        if self.stopped.load(Ordering::Acquire) {
+            return None;
+        }
+        match self.baton.load(Ordering::Acquire) {
+            NO_ONE => None,
+            r => Some(r),
+        }
+    }
+
+    /// Stop the run (the first reason stays).
+    fn set_abort(&self, g: &mut Guard<'_>, a: Abort) {
+        if g.abort.is_none() {
+            g.abort = Some(a);
+        }
+        self.stopped.store(true, Ordering::Release);
     }
 
     pub(crate) fn lock(&self) -> Guard<'_> {
@@ -131,11 +159,9 @@ impl Shared {
     /// baton is `r`'s or the run is aborted.
     fn wait_turn(&self, r: Rank) -> Guard<'_> {
         loop {
-            let g = self.lock();
-            if g.baton == Some(r) || g.abort.is_some() {
-                return g;
+            if self.baton.load(Ordering::Acquire) == r || self.stopped.load(Ordering::Acquire) {
+                return self.lock();
             }
-            drop(g);
             // The free function is the only way to yield from deep inside
             // the engine's calls: the scoped API would need its scope
             // threaded through the Transport trait.
@@ -240,7 +266,7 @@ impl Shared {
                 if g.abort.is_none() {
                     let ranks = blocked(&g.w);
                     let at = g.w.ranks[r as usize].now;
-                    g.abort = Some(Abort::Deadlock { ranks, at });
+                    self.set_abort(&mut g, Abort::Deadlock { ranks, at });
                 }
             }
         }
@@ -264,7 +290,7 @@ impl Shared {
                     st.status = Status::Running;
                     let t = t.max(st.now);
                     self.set_now(g, n, t);
-                    g.baton = Some(n);
+                    self.baton.store(n, Ordering::Release);
                     return Some(n);
                 }
                 (Some(_), None) => g.w.step(),
@@ -280,9 +306,7 @@ impl Shared {
         st.status = Status::Done;
         st.truth.end_ps = st.now;
         if let Some(message) = panic {
-            if g.abort.is_none() {
-                g.abort = Some(Abort::Panic { rank: r, message });
-            }
+            self.set_abort(&mut g, Abort::Panic { rank: r, message });
         }
         if g.abort.is_some() {
             return;
@@ -293,7 +317,7 @@ impl Shared {
                 let ranks = blocked(&g.w);
                 if !ranks.is_empty() {
                     let at = g.w.ranks[r as usize].now;
-                    g.abort = Some(Abort::Deadlock { ranks, at });
+                    self.set_abort(&mut g, Abort::Deadlock { ranks, at });
                 }
             }
         }

@@ -8,6 +8,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
+use ovbench_core::engine_comm::QUIET_CTX;
 use ovbench_core::{Completion, Ctx, LocalSlice, OpKind, Progress, Rank, RemoteKey};
 
 use crate::memory::Memory;
@@ -73,29 +74,10 @@ enum Ev {
     },
 }
 
-/// An event with its ordering key; only (time, seq) takes part in ordering.
-#[derive(Debug)]
-struct Timed {
-    at: Ps,
-    seq: u64,
-    ev: Ev,
-}
-impl PartialEq for Timed {
-    fn eq(&self, o: &Self) -> bool {
-        (self.at, self.seq) == (o.at, o.seq)
-    }
-}
-impl Eq for Timed {}
-impl PartialOrd for Timed {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Timed {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.at, self.seq).cmp(&(o.at, o.seq))
-    }
-}
+/// A pending event's key in its owner's queue: (time, sequence, slot of
+/// the event in [`World`]'s slab). The heaps move only these small keys;
+/// the events themselves stay put until processed.
+type Key = (Ps, u64, u32);
 
 /// One rank's CPU, NIC, memory and queues.
 #[derive(Debug)]
@@ -112,9 +94,6 @@ pub(crate) struct RankState {
     /// When this NIC may start its next injection.
     pub nic_free: Ps,
     pub status: Status,
-    /// Consecutive empty polls at time `spin_at` (spinning detection).
-    pub empty_polls: u32,
-    pub spin_at: Ps,
     pub truth: RankTruth,
     /// Its endpoint was dropped (free-running mode): traffic to it fails.
     pub dead: bool,
@@ -155,7 +134,10 @@ pub(crate) struct World {
     pub p: SimParams,
     pub ranks: Vec<RankState>,
     /// Pending events per owner: the rank whose state each one changes.
-    owned: Vec<BinaryHeap<Reverse<Timed>>>,
+    owned: Vec<BinaryHeap<Reverse<Key>>>,
+    /// The pending events, by slot, and the free slots.
+    slab: Vec<Option<Ev>>,
+    free_slots: Vec<u32>,
     /// Every pending event as (time, seq, owner), for global time order;
     /// entries of events their owner already processed are skipped.
     index: BinaryHeap<Reverse<(Ps, u64, Rank)>>,
@@ -165,6 +147,9 @@ pub(crate) struct World {
     /// Last arrival per (src, dst): two-sided messages stay in order.
     fifo: HashMap<(Rank, Rank), Ps>,
     rng: SplitMix64,
+    /// Message buffers that ranks' pools overflowed, for ranks whose pool
+    /// ran dry (a broadcast's leaves only receive, its inner ranks send).
+    pub spare: Vec<Vec<u8>>,
 }
 
 impl World {
@@ -178,8 +163,6 @@ impl World {
                 rma: VecDeque::new(),
                 nic_free: 0,
                 status: Status::Ready,
-                empty_polls: 0,
-                spin_at: 0,
                 truth: RankTruth::default(),
                 dead: false,
             })
@@ -189,11 +172,14 @@ impl World {
             p,
             ranks,
             owned: (0..np).map(|_| BinaryHeap::new()).collect(),
+            slab: Vec::new(),
+            free_slots: Vec::new(),
             index: BinaryHeap::new(),
             seq: 0,
             ready: (0..np).map(|r| Reverse((0, r))).collect(),
             fifo: HashMap::new(),
             rng,
+            spare: Vec::new(),
         }
     }
 
@@ -202,7 +188,7 @@ impl World {
         while let Some(&Reverse((at, seq, owner))) = self.index.peek() {
             let live = self.owned[owner as usize]
                 .peek()
-                .is_some_and(|t| t.0.seq == seq);
+                .is_some_and(|k| k.0 .1 == seq);
             if live {
                 return Some(at);
             }
@@ -219,11 +205,17 @@ impl World {
             Ev::RmaArrive { target, .. } => *target,
         };
         self.index.push(Reverse((at, self.seq, owner)));
-        self.owned[owner as usize].push(Reverse(Timed {
-            at,
-            seq: self.seq,
-            ev,
-        }));
+        let slot = match self.free_slots.pop() {
+            Some(i) => {
+                self.slab[i as usize] = Some(ev);
+                i
+            }
+            None => {
+                self.slab.push(Some(ev));
+                (self.slab.len() - 1) as u32
+            }
+        };
+        self.owned[owner as usize].push(Reverse((at, self.seq, slot)));
     }
 
     fn jitter(&mut self) -> Ps {
@@ -312,7 +304,8 @@ impl World {
         let Some(Reverse((_, _, owner))) = self.index.pop() else {
             return;
         };
-        if let Some(Reverse(Timed { at, ev, .. })) = self.owned[owner as usize].pop() {
+        if let Some(Reverse((at, _, slot))) = self.owned[owner as usize].pop() {
+            let ev = self.take_slot(slot);
             self.process(at, ev);
         }
     }
@@ -322,12 +315,21 @@ impl World {
     pub(crate) fn step_owned(&mut self, rank: Rank, t: Ps) {
         while self.owned[rank as usize]
             .peek()
-            .is_some_and(|e| e.0.at <= t)
+            .is_some_and(|k| k.0 .0 <= t)
         {
-            if let Some(Reverse(Timed { at, ev, .. })) = self.owned[rank as usize].pop() {
+            if let Some(Reverse((at, _, slot))) = self.owned[rank as usize].pop() {
+                let ev = self.take_slot(slot);
                 self.process(at, ev);
             }
         }
+    }
+
+    /// Remove a pending event from the slab (its key was just popped).
+    fn take_slot(&mut self, slot: u32) -> Ev {
+        self.free_slots.push(slot);
+        self.slab[slot as usize]
+            .take()
+            .expect("a queued key names a pending event")
     }
 
     fn process(&mut self, at: Ps, ev: Ev) {
@@ -411,8 +413,16 @@ impl World {
         if let Some(o) = op.and_then(|i| r.truth.ops.get_mut(i)) {
             o.complete_ps = Some(at);
         }
+        // A quiet completion (see `QUIET_CTX`) waits for the rank's next
+        // poll: waking a rank that sleeps in a wait only for the engine to
+        // file it away and sleep again would cost a handoff per message and
+        // change nothing. The wait's next wake delivers it, before the wait
+        // can return.
+        let quiet = matches!(c, Completion::Send { ctx } if ctx & QUIET_CTX != 0);
         r.done.push_back(c);
-        self.wake(rank, at);
+        if !quiet {
+            self.wake(rank, at);
+        }
     }
 
     /// Make a blocked rank ready at `at`.

@@ -202,24 +202,34 @@ impl EngineComm {
 
     /// Drive progress until `req` finishes or the deadline passes.
     pub(crate) fn wait_req(&mut self, req: ReqId) -> Result<Status, TransportError> {
-        let start = Instant::now();
+        // The deadline's clock starts at the first check, CHECK_EVERY polls
+        // in: most waits end before it, and reading the clock costs more
+        // than a poll of a simulated transport.
+        let mut start: Option<Instant> = None;
         let mut spins = 0u32;
         let mut idle = 0u32;
+        // Only a poll that fed the engine something can finish `req`.
+        let mut progressed = true;
         loop {
-            if let Some(r) = self.eng.take(req) {
-                return r
-                    .map(|s| Status {
-                        source: s.source,
-                        tag: s.tag,
-                        len: s.len,
-                    })
-                    .map_err(proto_err);
+            if progressed {
+                if let Some(r) = self.eng.take(req) {
+                    return r
+                        .map(|s| Status {
+                            source: s.source,
+                            tag: s.tag,
+                            len: s.len,
+                        })
+                        .map_err(proto_err);
+                }
             }
             spins = spins.wrapping_add(1);
-            if spins % CHECK_EVERY == 0 && start.elapsed() > self.cfg.timeout {
+            if spins % CHECK_EVERY == 0
+                && start.get_or_insert_with(Instant::now).elapsed() > self.cfg.timeout
+            {
                 return Err(self.timeout_error(req));
             }
-            if self.poll_once()? {
+            progressed = self.poll_once()?;
+            if progressed {
                 idle = 0;
                 continue;
             }

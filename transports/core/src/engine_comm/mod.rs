@@ -16,6 +16,7 @@ use ovbench_proto::{Engine, Mode, ReqId, Slice, Space};
 
 pub use config::{prefers_read, protocol_name, EngineConfig, Protocol, RawOp, DEFAULT_FRAG_SIZE};
 pub use native::NativeComm;
+pub use ovbench_proto::QUIET_CTX;
 
 use crate::instrument::{Instrumentation, XferTable};
 use crate::{
