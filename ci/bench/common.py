@@ -69,12 +69,33 @@ def quote(a):
     return f"'{a}'" if any(c in a for c in ";&| ") else a
 
 
-def pair(server, client, env, connect_delay=0.5, timeout=300):
-    """Run a peer tool's server on core 0 and its client on core 1; the client's stdout."""
+def listening(port):
+    """Whether some socket on this host listens on TCP `port` (from /proc,
+    without connecting: the peer tools accept exactly one connection)."""
+    for f in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(f) as fh:
+                for line in fh.readlines()[1:]:
+                    cols = line.split()
+                    if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                        return True
+        except OSError:
+            pass
+    return False
+
+
+def pair(server, client, env, port, timeout=300):
+    """Run a peer tool's server on core 0 and, once it listens on its
+    control `port`, its client on core 1; the client's stdout."""
     srv = subprocess.Popen(["taskset", "-c", "0"] + server, env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        time.sleep(connect_delay)
+        deadline = time.time() + 30
+        while not listening(port):
+            if srv.poll() is not None or time.time() > deadline:
+                sys.exit(f"{' '.join(server)}: not listening on port {port} "
+                         f"(exit status {srv.poll()})")
+            time.sleep(0.05)
         return sh(["taskset", "-c", "1"] + client, env=env, timeout=timeout)
     finally:
         try:
@@ -91,7 +112,7 @@ def ucx_perftest(test, size, iters, warmup, port, tls="tcp", net_devices="lo"):
     if net_devices:
         env["UCX_NET_DEVICES"] = net_devices
     args = ["-t", test, "-s", str(size), "-n", str(iters), "-w", str(warmup), "-p", str(port)]
-    out = pair(["ucx_perftest"] + args, ["ucx_perftest", "127.0.0.1"] + args, env)
+    out = pair(["ucx_perftest"] + args, ["ucx_perftest", "127.0.0.1"] + args, env, port)
     final = [l for l in out.splitlines() if l.startswith("Final:")]
     if not final:
         sys.exit("ucx_perftest printed no Final line:\n" + out)
@@ -108,7 +129,7 @@ def fi_pingpong(provider, size, iters, port, mode="tagged"):
     iteration). It has no warm-up option."""
     args = ["-e", "rdm", "-p", provider, "-m", mode, "-S", str(size), "-I", str(iters)]
     out = pair(["fi_pingpong"] + args + ["-B", str(port)],
-               ["fi_pingpong"] + args + ["-P", str(port), "127.0.0.1"], dict(os.environ))
+               ["fi_pingpong"] + args + ["-P", str(port), "127.0.0.1"], dict(os.environ), port)
     # A header line ("bytes #sent ... usec/xfer ..."), then one line per
     # size, whose first column is abbreviated (1m for 1 MiB).
     lines = [l.split() for l in out.splitlines() if l.strip()]
@@ -144,3 +165,35 @@ def ratio(label, a, b, key, goal=None, unit="us"):
     print(f"#   A: {a[0]['cmd']}")
     print(f"#   B: {b[0]['cmd']}")
     return r
+
+
+OVERLAP_KEYS = ["sender_min_overlap_pct", "sender_max_overlap_pct",
+                "receiver_min_overlap_pct", "receiver_max_overlap_pct"]
+
+
+def overlap(size, iters, extra=()):
+    """ovbench overlap at one size: the overlap bounds (%) at the largest
+    computation step (twice xfer_time), and the command line."""
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "o.json")
+        args = [OVBENCH, "overlap", *extra, "--sizes", str(size), "--iters", str(iters),
+                "--json", out]
+        sh(args)
+        with open(out) as f:
+            doc = json.load(f)
+    rows = [r for r in doc["results"] if r.get("size") == size and "step" in r]
+    last = max(rows, key=lambda r: r["step"])
+    res = {k: last.get(k, float("nan")) for k in OVERLAP_KEYS}
+    res["cmd"] = " ".join(["ovbench"] + [quote(a) for a in args[1:-2]])
+    return res
+
+
+def overlap_side_by_side(label, by_proto):
+    """One line per protocol: median overlap bounds at the largest step.
+    Native's minimum is 0 by construction (call-bounded, the paper's case 3)."""
+    print(f"# overlap {label}, largest computation step, medians: "
+          "sender min/max %, receiver min/max %")
+    for proto, runs in by_proto.items():
+        m = [med(runs, k) for k in OVERLAP_KEYS]
+        print(f"overlap {label:<24} {proto:<11} s {m[0]:5.1f}/{m[1]:5.1f}  r {m[2]:5.1f}/{m[3]:5.1f}"
+              f"   {runs[0]['cmd']}")
