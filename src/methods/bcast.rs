@@ -167,12 +167,19 @@ impl Bc<'_> {
         };
         match self.alg {
             Algorithm::Binomial => {
-                let (parent, children) = binomial_tree((me + n - root) % n, n);
+                let vr = (me + n - root) % n;
+                let (parent, top) = binomial_parent(vr, n);
                 if let Some(p) = parent {
                     recv(c, (p + root) % n)?;
                 }
-                for k in children {
-                    c.send(b, 0, m, (k + root) % n, TAG_BCAST)?;
+                // The children of `binomial_tree`, without building the list
+                // (this runs once per rank per broadcast).
+                let mut mask = top;
+                while mask > 0 {
+                    if vr + mask < n {
+                        c.send(b, 0, m, (vr + mask + root) % n, TAG_BCAST)?;
+                    }
+                    mask >>= 1;
                 }
             }
             Algorithm::Linear | Algorithm::Backward => {
@@ -533,16 +540,7 @@ pub fn run(
 /// MPICH's binomial tree in relative ranks (the root is 0): the parent
 /// of `vr` and its children, largest subtree first.
 pub fn binomial_tree(vr: u32, n: u32) -> (Option<u32>, Vec<u32>) {
-    let mut parent = None;
-    let mut mask = 1u32;
-    while mask < n {
-        if vr & mask != 0 {
-            parent = Some(vr - mask);
-            break;
-        }
-        mask <<= 1;
-    }
-    mask >>= 1;
+    let (parent, mut mask) = binomial_parent(vr, n);
     let mut children = Vec::new();
     while mask > 0 {
         if vr + mask < n {
@@ -551,6 +549,20 @@ pub fn binomial_tree(vr: u32, n: u32) -> (Option<u32>, Vec<u32>) {
         mask >>= 1;
     }
     (parent, children)
+}
+
+/// The parent of `vr` in [`binomial_tree`] and the mask of its largest
+/// possible child (children are `vr + mask` for it and each smaller power
+/// of two, those below `n`).
+fn binomial_parent(vr: u32, n: u32) -> (Option<u32>, u32) {
+    let mut mask = 1u32;
+    while mask < n {
+        if vr & mask != 0 {
+            return (Some(vr - mask), mask >> 1);
+        }
+        mask <<= 1;
+    }
+    (None, mask >> 1)
 }
 
 #[cfg(test)]

@@ -540,6 +540,12 @@ impl Engine {
         self.raw_watches()
     }
 
+    /// Whether any receive is watched ([`Self::watches`] is not empty):
+    /// a check for the caller's every poll, without building the list.
+    pub fn has_watches(&self) -> bool {
+        self.raw_watching()
+    }
+
     /// Hand back an [`Op::Send`]'s header once posted, so the next send
     /// reuses its allocation (optional).
     pub fn recycle_header(&mut self, header: Vec<u8>) {

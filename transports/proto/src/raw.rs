@@ -245,6 +245,10 @@ impl Engine {
         Ok(())
     }
 
+    pub(crate) fn raw_watching(&self) -> bool {
+        !self.raw.watching.is_empty()
+    }
+
     pub(crate) fn raw_watches(&self) -> Vec<Watch> {
         self.raw
             .watching

@@ -192,11 +192,11 @@ mod tests {
     /// then receives what was addressed to it. Returns, per rank, each
     /// message's (arrival time, source, length) and the end time.
     #[allow(clippy::type_complexity)]
-    fn irregular(lookahead: bool) -> (Vec<(Vec<(Ps, Rank, usize)>, Ps)>, u64) {
+    fn irregular(lookahead: bool, params: &str) -> (Vec<(Vec<(Ps, Rank, usize)>, Ps)>, u64) {
         const NP: u32 = 6;
         const N: u32 = 20;
         let dst = |r: u32, i: u32| (r + 1 + i % 5) % NP;
-        let p = SimParams::parse("g=150ns,offload=no").unwrap();
+        let p = SimParams::parse(params).unwrap();
         let (res, rep) = run_with(NP, &p, lookahead, |mut k| {
             let r = k.rank;
             let want = (0..NP)
@@ -234,13 +234,28 @@ mod tests {
 
     #[test]
     fn lookahead_changes_nothing() {
-        let (strict, strict_switches) = irregular(false);
+        let p = "g=150ns,offload=no";
+        let (strict, strict_switches) = irregular(false, p);
         assert_eq!(strict.iter().map(|r| r.0.len()).sum::<usize>(), 120);
-        let (ahead, switches) = irregular(true);
+        let (ahead, switches) = irregular(true, p);
         assert_eq!(ahead, strict);
         assert!(
             switches < strict_switches,
             "{switches} vs {strict_switches}"
         );
+    }
+
+    /// Jitter is drawn per message from the seed, not in the order the
+    /// scheduler happens to run ranks: another interleaving (strict time
+    /// order instead of lookahead) gives the same run.
+    #[test]
+    fn jitter_is_independent_of_the_interleaving() {
+        let p = "g=150ns,offload=no,jitter=700ns,seed=11";
+        let (strict, strict_switches) = irregular(false, p);
+        let (ahead, switches) = irregular(true, p);
+        assert_ne!(switches, strict_switches, "the interleavings differ");
+        assert_eq!(ahead, strict);
+        let (other_seed, _) = irregular(true, "g=150ns,offload=no,jitter=700ns,seed=12");
+        assert_ne!(other_seed, ahead, "the seed matters");
     }
 }

@@ -146,7 +146,10 @@ pub(crate) struct World {
     pub ready: BinaryHeap<Reverse<(Ps, Rank)>>,
     /// Last arrival per (src, dst): two-sided messages stay in order.
     fifo: HashMap<(Rank, Rank), Ps>,
-    rng: SplitMix64,
+    /// Injections so far per (from, to): each one's jitter is drawn from
+    /// the seed and its place in that sequence, so that it depends on the
+    /// model alone, never on the order in which the scheduler runs ranks.
+    draws: HashMap<(Rank, Rank), u64>,
     /// Message buffers that ranks' pools overflowed, for ranks whose pool
     /// ran dry (a broadcast's leaves only receive, its inner ranks send).
     pub spare: Vec<Vec<u8>>,
@@ -167,7 +170,6 @@ impl World {
                 dead: false,
             })
             .collect();
-        let rng = SplitMix64(p.seed);
         World {
             p,
             ranks,
@@ -178,7 +180,7 @@ impl World {
             seq: 0,
             ready: (0..np).map(|r| Reverse((0, r))).collect(),
             fifo: HashMap::new(),
-            rng,
+            draws: HashMap::new(),
             spare: Vec::new(),
         }
     }
@@ -218,21 +220,31 @@ impl World {
         self.owned[owner as usize].push(Reverse((at, self.seq, slot)));
     }
 
-    fn jitter(&mut self) -> Ps {
-        match self.p.jitter {
-            0 => 0,
-            j => self.rng.next() % (j + 1),
+    /// The extra latency of the next injection from `from` to `to`.
+    fn jitter(&mut self, from: Rank, to: Rank) -> Ps {
+        let j = self.p.jitter;
+        if j == 0 {
+            return 0;
         }
+        let k = self.draws.entry((from, to)).or_insert(0);
+        *k += 1;
+        let pair = (u64::from(from) << 32) | u64::from(to);
+        let mut g = SplitMix64(
+            self.p.seed
+                ^ pair.wrapping_mul(0xD6E8_FEB8_6659_FD93)
+                ^ k.wrapping_mul(0xA076_1D64_78BD_642F),
+        );
+        g.next() % (j + 1)
     }
 
-    /// Start an injection of `m` bytes at `rank`'s NIC no earlier than
-    /// `t`; returns when the last byte reaches the peer.
-    fn inject(&mut self, rank: Rank, t: Ps, m: u64) -> Ps {
+    /// Start an injection of `m` bytes at `rank`'s NIC, bound for `to`, no
+    /// earlier than `t`; returns when the last byte reaches the peer.
+    fn inject(&mut self, rank: Rank, to: Rank, t: Ps, m: u64) -> Ps {
         let gap = self.p.inject_gap(m);
         let nic = &mut self.ranks[rank as usize].nic_free;
         let start = t.max(*nic);
         *nic = start + gap;
-        start + self.p.l + self.jitter() + self.p.bytes_ps(m)
+        start + self.p.l + self.jitter(rank, to) + self.p.bytes_ps(m)
     }
 
     /// Note an operation in `rank`'s truth; returns its index (an index
@@ -266,7 +278,7 @@ impl World {
         let op = self.record(src, OpKind::Send, dst, payload, t);
         let t1 = t + self.p.o_s;
         self.ranks[src as usize].now = t1;
-        let mut arrive = self.inject(src, t1, payload);
+        let mut arrive = self.inject(src, dst, t1, payload);
         let last = self.fifo.entry((src, dst)).or_insert(0);
         arrive = arrive.max(*last);
         *last = arrive;
@@ -292,7 +304,7 @@ impl World {
         req.op = self.record(from, kind, target, bytes, t);
         let t1 = t + self.p.o_s;
         self.ranks[from as usize].now = t1;
-        let arrive = self.inject(from, t1, wire);
+        let arrive = self.inject(from, target, t1, wire);
         self.push(arrive, Ev::RmaArrive { target, req });
     }
 
@@ -487,7 +499,7 @@ impl World {
                     .slice(slice)
                     .expect("resolved slice is in range")
                     .to_vec();
-                let back = self.inject(target, at, len);
+                let back = self.inject(target, req.from, at, len);
                 self.push(
                     back,
                     Ev::ReadReturn {

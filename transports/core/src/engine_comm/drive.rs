@@ -184,6 +184,9 @@ impl EngineComm {
 
     /// Look at the last byte of raw-write receives.
     fn watch_raw(&mut self) -> Result<bool, TransportError> {
+        if !self.eng.has_watches() {
+            return Ok(false);
+        }
         let ws = self.eng.watches();
         if ws.is_empty() {
             return Ok(false);
