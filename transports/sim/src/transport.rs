@@ -312,15 +312,18 @@ impl Transport for SimTransport {
         // this rank's in between, finds nothing: the previous one brought
         // the world up to this time, and no other rank runs while this one
         // holds the baton. Count it without taking the lock.
-        if !free
-            && self.empty_polls > 0
-            && self.empty_polls + 1 < SPIN_LIMIT
-            && self.spin_at == self.shared.now(self.rank)
-        {
+        // The SPIN_LIMIT-th such poll goes to sleep at once, for the same
+        // reason without syncing again.
+        let quiet = !free && self.empty_polls > 0 && self.spin_at == self.shared.now(self.rank);
+        if quiet && self.empty_polls + 1 < SPIN_LIMIT {
             self.empty_polls += 1;
             return Ok(0);
         }
-        let mut g = self.shared.sync(self.shared.lock(), self.rank)?;
+        let mut g = if quiet {
+            self.shared.lock()
+        } else {
+            self.shared.sync(self.shared.lock(), self.rank)?
+        };
         let r = self.rank as usize;
         if !g.w.ranks[r].has_work() {
             let now = g.w.ranks[r].now;
