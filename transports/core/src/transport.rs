@@ -199,6 +199,13 @@ pub trait Transport: Send {
     fn wait_fd(&self) -> Option<RawFd> {
         None
     }
+    /// A hint from a caller whose last [`Self::poll`] found nothing and
+    /// that will keep polling until something arrives (a blocking wait):
+    /// a transport that sleeps after several empty polls may sleep at the
+    /// next one. It must change no result, only save the polls between.
+    /// The default ignores it.
+    fn waiting(&mut self) {}
+
     /// Sleep until something may be ready or `timeout` passes. The
     /// default yields the CPU once.
     fn block(&mut self, timeout: Duration) -> Result<(), TransportError> {

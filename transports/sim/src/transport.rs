@@ -371,6 +371,16 @@ impl Transport for SimTransport {
         }
     }
 
+    /// The caller polls on until something arrives: its next poll may
+    /// sleep at once. Polls 2..SPIN_LIMIT-1 at one virtual time would find
+    /// nothing and change nothing (see [`Transport::poll`]), so skipping
+    /// them leaves every figure as it was.
+    fn waiting(&mut self) {
+        if !self.shared.free && self.empty_polls > 0 && self.spin_at == self.shared.now(self.rank) {
+            self.empty_polls = self.empty_polls.max(SPIN_LIMIT - 1);
+        }
+    }
+
     fn block(&mut self, _timeout: Duration) -> Result<(), TransportError> {
         self.empty_polls = 0;
         let g = self.synced()?;

@@ -240,6 +240,9 @@ impl EngineComm {
             if self.cfg.oversubscribed && idle > SPIN_BEFORE_BLOCK {
                 self.t.block(Duration::from_millis(1))?;
             } else {
+                // Nothing came and this wait polls on until something
+                // does (a simulated rank then sleeps at its next poll).
+                self.t.waiting();
                 std::hint::spin_loop();
             }
         }
