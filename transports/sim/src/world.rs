@@ -7,6 +7,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use ovbench_core::engine_comm::QUIET_CTX;
 use ovbench_core::{Completion, Ctx, LocalSlice, OpKind, Progress, Rank, RemoteKey};
@@ -128,6 +129,32 @@ impl SplitMix64 {
     }
 }
 
+/// Hashing for the (src, dst) pair maps, looked up once per message:
+/// SipHash cost more than the rest of the lookup. Keys are [`pair`]s.
+#[derive(Default)]
+struct PairHasher(u64);
+
+impl Hasher for PairHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+type PairMap<V> = HashMap<u64, V, BuildHasherDefault<PairHasher>>;
+
+/// A (src, dst) pair as one map key.
+fn pair(src: Rank, dst: Rank) -> u64 {
+    (u64::from(src) << 32) | u64::from(dst)
+}
+
 /// The whole simulated machine.
 #[derive(Debug)]
 pub(crate) struct World {
@@ -145,11 +172,11 @@ pub(crate) struct World {
     /// Ranks waiting for the baton, by (time, rank).
     pub ready: BinaryHeap<Reverse<(Ps, Rank)>>,
     /// Last arrival per (src, dst): two-sided messages stay in order.
-    fifo: HashMap<(Rank, Rank), Ps>,
+    fifo: PairMap<Ps>,
     /// Injections so far per (from, to): each one's jitter is drawn from
     /// the seed and its place in that sequence, so that it depends on the
     /// model alone, never on the order in which the scheduler runs ranks.
-    draws: HashMap<(Rank, Rank), u64>,
+    draws: PairMap<u64>,
     /// Message buffers that ranks' pools overflowed, for ranks whose pool
     /// ran dry (a broadcast's leaves only receive, its inner ranks send).
     pub spare: Vec<Vec<u8>>,
@@ -179,8 +206,8 @@ impl World {
             index: BinaryHeap::new(),
             seq: 0,
             ready: (0..np).map(|r| Reverse((0, r))).collect(),
-            fifo: HashMap::new(),
-            draws: HashMap::new(),
+            fifo: PairMap::default(),
+            draws: PairMap::default(),
             spare: Vec::new(),
         }
     }
@@ -226,7 +253,7 @@ impl World {
         if j == 0 {
             return 0;
         }
-        let k = self.draws.entry((from, to)).or_insert(0);
+        let k = self.draws.entry(pair(from, to)).or_insert(0);
         *k += 1;
         let pair = (u64::from(from) << 32) | u64::from(to);
         let mut g = SplitMix64(
@@ -279,7 +306,7 @@ impl World {
         let t1 = t + self.p.o_s;
         self.ranks[src as usize].now = t1;
         let mut arrive = self.inject(src, dst, t1, payload);
-        let last = self.fifo.entry((src, dst)).or_insert(0);
+        let last = self.fifo.entry(pair(src, dst)).or_insert(0);
         arrive = arrive.max(*last);
         *last = arrive;
         self.push(
