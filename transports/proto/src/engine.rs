@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 
 pub(crate) use crate::hash::HashMap;
+use crate::idmap::IdMap;
 
 use crate::wire::{self, Header, Kind};
 use crate::{
@@ -179,7 +180,7 @@ pub(crate) enum In {
 pub struct Engine {
     pub(crate) cfg: Config,
     pub(crate) next_id: u64,
-    pub(crate) reqs: HashMap<u64, Req>,
+    pub(crate) reqs: IdMap<Req>,
     pub(crate) posted: VecDeque<u64>,
     pub(crate) unexpected: VecDeque<Unexp>,
     pub(crate) unexpected_bytes: usize,
@@ -187,7 +188,7 @@ pub struct Engine {
     pub(crate) outgoing: HashMap<(Rank, u32), u64>,
     pub(crate) send_seq: Vec<u32>,
     pub(crate) recv_seq: Vec<u32>,
-    pub(crate) ctxs: HashMap<u64, CtxUse>,
+    pub(crate) ctxs: IdMap<CtxUse>,
     pub(crate) tokens: HashMap<u64, (Token, Slice, bool)>,
     pub(crate) cache: Vec<(Slice, MrId, Key)>,
     pub(crate) ops: VecDeque<Op>,
@@ -217,7 +218,7 @@ impl Engine {
         Ok(Engine {
             cfg,
             next_id: 1,
-            reqs: HashMap::default(),
+            reqs: IdMap::default(),
             posted: VecDeque::new(),
             unexpected: VecDeque::new(),
             unexpected_bytes: 0,
@@ -225,7 +226,7 @@ impl Engine {
             outgoing: HashMap::default(),
             send_seq: vec![0; n],
             recv_seq: vec![0; n],
-            ctxs: HashMap::default(),
+            ctxs: IdMap::default(),
             tokens: HashMap::default(),
             cache: Vec::new(),
             ops: VecDeque::new(),

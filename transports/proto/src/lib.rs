@@ -41,6 +41,7 @@
 mod engine;
 mod error;
 mod hash;
+mod idmap;
 mod raw;
 mod recv;
 mod send;
