@@ -50,6 +50,17 @@ pub(crate) struct Inbox {
     /// Keys their owners deregistered: (owner rank, key checksum).
     pub revoked: HashSet<(Rank, u64)>,
     revoked_order: VecDeque<(Rank, u64)>,
+    /// Threads sleeping on [`Shared::ready`] (only `block` with a progress
+    /// thread): completions are signalled only when one is, since an
+    /// unconditional notify costs a futex syscall per completion.
+    pub waiters: usize,
+}
+
+impl Inbox {
+    /// Whether a thread sleeps on [`Shared::ready`] and must be woken.
+    pub fn has_waiters(&self) -> bool {
+        self.waiters > 0
+    }
 }
 
 /// State shared between the transport and its UCX callbacks.
@@ -78,6 +89,7 @@ impl Shared {
                 rma_in_flight: 0,
                 revoked: HashSet::new(),
                 revoked_order: VecDeque::new(),
+                waiters: 0,
             }),
             ready: Condvar::new(),
         }
@@ -90,8 +102,13 @@ impl Shared {
     }
 
     pub fn push(&self, c: Completion) {
-        self.lock().completions.push_back(c);
-        self.ready.notify_all();
+        let mut g = self.lock();
+        g.completions.push_back(c);
+        let wake = g.has_waiters();
+        drop(g);
+        if wake {
+            self.ready.notify_all();
+        }
     }
 
     /// An active message arrived: check the header, copy the data into a
@@ -161,8 +178,11 @@ impl Shared {
             g.completions
                 .push_back(Completion::Recv { peer: src, data: b });
         }
+        let wake = g.has_waiters();
         drop(g);
-        self.ready.notify_all();
+        if wake {
+            self.ready.notify_all();
+        }
     }
 }
 
@@ -246,8 +266,11 @@ impl Op {
             }
         };
         g.completions.push_back(c);
+        let wake = g.has_waiters();
         drop(g);
-        shared.ready.notify_all();
+        if wake {
+            shared.ready.notify_all();
+        }
     }
 }
 

@@ -583,6 +583,8 @@ impl Transport for UcxTransport {
     }
 
     fn block(&mut self, timeout: Duration) -> Result<(), TransportError> {
+        // Polls after a sleep are slow: let the next one check peers.
+        self.watch.soon();
         let deadline = Instant::now() + timeout;
         if self.thread.is_some() {
             let mut g = self.shared.lock();
@@ -591,12 +593,16 @@ impl Transport for UcxTransport {
                 if left.is_zero() {
                     break;
                 }
+                // Counted under the mutex, so a callback that queues a
+                // completion after this check sees the waiter and notifies.
+                g.waiters += 1;
                 g = self
                     .shared
                     .ready
                     .wait_timeout(g, left)
                     .unwrap_or_else(|p| p.into_inner())
                     .0;
+                g.waiters -= 1;
             }
             return Ok(());
         }
