@@ -177,6 +177,12 @@ impl Endpoint {
         unsafe { sys::fi_trywait(self.fabric.fabric, fids.as_mut_ptr(), 1) == 0 }
     }
 
+    /// The caller is about to sleep: let the next `progress` check peers
+    /// (it would otherwise read the clock only every few hundred calls).
+    pub(crate) fn watch_soon(&mut self) {
+        self.watch.soon();
+    }
+
     /// Whether completions are waiting to be handed out by `poll`.
     pub(crate) fn has_pending(&self) -> bool {
         !self.pending.is_empty()
@@ -545,6 +551,8 @@ impl Transport for Endpoint {
     }
 
     fn block(&mut self, timeout: Duration) -> Result<(), TransportError> {
+        // Polls after a sleep are slow: let the next one check peers.
+        self.watch.soon();
         let Some(fd) = self.fabric.attrs.wait_fd else {
             std::thread::yield_now();
             return Ok(());

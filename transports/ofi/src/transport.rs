@@ -116,7 +116,11 @@ fn run(shared: &Shared, fd: RawFd, stop: &AtomicBool) {
             if ep.has_pending() {
                 shared.1.notify_all();
             }
-            ep.may_sleep()
+            let sleep = ep.may_sleep();
+            if sleep {
+                ep.watch_soon();
+            }
+            sleep
         };
         if sleep {
             if let Err(e) = sleep_on(fd, WAKE) {

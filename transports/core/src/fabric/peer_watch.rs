@@ -19,6 +19,13 @@ use crate::{Completion, OpKind, Rank};
 /// How often a [`PeerWatch`] checks peer processes.
 pub const CHECK_EVERY: Duration = Duration::from_millis(250);
 
+/// Calls of [`PeerWatch::check`] between two reads of the clock: a busy
+/// poll loop calls it millions of times a second and reading the clock
+/// each time costs several percent of a small-message round trip. A
+/// blocking wait calls [`PeerWatch::soon`] so slow polls still check in
+/// time.
+pub const POLLS_PER_CLOCK: u32 = 1024;
+
 /// Bytes of an [`identity`]: the pid (4, little-endian) then the host and
 /// pid-namespace identity (8, little-endian).
 pub const IDENTITY_LEN: usize = 12;
@@ -75,6 +82,8 @@ pub fn is_dead(pid: u32, probe: Probe) -> bool {
 pub struct PeerWatch {
     pids: Vec<Option<u32>>,
     last: Instant,
+    /// Calls of `check` left before the clock is read again.
+    skip: u32,
     probe: Probe,
 }
 
@@ -84,6 +93,7 @@ impl PeerWatch {
         PeerWatch {
             pids: vec![None; size as usize],
             last: Instant::now(),
+            skip: 0,
             probe,
         }
     }
@@ -105,9 +115,26 @@ impl PeerWatch {
         }
     }
 
-    /// At most every [`CHECK_EVERY`]: a watched peer not yet `gone` whose
-    /// process has died is marked gone and reported once, naming it.
-    pub fn check(&mut self, gone: &mut [bool], mut report: impl FnMut(Completion)) {
+    /// The caller is about to sleep (or just did): let the next `check`
+    /// read the clock rather than wait out [`POLLS_PER_CLOCK`] calls.
+    pub fn soon(&mut self) {
+        self.skip = 0;
+    }
+
+    /// At most every [`CHECK_EVERY`] (the clock is read every
+    /// [`POLLS_PER_CLOCK`] calls, or on the first call after
+    /// [`soon`](Self::soon)): a watched peer not yet `gone` whose process
+    /// has died is marked gone and reported once, naming it.
+    pub fn check(&mut self, gone: &mut [bool], report: impl FnMut(Completion)) {
+        if self.skip > 0 {
+            self.skip -= 1;
+            return;
+        }
+        self.skip = POLLS_PER_CLOCK - 1;
+        self.check_now(gone, report);
+    }
+
+    fn check_now(&mut self, gone: &mut [bool], mut report: impl FnMut(Completion)) {
         if self.last.elapsed() < CHECK_EVERY {
             return;
         }
@@ -181,7 +208,37 @@ mod tests {
         assert_eq!(gone, [false, true, false]);
         assert!(matches!(&got[..], [Completion::Error { peer: 1, .. }]));
         w.last -= CHECK_EVERY;
+        w.soon();
         w.check(&mut gone, |c| got.push(c));
         assert_eq!(got.len(), 1);
+    }
+
+    #[test]
+    fn the_clock_is_read_every_polls_per_clock_calls_or_after_soon() {
+        let mut c = std::process::Command::new("true")
+            .spawn()
+            .expect("spawn true");
+        let mut id = identity();
+        id[..4].copy_from_slice(&c.id().to_le_bytes());
+        c.wait().expect("wait");
+        let mut w = PeerWatch::new(2, proc_probe);
+        w.note(1, &id);
+        let mut gone = vec![false; 2];
+        w.check(&mut gone, |_| {}); // reads the clock: too early
+        w.last -= CHECK_EVERY;
+        for _ in 1..POLLS_PER_CLOCK {
+            w.check(&mut gone, |_| {});
+        }
+        assert_eq!(gone, [false, false], "checked between clock reads");
+        w.check(&mut gone, |_| {});
+        assert_eq!(gone, [false, true]);
+        let mut w = PeerWatch::new(2, proc_probe);
+        w.note(1, &id);
+        let mut gone = vec![false; 2];
+        w.check(&mut gone, |_| {});
+        w.last -= CHECK_EVERY;
+        w.soon();
+        w.check(&mut gone, |_| {});
+        assert_eq!(gone, [false, true]);
     }
 }
