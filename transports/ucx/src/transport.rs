@@ -564,10 +564,7 @@ impl Transport for UcxTransport {
         }
         let shared = &self.shared;
         self.watch.check(&mut self.gone, |c| shared.push(c));
-        let mut g = self.shared.lock();
-        let n = g.completions.len();
-        out.extend(g.completions.drain(..));
-        Ok(n)
+        Ok(self.shared.drain(out))
     }
 
     fn recycle(&mut self, data: Vec<u8>) {
