@@ -504,12 +504,14 @@ impl Engine {
 
     /// The next operation to perform, in order; `None` when there is none.
     #[must_use]
+    #[inline]
     pub fn poll_op(&mut self) -> Option<Op> {
         self.ops.pop_front()
     }
 
     /// The next instrumentation event; `None` when there is none.
     #[must_use]
+    #[inline]
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
@@ -543,12 +545,14 @@ impl Engine {
 
     /// Whether any receive is watched ([`Self::watches`] is not empty):
     /// a check for the caller's every poll, without building the list.
+    #[inline]
     pub fn has_watches(&self) -> bool {
         self.raw_watching()
     }
 
     /// Hand back an [`Op::Send`]'s header once posted, so the next send
     /// reuses its allocation (optional).
+    #[inline]
     pub fn recycle_header(&mut self, header: Vec<u8>) {
         if self.hdr_pool.len() < 64 {
             self.hdr_pool.push(header);

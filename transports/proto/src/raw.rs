@@ -245,6 +245,7 @@ impl Engine {
         Ok(())
     }
 
+    #[inline]
     pub(crate) fn raw_watching(&self) -> bool {
         !self.raw.watching.is_empty()
     }
