@@ -125,6 +125,7 @@ impl PeerWatch {
     /// [`POLLS_PER_CLOCK`] calls, or on the first call after
     /// [`soon`](Self::soon)): a watched peer not yet `gone` whose process
     /// has died is marked gone and reported once, naming it.
+    #[inline]
     pub fn check(&mut self, gone: &mut [bool], report: impl FnMut(Completion)) {
         if self.skip > 0 {
             self.skip -= 1;
@@ -134,6 +135,7 @@ impl PeerWatch {
         self.check_now(gone, report);
     }
 
+    #[inline(never)]
     fn check_now(&mut self, gone: &mut [bool], mut report: impl FnMut(Completion)) {
         if self.last.elapsed() < CHECK_EVERY {
             return;

@@ -2,6 +2,7 @@
 //! the contract's completions; receive buffers are reposted; a write
 //! without delivery completion gets its fence read.
 
+use std::mem::MaybeUninit;
 use std::ptr;
 
 use ovbench_core::{Completion, Ctx, OpKind, Rank, Tag, TransportError};
@@ -14,7 +15,9 @@ use crate::ops::{Fence, Kind, Op, SRC_HDR, TAG_SRC_SHIFT};
 
 impl Endpoint {
     pub(super) fn drain_cq(&mut self) -> Result<(), TransportError> {
-        let mut entries = [sys::fi_cq_tagged_entry::default(); 32];
+        // Not zeroed: clearing 32 entries (1.3 KB) on every poll was ~6%
+        // of an idle poll loop; the provider fills the first n.
+        let mut entries = [MaybeUninit::<sys::fi_cq_tagged_entry>::uninit(); 32];
         loop {
             // SAFETY: cq is open with FI_CQ_FORMAT_TAGGED; entries has room
             // for 32 of them.
@@ -23,7 +26,10 @@ impl Endpoint {
             };
             if n > 0 {
                 for e in &entries[..n as usize] {
-                    self.complete(e.op_context.cast(), e.len, e.tag, None)?;
+                    // SAFETY: fi_cq_read wrote n (> 0) whole entries.
+                    let e = unsafe { e.assume_init_ref() };
+                    let (op, len, tag) = (e.op_context.cast(), e.len, e.tag);
+                    self.complete(op, len, tag, None)?;
                 }
             } else if n == EAGAIN {
                 return Ok(());
