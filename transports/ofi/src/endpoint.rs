@@ -70,6 +70,9 @@ pub(crate) struct Endpoint {
     revoked: HashSet<(Rank, u64)>,
     revoked_order: VecDeque<(Rank, u64)>,
     cma: Option<CmaStatus>,
+    /// Ranks blocked on the progress thread's condition variable (counted
+    /// under its mutex): the thread notifies only when one is.
+    pub(crate) waiters: usize,
     fabric: Fabric,
 }
 
@@ -132,6 +135,7 @@ impl Endpoint {
             revoked: HashSet::new(),
             revoked_order: VecDeque::new(),
             cma,
+            waiters: 0,
             fabric,
         };
         for _ in 0..RECV_BUFS {

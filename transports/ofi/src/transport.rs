@@ -113,7 +113,9 @@ fn run(shared: &Shared, fd: RawFd, stop: &AtomicBool) {
                 eprintln!("ovbench: libfabric progress thread stops: {e}");
                 return;
             }
-            if ep.has_pending() {
+            // Only a blocked rank needs the futex wake-up; one that polls
+            // finds the completions itself.
+            if ep.waiters > 0 && ep.has_pending() {
                 shared.1.notify_all();
             }
             let sleep = ep.may_sleep();
@@ -255,11 +257,13 @@ impl Transport for OfiTransport {
                     if left.is_zero() {
                         break;
                     }
+                    ep.waiters += 1;
                     ep = shared
                         .1
                         .wait_timeout(ep, left)
                         .unwrap_or_else(|p| p.into_inner())
                         .0;
+                    ep.waiters -= 1;
                 }
                 Ok(())
             }
