@@ -22,15 +22,7 @@ impl EngineComm {
         if self.size <= 1 {
             return Ok(());
         }
-        let scratch = match self.scratch {
-            Some(b) => b,
-            None => {
-                let region = self.t.alloc(64)?;
-                let b = crate::Buf { region, len: 64 };
-                self.scratch = Some(b);
-                b
-            }
-        };
+        let scratch = super::shared::scratch(self.t.as_mut(), &mut self.scratch)?;
         let empty = Slice::new(scratch.region.0, 0, 0);
         let epoch = self.barrier_epoch;
         self.barrier_epoch = epoch.wrapping_add(1);

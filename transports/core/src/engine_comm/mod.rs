@@ -9,6 +9,7 @@ mod barrier;
 mod config;
 mod drive;
 mod native;
+mod shared;
 
 use std::sync::Arc;
 
@@ -23,6 +24,7 @@ use crate::{
     Buf, Caps, Clock, CommInfo, Communicator, Completion, LocalSlice, OpCounts, Rank, Req,
     SendMode, Source, Status, Tag, TagSel, Transport, TransportError, TransportInfo, Work,
 };
+use shared::{blocking_as_one_call, forward_plumbing};
 
 /// The point-to-point API over the ovbench protocol engine.
 pub struct EngineComm {
@@ -119,25 +121,11 @@ impl EngineComm {
         self.eng.in_flight()
     }
 
-    #[inline]
-    fn enter(&mut self) {
-        if let Some(i) = self.instr.as_mut() {
-            i.call_enter(self.clock.ticks());
-        }
-    }
-
-    #[inline]
-    fn exit(&mut self) {
-        if let Some(i) = self.instr.as_mut() {
-            i.call_exit(self.clock.ticks());
-        }
-    }
-
     /// Run `f` as one communicator call (one CALL_ENTER/CALL_EXIT pair).
     fn call<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
-        self.enter();
+        shared::call_enter(&mut self.instr, self.clock.as_ref());
         let r = f(self);
-        self.exit();
+        shared::call_exit(&mut self.instr, self.clock.as_ref());
         r
     }
 
@@ -186,12 +174,8 @@ impl Drop for EngineComm {
 }
 
 impl Communicator for EngineComm {
-    fn rank(&self) -> Rank {
-        self.rank
-    }
-    fn size(&self) -> u32 {
-        self.size
-    }
+    forward_plumbing!();
+
     fn info(&self) -> CommInfo {
         CommInfo {
             transport: self.info.clone(),
@@ -199,30 +183,6 @@ impl Communicator for EngineComm {
             protocol: protocol_name(self.cfg.protocol).to_string(),
             eager_limit: self.cfg.eager_limit,
         }
-    }
-    fn clock(&self) -> &dyn Clock {
-        self.clock.as_ref()
-    }
-    fn work(&mut self, units: u64) {
-        self.work.work(units)
-    }
-    fn work_unit_ns(&self) -> f64 {
-        self.work.unit_ns()
-    }
-    fn delay(&mut self, ns: f64) {
-        self.work.delay(ns)
-    }
-    fn alloc(&mut self, len: usize) -> Result<Buf, TransportError> {
-        let region = self.t.alloc(len)?;
-        Ok(Buf { region, len })
-    }
-    fn fill(&mut self, buf: Buf, f: &mut dyn FnMut(&mut [u8])) -> Result<(), TransportError> {
-        self.t
-            .write_region(LocalSlice::new(buf.region, 0, buf.len), f)
-    }
-    fn inspect(&self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
-        self.t
-            .read_region(LocalSlice::new(buf.region, 0, buf.len), f)
     }
 
     fn isend_mode(
@@ -302,107 +262,10 @@ impl Communicator for EngineComm {
         }
     }
 
-    fn send(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        self.call(|c| {
-            let r = c.isend(buf, off, len, dst, tag)?;
-            c.wait(r).map(|_| ())
-        })
-    }
-
-    fn ssend(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        self.call(|c| {
-            let r = c.issend(buf, off, len, dst, tag)?;
-            c.wait(r).map(|_| ())
-        })
-    }
-
-    fn rsend(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        self.call(|c| {
-            let r = c.irsend(buf, off, len, dst, tag)?;
-            c.wait(r).map(|_| ())
-        })
-    }
-
-    fn bsend(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        self.call(|c| {
-            let r = c.ibsend(buf, off, len, dst, tag)?;
-            c.wait(r).map(|_| ())
-        })
-    }
-
-    fn recv(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        src: Source,
-        tag: TagSel,
-    ) -> Result<Status, TransportError> {
-        self.call(|c| {
-            let r = c.irecv(buf, off, len, src, tag)?;
-            c.wait(r)
-        })
-    }
-
-    fn sendrecv(
-        &mut self,
-        sbuf: Buf,
-        soff: usize,
-        slen: usize,
-        dst: Rank,
-        stag: Tag,
-        rbuf: Buf,
-        roff: usize,
-        rlen: usize,
-        src: Source,
-        rtag: TagSel,
-    ) -> Result<Status, TransportError> {
-        self.call(|c| {
-            let r = c.irecv(rbuf, roff, rlen, src, rtag)?;
-            let s = c.isend(sbuf, soff, slen, dst, stag)?;
-            c.wait(s)?;
-            c.wait(r)
-        })
-    }
-
-    fn waitall(&mut self, reqs: &[Req]) -> Result<Vec<Status>, TransportError> {
-        self.call(|c| reqs.iter().map(|&r| c.wait(r)).collect())
-    }
+    blocking_as_one_call!(call);
 
     fn enable_instrumentation(&mut self, table: XferTable) -> Result<(), TransportError> {
-        let npt = self.clock.ns_per_tick();
-        match self.instr.as_mut() {
-            Some(i) => i.set_table(table),
-            None => self.instr = Some(Instrumentation::new(table, npt)),
-        }
+        shared::enable(&mut self.instr, self.clock.as_ref(), table);
         self.eng.set_instrument(true);
         Ok(())
     }
@@ -410,9 +273,5 @@ impl Communicator for EngineComm {
     fn disable_instrumentation(&mut self) {
         self.instr = None;
         self.eng.set_instrument(false);
-    }
-
-    fn instrumentation(&mut self) -> Option<&mut Instrumentation> {
-        self.instr.as_mut()
     }
 }

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::shared::{self, blocking_as_one_call, forward_plumbing};
 use super::{range, EngineConfig};
 use crate::instrument::{Instrumentation, XferTable};
 use crate::{
@@ -100,27 +101,26 @@ impl NativeComm {
     }
 
     fn enter(&mut self) -> u64 {
-        match self.instr.as_mut() {
-            Some(i) => {
-                let t = self.clock.ticks();
-                i.call_enter(t);
-                t
-            }
-            None => 0,
-        }
+        shared::call_enter(&mut self.instr, self.clock.as_ref())
     }
 
     fn exit(&mut self) {
-        if let Some(i) = self.instr.as_mut() {
-            i.call_exit(self.clock.ticks());
-        }
+        shared::call_exit(&mut self.instr, self.clock.as_ref())
     }
 
+    /// Run `f` as one communicator call (one CALL_ENTER/CALL_EXIT pair),
+    /// given the tick of its entry (0 when not instrumenting).
     fn call<T>(&mut self, f: impl FnOnce(&mut Self, u64) -> T) -> T {
         let t = self.enter();
         let r = f(self, t);
         self.exit();
         r
+    }
+
+    /// [`call`](Self::call) for calls that do not need the entry tick.
+    #[inline]
+    fn call_once<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        self.call(|c, _| f(c))
     }
 
     fn tsend(
@@ -305,15 +305,7 @@ impl NativeComm {
         if self.size <= 1 {
             return Ok(());
         }
-        let b = match self.scratch {
-            Some(b) => b,
-            None => {
-                let region = self.t.alloc(64)?;
-                let b = Buf { region, len: 64 };
-                self.scratch = Some(b);
-                b
-            }
-        };
+        let b = shared::scratch(self.t.as_mut(), &mut self.scratch)?;
         let empty = LocalSlice::new(b.region, 0, 0);
         let epoch = self.epoch;
         self.epoch = epoch.wrapping_add(1);
@@ -332,12 +324,8 @@ impl NativeComm {
 }
 
 impl Communicator for NativeComm {
-    fn rank(&self) -> Rank {
-        self.rank
-    }
-    fn size(&self) -> u32 {
-        self.size
-    }
+    forward_plumbing!();
+
     fn info(&self) -> CommInfo {
         CommInfo {
             transport: self.info.clone(),
@@ -345,30 +333,6 @@ impl Communicator for NativeComm {
             protocol: "native".into(),
             eager_limit: self.cfg.eager_limit,
         }
-    }
-    fn clock(&self) -> &dyn Clock {
-        self.clock.as_ref()
-    }
-    fn work(&mut self, units: u64) {
-        self.work.work(units)
-    }
-    fn work_unit_ns(&self) -> f64 {
-        self.work.unit_ns()
-    }
-    fn delay(&mut self, ns: f64) {
-        self.work.delay(ns)
-    }
-    fn alloc(&mut self, len: usize) -> Result<Buf, TransportError> {
-        let region = self.t.alloc(len)?;
-        Ok(Buf { region, len })
-    }
-    fn fill(&mut self, buf: Buf, f: &mut dyn FnMut(&mut [u8])) -> Result<(), TransportError> {
-        self.t
-            .write_region(LocalSlice::new(buf.region, 0, buf.len), f)
-    }
-    fn inspect(&self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
-        self.t
-            .read_region(LocalSlice::new(buf.region, 0, buf.len), f)
     }
 
     fn isend_mode(
@@ -436,116 +400,14 @@ impl Communicator for NativeComm {
     }
 
     // Blocking calls are one call each for the instrumentation.
-
-    fn send(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        self.call(|c, _| {
-            let r = c.isend(buf, off, len, dst, tag)?;
-            c.wait(r).map(|_| ())
-        })
-    }
-
-    fn ssend(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        self.call(|c, _| {
-            let r = c.issend(buf, off, len, dst, tag)?;
-            c.wait(r).map(|_| ())
-        })
-    }
-
-    fn rsend(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        self.call(|c, _| {
-            let r = c.irsend(buf, off, len, dst, tag)?;
-            c.wait(r).map(|_| ())
-        })
-    }
-
-    fn bsend(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        self.call(|c, _| {
-            let r = c.ibsend(buf, off, len, dst, tag)?;
-            c.wait(r).map(|_| ())
-        })
-    }
-
-    fn recv(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        src: Source,
-        tag: TagSel,
-    ) -> Result<Status, TransportError> {
-        self.call(|c, _| {
-            let r = c.irecv(buf, off, len, src, tag)?;
-            c.wait(r)
-        })
-    }
-
-    fn sendrecv(
-        &mut self,
-        sbuf: Buf,
-        soff: usize,
-        slen: usize,
-        dst: Rank,
-        stag: Tag,
-        rbuf: Buf,
-        roff: usize,
-        rlen: usize,
-        src: Source,
-        rtag: TagSel,
-    ) -> Result<Status, TransportError> {
-        self.call(|c, _| {
-            let r = c.irecv(rbuf, roff, rlen, src, rtag)?;
-            let s = c.isend(sbuf, soff, slen, dst, stag)?;
-            c.wait(s)?;
-            c.wait(r)
-        })
-    }
-
-    fn waitall(&mut self, reqs: &[Req]) -> Result<Vec<Status>, TransportError> {
-        self.call(|c, _| reqs.iter().map(|&r| c.wait(r)).collect())
-    }
+    blocking_as_one_call!(call_once);
 
     fn enable_instrumentation(&mut self, table: XferTable) -> Result<(), TransportError> {
-        let npt = self.clock.ns_per_tick();
-        match self.instr.as_mut() {
-            Some(i) => i.set_table(table),
-            None => self.instr = Some(Instrumentation::new(table, npt)),
-        }
+        shared::enable(&mut self.instr, self.clock.as_ref(), table);
         Ok(())
     }
 
     fn disable_instrumentation(&mut self) {
         self.instr = None;
-    }
-
-    fn instrumentation(&mut self) -> Option<&mut Instrumentation> {
-        self.instr.as_mut()
     }
 }

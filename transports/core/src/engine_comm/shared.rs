@@ -1,0 +1,201 @@
+//! What [`EngineComm`](super::EngineComm) and
+//! [`NativeComm`](super::NativeComm) do the same way: the CALL_ENTER /
+//! CALL_EXIT bracketing, turning instrumentation on, the barrier's
+//! scratch region, the plumbing methods that only forward to the
+//! transport, clock and work loop, and the blocking calls that count as
+//! one communicator call each.
+
+use crate::instrument::{Instrumentation, XferTable};
+use crate::{Buf, Clock, Transport, TransportError};
+
+/// CALL_ENTER at the clock's current tick, when instrumenting; the tick
+/// read (0 when not instrumenting, and then the clock is not read).
+#[inline]
+pub(crate) fn call_enter(instr: &mut Option<Instrumentation>, clock: &dyn Clock) -> u64 {
+    match instr.as_mut() {
+        Some(i) => {
+            let t = clock.ticks();
+            i.call_enter(t);
+            t
+        }
+        None => 0,
+    }
+}
+
+/// CALL_EXIT at the clock's current tick, when instrumenting.
+#[inline]
+pub(crate) fn call_exit(instr: &mut Option<Instrumentation>, clock: &dyn Clock) {
+    if let Some(i) = instr.as_mut() {
+        i.call_exit(clock.ticks());
+    }
+}
+
+/// Record into `table` from now on: a new table for a running
+/// instrumentation, or a fresh one at the clock's resolution.
+pub(crate) fn enable(instr: &mut Option<Instrumentation>, clock: &dyn Clock, table: XferTable) {
+    let npt = clock.ns_per_tick();
+    match instr.as_mut() {
+        Some(i) => i.set_table(table),
+        None => *instr = Some(Instrumentation::new(table, npt)),
+    }
+}
+
+/// The barrier's small region, allocated on first use.
+pub(crate) fn scratch(
+    t: &mut dyn Transport,
+    scratch: &mut Option<Buf>,
+) -> Result<Buf, TransportError> {
+    match *scratch {
+        Some(b) => Ok(b),
+        None => {
+            let region = t.alloc(64)?;
+            let b = Buf { region, len: 64 };
+            *scratch = Some(b);
+            Ok(b)
+        }
+    }
+}
+
+/// The [`Communicator`](crate::Communicator) methods that forward to
+/// the fields `t`, `clock`, `work`, `rank`, `size` and `instr`.
+macro_rules! forward_plumbing {
+    () => {
+        fn rank(&self) -> Rank {
+            self.rank
+        }
+        fn size(&self) -> u32 {
+            self.size
+        }
+        fn clock(&self) -> &dyn Clock {
+            self.clock.as_ref()
+        }
+        fn work(&mut self, units: u64) {
+            self.work.work(units)
+        }
+        fn work_unit_ns(&self) -> f64 {
+            self.work.unit_ns()
+        }
+        fn delay(&mut self, ns: f64) {
+            self.work.delay(ns)
+        }
+        fn alloc(&mut self, len: usize) -> Result<Buf, TransportError> {
+            let region = self.t.alloc(len)?;
+            Ok(Buf { region, len })
+        }
+        fn fill(&mut self, buf: Buf, f: &mut dyn FnMut(&mut [u8])) -> Result<(), TransportError> {
+            self.t
+                .write_region(LocalSlice::new(buf.region, 0, buf.len), f)
+        }
+        fn inspect(&self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
+            self.t
+                .read_region(LocalSlice::new(buf.region, 0, buf.len), f)
+        }
+        fn instrumentation(&mut self) -> Option<&mut Instrumentation> {
+            self.instr.as_mut()
+        }
+    };
+}
+
+/// The blocking calls as the trait's defaults compose them, but each
+/// run inside `self.$call(|c| ..)`, so that it is one communicator call
+/// (one CALL_ENTER/CALL_EXIT pair) for the instrumentation.
+macro_rules! blocking_as_one_call {
+    ($call:ident) => {
+        fn send(
+            &mut self,
+            buf: Buf,
+            off: usize,
+            len: usize,
+            dst: Rank,
+            tag: Tag,
+        ) -> Result<(), TransportError> {
+            self.$call(|c| {
+                let r = c.isend(buf, off, len, dst, tag)?;
+                c.wait(r).map(|_| ())
+            })
+        }
+
+        fn ssend(
+            &mut self,
+            buf: Buf,
+            off: usize,
+            len: usize,
+            dst: Rank,
+            tag: Tag,
+        ) -> Result<(), TransportError> {
+            self.$call(|c| {
+                let r = c.issend(buf, off, len, dst, tag)?;
+                c.wait(r).map(|_| ())
+            })
+        }
+
+        fn rsend(
+            &mut self,
+            buf: Buf,
+            off: usize,
+            len: usize,
+            dst: Rank,
+            tag: Tag,
+        ) -> Result<(), TransportError> {
+            self.$call(|c| {
+                let r = c.irsend(buf, off, len, dst, tag)?;
+                c.wait(r).map(|_| ())
+            })
+        }
+
+        fn bsend(
+            &mut self,
+            buf: Buf,
+            off: usize,
+            len: usize,
+            dst: Rank,
+            tag: Tag,
+        ) -> Result<(), TransportError> {
+            self.$call(|c| {
+                let r = c.ibsend(buf, off, len, dst, tag)?;
+                c.wait(r).map(|_| ())
+            })
+        }
+
+        fn recv(
+            &mut self,
+            buf: Buf,
+            off: usize,
+            len: usize,
+            src: Source,
+            tag: TagSel,
+        ) -> Result<Status, TransportError> {
+            self.$call(|c| {
+                let r = c.irecv(buf, off, len, src, tag)?;
+                c.wait(r)
+            })
+        }
+
+        fn sendrecv(
+            &mut self,
+            sbuf: Buf,
+            soff: usize,
+            slen: usize,
+            dst: Rank,
+            stag: Tag,
+            rbuf: Buf,
+            roff: usize,
+            rlen: usize,
+            src: Source,
+            rtag: TagSel,
+        ) -> Result<Status, TransportError> {
+            self.$call(|c| {
+                let r = c.irecv(rbuf, roff, rlen, src, rtag)?;
+                let s = c.isend(sbuf, soff, slen, dst, stag)?;
+                c.wait(s)?;
+                c.wait(r)
+            })
+        }
+
+        fn waitall(&mut self, reqs: &[Req]) -> Result<Vec<Status>, TransportError> {
+            self.$call(|c| reqs.iter().map(|&r| c.wait(r)).collect())
+        }
+    };
+}
+
+pub(crate) use {blocking_as_one_call, forward_plumbing};
