@@ -100,62 +100,23 @@ macro_rules! forward_plumbing {
 /// run inside `self.$call(|c| ..)`, so that it is one communicator call
 /// (one CALL_ENTER/CALL_EXIT pair) for the instrumentation.
 macro_rules! blocking_as_one_call {
+    (@sends $call:ident; $($name:ident $post:ident),*) => {$(
+        fn $name(
+            &mut self,
+            buf: Buf,
+            off: usize,
+            len: usize,
+            dst: Rank,
+            tag: Tag,
+        ) -> Result<(), TransportError> {
+            self.$call(|c| {
+                let r = c.$post(buf, off, len, dst, tag)?;
+                c.wait(r).map(|_| ())
+            })
+        }
+    )*};
     ($call:ident) => {
-        fn send(
-            &mut self,
-            buf: Buf,
-            off: usize,
-            len: usize,
-            dst: Rank,
-            tag: Tag,
-        ) -> Result<(), TransportError> {
-            self.$call(|c| {
-                let r = c.isend(buf, off, len, dst, tag)?;
-                c.wait(r).map(|_| ())
-            })
-        }
-
-        fn ssend(
-            &mut self,
-            buf: Buf,
-            off: usize,
-            len: usize,
-            dst: Rank,
-            tag: Tag,
-        ) -> Result<(), TransportError> {
-            self.$call(|c| {
-                let r = c.issend(buf, off, len, dst, tag)?;
-                c.wait(r).map(|_| ())
-            })
-        }
-
-        fn rsend(
-            &mut self,
-            buf: Buf,
-            off: usize,
-            len: usize,
-            dst: Rank,
-            tag: Tag,
-        ) -> Result<(), TransportError> {
-            self.$call(|c| {
-                let r = c.irsend(buf, off, len, dst, tag)?;
-                c.wait(r).map(|_| ())
-            })
-        }
-
-        fn bsend(
-            &mut self,
-            buf: Buf,
-            off: usize,
-            len: usize,
-            dst: Rank,
-            tag: Tag,
-        ) -> Result<(), TransportError> {
-            self.$call(|c| {
-                let r = c.ibsend(buf, off, len, dst, tag)?;
-                c.wait(r).map(|_| ())
-            })
-        }
+        blocking_as_one_call!(@sends $call; send isend, ssend issend, rsend irsend, bsend ibsend);
 
         fn recv(
             &mut self,
