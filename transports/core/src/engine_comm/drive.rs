@@ -10,10 +10,7 @@ use crate::{
     Completion, LocalSlice, MrHandle, OpKind, RegionId, RemoteKey, Status, TransportError,
 };
 
-/// Polls between deadline checks (an `Instant::now()` costs ~25 ns).
-const CHECK_EVERY: u32 = 64;
-/// Polls without progress before an oversubscribed rank blocks.
-const SPIN_BEFORE_BLOCK: u32 = 2000;
+use super::shared::{timeout, CHECK_EVERY, SPIN_BEFORE_BLOCK};
 
 pub(crate) fn ls(s: Slice) -> LocalSlice {
     LocalSlice::new(RegionId(s.region), s.offset, s.len)
@@ -250,10 +247,7 @@ impl EngineComm {
 
     pub(crate) fn timeout_error(&self, req: ReqId) -> TransportError {
         let peer = self.eng.request_info(req).and_then(|i| i.1);
-        TransportError::Timeout {
-            peer,
-            what: format!("rank {}: {}", self.rank, self.eng.describe(req)),
-            secs: self.cfg.timeout.as_secs_f64(),
-        }
+        let what = format!("rank {}: {}", self.rank, self.eng.describe(req));
+        timeout(&self.cfg, peer, what)
     }
 }

@@ -264,14 +264,14 @@ impl NativeComm {
                 return Ok(s);
             }
             spins = spins.wrapping_add(1);
-            if spins % 64 == 0 && start.elapsed() > self.cfg.timeout {
+            if spins % shared::CHECK_EVERY == 0 && start.elapsed() > self.cfg.timeout {
                 return Err(self.timeout_error(id));
             }
             if self.poll_once()? {
                 idle = 0;
             } else {
                 idle = idle.saturating_add(1);
-                if self.cfg.oversubscribed && idle > 2000 {
+                if self.cfg.oversubscribed && idle > shared::SPIN_BEFORE_BLOCK {
                     self.t.block(Duration::from_millis(1))?;
                 } else {
                     std::hint::spin_loop();
@@ -287,18 +287,15 @@ impl NativeComm {
         let who = r
             .peer
             .map_or("any rank".to_string(), |p| format!("rank {p}"));
-        TransportError::Timeout {
-            peer: r.peer,
-            what: format!(
-                "rank {}: native {} of {} bytes {} {who} (tag {})",
-                self.rank,
-                if r.send { "send" } else { "receive" },
-                r.len,
-                if r.send { "to" } else { "from" },
-                r.tag.map_or("any".to_string(), |t| t.to_string())
-            ),
-            secs: self.cfg.timeout.as_secs_f64(),
-        }
+        let what = format!(
+            "rank {}: native {} of {} bytes {} {who} (tag {})",
+            self.rank,
+            if r.send { "send" } else { "receive" },
+            r.len,
+            if r.send { "to" } else { "from" },
+            r.tag.map_or("any".to_string(), |t| t.to_string())
+        );
+        shared::timeout(&self.cfg, r.peer, what)
     }
 
     fn barrier_inner(&mut self) -> Result<(), TransportError> {

@@ -1,12 +1,29 @@
 //! What [`EngineComm`](super::EngineComm) and
 //! [`NativeComm`](super::NativeComm) do the same way: the CALL_ENTER /
 //! CALL_EXIT bracketing, turning instrumentation on, the barrier's
-//! scratch region, the plumbing methods that only forward to the
+//! scratch region, the wait loops' tuning and timeout error, the plumbing methods that only forward to the
 //! transport, clock and work loop, and the blocking calls that count as
 //! one communicator call each.
 
+use super::EngineConfig;
 use crate::instrument::{Instrumentation, XferTable};
-use crate::{Buf, Clock, Transport, TransportError};
+use crate::{Buf, Clock, Rank, Transport, TransportError};
+
+/// Polls between deadline checks (an `Instant::now()` costs ~25 ns).
+pub(crate) const CHECK_EVERY: u32 = 64;
+/// Polls without progress before an oversubscribed rank blocks.
+pub(crate) const SPIN_BEFORE_BLOCK: u32 = 2000;
+
+/// The error of a wait that passed [`EngineConfig::timeout`]; `what`
+/// names the rank, the operation, the size and the peer.
+#[cold]
+pub(crate) fn timeout(cfg: &EngineConfig, peer: Option<Rank>, what: String) -> TransportError {
+    TransportError::Timeout {
+        peer,
+        what,
+        secs: cfg.timeout.as_secs_f64(),
+    }
+}
 
 /// CALL_ENTER at the clock's current tick, when instrumenting; the tick
 /// read (0 when not instrumenting, and then the clock is not read).
