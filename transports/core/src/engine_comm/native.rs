@@ -142,22 +142,15 @@ impl NativeComm {
         self.t.tsend(dst, tag, s, sync, id)?;
         self.counts.tagged_sends += 1;
         self.counts.bytes += s.len as u64;
-        let xfer = self.instr.as_mut().map(|i| {
-            i.xfer_begin(id, s.len as u64, at, true);
-            id
-        });
-        self.reqs.insert(
-            id,
-            NReq {
-                send: true,
-                peer: Some(dst),
-                tag: Some(tag),
-                len: s.len,
-                done: None,
-                xfer,
-            },
-        );
-        Ok(id)
+        let r = NReq {
+            send: true,
+            peer: Some(dst),
+            tag: Some(tag),
+            len: s.len,
+            done: None,
+            xfer: None,
+        };
+        Ok(self.track(id, r, at))
     }
 
     fn trecv(
@@ -170,22 +163,27 @@ impl NativeComm {
         let id = self.next;
         self.next += 1;
         self.t.trecv(src, tag, s, id)?;
-        let xfer = self.instr.as_mut().map(|i| {
-            i.xfer_begin(id, s.len as u64, at, true);
+        let r = NReq {
+            send: false,
+            peer: src,
+            tag,
+            len: s.len,
+            done: None,
+            xfer: None,
+        };
+        Ok(self.track(id, r, at))
+    }
+
+    /// Remember the just-posted operation `id`, stamping XFER_BEGIN at
+    /// the posting call's entry `at` when instrumenting.
+    #[inline]
+    fn track(&mut self, id: u64, mut r: NReq, at: u64) -> u64 {
+        r.xfer = self.instr.as_mut().map(|i| {
+            i.xfer_begin(id, r.len as u64, at, true);
             id
         });
-        self.reqs.insert(
-            id,
-            NReq {
-                send: false,
-                peer: src,
-                tag,
-                len: s.len,
-                done: None,
-                xfer,
-            },
-        );
-        Ok(id)
+        self.reqs.insert(id, r);
+        id
     }
 
     fn poll_once(&mut self) -> Result<bool, TransportError> {
