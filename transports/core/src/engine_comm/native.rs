@@ -254,7 +254,10 @@ impl NativeComm {
     }
 
     fn wait_id(&mut self, id: u64) -> Result<Status, TransportError> {
-        let start = Instant::now();
+        // The deadline's clock starts at the first check, CHECK_EVERY polls
+        // in (as in EngineComm's wait): most waits end before it, and
+        // reading the clock costs more than a poll of a shared-memory link.
+        let mut start: Option<Instant> = None;
         let mut spins = 0u32;
         let mut idle = 0u32;
         loop {
@@ -262,7 +265,9 @@ impl NativeComm {
                 return Ok(s);
             }
             spins = spins.wrapping_add(1);
-            if spins % shared::CHECK_EVERY == 0 && start.elapsed() > self.cfg.timeout {
+            if spins % shared::CHECK_EVERY == 0
+                && start.get_or_insert_with(Instant::now).elapsed() > self.cfg.timeout
+            {
                 return Err(self.timeout_error(id));
             }
             if self.poll_once()? {
