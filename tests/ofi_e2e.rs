@@ -11,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{json, ovbench, rows, scratch, serial};
+use common::{fabric_latency_rows, ops, scratch, serial};
 
 const ITERS: u64 = 4;
 const WARMUP: u64 = 1;
@@ -25,36 +25,8 @@ const MIN_MESSAGES: u64 = 2 * (ITERS + WARMUP);
 fn latency(dir: &Path, provider: &str, proto: &str) -> Vec<serde_json::Value> {
     let name = provider.replace(';', "+");
     let out = dir.join(format!("latency-{name}-{proto}.json"));
-    let (iters, warmup) = (ITERS.to_string(), WARMUP.to_string());
-    let args = [
-        "latency",
-        "--transport",
-        "ofi",
-        "--provider",
-        provider,
-        "--proto",
-        proto,
-        "--sizes",
-        "8,1M",
-        "--iters",
-        &iters,
-        "--warmup",
-        &warmup,
-        "--verify",
-        "--json",
-        out.to_str().unwrap(),
-    ];
-    let r = ovbench(&args, LIMIT).expect_ok();
-    assert!(r.stdout.contains("1048576"), "{}", r.stdout);
-    let rows = rows(&json(&out));
-    assert_eq!(rows.len(), 2, "{provider}/{proto}: {rows:?}");
-    rows
-}
-
-fn ops(row: &serde_json::Value, key: &str) -> u64 {
-    row["ops"][key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no ops.{key} in {row}"))
+    let fabric = ["--transport", "ofi", "--provider", provider];
+    fabric_latency_rows(&out, &fabric, proto, ITERS, WARMUP, LIMIT)
 }
 
 #[test]

@@ -11,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{json, ovbench, rows, scratch, serial};
+use common::{fabric_latency_rows, json, ops, ovbench, rows, scratch, serial};
 
 const ITERS: u64 = 4;
 const WARMUP: u64 = 1;
@@ -21,36 +21,8 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// 1 MiB; the JSON rows.
 fn latency(dir: &Path, tls: &str, proto: &str) -> Vec<serde_json::Value> {
     let out = dir.join(format!("latency-{tls}-{proto}.json"));
-    let (iters, warmup) = (ITERS.to_string(), WARMUP.to_string());
-    let args = [
-        "latency",
-        "--transport",
-        "ucx",
-        "--ucx-tls",
-        tls,
-        "--proto",
-        proto,
-        "--sizes",
-        "8,1M",
-        "--iters",
-        &iters,
-        "--warmup",
-        &warmup,
-        "--verify",
-        "--json",
-        out.to_str().unwrap(),
-    ];
-    let r = ovbench(&args, LIMIT).expect_ok();
-    assert!(r.stdout.contains("1048576"), "{}", r.stdout);
-    let rows = rows(&json(&out));
-    assert_eq!(rows.len(), 2, "{tls}/{proto}: {rows:?}");
-    rows
-}
-
-fn ops(row: &serde_json::Value, key: &str) -> u64 {
-    row["ops"][key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no ops.{key} in {row}"))
+    let fabric = ["--transport", "ucx", "--ucx-tls", tls];
+    fabric_latency_rows(&out, &fabric, proto, ITERS, WARMUP, LIMIT)
 }
 
 /// Every ping-pong moves at least one message each way per iteration.

@@ -102,3 +102,44 @@ pub fn rows(doc: &serde_json::Value) -> Vec<serde_json::Value> {
         .map(|a| a.iter().filter(|r| r["table"] == 0).cloned().collect())
         .unwrap_or_default()
 }
+
+/// `ovbench latency <fabric flags> --proto PROTO --sizes 8,1M --verify
+/// --json OUT` with `iters`/`warmup`: the two JSON rows (8 B and 1 MiB).
+/// Shared by the fabric end-to-end tests (UCX, libfabric).
+pub fn fabric_latency_rows(
+    out: &std::path::Path,
+    fabric: &[&str],
+    proto: &str,
+    iters: u64,
+    warmup: u64,
+    limit: Duration,
+) -> Vec<serde_json::Value> {
+    let (iters, warmup) = (iters.to_string(), warmup.to_string());
+    let mut args = vec!["latency"];
+    args.extend_from_slice(fabric);
+    args.extend_from_slice(&[
+        "--proto",
+        proto,
+        "--sizes",
+        "8,1M",
+        "--iters",
+        &iters,
+        "--warmup",
+        &warmup,
+        "--verify",
+        "--json",
+        out.to_str().expect("utf-8 scratch path"),
+    ]);
+    let r = ovbench(&args, limit).expect_ok();
+    assert!(r.stdout.contains("1048576"), "{}", r.stdout);
+    let rows = rows(&json(out));
+    assert_eq!(rows.len(), 2, "{fabric:?}/{proto}: {rows:?}");
+    rows
+}
+
+/// One operation count of a row's `ops` object.
+pub fn ops(row: &serde_json::Value, key: &str) -> u64 {
+    row["ops"][key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no ops.{key} in {row}"))
+}
