@@ -9,7 +9,7 @@
 //! are covered by the callers' deadlines only.
 //!
 //! The kernel question itself (`kill(pid, 0)`) is the fabric crate's
-//! [`Probe`]: it is a libc call, and this module holds no `unsafe`.
+//! [`Probe`]: it is a raw libc call, so it stays in the fabric crate's safe layer.
 
 use std::time::{Duration, Instant};
 
