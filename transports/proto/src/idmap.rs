@@ -18,7 +18,7 @@ const MIN_SLOTS: usize = 16;
 /// table doubles when half full (up to [`MAX_SLOTS`]), so it stays about
 /// twice the number of ids live at once.
 #[derive(Debug)]
-pub(crate) struct IdMap<V> {
+pub struct IdMap<V> {
     slots: Vec<Option<(u64, V)>>,
     /// Ids held in `slots`.
     direct: usize,
@@ -40,11 +40,15 @@ impl<V> IdMap<V> {
         (id as usize) & (self.slots.len().wrapping_sub(1))
     }
 
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.direct + self.spill.len()
     }
 
-    pub(crate) fn get(&self, id: &u64) -> Option<&V> {
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn get(&self, id: &u64) -> Option<&V> {
         if !self.slots.is_empty() {
             if let Some((k, v)) = &self.slots[self.slot(*id)] {
                 if k == id {
@@ -58,7 +62,7 @@ impl<V> IdMap<V> {
         self.spill.get(id)
     }
 
-    pub(crate) fn get_mut(&mut self, id: &u64) -> Option<&mut V> {
+    pub fn get_mut(&mut self, id: &u64) -> Option<&mut V> {
         if !self.slots.is_empty() {
             let s = self.slot(*id);
             if matches!(&self.slots[s], Some((k, _)) if k == id) {
@@ -72,7 +76,7 @@ impl<V> IdMap<V> {
     }
 
     /// Insert or replace; returns the value `id` had.
-    pub(crate) fn insert(&mut self, id: u64, v: V) -> Option<V> {
+    pub fn insert(&mut self, id: u64, v: V) -> Option<V> {
         if !self.spill.is_empty() && self.spill.contains_key(&id) {
             return self.spill.insert(id, v);
         }
@@ -97,7 +101,7 @@ impl<V> IdMap<V> {
         None
     }
 
-    pub(crate) fn remove(&mut self, id: &u64) -> Option<V> {
+    pub fn remove(&mut self, id: &u64) -> Option<V> {
         if !self.slots.is_empty() {
             let s = self.slot(*id);
             if matches!(&self.slots[s], Some((k, _)) if k == id) {

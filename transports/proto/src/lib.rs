@@ -50,6 +50,7 @@ pub mod wire;
 
 pub use engine::{Engine, MIN_EAGER_BUF, QUIET_CTX};
 pub use error::ProtoError;
+pub use idmap::IdMap;
 pub use types::{
     Config, Counts, Event, EventKind, Key, Mode, MrId, Op, Placement, Protocol, Rank, RawOp, ReqId,
     Slice, Space, Status, Tag, Watch,
