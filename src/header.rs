@@ -37,6 +37,28 @@ fn axes(c: &Caps) -> String {
     format!("RMA {rma}; two-sided progress: {}", c.progress)
 }
 
+/// Which clock stamps XFER_END: `nic` where the transport reports NIC
+/// completion timestamps (verbs on a device that has them), else `host`.
+fn xfer_end_source(t: &ovbench_core::TransportInfo) -> &'static str {
+    let nic = t
+        .extra
+        .iter()
+        .any(|(k, v)| k == "completion_timestamps" && v == "nic");
+    if nic {
+        "nic"
+    } else {
+        "host"
+    }
+}
+
+fn xfer_end_text(source: &str) -> &'static str {
+    if source == "nic" {
+        "nic (completion timestamps converted to the clock below)"
+    } else {
+        "host (the clock below, when the completion is taken)"
+    }
+}
+
 /// Build the header of a run.
 pub fn build(env: &Environment, f: &RunFacts<'_>) -> Header {
     let progress_threads = usize::from(f.comm.caps.progress == ovbench_core::Progress::Thread);
@@ -77,6 +99,10 @@ pub fn build(env: &Environment, f: &RunFacts<'_>) -> Header {
         f.clock.call_cost_ns,
         f.work_unit_ns
     ));
+    lines.push(format!(
+        "XFER_END stamped by: {}",
+        xfer_end_text(xfer_end_source(t))
+    ));
     lines.push(
         "units: sizes in bytes (K = 1024); tables in µs and MB/s (10^6 B/s); JSON in ns and bytes_per_sec"
             .into(),
@@ -102,6 +128,7 @@ pub fn build(env: &Environment, f: &RunFacts<'_>) -> Header {
         },
         "communicator": f.comm,
         "clock": f.clock,
+        "xfer_end_source": xfer_end_source(t),
         "work_unit_ns": f.work_unit_ns,
         "units": {"time": "ns", "rate": "bytes_per_sec", "size": "bytes"},
         "warnings": warnings,
@@ -172,6 +199,8 @@ mod tests {
         assert_eq!(h.json["options"]["progress"], "thread");
         assert_eq!(h.json["communicator"]["caps"]["rma"], "emulated");
         assert_eq!(h.json["clock"]["source"], "tsc");
+        assert!(text.contains("XFER_END stamped by: host"), "{text}");
+        assert_eq!(h.json["xfer_end_source"], "host");
         assert_eq!(h.json["environment"]["ranks"][1]["rank"], 1);
     }
 }

@@ -23,6 +23,78 @@ pub trait Clock: Send + Sync {
     }
     /// Source, resolution and call cost, for the header.
     fn info(&self) -> ClockInfo;
+    /// The tick value this clock read (or would have read) at host time
+    /// `t`: how a time taken elsewhere (a NIC's completion timestamp
+    /// converted to the host clock) becomes one of this clock's stamps.
+    /// `None` (the default, e.g. a virtual clock) where there is no such
+    /// mapping; the caller then stamps with [`Clock::ticks`].
+    fn ticks_at(&self, t: Instant) -> Option<u64> {
+        let _ = t;
+        None
+    }
+}
+
+/// A linear map between two time bases, `y = y0 + (x - x0) * rate`,
+/// fitted to sample pairs `(x, y)` read close together (least squares
+/// over two or more samples; a nominal rate with one). Used to carry a
+/// NIC's clock onto the host's and the host's onto a communicator clock.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TimeMap {
+    x0: i128,
+    y0: i128,
+    /// Offset of the fitted line at `x0` from `y0`, in y units.
+    y_off: f64,
+    rate: f64,
+}
+
+impl TimeMap {
+    /// The map through `(x0, y0)` with slope `rate` (y units per x unit).
+    pub fn new(x0: i128, y0: i128, rate: f64) -> Option<TimeMap> {
+        (rate.is_finite() && rate > 0.0).then_some(TimeMap {
+            x0,
+            y0,
+            y_off: 0.0,
+            rate,
+        })
+    }
+
+    /// The least-squares line through `samples`. With one sample, or
+    /// samples that all share one `x`, the slope is `nominal_rate`.
+    pub fn fit(samples: &[(i128, i128)], nominal_rate: f64) -> Option<TimeMap> {
+        let &(x0, y0) = samples.first()?;
+        let n = samples.len() as f64;
+        let d = |&(x, y): &(i128, i128)| ((x - x0) as f64, (y - y0) as f64);
+        let (sx, sy) = samples
+            .iter()
+            .map(d)
+            .fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
+        let (mx, my) = (sx / n, sy / n);
+        let (sxx, sxy) = samples.iter().map(d).fold((0.0, 0.0), |(a, b), (x, y)| {
+            (a + (x - mx) * (x - mx), b + (x - mx) * (y - my))
+        });
+        let rate = if sxx > 0.0 { sxy / sxx } else { nominal_rate };
+        let mut m = TimeMap::new(x0, y0, rate)?;
+        m.y_off = my - rate * mx;
+        Some(m)
+    }
+
+    /// Slope in y units per x unit.
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    /// The `y` of `x` (rounded to the nearest unit).
+    pub fn map(&self, x: i128) -> i128 {
+        self.y0 + (self.y_off + (x - self.x0) as f64 * self.rate).round() as i128
+    }
+}
+
+/// Signed nanoseconds from `anchor` to `t`.
+pub fn ns_since(anchor: Instant, t: Instant) -> i128 {
+    match t.checked_duration_since(anchor) {
+        Some(d) => d.as_nanos() as i128,
+        None => -(anchor.duration_since(t).as_nanos() as i128),
+    }
 }
 
 /// What the header says about the clock.
@@ -42,6 +114,10 @@ pub struct ClockInfo {
 #[derive(Debug)]
 pub struct TscClock {
     ns_per_tick: f64,
+    /// Host time (ns since `anchor`) to ticks, from the calibration's
+    /// two (host, TSC) samples.
+    host_to_ticks: Option<TimeMap>,
+    anchor: Instant,
     info: ClockInfo,
 }
 
@@ -120,8 +196,11 @@ impl TscClock {
         }
         let ns_per_tick = ns / (c1 - c0) as f64;
         let (res, cost) = characterise(&rdtsc, ns_per_tick);
+        let samples = [(0, c0 as i128), (ns as i128, c1 as i128)];
         Some(TscClock {
             ns_per_tick,
+            host_to_ticks: TimeMap::fit(&samples, 1.0 / ns_per_tick),
+            anchor: i0,
             info: ClockInfo {
                 source: "tsc".into(),
                 hz: 1e9 / ns_per_tick,
@@ -154,6 +233,10 @@ impl Clock for TscClock {
     }
     fn info(&self) -> ClockInfo {
         self.info.clone()
+    }
+    fn ticks_at(&self, t: Instant) -> Option<u64> {
+        let m = self.host_to_ticks?;
+        u64::try_from(m.map(ns_since(self.anchor, t))).ok()
     }
 }
 
@@ -190,6 +273,9 @@ impl Clock for MonotonicClock {
     fn info(&self) -> ClockInfo {
         self.info.clone()
     }
+    fn ticks_at(&self, t: Instant) -> Option<u64> {
+        Some(t.saturating_duration_since(self.origin).as_nanos() as u64)
+    }
 }
 
 /// The best real clock here: the calibrated TSC, else the monotonic clock.
@@ -220,6 +306,47 @@ mod tests {
             "{ns_tsc} vs {ns_mono}"
         );
         assert!(c.info().call_cost_ns > 0.0);
+    }
+
+    #[test]
+    fn time_map_fits_offset_and_rate() {
+        // Host ns -> ticks of a 2.5 GHz counter that read 1_000_000 at host
+        // time 0, sampled three times with the middle sample 1 tick off.
+        let s = [
+            (0, 1_000_000),
+            (1_000_000, 3_500_001),
+            (2_000_000, 6_000_000),
+        ];
+        let m = TimeMap::fit(&s, 1.0).unwrap();
+        assert!((m.rate() - 2.5).abs() < 1e-9, "{}", m.rate());
+        assert!(m.map(0).abs_diff(1_000_000) <= 1);
+        assert!(m.map(4_000_000).abs_diff(11_000_000) <= 1);
+        // before the first sample
+        assert!(m.map(-400).abs_diff(999_000) <= 1);
+        // one sample: the nominal rate through it
+        let one = TimeMap::fit(&[(10, 100)], 3.0).unwrap();
+        assert_eq!(one.map(20), 130);
+        assert!(TimeMap::fit(&[], 1.0).is_none());
+        assert!(TimeMap::fit(&[(1, 1)], 0.0).is_none());
+    }
+
+    #[test]
+    fn ticks_at_matches_ticks_for_now() {
+        let m = MonotonicClock::new();
+        let t = Instant::now();
+        let a = m.ticks_at(t).unwrap();
+        assert!(a <= m.ticks());
+        if let Some(c) = TscClock::calibrate(Duration::from_millis(20)) {
+            let before = c.ticks();
+            let at = c.ticks_at(Instant::now()).unwrap();
+            let after = c.ticks();
+            // within 1 ms of the reads around it (calibration noise)
+            let slack = c.from_ns(1e6);
+            assert!(
+                at + slack >= before && at <= after + slack,
+                "{before} {at} {after}"
+            );
+        }
     }
 
     #[test]

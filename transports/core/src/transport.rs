@@ -33,7 +33,7 @@
 //! [`Caps::eager_buf_size`]: crate::Caps::eager_buf_size
 
 use std::os::fd::RawFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::{Caps, OpKind, RemoteKey, TransportError};
 
@@ -189,6 +189,16 @@ pub trait Transport: Send {
     /// Make progress and append finished work to `out`; never blocks.
     /// Returns how many completions were appended.
     fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError>;
+    /// When the device timestamps completions: the host time at which the
+    /// completion at `index` of the last [`Self::poll`]'s `out` (counted
+    /// from the length `out` had before that call) finished, the NIC's
+    /// stamp converted to the host clock. `None` (the default, and for a
+    /// device without timestamps): the caller stamps the completion with
+    /// its own clock when it takes it.
+    fn completion_time(&self, index: usize) -> Option<Instant> {
+        let _ = index;
+        None
+    }
     /// Give back a received message's buffer for reuse.
     fn recycle(&mut self, data: Vec<u8>) {
         drop(data);

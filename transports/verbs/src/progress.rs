@@ -27,8 +27,13 @@ impl VerbsTransport {
         let before = out.len();
         let mut touched = 0u64;
         for wc in &wcs {
+            let first = out.len();
             if let Some(p) = self.handle(wc, out) {
                 touched |= 1 << (p % 64);
+            }
+            if let (Some(ts), Some(c)) = (wc.nic_ts, &self.nic_clock) {
+                let t = c.to_instant(ts);
+                self.nic_times.extend((first..out.len()).map(|i| (i, t)));
             }
         }
         self.wcs = wcs;
@@ -51,9 +56,6 @@ impl VerbsTransport {
 
     /// One work completion; returns the peer it concerned.
     fn handle(&mut self, wc: &WorkCompletion, out: &mut Vec<Completion>) -> Option<usize> {
-        if let (Some(ts), Some(c)) = (wc.nic_ts, &self.nic_clock) {
-            self.last_nic_host_ns = Some(c.to_host_ns(ts));
-        }
         if wc.wr_id & RECV != 0 {
             let r = ((wc.wr_id >> 32) & 0x7FFF_FFFF) as usize;
             let idx = wc.wr_id as u32;

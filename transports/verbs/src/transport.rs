@@ -3,7 +3,7 @@
 //! receive buffers and native RDMA write and read.
 
 use std::os::fd::RawFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ovbench_core::{
     Caps, Completion, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RegionId, RemoteKey,
@@ -56,7 +56,11 @@ pub struct VerbsTransport {
     pub(crate) connected: bool,
     pub(crate) armed: bool,
     pub(crate) nic_clock: Option<NicClock>,
-    pub(crate) last_nic_host_ns: Option<u64>,
+    /// NIC completion times of the last poll's completions (index in its
+    /// `out`, host time); only filled when `nic_clock` is set.
+    pub(crate) nic_times: Vec<(usize, Instant)>,
+    /// The same for `stash` (completions reaped by `block`).
+    pub(crate) stash_times: Vec<(usize, Instant)>,
     /// With `--cm`: the rdma_cm listener and connection ids.
     pub(crate) cm: Option<CmEndpoint>,
 }
@@ -126,6 +130,7 @@ impl VerbsTransport {
             NicClock::calibrate(
                 dev.attr.hca_core_clock_khz,
                 dev.attr.completion_timestamp_mask,
+                Duration::from_millis(5),
                 || dev.ctx.raw_clock(),
             )
         } else {
@@ -168,7 +173,8 @@ impl VerbsTransport {
             connected: false,
             armed: false,
             nic_clock,
-            last_nic_host_ns: None,
+            nic_times: Vec::new(),
+            stash_times: Vec::new(),
             cm,
         };
         let seed = host_monotonic_ns() ^ ((std::process::id() as u64) << 20);
@@ -248,10 +254,11 @@ impl VerbsTransport {
         self.nic_clock.as_ref()
     }
 
-    /// `CLOCK_MONOTONIC` ns of the most recent completion as stamped by the
-    /// NIC; `None` on devices without completion timestamps (rxe).
-    pub fn last_completion_host_ns(&self) -> Option<u64> {
-        self.last_nic_host_ns
+    /// The host time of the most recent completion of the last poll as
+    /// stamped by the NIC; `None` on devices without completion
+    /// timestamps (rxe).
+    pub fn last_completion_time(&self) -> Option<Instant> {
+        self.nic_times.last().map(|&(_, t)| t)
     }
 
     fn check_peer(&self, peer: Rank, op: OpKind) -> Result<usize, TransportError> {
@@ -675,6 +682,15 @@ impl Transport for VerbsTransport {
 
     fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
         let mut n = self.stash.len();
+        let base = out.len();
+        let stamped = self.nic_clock.is_some();
+        if stamped {
+            // Kept as positions in `out` until the end, then made relative.
+            self.nic_times.clear();
+            let st = &mut self.stash_times;
+            self.nic_times
+                .extend(st.drain(..).map(|(i, t)| (base + i, t)));
+        }
         out.append(&mut self.stash);
         let got = self.reap(out)?;
         n += got;
@@ -688,7 +704,19 @@ impl Transport for VerbsTransport {
                 n += self.reap(out)?;
             }
         }
+        if stamped {
+            for e in &mut self.nic_times {
+                e.0 -= base;
+            }
+        }
         Ok(n)
+    }
+
+    fn completion_time(&self, index: usize) -> Option<Instant> {
+        self.nic_times
+            .iter()
+            .find(|&&(i, _)| i == index)
+            .map(|&(_, t)| t)
     }
 
     fn recycle(&mut self, data: Vec<u8>) {
@@ -711,8 +739,12 @@ impl Transport for VerbsTransport {
         }
         // A completion that arrived before arming raises no event: look once.
         let mut stash = std::mem::take(&mut self.stash);
-        self.reap(&mut stash)?;
+        let times = std::mem::take(&mut self.nic_times);
+        let r = self.reap(&mut stash);
+        // `stash` was empty: the positions reap recorded are its indices.
+        self.stash_times = std::mem::replace(&mut self.nic_times, times);
         self.stash = stash;
+        r?;
         if !self.stash.is_empty() {
             return Ok(());
         }

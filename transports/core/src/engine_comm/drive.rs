@@ -134,8 +134,15 @@ impl EngineComm {
         let mut res = r.map(|_| ());
         if res.is_ok() {
             let now = if n > 0 { self.clock.ticks() } else { 0 };
-            for c in comps.drain(..) {
-                res = self.feed(now, c);
+            for (i, c) in comps.drain(..).enumerate() {
+                // XFER_END at the NIC's completion time where the device
+                // stamps completions, else at the host's `now`.
+                let at = self
+                    .t
+                    .completion_time(i)
+                    .and_then(|t| self.clock.ticks_at(t))
+                    .unwrap_or(now);
+                res = self.feed(at, c);
                 if res.is_err() {
                     break;
                 }
