@@ -412,6 +412,10 @@ impl Transport for VerbsTransport {
                 d.attr.max_qp_init_rd_atom.to_string(),
             ),
             ("tx_depth".to_string(), self.opts.tx_depth.to_string()),
+            (
+                "eager_buf_size".to_string(),
+                self.opts.eager_buf_size.to_string(),
+            ),
             ("rx_depth".to_string(), self.opts.rx_depth.to_string()),
             (
                 "inline_size".to_string(),
