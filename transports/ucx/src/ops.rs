@@ -6,10 +6,13 @@
 //! or on the progress thread with `--progress thread` — so everything here
 //! sits behind one mutex and a condition variable wakes a sleeping rank.
 
+use std::cell::UnsafeCell;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::ffi::c_void;
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::Instant;
 
 use ovbench_core::{Completion, Ctx, OpKind, Rank, Tag};
 use ovbench_ucx_sys as sys;
@@ -31,11 +34,15 @@ pub(crate) const AM_HDR_LEN: usize = 8;
 const MAX_AHEAD: u32 = 1 << 16;
 /// Native tags carry the source rank in the upper 32 bits.
 pub(crate) const TAG_SRC_SHIFT: u32 = 32;
+/// Receive buffers kept for reuse.
+pub(crate) const MAX_POOL: usize = 1024;
+/// Operation boxes kept for reuse.
+pub(crate) const MAX_SPARE_OPS: usize = 64;
 
 /// The mutable part of [`Shared`].
 pub(crate) struct Inbox {
     /// Finished work, in the order UCX reported it.
-    pub completions: VecDeque<Completion>,
+    pub completions: Vec<Completion>,
     /// Next sequence number expected from each peer.
     expected: Vec<u32>,
     /// Messages that overtook an earlier one (UCX does not order AMs
@@ -45,6 +52,10 @@ pub(crate) struct Inbox {
     pub recv_pool: Vec<Vec<u8>>,
     /// Send staging buffers whose request has completed.
     pub send_pool: Vec<Vec<u8>>,
+    /// Boxes of completed operations, for the next posts (a box per
+    /// receive was a malloc and a free on every message).
+    #[allow(clippy::vec_box)]
+    pub spare: Vec<Box<Op>>,
     /// One-sided operations in flight (unpacked rkeys are only destroyed
     /// when none are).
     pub rma_in_flight: usize,
@@ -65,33 +76,65 @@ impl Inbox {
 }
 
 /// State shared between the transport and its UCX callbacks.
+///
+/// Without a progress thread every callback runs inside a UCX call made
+/// by the rank's own thread, so the inbox needs no lock: [`Shared::lock`]
+/// then takes none (two atomic operations per lock were a visible part of
+/// a shared-memory round trip). With a progress thread it locks `mutex`.
 pub(crate) struct Shared {
     pub rank: Rank,
     pub size: u32,
     /// Largest message (header included) a peer may send us.
     pub max_msg: usize,
-    inbox: Mutex<Inbox>,
-    /// Set (under the inbox mutex) whenever a completion is queued and
+    /// Whether callbacks may run on another thread (`--progress thread`).
+    threaded: bool,
+    mutex: Mutex<()>,
+    /// Reached only through an [`InboxGuard`].
+    inbox: UnsafeCell<Inbox>,
+    /// Set (under the inbox lock) whenever a completion is queued and
     /// cleared by the poll that drains the queue: a poll that finds it
-    /// clear skips the mutex, whose two atomic operations were most of an
-    /// idle poll's cost.
+    /// clear skips the inbox.
     queued: AtomicBool,
     /// Signalled when a completion is queued and a thread waits for one.
-    pub ready: Condvar,
+    ready: Condvar,
+}
+
+/// Exclusive access to the inbox: the mutex's guard with a progress
+/// thread, none without one (see [`Shared`]).
+pub(crate) struct InboxGuard<'a> {
+    _lock: Option<MutexGuard<'a, ()>>,
+    inbox: &'a mut Inbox,
+}
+
+impl Deref for InboxGuard<'_> {
+    type Target = Inbox;
+    fn deref(&self) -> &Inbox {
+        self.inbox
+    }
+}
+
+impl DerefMut for InboxGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Inbox {
+        self.inbox
+    }
 }
 
 impl Shared {
-    pub fn new(rank: Rank, size: u32, max_msg: usize) -> Shared {
+    /// `threaded`: a progress thread will run callbacks.
+    pub fn new(rank: Rank, size: u32, max_msg: usize, threaded: bool) -> Shared {
         Shared {
             rank,
             size,
             max_msg,
-            inbox: Mutex::new(Inbox {
-                completions: VecDeque::new(),
+            threaded,
+            mutex: Mutex::new(()),
+            inbox: UnsafeCell::new(Inbox {
+                completions: Vec::with_capacity(64),
                 expected: vec![0; size as usize],
                 held: (0..size).map(|_| BTreeMap::new()).collect(),
                 recv_pool: Vec::new(),
                 send_pool: Vec::new(),
+                spare: Vec::new(),
                 rma_in_flight: 0,
                 revoked: HashSet::new(),
                 revoked_order: VecDeque::new(),
@@ -102,21 +145,56 @@ impl Shared {
         }
     }
 
-    /// Lock the inbox; a poisoned lock (a panic in another thread) still
-    /// holds consistent queues, so it is used as is.
-    pub fn lock(&self) -> MutexGuard<'_, Inbox> {
-        self.inbox.lock().unwrap_or_else(|p| p.into_inner())
+    /// Exclusive access to the inbox. A guard must not live across a UCX
+    /// call (whose callbacks take their own). A poisoned lock (a panic in
+    /// another thread) still holds consistent queues, so it is used as is.
+    pub fn lock(&self) -> InboxGuard<'_> {
+        let lock = self
+            .threaded
+            .then(|| self.mutex.lock().unwrap_or_else(|p| p.into_inner()));
+        // SAFETY: with a progress thread, the mutex held by `lock` excludes
+        // every other guard. Without one, guards are only made on the
+        // rank's thread — by the transport (through &mut self) or by a
+        // callback inside a UCX call the transport makes — and none lives
+        // across a UCX call, so no two exist at once.
+        let inbox = unsafe { &mut *self.inbox.get() };
+        InboxGuard { _lock: lock, inbox }
+    }
+
+    /// Sleep until a completion is queued or `deadline` passes (only with
+    /// a progress thread, which queues them and signals `ready`).
+    pub fn wait_ready(&self, deadline: Instant) {
+        let mut g = self.mutex.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: as in lock(): the mutex is held by `g` whenever the inbox
+        // is touched here, and the condition variable re-takes it before
+        // returning.
+        let inbox = |_: &MutexGuard<'_, ()>| unsafe { &mut *self.inbox.get() };
+        while inbox(&g).completions.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            // Counted under the mutex, so a callback that queues a
+            // completion after this check sees the waiter and notifies.
+            inbox(&g).waiters += 1;
+            g = self
+                .ready
+                .wait_timeout(g, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+            inbox(&g).waiters -= 1;
+        }
     }
 
     pub fn push(&self, c: Completion) {
         let mut g = self.lock();
-        g.completions.push_back(c);
+        g.completions.push(c);
         self.queued(g);
     }
 
     /// Completions were just queued under `g`: flag them for `poll` and
     /// wake a waiting thread, if any.
-    fn queued(&self, g: MutexGuard<'_, Inbox>) {
+    fn queued(&self, g: InboxGuard<'_>) {
         self.queued.store(true, Ordering::Release);
         let wake = g.has_waiters();
         drop(g);
@@ -125,17 +203,29 @@ impl Shared {
         }
     }
 
+    /// Whether completions wait to be drained.
+    #[inline]
+    pub fn has_queued(&self) -> bool {
+        self.queued.load(Ordering::Acquire)
+    }
+
     /// Move every queued completion to `out`; returns how many. Without
     /// queued completions (the flag is only set under the mutex, and
-    /// cleared here under it) the mutex is not taken.
-    pub fn drain(&self, out: &mut Vec<Completion>) -> usize {
-        if !self.queued.load(Ordering::Acquire) {
+    /// cleared here under it) the mutex is not taken. Receive buffers the
+    /// user handed back meanwhile (`recycled`) go to the pool under the
+    /// same lock, so recycling costs no lock of its own.
+    pub fn drain(&self, out: &mut Vec<Completion>, recycled: &mut Vec<Vec<u8>>) -> usize {
+        if !self.has_queued() {
             return 0;
         }
         let mut g = self.lock();
         self.queued.store(false, Ordering::Relaxed);
+        let room = MAX_POOL.saturating_sub(g.recv_pool.len());
+        let keep = recycled.len().saturating_sub(room);
+        g.recv_pool.extend(recycled.drain(keep..));
+        recycled.clear();
         let n = g.completions.len();
-        out.extend(g.completions.drain(..));
+        out.append(&mut g.completions);
         n
     }
 
@@ -193,7 +283,7 @@ impl Shared {
             return;
         }
         g.expected[s] = seq.wrapping_add(1);
-        g.completions.push_back(Completion::Recv {
+        g.completions.push(Completion::Recv {
             peer: src,
             data: buf,
         });
@@ -203,8 +293,7 @@ impl Shared {
                 break;
             };
             g.expected[s] = next.wrapping_add(1);
-            g.completions
-                .push_back(Completion::Recv { peer: src, data: b });
+            g.completions.push(Completion::Recv { peer: src, data: b });
         }
         self.queued(g);
     }
@@ -252,20 +341,18 @@ pub(crate) struct Op {
 }
 
 impl Op {
-    /// Queue this operation's completion (or error) and recycle its
-    /// staging buffer.
-    pub fn finish(self, shared: &Shared, status: sys::ucs_status_t, tag: Option<(u64, usize)>) {
-        let mut g = shared.lock();
-        if let Some(b) = self.staging {
-            g.send_pool.push(b);
-        }
-        if matches!(self.kind, OpKind::Write | OpKind::Read) {
-            g.rma_in_flight = g.rma_in_flight.saturating_sub(1);
-        }
+    /// The completion the user sees for this operation finishing with
+    /// `status` (`tag`: a tagged receive's sender tag and length); none
+    /// for internal traffic.
+    pub fn completion(
+        &self,
+        status: sys::ucs_status_t,
+        tag: Option<(u64, usize)>,
+    ) -> Option<Completion> {
         if self.silent {
-            return;
+            return None;
         }
-        let c = if status != sys::UCS_OK {
+        Some(if status != sys::UCS_OK {
             Completion::Error {
                 ctx: Some(self.ctx),
                 peer: self.peer,
@@ -288,9 +375,38 @@ impl Op {
                     }
                 }
             }
-        };
-        g.completions.push_back(c);
-        shared.queued(g);
+        })
+    }
+
+    /// Whether this is a one-sided operation (counted in `rma_in_flight`).
+    pub fn is_rma(&self) -> bool {
+        matches!(self.kind, OpKind::Write | OpKind::Read)
+    }
+
+    /// Queue this operation's completion (or error) and recycle its
+    /// staging buffer: the callback path, which may run on the progress
+    /// thread.
+    pub fn finish(
+        mut self: Box<Self>,
+        shared: &Shared,
+        status: sys::ucs_status_t,
+        tag: Option<(u64, usize)>,
+    ) {
+        let c = self.completion(status, tag);
+        let mut g = shared.lock();
+        if self.is_rma() {
+            g.rma_in_flight = g.rma_in_flight.saturating_sub(1);
+        }
+        if let Some(b) = self.staging.take() {
+            g.send_pool.push(b);
+        }
+        if g.spare.len() < MAX_SPARE_OPS {
+            g.spare.push(self);
+        }
+        if let Some(c) = c {
+            g.completions.push(c);
+            shared.queued(g);
+        }
     }
 }
 

@@ -14,7 +14,9 @@ use ovbench_ucx_sys as sys;
 use crate::lanes::{self, RmaPath};
 use crate::liveness;
 use crate::memory::Memory;
-use crate::ops::{self, EpErrArg, Op, Shared, AM_HDR_LEN, AM_ID, REVOKE_AM_ID, TAG_SRC_SHIFT};
+use crate::ops::{
+    self, EpErrArg, Op, Shared, AM_HDR_LEN, AM_ID, MAX_SPARE_OPS, REVOKE_AM_ID, TAG_SRC_SHIFT,
+};
 use crate::progress::ProgressThread;
 use crate::seal;
 use crate::status::{self, check};
@@ -36,6 +38,8 @@ const MAX_ADDRESS: usize = 64 * 1024;
 const WIRE_UP_DEADLINE: Duration = Duration::from_secs(30);
 /// How long teardown waits for an endpoint close.
 const CLOSE_DEADLINE: Duration = Duration::from_secs(2);
+/// Most `ucp_worker_progress` calls in one poll.
+const MAX_PROGRESS: usize = 64;
 
 /// The UCX transport. See the crate docs for how each contract item maps
 /// onto UCP calls.
@@ -57,6 +61,19 @@ pub struct UcxTransport {
     gone: Vec<bool>,
     /// Whether endpoints report a dead peer (error mode PEER).
     peer_failure_detection: bool,
+    /// Completions of operations UCX finished inside the posting call:
+    /// queued here on the rank's own thread, without the inbox mutex.
+    done: Vec<Completion>,
+    /// Boxes of completed operations, reused for the next posts: those
+    /// completed inline, and the callbacks' (from the inbox) when empty.
+    #[allow(clippy::vec_box)]
+    spare: Vec<Box<Op>>,
+    /// Send staging buffers owned by this thread (refilled from the
+    /// inbox's pool, where callbacks return theirs, when empty).
+    send_pool: Vec<Vec<u8>>,
+    /// Receive buffers handed back by the user, moved to the inbox's pool
+    /// by the next poll that takes the inbox lock anyway.
+    recycled: Vec<Vec<u8>>,
     /// Declared after everything that holds UCX objects and before
     /// `shared`: the worker must be destroyed before the state its
     /// callbacks write to.
@@ -83,7 +100,8 @@ impl UcxTransport {
         let rma = lanes::guess(&settings.tls);
         let settings_tls = settings.tls.clone();
         let ucp = Ucp::new(settings, opts.progress == Progress::Thread)?;
-        let shared = Box::new(Shared::new(rank, size, EAGER_BUF_SIZE));
+        let threaded = opts.progress == Progress::Thread;
+        let shared = Box::new(Shared::new(rank, size, EAGER_BUF_SIZE, threaded));
         let arg = &*shared as *const Shared as *mut c_void;
         let hp = sys::ucp_am_handler_param_t {
             field_mask: (sys::UCP_AM_HANDLER_PARAM_FIELD_ID
@@ -124,6 +142,10 @@ impl UcxTransport {
             watch: PeerWatch::new(size, liveness::signal_zero),
             gone: vec![false; size as usize],
             peer_failure_detection: lanes::detects_peer_failure(&settings_tls),
+            done: Vec::with_capacity(64),
+            spare: Vec::new(),
+            send_pool: Vec::new(),
+            recycled: Vec::new(),
             ucp,
             shared,
         };
@@ -159,45 +181,77 @@ impl UcxTransport {
         &*self.shared
     }
 
-    /// Box an operation for UCX's `user_data`.
-    fn op(&self, ctx: Ctx, peer: Rank, kind: OpKind, staging: Option<Vec<u8>>) -> *mut Op {
-        Box::into_raw(Box::new(Op {
+    /// Box an operation for UCX's `user_data` (reusing a spare box).
+    fn op(&mut self, ctx: Ctx, peer: Rank, kind: OpKind, staging: Option<Vec<u8>>) -> *mut Op {
+        let op = Op {
             shared: self.shared_ptr(),
             ctx,
             peer,
             kind,
             staging,
             silent: false,
-        }))
+        };
+        if self.spare.is_empty() {
+            // The callbacks' boxes, all at once.
+            std::mem::swap(&mut self.spare, &mut self.shared.lock().spare);
+        }
+        let b = match self.spare.pop() {
+            Some(mut b) => {
+                *b = op;
+                b
+            }
+            None => Box::new(op),
+        };
+        Box::into_raw(b)
+    }
+
+    /// A send staging buffer: from this thread's pool, refilled from the
+    /// inbox's (one lock for all the callbacks returned) when empty.
+    fn staging(&mut self) -> Vec<u8> {
+        if let Some(b) = self.send_pool.pop() {
+            return b;
+        }
+        std::mem::swap(&mut self.send_pool, &mut self.shared.lock().send_pool);
+        self.send_pool.pop().unwrap_or_default()
+    }
+
+    /// Take back an operation UCX did not keep (done inline, or failed):
+    /// its staging buffer and box are kept for reuse; one-sided operations
+    /// leave the in-flight count (the only part that needs the inbox).
+    fn reclaim(&mut self, op: *mut Op) -> Box<Op> {
+        // SAFETY: UCX did not keep `op` (the call completed inline or
+        // failed, so no callback will run); it is ours again.
+        let mut op = unsafe { Box::from_raw(op) };
+        if op.is_rma() {
+            let mut g = self.shared.lock();
+            g.rma_in_flight = g.rma_in_flight.saturating_sub(1);
+        }
+        if let Some(b) = op.staging.take() {
+            self.send_pool.push(b);
+        }
+        op
     }
 
     /// Settle what an `*_nbx` call returned: NULL means done at once (the
     /// callback will not run), an error pointer means it failed (the
     /// callback will not run either), anything else is in flight.
     fn settle(
-        &self,
+        &mut self,
         r: sys::ucs_status_ptr_t,
         op: *mut Op,
         call: &str,
         tag: Option<(u64, usize)>,
     ) -> Result<(), TransportError> {
         if r.is_null() {
-            // SAFETY: UCX did not keep `op` (completed inline); we own it.
-            let op = unsafe { Box::from_raw(op) };
-            op.finish(&self.shared, sys::UCS_OK, tag);
+            let op = self.reclaim(op);
+            self.done.extend(op.completion(sys::UCS_OK, tag));
+            if self.spare.len() < MAX_SPARE_OPS {
+                self.spare.push(op);
+            }
             Ok(())
         } else if sys::ptr_is_err(r) {
-            // SAFETY: as above: the call failed, UCX did not keep `op`.
-            let op = unsafe { Box::from_raw(op) };
-            let (peer, kind) = (op.peer, op.kind);
-            let mut g = self.shared.lock();
-            if let Some(b) = op.staging {
-                g.send_pool.push(b);
-            }
-            if matches!(kind, OpKind::Write | OpKind::Read) {
-                g.rma_in_flight = g.rma_in_flight.saturating_sub(1);
-            }
-            Err(status::peer(peer, kind, call, sys::ptr_status(r)))
+            let op = self.reclaim(op);
+            Err(status::peer(op.peer, op.kind, call, sys::ptr_status(r)))
         } else {
             Ok(())
         }
@@ -450,7 +504,7 @@ impl Transport for UcxTransport {
             )));
         }
         let seq = self.send_seq[peer as usize];
-        let mut buf = self.shared.lock().send_pool.pop().unwrap_or_default();
+        let mut buf = self.staging();
         buf.clear();
         buf.reserve(AM_HDR_LEN + total);
         buf.extend_from_slice(&self.rank.to_le_bytes());
@@ -460,7 +514,7 @@ impl Transport for UcxTransport {
             match self.mem.slice(p) {
                 Ok(b) => buf.extend_from_slice(b),
                 Err(e) => {
-                    self.shared.lock().send_pool.push(buf);
+                    self.send_pool.push(buf);
                     return Err(e);
                 }
             }
@@ -557,20 +611,29 @@ impl Transport for UcxTransport {
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
-        for _ in 0..64 {
-            if !self.ucp.progress() {
-                break;
+        // Progress until idle, or until something is ready for the caller:
+        // once a callback has queued a completion, a further call only
+        // finds the worker idle, and costs the caller that much latency.
+        if self.done.is_empty() {
+            for _ in 0..MAX_PROGRESS {
+                if !self.ucp.progress() || self.shared.has_queued() {
+                    break;
+                }
             }
         }
         let shared = &self.shared;
         self.watch.check(&mut self.gone, |c| shared.push(c));
-        Ok(self.shared.drain(out))
+        let mut n = self.shared.drain(out, &mut self.recycled);
+        if !self.done.is_empty() {
+            n += self.done.len();
+            out.append(&mut self.done);
+        }
+        Ok(n)
     }
 
     fn recycle(&mut self, data: Vec<u8>) {
-        let mut g = self.shared.lock();
-        if g.recv_pool.len() < 1024 {
-            g.recv_pool.push(data);
+        if self.recycled.len() < ops::MAX_POOL {
+            self.recycled.push(data);
         }
     }
 
@@ -584,26 +647,19 @@ impl Transport for UcxTransport {
         self.watch.soon();
         let deadline = Instant::now() + timeout;
         if self.thread.is_some() {
-            let mut g = self.shared.lock();
-            while g.completions.is_empty() {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    break;
-                }
-                // Counted under the mutex, so a callback that queues a
-                // completion after this check sees the waiter and notifies.
-                g.waiters += 1;
-                g = self
-                    .shared
-                    .ready
-                    .wait_timeout(g, left)
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
-                g.waiters -= 1;
+            if !self.done.is_empty() {
+                return Ok(());
             }
+            self.shared.wait_ready(deadline);
             return Ok(());
         }
-        if !self.shared.lock().completions.is_empty() || self.ucp.progress() || !self.ucp.arm()? {
+        // (The queued flag, not a lock on the inbox: a guard alive across
+        // `progress` would deadlock with the callbacks it runs.)
+        if !self.done.is_empty()
+            || self.shared.has_queued()
+            || self.ucp.progress()
+            || !self.ucp.arm()?
+        {
             return Ok(());
         }
         let mut pfd = libc::pollfd {
