@@ -95,7 +95,7 @@ impl Shared {
             free,
             lookahead: true,
             state: Mutex::new(Sched {
-                w: World::new(np, params.clone()),
+                w: World::new(np, params.clone(), free),
                 abort: None,
                 switches: 0,
             }),
