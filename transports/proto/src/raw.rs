@@ -264,24 +264,52 @@ impl Engine {
             .collect()
     }
 
-    /// The watched last byte of raw-write receive `req` reads `byte`. The
-    /// receive completes when it shows its marker or a later one (the
-    /// sender may already have written the next message).
-    pub fn on_raw_byte(&mut self, now: u64, req: ReqId, byte: u8) {
+    /// How many raw-write receives are watched.
+    #[inline]
+    pub fn watch_count(&self) -> usize {
+        self.raw.watching.len()
+    }
+
+    /// The `k`-th watch in posting order, without building the list of
+    /// [`Engine::watches`] (the caller's every poll looks at them).
+    #[inline]
+    pub fn watch_at(&self, k: usize) -> Option<Watch> {
+        let id = *self.raw.watching.get(k)?;
+        let r = self.reqs.get(&id)?;
+        Some(Watch {
+            req: ReqId(id),
+            at: r.buf.sub(r.buf.len - 1, 1)?,
+        })
+    }
+
+    /// Whether `byte`, read at raw-write receive `req`'s last byte, shows
+    /// its marker or a later one (the sender may already have written the
+    /// next message): then [`Engine::on_raw_byte`] completes it. Pure, so
+    /// a caller can spin on it and read its clock only when it is true.
+    #[inline]
+    pub fn raw_byte_arrived(&self, req: ReqId, byte: u8) -> bool {
+        if byte == 0 {
+            return false;
+        }
         let Some(r) = self.reqs.get(&req.0) else {
-            return;
+            return false;
         };
-        if byte == 0 || r.stage != Stage::RawWait {
+        r.stage == Stage::RawWait && (byte as u16 + 255 - r.marker as u16) % 255 < 128
+    }
+
+    /// The watched last byte of raw-write receive `req` reads `byte`: the
+    /// receive completes at `now` if [`Engine::raw_byte_arrived`].
+    pub fn on_raw_byte(&mut self, now: u64, req: ReqId, byte: u8) {
+        if !self.raw_byte_arrived(req, byte) {
             return;
         }
-        let ahead = (byte as u16 + 255 - r.marker as u16) % 255;
-        let len = r.len;
-        if ahead < 128 {
-            let xfer = self.xfer_id();
-            self.event(EventKind::XferEnd, xfer, len, now);
-            self.raw.watching.retain(|x| *x != req.0);
-            self.finish(req.0);
+        let len = self.reqs[&req.0].len;
+        let xfer = self.xfer_id();
+        self.event(EventKind::XferEnd, xfer, len, now);
+        if let Some(i) = self.raw.watching.iter().position(|x| *x == req.0) {
+            self.raw.watching.remove(i);
         }
+        self.finish(req.0);
     }
 
     /// Deregister raw buffers too (part of [`Engine::flush_cache`]).

@@ -60,6 +60,10 @@ impl OpTable {
             }
         }
     }
+    /// Work requests posted and not yet completed.
+    pub fn in_flight(&self) -> usize {
+        self.ops.len() - self.free.len()
+    }
     pub fn remove(&mut self, id: u64) -> Option<OpRec> {
         let op = self.ops.get_mut(usize::try_from(id).ok()?)?.take()?;
         self.free.push(id as u32);

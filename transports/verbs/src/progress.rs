@@ -4,6 +4,8 @@
 //! reported once per connection, and queued work of a dead connection
 //! fails with it.
 
+use std::time::{Duration, Instant};
+
 use ovbench_core::{Completion, OpKind, Rank, TransportError};
 
 use crate::cq::WorkCompletion;
@@ -12,7 +14,40 @@ use crate::qp::SendOp;
 use crate::transport::VerbsTransport;
 use crate::wire::{decode_hdr, MsgKind, MSG_HDR};
 
+/// Empty polls between looks at the clock in [`VerbsTransport::idle_wait`].
+const IDLE_CHECK_EVERY: u32 = 1024;
+/// A caller that found nothing for this long, with nothing of its own in
+/// flight, sleeps on the completion channel instead of spinning.
+const IDLE_BEFORE_SLEEP: Duration = Duration::from_millis(10);
+/// How long one such sleep lasts at most (a raw write's arrival raises no
+/// completion: it is seen at the next look after the sleep).
+const IDLE_SLEEP: Duration = Duration::from_millis(1);
+
 impl VerbsTransport {
+    /// The caller found nothing and keeps waiting (`Transport::waiting`).
+    /// A rank that only serves one-sided operations — the target of a
+    /// raw read, which the NIC serves while it waits in a barrier — would
+    /// otherwise spin for the whole run on a vCPU that the NIC (rxe's
+    /// softirqs) and the measuring rank need; perftest's passive side
+    /// sleeps too. After [`IDLE_BEFORE_SLEEP`] of empty polls with no work
+    /// request of its own in flight it blocks on the completion channel,
+    /// so a message still wakes it at once. Ping-pong waits end long
+    /// before that.
+    pub(crate) fn idle_wait(&mut self) {
+        self.idle_polls = self.idle_polls.wrapping_add(1);
+        if self.idle_polls % IDLE_CHECK_EVERY != 0 || self.ops.in_flight() > 0 {
+            return;
+        }
+        let now = Instant::now();
+        let since = *self.idle_since.get_or_insert(now);
+        if now.duration_since(since) >= IDLE_BEFORE_SLEEP {
+            // An error here shows again at the caller's next poll.
+            let _ = ovbench_core::Transport::block(self, IDLE_SLEEP);
+            // Look at the clock again after the next empty poll, not 1024.
+            self.idle_polls = IDLE_CHECK_EVERY - 1;
+        }
+    }
+
     /// Poll the CQ once and turn what it held into completions in `out`.
     pub(crate) fn reap(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
         let mut wcs = std::mem::take(&mut self.wcs);

@@ -61,6 +61,10 @@ pub struct VerbsTransport {
     pub(crate) nic_times: Vec<(usize, Instant)>,
     /// The same for `stash` (completions reaped by `block`).
     pub(crate) stash_times: Vec<(usize, Instant)>,
+    /// Empty polls of a caller that keeps waiting, and since when (see
+    /// [`VerbsTransport::idle_wait`]).
+    pub(crate) idle_polls: u32,
+    pub(crate) idle_since: Option<Instant>,
     /// With `--cm`: the rdma_cm listener and connection ids.
     pub(crate) cm: Option<CmEndpoint>,
 }
@@ -175,6 +179,8 @@ impl VerbsTransport {
             nic_clock,
             nic_times: Vec::new(),
             stash_times: Vec::new(),
+            idle_polls: 0,
+            idle_since: None,
             cm,
         };
         let seed = host_monotonic_ns() ^ ((std::process::id() as u64) << 20);
@@ -708,6 +714,10 @@ impl Transport for VerbsTransport {
                 n += self.reap(out)?;
             }
         }
+        if n > 0 {
+            self.idle_polls = 0;
+            self.idle_since = None;
+        }
         if stamped {
             for e in &mut self.nic_times {
                 e.0 -= base;
@@ -727,6 +737,10 @@ impl Transport for VerbsTransport {
         if self.pool.len() < 1024 {
             self.pool.push(data);
         }
+    }
+
+    fn waiting(&mut self) {
+        self.idle_wait();
     }
 
     fn wait_fd(&self) -> Option<RawFd> {
