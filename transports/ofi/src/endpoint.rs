@@ -96,7 +96,9 @@ impl Endpoint {
             (None, true) => None,
             (None, false) => Some("127.0.0.1"),
         };
-        let fabric = Fabric::open(&opts.provider, node)?;
+        // A wait fd only for the progress thread, which sleeps on it; the
+        // rank's own polls (and block(), which then yields) need none.
+        let fabric = Fabric::open(&opts.provider, node, opts.progress == Progress::Thread)?;
         let offered = fabric.attrs.delivery_complete;
         let cma_ok = cma.as_ref().is_some_and(|c| c.usable);
         let write_dc = match opts.delivery_complete {

@@ -3,7 +3,7 @@
 //!
 //! | contract item | libfabric calls | notes |
 //! |---|---|---|
-//! | open | `fi_getinfo` (`FI_EP_RDM`, `FI_MSG\|FI_RMA\|FI_TAGGED`, `FI_ORDER_SAS`), `fi_fabric`, `fi_domain`, `fi_endpoint`, `fi_av_open` (table), `fi_cq_open` (tagged format, fd wait object) | `--provider` picks the provider; bound to 127.0.0.1 unless `node` says otherwise (shm takes no IP address) |
+//! | open | `fi_getinfo` (`FI_EP_RDM`, `FI_MSG\|FI_RMA\|FI_TAGGED`, `FI_ORDER_SAS`), `fi_fabric`, `fi_domain`, `fi_endpoint`, `fi_av_open` (table), `fi_cq_open` (tagged format; fd wait object only with `--progress thread`, else poll-only as fi_pingpong's) | `--provider` picks the provider; bound to 127.0.0.1 unless `node` says otherwise (shm takes no IP address) |
 //! | address / connect | `fi_getname` / `fi_av_insert`, then a hello to every peer (collective) | address lengths checked; the hello sets up shm/rxm peers before any timed operation and carries the pid for the liveness watch |
 //! | register / key | `fi_mr_reg`, requested key per registration unless `FI_MR_PROV_KEY`; key = `fi_mr_key` sealed with range, serial and checksum | `FI_MR_VIRT_ADDR` decides address vs offset; keys checked before posting; `deregister` revokes the key at every peer |
 //! | post_send | `fi_inject` up to `inject_size`, else `fi_send`; `fi_recv` buffers pre-posted and reposted | source rank and per-peer sequence lead each message (rxm completes rendezvous-sized messages after later small ones; the receiver restores order) |
