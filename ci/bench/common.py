@@ -13,10 +13,13 @@ only a mean.
 import json, os, shutil, statistics, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Where cargo puts its output: CARGO_TARGET_DIR when set (cargo honours it
+# for the build below), else the workspace's target/.
+TARGET = os.path.abspath(os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target"))
 # The binary the runs use: a private copy made by build(), so that another
 # build into the shared target directory (other features) cannot swap it
 # mid-run.
-OVBENCH = os.path.join(ROOT, "target/release/ovbench")
+OVBENCH = os.path.join(TARGET, "release/ovbench")
 _COPY = tempfile.TemporaryDirectory(prefix="ovbench-bench-")
 
 
@@ -39,14 +42,14 @@ def build(features=None, skip=False):
     if not skip:
         sh(cmd, timeout=3600)
     copy = os.path.join(_COPY.name, "ovbench")
-    shutil.copy2(os.path.join(ROOT, "target/release/ovbench"), copy)
+    shutil.copy2(os.path.join(TARGET, "release/ovbench"), copy)
     OVBENCH = copy
     for t in (features or "").split(","):
         if t in ("verbs", "ucx", "ofi"):
             r = subprocess.run([copy, "latency", "--transport", t, "--np", "1", "--sizes", "8",
                                 "--iters", "1", "--warmup", "0"], capture_output=True, text=True)
             if "not compiled into" in r.stderr:
-                sys.exit(f"target/release/ovbench lacks {t}: run without --no-build "
+                sys.exit(f"{TARGET}/release/ovbench lacks {t}: run without --no-build "
                          f"(or {' '.join(cmd)})")
 
 
