@@ -29,6 +29,8 @@ use backlog::{Deferred, Post};
 pub const EAGER_BUF_SIZE: usize = 64 * 1024;
 /// Receive buffers kept posted.
 const RECV_BUFS: usize = 64;
+/// Operation boxes kept for reuse.
+const SPARE_OPS: usize = 64;
 /// How long a post may keep getting `-FI_EAGAIN` before it is an error.
 const EAGAIN_DEADLINE: Duration = Duration::from_secs(30);
 /// Providers whose `FI_DELIVERY_COMPLETE` on a tagged send waits for the
@@ -73,6 +75,10 @@ pub(crate) struct Endpoint {
     /// Ranks blocked on the progress thread's condition variable (counted
     /// under its mutex): the thread notifies only when one is.
     pub(crate) waiters: usize,
+    /// Boxes of completed operations, reused by the next posts instead of
+    /// a malloc and a free per message.
+    #[allow(clippy::vec_box)]
+    spare: Vec<Box<Op>>,
     fabric: Fabric,
 }
 
@@ -138,6 +144,7 @@ impl Endpoint {
             revoked_order: VecDeque::new(),
             cma,
             waiters: 0,
+            spare: Vec::new(),
             fabric,
         };
         for _ in 0..RECV_BUFS {
@@ -146,6 +153,25 @@ impl Endpoint {
             t.post_recv_buf(op)?;
         }
         Ok(t)
+    }
+
+    /// A fresh operation context for the provider (a spare box if any).
+    pub(crate) fn op(&mut self, kind: Kind, ctx: Ctx, peer: Rank, buf: Vec<u8>) -> *mut Op {
+        match self.spare.pop() {
+            Some(mut b) => {
+                *b = Op::new(kind, ctx, peer, buf);
+                Box::into_raw(b)
+            }
+            None => Op::boxed(kind, ctx, peer, buf),
+        }
+    }
+
+    /// Keep a completed operation's box (its buffer already taken) for
+    /// reuse.
+    pub(crate) fn spare_op(&mut self, op: Box<Op>) {
+        if self.spare.len() < SPARE_OPS {
+            self.spare.push(op);
+        }
     }
 
     fn eager_size(&self) -> usize {
@@ -429,7 +455,7 @@ impl Transport for Endpoint {
             );
         }
         let (p, n) = (buf.as_ptr(), buf.len());
-        let op = Op::boxed(Kind::Send, ctx, peer, buf);
+        let op = self.op(Kind::Send, ctx, peer, buf);
         self.submit(
             Some(op),
             Post::new(peer, OpKind::Send, "fi_send", None, move || {
@@ -465,7 +491,7 @@ impl Transport for Endpoint {
         } else {
             Kind::WriteThenFence
         };
-        let op = Op::boxed(kind, ctx, peer, Vec::new());
+        let op = self.op(kind, ctx, peer, Vec::new());
         if !dc {
             // SAFETY: op is freshly boxed and ours until submitted.
             unsafe {
@@ -527,7 +553,7 @@ impl Transport for Endpoint {
         self.check_not_revoked(peer, target.sum, OpKind::Read)?;
         let (raddr, key) = (target.addr, target.key);
         let ep = self.fabric.ep;
-        let op = Op::boxed(Kind::Read, ctx, peer, Vec::new());
+        let op = self.op(Kind::Read, ctx, peer, Vec::new());
         let len = local.len;
         self.submit(
             Some(op),
@@ -578,20 +604,21 @@ impl Transport for Endpoint {
         ctx: Ctx,
     ) -> Result<(), TransportError> {
         let dest = self.addr(peer, OpKind::TaggedSend)?;
-        let sync_flag = match self.sync_send_flag() {
-            Some(f) => f,
-            None if sync => {
+        // (Asked only for a synchronous send: it scans the provider name.)
+        let sync_flag = match sync.then(|| self.sync_send_flag()) {
+            None => 0,
+            Some(Some(f)) => f,
+            Some(None) => {
                 return Err(TransportError::Unsupported(format!(
                     "provider {} offers no FI_MATCH_COMPLETE and its FI_DELIVERY_COMPLETE completes once the message sits in the target's unexpected buffer, so a synchronous native send (complete once matched) cannot be expressed; ssend rows are n/a on --transport ofi --proto native with this provider",
                     self.fabric.attrs.provider
                 )));
             }
-            None => 0,
         };
         let p = self.mem.ptr(src)?;
         let utag = (u64::from(self.rank) << TAG_SRC_SHIFT) | u64::from(tag);
         let ep = self.fabric.ep;
-        let op = Op::boxed(Kind::TaggedSend, ctx, peer, Vec::new());
+        let op = self.op(Kind::TaggedSend, ctx, peer, Vec::new());
         let len = src.len;
         if !sync {
             return self.submit(
@@ -660,7 +687,7 @@ impl Transport for Endpoint {
         } | if tag.is_none() { 0xffff_ffff } else { 0 };
         let ep = self.fabric.ep;
         let peer = src.unwrap_or(self.rank);
-        let op = Op::boxed(Kind::TaggedRecv, ctx, peer, Vec::new());
+        let op = self.op(Kind::TaggedRecv, ctx, peer, Vec::new());
         let len = dst.len;
         self.submit(
             Some(op),

@@ -68,14 +68,18 @@ pub(crate) struct Fence {
 }
 
 impl Op {
-    pub fn boxed(kind: Kind, ctx: Ctx, peer: Rank, buf: Vec<u8>) -> *mut Op {
-        Box::into_raw(Box::new(Op {
+    pub fn new(kind: Kind, ctx: Ctx, peer: Rank, buf: Vec<u8>) -> Op {
+        Op {
             fi_ctx: sys::fi_context2::default(),
             kind,
             ctx,
             peer,
             buf,
             fence: None,
-        }))
+        }
+    }
+
+    pub fn boxed(kind: Kind, ctx: Ctx, peer: Rank, buf: Vec<u8>) -> *mut Op {
+        Box::into_raw(Box::new(Op::new(kind, ctx, peer, buf)))
     }
 }

@@ -31,6 +31,12 @@ impl Endpoint {
                     let (op, len, tag) = (e.op_context.cast(), e.len, e.tag);
                     self.complete(op, len, tag, None)?;
                 }
+                // A partial batch drained the queue: reading again only
+                // to be told -FI_EAGAIN would run the provider's progress
+                // once more (a poll(2) on tcp) before the caller sees this.
+                if (n as usize) < entries.len() {
+                    return Ok(());
+                }
             } else if n == EAGAIN {
                 return Ok(());
             } else if n == EAVAIL {
@@ -143,26 +149,28 @@ impl Endpoint {
         }
         // SAFETY: a non-receive Op is owned by the provider until this
         // completion, which returns it to us.
-        let op = unsafe { Box::from_raw(op) };
+        let mut op = unsafe { Box::from_raw(op) };
         self.in_flight = self.in_flight.saturating_sub(1);
-        let (ctx, peer) = (op.ctx, op.peer);
-        if op.kind == Kind::Control {
+        let (ctx, peer, kind, fence) = (op.ctx, op.peer, op.kind, op.fence);
+        let buf = std::mem::take(&mut op.buf);
+        self.spare_op(op);
+        if kind == Kind::Control {
             // Our own traffic; a failure means the peer is gone, which its
             // next real operation reports.
-            self.recycle_send(op.buf);
+            self.recycle_send(buf);
             return Ok(());
         }
         if let Some(status) = err {
             self.pending.push_back(Completion::Error {
                 ctx: Some(ctx),
                 peer,
-                op: op.kind.op(),
+                op: kind.op(),
                 status,
             });
-            self.recycle_send(op.buf);
+            self.recycle_send(buf);
             return Ok(());
         }
-        let c = match op.kind {
+        let c = match kind {
             Kind::Send => Completion::Send { ctx },
             Kind::Write | Kind::Fence => Completion::Write { ctx },
             Kind::Read => Completion::Read { ctx },
@@ -174,12 +182,12 @@ impl Endpoint {
                 len,
             },
             Kind::WriteThenFence => {
-                let f = op.fence.expect("a fenced write carries its fence");
+                let f = fence.expect("a fenced write carries its fence");
                 return self.post_fence(peer, ctx, f);
             }
             Kind::RecvBuf | Kind::Control => unreachable!("handled above"),
         };
-        self.recycle_send(op.buf);
+        self.recycle_send(buf);
         self.pending.push_back(c);
         Ok(())
     }
@@ -195,7 +203,7 @@ impl Endpoint {
     ) -> Result<(), TransportError> {
         let ep = self.fabric.ep;
         let addr = self.peers[peer as usize];
-        let op = Op::boxed(Kind::Fence, ctx, peer, vec![0u8; 1]);
+        let op = self.op(Kind::Fence, ctx, peer, vec![0u8; 1]);
         // SAFETY: op is freshly boxed and ours until submitted.
         let p = unsafe { (*op).buf.as_mut_ptr() };
         self.submit(
