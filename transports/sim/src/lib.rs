@@ -36,6 +36,7 @@ mod clock;
 mod engine;
 mod memory;
 mod params;
+mod prefetch;
 mod runner;
 mod sched;
 mod transport;

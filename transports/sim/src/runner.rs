@@ -114,6 +114,10 @@ fn drive<R: Send>(shared: &Arc<Shared>, f: &(impl Fn(RankKit) -> R + Sync)) -> V
     loop {
         match shared.baton() {
             Some(n) if !ranks[n as usize].is_done() => {
+                // Let the next rank's lines come in while this one runs.
+                if let Some(m) = shared.prefetch_next() {
+                    ranks[m as usize].prefetch();
+                }
                 ranks[n as usize].resume();
             }
             _ => break,

@@ -9,12 +9,13 @@
 //! blocked ranks.
 
 use std::cmp::Reverse;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use ovbench_core::{OpKind, Rank, TransportError};
 
-use crate::world::{Status, World};
+use crate::prefetch;
+use crate::world::{RankState, Status, World};
 use crate::{Ps, SimParams};
 
 /// Why a run stopped early; copied into every rank's later errors.
@@ -81,6 +82,14 @@ pub(crate) struct Shared {
     /// no lock (written only under it).
     baton: AtomicU32,
     stopped: AtomicBool,
+    /// Prefetch hints (see [`crate::prefetch`]), never dereferenced: the
+    /// rank likely to get the baton after its holder (the ready queue's
+    /// next, [`NO_ONE`] if none), where each rank's stack stood when it
+    /// last yielded, and where the world's rank states lie (they never
+    /// move).
+    next: AtomicU32,
+    yielded_at: Vec<AtomicUsize>,
+    states: usize,
 }
 
 /// The baton before anyone holds it.
@@ -90,12 +99,14 @@ pub(crate) type Guard<'a> = MutexGuard<'a, Sched>;
 
 impl Shared {
     pub(crate) fn new(np: u32, params: SimParams, free: bool) -> Shared {
+        let w = World::new(np, params.clone(), free);
+        let states = w.ranks.as_ptr() as usize;
         Shared {
             np,
             free,
             lookahead: true,
             state: Mutex::new(Sched {
-                w: World::new(np, params.clone(), free),
+                w,
                 abort: None,
                 switches: 0,
             }),
@@ -103,6 +114,9 @@ impl Shared {
             times: (0..np).map(|_| AtomicU64::new(0)).collect(),
             baton: AtomicU32::new(NO_ONE),
             stopped: AtomicBool::new(false),
+            next: AtomicU32::new(NO_ONE),
+            yielded_at: (0..np).map(|_| AtomicUsize::new(0)).collect(),
+            states,
         }
     }
 
@@ -115,6 +129,23 @@ impl Shared {
             NO_ONE => None,
             r => Some(r),
         }
+    }
+
+    /// Prefetch the stack top and state of the rank likely to run after
+    /// the baton's holder, and return it (its coroutine's context is the
+    /// runner's to prefetch).
+    pub(crate) fn prefetch_next(&self) -> Option<Rank> {
+        let m = match self.next.load(Ordering::Relaxed) {
+            NO_ONE => return None,
+            m => m,
+        };
+        let sp = self.yielded_at[m as usize].load(Ordering::Relaxed);
+        if sp != 0 {
+            prefetch::lines(sp, prefetch::STACK_BYTES);
+        }
+        let size = std::mem::size_of::<RankState>();
+        prefetch::lines(self.states + m as usize * size, size);
+        Some(m)
     }
 
     /// Stop the run (the first reason stays).
@@ -165,6 +196,8 @@ impl Shared {
             // The free function is the only way to yield from deep inside
             // the engine's calls: the scoped API would need its scope
             // threaded through the Transport trait.
+            let here = 0u8;
+            self.yielded_at[r as usize].store(std::ptr::addr_of!(here) as usize, Ordering::Relaxed);
             #[allow(deprecated)]
             generator::yield_with(());
         }
@@ -290,6 +323,8 @@ impl Shared {
                     st.status = Status::Running;
                     let t = t.max(st.now);
                     self.set_now(g, n, t);
+                    let next = g.w.ready.peek().map_or(NO_ONE, |Reverse((_, m))| *m);
+                    self.next.store(next, Ordering::Relaxed);
                     self.baton.store(n, Ordering::Release);
                     return Some(n);
                 }
