@@ -216,6 +216,13 @@ pub trait Transport: Send {
     /// The default ignores it.
     fn waiting(&mut self) {}
 
+    /// A hint from a caller that spins on memory a peer writes with a
+    /// one-sided operation (a raw write's last byte), whose arrival raises
+    /// no completion: a transport that sleeps after a while of empty polls
+    /// ([`Self::waiting`]) must not sleep before its next poll. The default
+    /// ignores it.
+    fn watching_memory(&mut self) {}
+
     /// Sleep until something may be ready or `timeout` passes. The
     /// default yields the CPU once.
     fn block(&mut self, timeout: Duration) -> Result<(), TransportError> {

@@ -743,6 +743,10 @@ impl Transport for VerbsTransport {
         self.idle_wait();
     }
 
+    fn watching_memory(&mut self) {
+        self.idle_since = None;
+    }
+
     fn wait_fd(&self) -> Option<RawFd> {
         Some(self.channel.fd())
     }

@@ -129,8 +129,12 @@ impl EngineComm {
     pub(crate) fn poll_once(&mut self) -> Result<bool, TransportError> {
         // Raw write: the watched last byte first, as perftest spins on it;
         // a receive it finishes needs no transport poll this time round.
-        if self.eng.has_watches() && self.watch_raw()? {
-            return Ok(true);
+        if self.eng.has_watches() {
+            if self.watch_raw()? {
+                return Ok(true);
+            }
+            // No completion will announce it: the transport must not sleep.
+            self.t.watching_memory();
         }
         let mut comps = std::mem::take(&mut self.comps);
         comps.clear();
