@@ -2,8 +2,8 @@
 //! rank's stack and state have left the caches by its next turn, and a
 //! handoff stalls on each line it touches again. So while one rank runs,
 //! the runner asks for the lines the rank expected to run next touches
-//! first: the frames above the point where it yielded, and its state in
-//! the world. A wrong guess costs a few wasted line fills; nothing the
+//! first: the frames above the point where it yielded, its state in the
+//! world, the message that woke it, and what its transport noted. A wrong guess costs a few wasted line fills; nothing the
 //! simulation computes depends on it.
 
 /// Bytes of stack above a rank's yield point to prefetch: its frames up
@@ -11,6 +11,14 @@
 /// entry). Measured at 512 and 1024 ranks: 2–3 KiB gains 10–15% of user
 /// time, 8 KiB loses it again.
 pub(crate) const STACK_BYTES: usize = 3072;
+
+/// Bytes of the message last delivered to a rank: a header and a small
+/// payload (the engine decodes it, then copies the payload out).
+pub(crate) const MSG_BYTES: usize = 320;
+
+/// Bytes at each address a rank's transport noted before sleeping (its
+/// own state, the caller's completion list).
+pub(crate) const TOUCH_BYTES: usize = 128;
 
 /// Ask for the cache lines covering `[start, start + len)`.
 #[inline]

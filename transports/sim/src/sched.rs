@@ -84,11 +84,14 @@ pub(crate) struct Shared {
     stopped: AtomicBool,
     /// Prefetch hints (see [`crate::prefetch`]), never dereferenced: the
     /// rank likely to get the baton after its holder (the ready queue's
-    /// next, [`NO_ONE`] if none), where each rank's stack stood when it
-    /// last yielded, and where the world's rank states lie (they never
-    /// move).
+    /// next, [`NO_ONE`] if none) and the message last delivered to it;
+    /// where each rank's stack stood when it last yielded, and what its
+    /// transport touches first when it wakes (see [`Self::note_touch`]);
+    /// where the world's rank states lie (they never move).
     next: AtomicU32,
+    next_msg: AtomicUsize,
     yielded_at: Vec<AtomicUsize>,
+    touch: Vec<[AtomicUsize; 2]>,
     states: usize,
 }
 
@@ -115,7 +118,9 @@ impl Shared {
             baton: AtomicU32::new(NO_ONE),
             stopped: AtomicBool::new(false),
             next: AtomicU32::new(NO_ONE),
+            next_msg: AtomicUsize::new(0),
             yielded_at: (0..np).map(|_| AtomicUsize::new(0)).collect(),
+            touch: (0..np).map(|_| Default::default()).collect(),
             states,
         }
     }
@@ -145,7 +150,25 @@ impl Shared {
         }
         let size = std::mem::size_of::<RankState>();
         prefetch::lines(self.states + m as usize * size, size);
+        let msg = self.next_msg.load(Ordering::Relaxed);
+        if msg != 0 {
+            prefetch::lines(msg, prefetch::MSG_BYTES);
+        }
+        for a in &self.touch[m as usize] {
+            let a = a.load(Ordering::Relaxed);
+            if a != 0 {
+                prefetch::lines(a, prefetch::TOUCH_BYTES);
+            }
+        }
         Some(m)
+    }
+
+    /// What `r`'s transport touches first when it wakes from the sleep it
+    /// is about to enter (prefetch hints; 0 for none).
+    pub(crate) fn note_touch(&self, r: Rank, a: usize, b: usize) {
+        let t = &self.touch[r as usize];
+        t[0].store(a, Ordering::Relaxed);
+        t[1].store(b, Ordering::Relaxed);
     }
 
     /// Stop the run (the first reason stays).
@@ -324,7 +347,12 @@ impl Shared {
                     let t = t.max(st.now);
                     self.set_now(g, n, t);
                     let next = g.w.ready.peek().map_or(NO_ONE, |Reverse((_, m))| *m);
+                    let msg = match next {
+                        NO_ONE => 0,
+                        m => g.w.last_msg[m as usize],
+                    };
                     self.next.store(next, Ordering::Relaxed);
+                    self.next_msg.store(msg, Ordering::Relaxed);
                     self.baton.store(n, Ordering::Release);
                     return Some(n);
                 }

@@ -334,6 +334,8 @@ impl Transport for SimTransport {
             if self.empty_polls < SPIN_LIMIT && !free {
                 return Ok(0);
             }
+            let me = std::ptr::addr_of!(*self) as usize;
+            self.shared.note_touch(self.rank, out.as_ptr() as usize, me);
             g = self.shared.block(g, self.rank)?;
             if !g.w.ranks[r].has_work() {
                 return Ok(0); // free running: the next event was another rank's

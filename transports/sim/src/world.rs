@@ -185,6 +185,9 @@ pub(crate) struct World {
     /// Free-running (see [`crate::endpoints`]): ranks may leave, so a
     /// send's completion is known only once its message arrives.
     pub free: bool,
+    /// Where the message last delivered to each rank lies (a prefetch
+    /// hint, see [`crate::prefetch`]; never dereferenced).
+    pub last_msg: Vec<usize>,
 }
 
 impl World {
@@ -215,6 +218,7 @@ impl World {
             draws: PairMap::default(),
             spare: Vec::new(),
             free,
+            last_msg: vec![0; np as usize],
         }
     }
 
@@ -404,6 +408,7 @@ impl World {
                 let c = if self.ranks[dst as usize].dead {
                     left(dst, OpKind::Send, ctx)
                 } else {
+                    self.last_msg[dst as usize] = data.as_ptr() as usize;
                     self.ranks[dst as usize].inbox.push_back((src, data));
                     self.wake(dst, at);
                     Completion::Send { ctx }
