@@ -16,11 +16,12 @@ use crate::{
 /// Set in the context of a two-sided send whose completion nothing waits
 /// on and that records nothing (an eager packet or a control message
 /// completing no request, with instrumentation off when it was posted):
-/// consuming it later than it arrives changes nothing the engine does.
-/// A transport may therefore leave it queued without waking a rank that
-/// sleeps in a wait — the simulator does, sparing a handoff per message —
-/// and must still hand it to the next poll. Other transports pass
-/// contexts back untouched and need not look.
+/// consuming it earlier or later than it arrives changes nothing the
+/// engine does. A transport may therefore leave it queued without waking
+/// a rank that sleeps in a wait, or hand it over as soon as the send is
+/// posted when it cannot fail — the simulator does both, sparing a
+/// handoff and an event per message — and must hand it to some poll.
+/// Other transports pass contexts back untouched and need not look.
 pub const QUIET_CTX: u64 = 1 << 63;
 
 /// Smallest eager buffer the engine accepts: a header, a key with a

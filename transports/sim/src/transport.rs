@@ -17,10 +17,12 @@
 //! deliverable is spinning; it then jumps to its next event, as does
 //! [`Transport::block`] at once. The completion of a send whose context
 //! carries `QUIET_CTX` (the engine's: nothing waits on it, it records
-//! nothing) is no such event: it waits for the rank's next poll. A rank
-//! that sleeps inside the engine's wait therefore behaves exactly as if
-//! woken for it; one spinning on `test` in its own loop goes round fewer
-//! times, with nothing else changed.
+//! nothing) is no such event: under the runner, where no rank leaves, it
+//! is queued as the send is posted and handed to the rank's next poll
+//! (free running, it comes one L after arrival and still wakes no one).
+//! A rank that sleeps inside the engine's wait therefore behaves exactly
+//! as if woken for it; one spinning on `test` in its own loop goes round
+//! fewer times, with nothing else changed.
 
 use std::sync::Arc;
 use std::time::Duration;
