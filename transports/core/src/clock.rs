@@ -136,11 +136,7 @@ fn rdtsc() -> u64 {
 }
 
 /// Whether the CPU advertises an invariant TSC (constant rate, runs in
-/// every C-state), so cycle counts convert to time — or the kernel itself
-/// keeps time with it (`clocksource tsc`, which its watchdog drops when
-/// the TSC drifts): emulated CPUs (qemu TCG) advertise no invariance yet
-/// tick at a constant rate, and there the monotonic clock's every read is
-/// a slow emulated call.
+/// every C-state), so cycle counts convert to time.
 pub fn tsc_is_invariant() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -150,18 +146,12 @@ pub fn tsc_is_invariant() -> bool {
             .find(|l| l.starts_with("flags"))
             .unwrap_or("");
         let has = |f: &str| flags.split_whitespace().any(|x| x == f);
-        (has("constant_tsc") && has("nonstop_tsc")) || kernel_clocksource_is_tsc()
+        has("constant_tsc") && has("nonstop_tsc")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
         false
     }
-}
-
-/// Whether the kernel's current clocksource is the TSC.
-fn kernel_clocksource_is_tsc() -> bool {
-    std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
-        .is_ok_and(|s| s.trim() == "tsc")
 }
 
 /// Measure resolution and call cost of a tick function.
