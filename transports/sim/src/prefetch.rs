@@ -26,12 +26,12 @@ pub(crate) fn lines(start: usize, len: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let mut a = start & !63;
-        while a < start.saturating_add(len) {
+        let first = start & !63;
+        let n = (start.saturating_add(len) - first).div_ceil(64);
+        for k in 0..n {
             // SAFETY: a prefetch is only a hint: it never faults, whatever
             // the address, and changes no memory.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(a as *const i8) };
-            a += 64;
+            unsafe { _mm_prefetch::<_MM_HINT_T0>((first + k * 64) as *const i8) };
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
