@@ -104,7 +104,12 @@ impl Endpoint {
         };
         // A wait fd only for the progress thread, which sleeps on it; the
         // rank's own polls (and block(), which then yields) need none.
-        let fabric = Fabric::open(&opts.provider, node, opts.progress == Progress::Thread)?;
+        let fabric = Fabric::open(
+            &opts.provider,
+            node,
+            opts.progress == Progress::Thread,
+            size,
+        )?;
         let offered = fabric.attrs.delivery_complete;
         let cma_ok = cma.as_ref().is_some_and(|c| c.usable);
         let write_dc = match opts.delivery_complete {
@@ -275,6 +280,7 @@ impl Transport for Endpoint {
             ("inject_size".into(), a.inject_size.to_string()),
             ("data_progress".into(), if a.data_progress_auto { "auto" } else { "manual" }.into()),
             ("write_visibility".into(), self.write_visibility().into()),
+            ("universe_size".into(), a.universe.describe()),
             (
                 "native_ssend".into(),
                 match self.sync_send_flag() {
@@ -712,21 +718,36 @@ impl Transport for Endpoint {
 }
 
 impl Drop for Endpoint {
+    /// Teardown in libfabric's order, and our memory only after all of it:
+    /// 1. goodbyes out (and whatever the peers sent read), so no peer
+    ///    keeps sending to an endpoint that is going away;
+    /// 2. the endpoint closed: the provider discards what is still posted
+    ///    (fi_endpoint(3)) and stops touching our buffers and contexts;
+    /// 3. the registrations closed, while their domain is open and the
+    ///    memory they cover still mapped (fi_mr(3));
+    /// 4. address vector, completion queue, domain and fabric closed;
+    /// 5. only then receive slots, staging buffers, operation boxes and
+    ///    regions freed (field drops after this function): a provider
+    ///    part that outlives the endpoint (rxm's connection handling,
+    ///    the domain's registration cache and its memory monitor) never
+    ///    sees memory it still tracks freed under it.
     fn drop(&mut self) {
         self.say_goodbye();
-        // Close the endpoint first so the provider lets go of every
-        // context, then free the receive slots and the registrations.
+        // 2, 3, 4.
         if !self.fabric.ep.is_null() {
-            // SAFETY: ep is open and closed once; Fabric's drop skips it.
+            // SAFETY: ep is open and closed once; Fabric::close skips it.
             unsafe { sys::fi_close(&mut (*self.fabric.ep).fid) };
             self.fabric.ep = ptr::null_mut();
         }
         self.backlog.clear();
+        self.mem.close_all();
+        self.fabric.close();
+        // 5.
         for op in self.recv_bufs.drain(..) {
-            // SAFETY: each slot was boxed by us; the endpoint is closed.
+            // SAFETY: each slot was boxed by us; every libfabric object is
+            // closed, so nothing refers to it any more.
             drop(unsafe { Box::from_raw(op) });
         }
-        self.mem.close_all();
     }
 }
 

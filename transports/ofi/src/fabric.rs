@@ -4,6 +4,7 @@
 
 use std::ffi::{CStr, CString};
 use std::ptr;
+use std::sync::OnceLock;
 
 use ovbench_core::{OpKind, TransportError};
 use ovbench_ofi_sys as sys;
@@ -16,6 +17,69 @@ const API_VERSION: u32 = sys::fi_version_of(1, 10);
 const MAX_ADDR: usize = 1024;
 /// Completion queue depth.
 const CQ_SIZE: usize = 4096;
+/// Smallest universe size ovbench gives libfabric.
+const MIN_UNIVERSE: usize = 16;
+/// libfabric's environment variable for the number of peer processes.
+const UNIVERSE_VAR: &str = "FI_UNIVERSE_SIZE";
+
+/// How many peers libfabric sizes its resources for (`FI_UNIVERSE_SIZE`).
+#[derive(Clone, Debug)]
+pub(crate) struct Universe {
+    /// The value in effect (`None`: the user's value does not parse, and
+    /// libfabric decides what it means).
+    pub size: Option<usize>,
+    /// Whether ovbench chose it (the variable was unset).
+    pub ours: bool,
+}
+
+impl Universe {
+    /// One line for the header.
+    pub fn describe(&self) -> String {
+        match (self.size, self.ours) {
+            (Some(n), true) => format!(
+                "{n} (FI_UNIVERSE_SIZE was unset: ovbench set it to the rank count, at least {MIN_UNIVERSE}; ofi_rxm sizes its core provider's completion queue for this many peers, and libfabric's default of 256 exceeds soft-RoCE's max_cqe)"
+            ),
+            (Some(n), false) => format!("{n} (FI_UNIVERSE_SIZE from the environment)"),
+            (None, _) => "FI_UNIVERSE_SIZE from the environment, not a number".into(),
+        }
+    }
+}
+
+/// Give libfabric a universe size before its first call in this process.
+///
+/// ofi_rxm sizes the completion queue of its core provider as
+/// `(msg rx size + msg tx size) × universe size`; with libfabric's default
+/// universe of 256 that is 65536 entries over verbs, which soft-RoCE
+/// (rxe, `max_cqe` 32767) refuses, so `verbs;ofi_rxm` could not open
+/// (ofiwg/libfabric#10692). No `fi_info` attribute bounds it: libfabric
+/// reads `FI_UNIVERSE_SIZE` once, when it initialises on the first
+/// `fi_getinfo`. So, when the user has not set it, ovbench sets it to the
+/// run's rank count (at least [`MIN_UNIVERSE`]) here, once per process
+/// and before any libfabric call of this crate; a value the user set is
+/// left alone. The first transport opened in a process decides.
+pub(crate) fn universe(ranks: u32) -> &'static Universe {
+    static U: OnceLock<Universe> = OnceLock::new();
+    U.get_or_init(|| match std::env::var(UNIVERSE_VAR) {
+        Ok(v) => Universe {
+            size: v.trim().parse().ok(),
+            ours: false,
+        },
+        Err(_) => {
+            let n = (ranks as usize).max(MIN_UNIVERSE);
+            // Changing the environment races with C code reading it on
+            // another thread (getenv is not synchronised with setenv).
+            // This runs once, before this process's first libfabric call
+            // (which is what reads it), inside a OnceLock that holds back
+            // every other rank of the process; Rust's own env readers take
+            // std's lock.
+            std::env::set_var(UNIVERSE_VAR, n.to_string());
+            Universe {
+                size: Some(n),
+                ours: true,
+            }
+        }
+    })
+}
 
 /// What the chosen provider offers, read from its `fi_info`.
 #[derive(Clone, Debug)]
@@ -35,6 +99,8 @@ pub(crate) struct Attrs {
     pub addr_format: u32,
     pub wait_fd: Option<libc::c_int>,
     pub max_msg_size: usize,
+    /// The universe size libfabric was initialised with.
+    pub universe: Universe,
 }
 
 /// The libfabric objects of one rank.
@@ -112,11 +178,15 @@ impl Fabric {
     /// poll-only, as fi_pingpong's: with tcp;ofi_rxm an fd-backed CQ cost a
     /// signalling write and a read on every completion (~0.9 µs of a
     /// 9 µs one-way 8-byte latency).
+    /// `ranks`: the run's rank count, libfabric's universe size unless
+    /// the user set `FI_UNIVERSE_SIZE` (see [`universe`]).
     pub fn open(
         provider: &str,
         node: Option<&str>,
         wait_fd: bool,
+        ranks: u32,
     ) -> Result<Fabric, TransportError> {
+        let universe = universe(ranks).clone();
         let dc_flag = u64::from(sys::FI_DELIVERY_COMPLETE);
         let mc_flag = u64::from(sys::FI_MATCH_COMPLETE);
         // Does the provider know match completion at all?
@@ -146,6 +216,7 @@ impl Fabric {
         };
         let r = Self::open_info(info, dc, wait_fd).map(|mut f| {
             f.attrs.match_complete = mc;
+            f.attrs.universe = universe;
             f
         });
         // SAFETY: info came from fi_getinfo and is freed once; open_info
@@ -183,6 +254,10 @@ impl Fabric {
                 addr_format: i.addr_format,
                 wait_fd: None,
                 max_msg_size: ep_attr.max_msg_size,
+                universe: Universe {
+                    size: None,
+                    ours: false,
+                },
             },
             address: Vec::new(),
         };
@@ -323,26 +398,43 @@ impl Fabric {
     }
 }
 
-impl Drop for Fabric {
-    fn drop(&mut self) {
-        // SAFETY: each object is open (or null) and closed once, children
-        // before parents.
+impl Fabric {
+    /// Close everything still open, children before parents: endpoint,
+    /// then the address vector and completion queue it was bound to, then
+    /// the domain and the fabric (fi_endpoint(3), fi_domain(3): a parent
+    /// refuses to close, or worse, while a child lives). Registrations must
+    /// be closed before ([`crate::memory::Memory::close_all`]). Idempotent.
+    pub fn close(&mut self) {
+        // SAFETY: each object is open (or null) and closed once: its
+        // pointer is nulled as it goes.
         unsafe {
             if !self.ep.is_null() {
                 sys::fi_close(&mut (*self.ep).fid);
+                self.ep = ptr::null_mut();
             }
             if !self.av.is_null() {
                 sys::fi_close(&mut (*self.av).fid);
+                self.av = ptr::null_mut();
             }
             if !self.cq.is_null() {
                 sys::fi_close(&mut (*self.cq).fid);
+                self.cq = ptr::null_mut();
+                self.attrs.wait_fd = None;
             }
             if !self.domain.is_null() {
                 sys::fi_close(&mut (*self.domain).fid);
+                self.domain = ptr::null_mut();
             }
             if !self.fabric.is_null() {
                 sys::fi_close(&mut (*self.fabric).fid);
+                self.fabric = ptr::null_mut();
             }
         }
+    }
+}
+
+impl Drop for Fabric {
+    fn drop(&mut self) {
+        self.close();
     }
 }

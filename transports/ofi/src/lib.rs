@@ -43,6 +43,16 @@
 //! `TargetProgress`. Hardware providers (verbs, efa, cxi, psm3) place data
 //! from the NIC: `Offloaded`. `tests/pair.rs` checks each claim.
 //!
+//! **Universe size.** ofi_rxm sizes its core provider's completion queue
+//! for `FI_UNIVERSE_SIZE` peers (default 256), beyond soft-RoCE's
+//! `max_cqe` over verbs. No attribute bounds it, so when the variable is
+//! unset ovbench sets it to the rank count (at least 16) before its first
+//! libfabric call; the header's `universe_size` says which applies.
+//!
+//! **Teardown** closes the endpoint, then registrations, address vector,
+//! completion queue, domain and fabric, and frees ovbench's buffers and
+//! regions only after all of them (see `Drop for Endpoint`).
+//!
 //! **shm and CMA.** shm moves large messages with cross-memory attach;
 //! Yama's ptrace scope may forbid it between sibling ranks. See [`cma`].
 

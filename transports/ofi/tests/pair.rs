@@ -181,3 +181,31 @@ fn who_serves_rma_while_the_target_computes() {
         }
     }
 }
+
+/// libfabric learns a universe size before its first call: the user's
+/// `FI_UNIVERSE_SIZE`, else the rank count (at least 16) set by ovbench;
+/// the header says which.
+#[test]
+fn universe_size_is_set_and_reported() {
+    let _g = one_at_a_time();
+    let user = std::env::var("FI_UNIVERSE_SIZE").ok();
+    let t = open(TCP, Progress::Poll);
+    let info = t[0].info();
+    let line = info
+        .extra
+        .iter()
+        .find(|(k, _)| k == "universe_size")
+        .map(|(_, v)| v.clone())
+        .expect("a universe_size line in the transport info");
+    let now =
+        std::env::var("FI_UNIVERSE_SIZE").expect("FI_UNIVERSE_SIZE set once a transport opened");
+    assert!(line.starts_with(&now), "{line} vs FI_UNIVERSE_SIZE={now}");
+    match user {
+        // Another test of this binary may have opened libfabric first.
+        Some(u) => assert_eq!(u, now),
+        None => {
+            assert!(now.parse::<usize>().unwrap() >= 16);
+            assert!(line.contains("ovbench set it"), "{line}");
+        }
+    }
+}
