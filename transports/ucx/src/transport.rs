@@ -61,6 +61,9 @@ pub struct UcxTransport {
     gone: Vec<bool>,
     /// Whether endpoints report a dead peer (error mode PEER).
     peer_failure_detection: bool,
+    /// Whether every endpoint finished its wire-up. Endpoints that did
+    /// not are never closed (see `Drop`).
+    wired: bool,
     /// Completions of operations UCX finished inside the posting call:
     /// queued here on the rank's own thread, without the inbox mutex.
     done: Vec<Completion>,
@@ -142,6 +145,7 @@ impl UcxTransport {
             watch: PeerWatch::new(size, liveness::signal_zero),
             gone: vec![false; size as usize],
             peer_failure_detection: lanes::detects_peer_failure(&settings_tls),
+            wired: false,
             done: Vec::with_capacity(64),
             spare: Vec::new(),
             send_pool: Vec::new(),
@@ -437,6 +441,7 @@ impl Transport for UcxTransport {
             self.ep_args.push(arg);
         }
         self.wire_up()?;
+        self.wired = true;
         let probe = (self.rank + 1) % self.size;
         if let Some(path) = lanes::probe(self.eps[probe as usize]) {
             self.rma = path;

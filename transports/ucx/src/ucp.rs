@@ -211,6 +211,17 @@ impl Ucp {
     }
 }
 
+impl Ucp {
+    /// Give up the worker and context without destroying them: destroying
+    /// a worker whose endpoints never finished wire-up closes them, which
+    /// is what aborts inside UCX. The process leaks them (it is about to
+    /// report the failed connect and exit).
+    pub fn abandon(&mut self) {
+        self.worker = ptr::null_mut();
+        self.context = ptr::null_mut();
+    }
+}
+
 /// UCX's version string, e.g. `1.13.1`.
 pub(crate) fn version() -> String {
     // SAFETY: returns a static NUL-terminated string.

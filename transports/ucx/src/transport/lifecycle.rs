@@ -7,7 +7,7 @@ use ovbench_core::{OpKind, Rank, TransportError};
 use ovbench_ucx_sys as sys;
 
 use super::{UcxTransport, CLOSE_DEADLINE, WIRE_UP_DEADLINE};
-use crate::ops::REVOKE_AM_ID;
+use crate::ops::{Shared, REVOKE_AM_ID};
 use crate::status;
 
 impl UcxTransport {
@@ -73,27 +73,41 @@ impl UcxTransport {
                 }
                 if Instant::now() > deadline {
                     if result.is_ok() {
-                        result = Err(TransportError::Peer {
-                            peer,
-                            op: OpKind::Connect,
-                            status: format!(
-                                "UCX wire-up did not finish within {} s; is rank {peer} running, and do both ranks share a transport in UCX_TLS={}?",
-                                WIRE_UP_DEADLINE.as_secs(),
-                                self.ucp.settings.tls
-                            ),
-                        });
+                        result = Err(self.wire_up_timeout(peer));
                     }
-                    // SAFETY: cancelling a live request is allowed; it is
-                    // freed below and completes with UCS_ERR_CANCELED.
-                    unsafe { sys::ucp_request_cancel(self.ucp.worker, r) };
+                    // Left in flight: the endpoints of a failed wire-up are
+                    // never closed nor progressed again (see Drop), so the
+                    // request is only marked for release below.
                     break;
                 }
                 self.ucp.progress();
             }
-            // SAFETY: r is released once.
+            // SAFETY: r is released once (UCX frees an unfinished request
+            // when it completes, which here it never does).
             unsafe { sys::ucp_request_free(r) };
         }
         result
+    }
+
+    /// The error of a wire-up that did not finish in time: which transports,
+    /// the likely reasons, what to try.
+    fn wire_up_timeout(&self, peer: Rank) -> TransportError {
+        let s = &self.ucp.settings;
+        let ud = if s.tls.split(',').any(|t| t.starts_with("ud")) {
+            " (UCX's ud_verbs never completes it over soft-RoCE/rxe, nor does ucx_perftest's)"
+        } else {
+            ""
+        };
+        TransportError::Peer {
+            peer,
+            op: OpKind::Connect,
+            status: format!(
+                "UCX wire-up with rank {peer} did not finish within {} s over UCX_TLS={} (UCX_NET_DEVICES={}): rank {peer} is not running, the ranks share no transport, or a transport in the list cannot complete its handshake on this device{ud}; try other transports with --ucx-tls (tcp; rc_verbs or dc_mlx5 with an auxiliary transport that works here), check `ucx_info -d`, and compare with ucx_perftest under the same UCX_TLS. The endpoints are left unclosed: closing a half-wired UCX endpoint can abort inside UCX",
+                WIRE_UP_DEADLINE.as_secs(),
+                s.tls,
+                s.net_devices
+            ),
+        }
     }
 }
 
@@ -101,6 +115,10 @@ impl Drop for UcxTransport {
     fn drop(&mut self) {
         if let Some(t) = self.thread.take() {
             t.stop(&self.ucp);
+        }
+        if !self.eps.is_empty() && !self.wired {
+            self.abandon();
+            return;
         }
         self.mem.clear_rkeys();
         for ep in std::mem::take(&mut self.eps) {
@@ -124,5 +142,26 @@ impl Drop for UcxTransport {
             }
         }
         self.mem.unmap_all(self.ucp.context);
+    }
+}
+
+impl UcxTransport {
+    /// Teardown after a wire-up that never finished (or failed): UCX 1.13
+    /// aborts on an assertion when such an endpoint is closed, even with
+    /// `UCP_EP_CLOSE_FLAG_FORCE`, and destroying the worker closes its
+    /// endpoints the same way. So nothing is closed or destroyed: the
+    /// endpoints, worker, context, registrations and the state UCX's
+    /// callbacks point to are leaked, never progressed again, and the
+    /// caller reports the connect error (the process then exits).
+    fn abandon(&mut self) {
+        std::mem::forget(std::mem::take(&mut self.eps));
+        std::mem::forget(std::mem::take(&mut self.ep_args));
+        std::mem::forget(std::mem::take(&mut self.mem));
+        self.ucp.abandon();
+        let shared = std::mem::replace(
+            &mut self.shared,
+            Box::new(Shared::new(self.rank, self.size, 0, false)),
+        );
+        std::mem::forget(shared);
     }
 }
