@@ -35,6 +35,7 @@
 mod clock;
 mod engine;
 mod memory;
+mod owned;
 mod params;
 mod prefetch;
 mod runner;

@@ -10,10 +10,10 @@
 
 use std::cmp::Reverse;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
 
 use ovbench_core::{OpKind, Rank, TransportError};
 
+use crate::owned::{Owned, OwnedGuard};
 use crate::prefetch;
 use crate::world::{RankState, Status, World};
 use crate::{Ps, SimParams};
@@ -73,7 +73,7 @@ pub(crate) struct Shared {
     /// off only to prove, in tests, that it changes nothing).
     pub lookahead: bool,
     pub params: SimParams,
-    state: Mutex<Sched>,
+    state: Owned<Sched>,
     /// Each rank's CPU time, readable without the lock by its clock.
     pub times: Vec<AtomicU64>,
     /// Who holds the baton ([`NO_ONE`] before the start), and whether the
@@ -98,7 +98,7 @@ pub(crate) struct Shared {
 /// The baton before anyone holds it.
 const NO_ONE: u32 = u32::MAX;
 
-pub(crate) type Guard<'a> = MutexGuard<'a, Sched>;
+pub(crate) type Guard<'a> = OwnedGuard<'a, Sched>;
 
 impl Shared {
     pub(crate) fn new(np: u32, params: SimParams, free: bool) -> Shared {
@@ -108,7 +108,7 @@ impl Shared {
             np,
             free,
             lookahead: true,
-            state: Mutex::new(Sched {
+            state: Owned::new(Sched {
                 w,
                 abort: None,
                 switches: 0,
@@ -180,7 +180,7 @@ impl Shared {
     }
 
     pub(crate) fn lock(&self) -> Guard<'_> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock()
     }
 
     /// A rank's true virtual time.
