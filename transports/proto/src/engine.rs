@@ -182,6 +182,8 @@ pub struct Engine {
     pub(crate) cfg: Config,
     pub(crate) next_id: u64,
     pub(crate) reqs: IdMap<Req>,
+    /// Sends that finished as they were posted, until taken (`send_now`).
+    pub(crate) finished: IdMap<Status>,
     pub(crate) posted: VecDeque<u64>,
     pub(crate) unexpected: VecDeque<Unexp>,
     pub(crate) unexpected_bytes: usize,
@@ -220,6 +222,7 @@ impl Engine {
             cfg,
             next_id: 1,
             reqs: IdMap::default(),
+            finished: IdMap::default(),
             posted: VecDeque::new(),
             unexpected: VecDeque::new(),
             unexpected_bytes: 0,
@@ -299,6 +302,10 @@ impl Engine {
         let seq = self.send_seq[peer as usize];
         if !matches!(wire, Wire::RawWrite | Wire::RawRead) {
             self.send_seq[peer as usize] = seq.wrapping_add(1);
+        }
+        if wire == Wire::Eager && mode != Mode::Synchronous {
+            self.send_now(now, id, src, (peer, tag, seq), mode, space);
+            return Ok(ReqId(id));
         }
         self.reqs.insert(
             id,
@@ -527,6 +534,11 @@ impl Engine {
     /// Retire `req` if it finished: its status or its error. `None` while
     /// it is still in progress (or unknown).
     pub fn take(&mut self, req: ReqId) -> Option<Result<Status, ProtoError>> {
+        if !self.finished.is_empty() {
+            if let Some(st) = self.finished.remove(&req.0) {
+                return Some(Ok(st));
+            }
+        }
         let r = self.reqs.get_mut(&req.0)?;
         let res = r.result.take()?;
         if r.inflight > 0 {
@@ -575,7 +587,7 @@ impl Engine {
 
     /// Number of requests not yet retired (for leak checks and shutdown).
     pub fn in_flight(&self) -> usize {
-        self.reqs.len()
+        self.reqs.len() + self.finished.len()
     }
 
     /// Direction, peer (None: any source not matched yet) and size of

@@ -2,25 +2,73 @@
 
 use crate::engine::{CtxUse, Engine, Stage, Token, Wire};
 use crate::wire::{Header, Kind, FLAG_INTERNAL, FLAG_READY, FLAG_SYNC};
-use crate::{EventKind, Key, Mode, MrId, Op, ProtoError, Rank, Slice, Space};
+use crate::{EventKind, Key, Mode, MrId, Op, ProtoError, Rank, Slice, Space, Status, Tag};
 
 impl Engine {
     /// Header flags for a send request.
     fn flags_of(&self, id: u64) -> u8 {
-        let Some(r) = self.reqs.get(&id) else {
-            return 0;
+        self.reqs.get(&id).map_or(0, |r| flags(r.mode, r.space))
+    }
+
+    /// An eager send that finishes as it is posted (no acknowledgement to
+    /// wait for): its packets go out and its status waits in `finished`
+    /// for [`Engine::take`] — no request state, so no request-table slot
+    /// of a few hundred bytes written and read back per message.
+    pub(crate) fn send_now(
+        &mut self,
+        now: u64,
+        id: u64,
+        src: Slice,
+        (peer, tag, seq): (Rank, Tag, u32),
+        mode: Mode,
+        space: Space,
+    ) {
+        self.eager_packets(now, peer, tag, seq, src, flags(mode, space));
+        let st = Status {
+            source: peer,
+            tag,
+            len: src.len,
         };
-        let mut f = 0;
-        if r.mode == Mode::Synchronous {
-            f |= FLAG_SYNC;
+        self.finished.insert(id, st);
+    }
+
+    /// The packets of an eager message of `buf` (one, or a train of
+    /// fragments when it exceeds a packet).
+    fn eager_packets(&mut self, now: u64, peer: Rank, tag: Tag, seq: u32, buf: Slice, flags: u8) {
+        let (max, len) = (self.max_payload(), buf.len);
+        let mut off = 0;
+        loop {
+            let n = max.min(len - off);
+            let mut h = Header::ctrl(
+                if off == 0 {
+                    Kind::Eager
+                } else {
+                    Kind::EagerFrag
+                },
+                seq,
+                tag,
+                len as u64,
+            );
+            h.offset = off as u64;
+            h.payload_len = n as u32;
+            h.flags = flags;
+            let xfer = if flags & FLAG_INTERNAL != 0 {
+                0
+            } else {
+                self.xfer_id()
+            };
+            self.event(EventKind::XferBegin, xfer, n, now);
+            let u = CtxUse::Packet {
+                xfer,
+                bytes: n,
+                req: None,
+            };
+            self.send_op(peer, &h, buf.sub(off, n), u);
+            off += n;
+            if off >= len {
+                break;
+            }
         }
-        if r.mode == Mode::Ready {
-            f |= FLAG_READY;
-        }
-        if r.space == Space::Internal {
-            f |= FLAG_INTERNAL;
-        }
-        f
     }
 
     pub(crate) fn start_send(&mut self, now: u64, id: u64) -> Result<(), ProtoError> {
@@ -37,39 +85,7 @@ impl Engine {
         let max = self.max_payload();
         match wire {
             Wire::Eager => {
-                let mut off = 0;
-                loop {
-                    let n = max.min(len - off);
-                    let mut h = Header::ctrl(
-                        if off == 0 {
-                            Kind::Eager
-                        } else {
-                            Kind::EagerFrag
-                        },
-                        seq,
-                        tag,
-                        len as u64,
-                    );
-                    h.offset = off as u64;
-                    h.payload_len = n as u32;
-                    h.flags = flags;
-                    let xfer = if flags & FLAG_INTERNAL != 0 {
-                        0
-                    } else {
-                        self.xfer_id()
-                    };
-                    self.event(EventKind::XferBegin, xfer, n, now);
-                    let u = CtxUse::Packet {
-                        xfer,
-                        bytes: n,
-                        req: None,
-                    };
-                    self.send_op(peer, &h, buf.sub(off, n), u);
-                    off += n;
-                    if off >= len {
-                        break;
-                    }
-                }
+                self.eager_packets(now, peer, tag, seq, buf, flags);
                 let r = self.reqs.get_mut(&id).expect("request just inserted");
                 if r.need_ack {
                     r.stage = Stage::Eager;
@@ -510,4 +526,19 @@ pub(crate) fn gone(req: u64) -> ProtoError {
     ProtoError::Invalid(format!(
         "internal: request {req} vanished while its operations were in flight"
     ))
+}
+
+/// Header flags of a send in `mode` from `space`.
+fn flags(mode: Mode, space: Space) -> u8 {
+    let mut f = 0;
+    if mode == Mode::Synchronous {
+        f |= FLAG_SYNC;
+    }
+    if mode == Mode::Ready {
+        f |= FLAG_READY;
+    }
+    if space == Space::Internal {
+        f |= FLAG_INTERNAL;
+    }
+    f
 }
