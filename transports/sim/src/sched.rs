@@ -146,18 +146,18 @@ impl Shared {
         };
         let sp = self.yielded_at[m as usize].load(Ordering::Relaxed);
         if sp != 0 {
-            prefetch::lines(sp, prefetch::STACK_BYTES);
+            prefetch::lines::<{ prefetch::STACK_BYTES }>(sp);
         }
         let size = std::mem::size_of::<RankState>();
-        prefetch::lines(self.states + m as usize * size, size);
+        prefetch::lines::<{ std::mem::size_of::<RankState>() }>(self.states + m as usize * size);
         let msg = self.next_msg.load(Ordering::Relaxed);
         if msg != 0 {
-            prefetch::lines(msg, prefetch::MSG_BYTES);
+            prefetch::lines::<{ prefetch::MSG_BYTES }>(msg);
         }
         for a in &self.touch[m as usize] {
             let a = a.load(Ordering::Relaxed);
             if a != 0 {
-                prefetch::lines(a, prefetch::TOUCH_BYTES);
+                prefetch::lines::<{ prefetch::TOUCH_BYTES }>(a);
             }
         }
         Some(m)
