@@ -7,6 +7,8 @@ use ovbench::cli::Cli;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The user's fabric variables, before a transport sets any.
+    ovbench::env::fabric_env();
     match ovbench::run::run(&cli) {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {

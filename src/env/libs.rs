@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// Each library: display name, pkg-config modules, Debian packages.
@@ -67,11 +68,19 @@ pub fn library_versions() -> BTreeMap<String, String> {
     out
 }
 
-/// `UCX_*` and `FI_*` variables of this process's environment.
+/// `UCX_*` and `FI_*` variables of this process's environment as the user
+/// gave them: the first call takes the snapshot, and `main` makes it
+/// before any transport exists, since transports may set some themselves
+/// (the ofi transport's `FI_UNIVERSE_SIZE`) and say so in their own lines.
 pub fn fabric_env() -> BTreeMap<String, String> {
-    std::env::vars()
-        .filter(|(k, _)| k.starts_with("UCX_") || k.starts_with("FI_"))
-        .collect()
+    static AT_START: OnceLock<BTreeMap<String, String>> = OnceLock::new();
+    AT_START
+        .get_or_init(|| {
+            std::env::vars()
+                .filter(|(k, _)| k.starts_with("UCX_") || k.starts_with("FI_"))
+                .collect()
+        })
+        .clone()
 }
 
 #[cfg(test)]
