@@ -138,19 +138,27 @@ impl Header {
     /// [`Self::encode`] into `out` (cleared first), reusing its allocation.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
         let key_len = self.key.as_ref().map_or(0, |k| 18 + k.blob.len());
+        // The fixed part assembled in an array and appended at once: one
+        // capacity check instead of one per field (it runs per message).
+        let mut h = [0u8; HEADER_LEN];
+        let mut at = 0;
+        let mut put = |b: &[u8]| {
+            h[at..at + b.len()].copy_from_slice(b);
+            at += b.len();
+        };
+        put(&MAGIC.to_le_bytes());
+        put(&[VERSION, self.kind as u8]);
+        put(&self.seq.to_le_bytes());
+        put(&self.tag.to_le_bytes());
+        put(&self.len.to_le_bytes());
+        put(&self.offset.to_le_bytes());
+        put(&self.payload_len.to_le_bytes());
+        put(&(key_len as u16).to_le_bytes());
+        put(&[self.flags, 0]);
+        debug_assert_eq!(at, HEADER_LEN);
         out.clear();
         out.reserve(HEADER_LEN + key_len);
-        out.extend_from_slice(&MAGIC.to_le_bytes());
-        out.push(VERSION);
-        out.push(self.kind as u8);
-        out.extend_from_slice(&self.seq.to_le_bytes());
-        out.extend_from_slice(&self.tag.to_le_bytes());
-        out.extend_from_slice(&self.len.to_le_bytes());
-        out.extend_from_slice(&self.offset.to_le_bytes());
-        out.extend_from_slice(&self.payload_len.to_le_bytes());
-        out.extend_from_slice(&(key_len as u16).to_le_bytes());
-        out.push(self.flags);
-        out.push(0);
+        out.extend_from_slice(&h);
         if let Some(k) = &self.key {
             out.extend_from_slice(&k.addr.to_le_bytes());
             out.extend_from_slice(&k.len.to_le_bytes());
