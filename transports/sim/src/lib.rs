@@ -28,9 +28,11 @@
 //! nothing waits on (`QUIET_CTX`), so a message costs about one handoff;
 //! repeated empty polls at one virtual time are counted without the lock;
 //! message buffers are recycled; the event queues move small keys, not
-//! events. 1024-rank OL_i (`bcast --method oli --reps 10`, about 13.6
-//! million messages) then runs at about 1.3 µs per message, most of it
-//! cache misses on 1024 ranks' state (ci/bench/methods).
+//! events; the scheduler's lock is bound to the runner's thread, so
+//! taking it is no atomic read-modify-write. 1024-rank OL_i (`bcast
+//! --method oli --reps 10`, about 12.6 million messages) then runs at
+//! about 0.8 µs per message, much of it cache misses on 1024 ranks'
+//! state (ci/bench/methods).
 
 mod clock;
 mod engine;
