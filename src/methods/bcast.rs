@@ -247,6 +247,15 @@ impl Bc<'_> {
         Ok(())
     }
 
+    /// The root's clock after a repetition. The other ranks read none:
+    /// the reference times at the root alone, and their figures are
+    /// discarded.
+    fn stamp(&mut self, ticks: &mut Vec<u64>) {
+        if self.me() == 0 {
+            ticks.push(self.comm.now());
+        }
+    }
+
     /// One measurement of a method at the root (ns per broadcast, or E_i
     /// for `Oli`), and whether its repetitions after the first were all
     /// identical, and the operations this rank posted in it. `ticks` is the
@@ -274,7 +283,7 @@ impl Bc<'_> {
             What::SendLatency => {
                 for _ in 0..reps {
                     self.bcast(0)?;
-                    ticks.push(self.comm.now());
+                    self.stamp(ticks);
                 }
                 reps
             }
@@ -283,7 +292,7 @@ impl Bc<'_> {
                     for k in 0..n {
                         self.bcast(if backward { n - 1 - k } else { k })?;
                     }
-                    ticks.push(self.comm.now());
+                    self.stamp(ticks);
                 }
                 reps * n as u64
             }
@@ -291,7 +300,7 @@ impl Bc<'_> {
                 for _ in 0..reps {
                     self.bcast(0)?;
                     self.barrier(kind)?;
-                    ticks.push(self.comm.now());
+                    self.stamp(ticks);
                 }
                 reps
             }
@@ -305,7 +314,7 @@ impl Bc<'_> {
                     } else {
                         self.comm.send(b, 0, 0, 0, TAG_ACK)?;
                     }
-                    ticks.push(self.comm.now());
+                    self.stamp(ticks);
                 }
                 reps
             }
@@ -323,7 +332,7 @@ impl Bc<'_> {
                         self.comm.send(b, 0, 0, 0, TAG_ACK)?;
                     }
                     if k > 0 {
-                        ticks.push(self.comm.now());
+                        self.stamp(ticks);
                     }
                 }
                 reps
@@ -344,7 +353,7 @@ impl Bc<'_> {
                         self.comm.send(b, 0, 0, 0, TAG_PING)?;
                     }
                     if k > 0 {
-                        ticks.push(self.comm.now());
+                        self.stamp(ticks);
                     }
                 }
                 reps
