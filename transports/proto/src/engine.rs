@@ -1,6 +1,7 @@
 //! The engine's state and its entry points; the protocol steps live in
 //! `send.rs` (sender side), `recv.rs` (matching, receiver side) and
-//! `raw.rs` (`--proto raw`).
+//! `raw.rs` (`--proto raw`); `describe.rs` says in words what a request
+//! waits for.
 
 use std::collections::VecDeque;
 
@@ -38,19 +39,6 @@ pub(crate) enum Wire {
     RawSend,
     RawWrite,
     RawRead,
-}
-
-/// The `--proto` spelling of a message's protocol, for messages.
-fn wire_name(w: Wire) -> &'static str {
-    match w {
-        Wire::Eager => "eager",
-        Wire::RdmaWrite => "rdma-write",
-        Wire::RdmaRead => "rdma-read",
-        Wire::Pipelined => "pipelined",
-        Wire::RawSend => "raw send",
-        Wire::RawWrite => "raw write",
-        Wire::RawRead => "raw read",
-    }
 }
 
 /// Where a request stands (both directions).
@@ -452,9 +440,13 @@ impl Engine {
     }
 
     /// An operation posted with context `ctx` finished (send left, write
-    /// visible, read landed). Unknown contexts are an error.
+    /// visible, read landed). Unknown contexts are an error, except quiet
+    /// ones that stand for nothing (see `send_op`).
     pub fn on_completion(&mut self, now: u64, ctx: u64) -> Result<(), ProtoError> {
         let Some(u) = self.ctxs.remove(&ctx) else {
+            if ctx & QUIET_CTX != 0 {
+                return Ok(());
+            }
             return Err(ProtoError::Invalid(format!(
                 "completion for unknown operation context {ctx}: the transport returned a context the engine never posted"
             )));
@@ -598,54 +590,6 @@ impl Engine {
             .map(|r| (r.send, r.peer, if r.send { r.len } else { r.buf.len }))
     }
 
-    /// A sentence saying what `req` waits for, for timeout messages.
-    pub fn describe(&self, req: ReqId) -> String {
-        let Some(r) = self.reqs.get(&req.0) else {
-            return format!("request {} (already retired)", req.0);
-        };
-        let who = match r.peer {
-            Some(p) => format!("rank {p}"),
-            None => "any rank".to_string(),
-        };
-        let tag = match r.tag {
-            Some(t) => format!("tag {t}"),
-            None => "any tag".to_string(),
-        };
-        let what = match (r.send, r.stage) {
-            (false, Stage::Queued) => "no matching message has arrived".to_string(),
-            (_, Stage::Eager) if r.send => "waiting for the synchronous-send acknowledgement".into(),
-            (_, Stage::Eager) => format!("{} of {} bytes arrived", r.done_bytes, r.len),
-            (true, Stage::Queued) => "waiting for the receiver's raw-buffer key".into(),
-            (_, Stage::Registering) => "registering the buffer".into(),
-            (_, Stage::WaitCts) => "RTS sent, waiting for CTS".into(),
-            (_, Stage::WaitFin) => "waiting for FIN".into(),
-            (_, Stage::Writing) => "RDMA write posted, waiting for its completion".into(),
-            (_, Stage::Reading) => "RDMA read posted, waiting for its completion".into(),
-            (_, Stage::Pipe) => format!(
-                "pipelined: {} of {} bytes done (first fragment {})",
-                r.done_bytes + r.first,
-                r.len,
-                r.first
-            ),
-            (_, Stage::RawWait) => format!(
-                "raw write: waiting for marker {} in the last byte (both sides must use the same size)",
-                r.marker
-            ),
-            (_, Stage::Done) => "finished".into(),
-        };
-        // A receive's protocol is known only once a message matched it.
-        let proto = match (r.send, r.stage, r.wire) {
-            (false, Stage::Queued, Wire::Eager) => String::new(),
-            (_, _, w) => format!(", {}", wire_name(w)),
-        };
-        format!(
-            "{} of {} bytes {} {who} ({tag}{proto}): {what}",
-            if r.send { "send" } else { "receive" },
-            if r.send { r.len } else { r.buf.len },
-            if r.send { "to" } else { "from" },
-        )
-    }
-
     // ---- shared helpers ----
 
     pub(crate) fn new_id(&mut self) -> u64 {
@@ -727,7 +671,20 @@ impl Engine {
             _ => false,
         };
         let ctx = self.new_id() | if quiet { QUIET_CTX } else { 0 };
-        self.ctxs.insert(ctx, u);
+        // A packet with no request and no transfer id, or a bare control
+        // message, does nothing when it completes: no table entry for it.
+        let inert = matches!(
+            u,
+            CtxUse::Ctrl { req: None }
+                | CtxUse::Packet {
+                    xfer: 0,
+                    req: None,
+                    ..
+                }
+        );
+        if !inert {
+            self.ctxs.insert(ctx, u);
+        }
         // The communicator's own traffic (barrier) is not the protocol's work.
         if h.flags & wire::FLAG_INTERNAL == 0 {
             self.counts.sends += 1;

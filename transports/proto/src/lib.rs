@@ -38,6 +38,7 @@
 //! [`Mode::Buffered`] sends always go eager: there is nothing to move by
 //! RDMA, or the mode promises the data is copied out at once.
 
+mod describe;
 mod engine;
 mod error;
 mod hash;
