@@ -6,6 +6,7 @@
 //! plain stores; any other thread panics instead of sharing the state.
 
 use std::cell::UnsafeCell;
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -59,13 +60,18 @@ impl<T> Owned<T> {
             "the simulator's state is locked twice"
         );
         self.held.store(true, Ordering::Relaxed);
-        OwnedGuard { o: self }
+        OwnedGuard {
+            o: self,
+            _here: PhantomData,
+        }
     }
 }
 
-/// Access to the state until dropped (never leaves its thread).
+/// Access to the state until dropped (never leaves its thread: the raw
+/// pointer marker makes it neither `Send` nor `Sync`).
 pub(crate) struct OwnedGuard<'a, T> {
     o: &'a Owned<T>,
+    _here: PhantomData<*const ()>,
 }
 
 impl<T> Drop for OwnedGuard<'_, T> {
