@@ -45,6 +45,10 @@ pub struct FabricArgs {
     /// Traffic class of the GRH, the RoCE DSCP/ECN byte (default 0).
     #[arg(long, global = true, help_heading = "Verbs")]
     pub tclass: Option<u8>,
+    /// Payload of one eager (bounce) buffer, at most 1M (default 16K): the
+    /// largest `--proto raw --op send` message (64K times it as ib_send_lat).
+    #[arg(long, global = true, value_name = "SIZE", value_parser = crate::sizes::parse_bytes, help_heading = "Verbs")]
+    pub eager_buf: Option<usize>,
     /// UCX transports, comma-separated: tcp, posix, sysv, cma, shm, rc, ...
     /// ("self" is added; default: UCX_TLS or UCX's choice).
     #[arg(long, global = true, value_name = "TLS,...", help_heading = "UCX")]
@@ -97,6 +101,11 @@ impl FabricArgs {
             mtu: self.mtu.or(d.mtu),
             sl: self.sl.unwrap_or(d.sl),
             tclass: self.tclass.unwrap_or(d.tclass),
+            eager_buf_size: match self.eager_buf {
+                Some(payload) => ovbench_verbs::eager_buf_for(payload)
+                    .map_err(|e| anyhow::anyhow!("--eager-buf: {e}"))?,
+                None => d.eager_buf_size,
+            },
             ..d
         })
     }

@@ -147,7 +147,7 @@ pub fn skip_reason(raw: Option<RawOp>, raw_send_max: usize, size: usize) -> Opti
             if op == RawOp::Read { "read" } else { "write" }
         )),
         Some(RawOp::Send) if size > raw_send_max => Some(format!(
-            "size {size} skipped: a raw send moves at most one bounce buffer ({raw_send_max} bytes); over verbs OVBENCH_VERBS_EAGER_BUF=64K (or the size) raises it, and --proto eager sends larger messages as a packet train"
+            "size {size} skipped: a raw send moves at most one bounce buffer ({raw_send_max} bytes); over verbs --eager-buf 64K (or the size) raises it, and --proto eager sends larger messages as a packet train"
         )),
         _ => None,
     }

@@ -47,7 +47,7 @@ pub use cq::{CompletionQueue, CqConfig, WorkCompletion};
 pub use device::DeviceList;
 pub use error::VerbsError;
 pub use mr::MemoryRegion;
-pub use options::{eager_buf_from_env, mtu_bytes, mtu_code, VerbsOptions, EAGER_BUF_ENV};
+pub use options::{eager_buf_for, mtu_bytes, mtu_code, VerbsOptions};
 pub use pd::{Access, ProtectionDomain};
 pub use qp::{QpCap, QueuePair, RtrAttr, RtsAttr, SendOp, Sge};
 pub use transport::VerbsTransport;

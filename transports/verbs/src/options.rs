@@ -57,8 +57,7 @@ impl Default for VerbsOptions {
             mtu: None,
             sl: 0,
             tclass: 0,
-            eager_buf_size: eager_buf_from_env(std::env::var(EAGER_BUF_ENV).ok().as_deref())
-                .unwrap_or(DEFAULT_EAGER_PAYLOAD + EAGER_HEADER_ROOM),
+            eager_buf_size: DEFAULT_EAGER_PAYLOAD + EAGER_HEADER_ROOM,
             timestamps: true,
             extended_cq: true,
             use_event: false,
@@ -69,40 +68,26 @@ impl Default for VerbsOptions {
     }
 }
 
-/// Environment variable that raises the eager (bounce) buffer: the largest
-/// payload one two-sided message carries, in bytes (`64K`, `65536`).
-/// `--proto raw --op send` moves one buffer per message, so timing it at
-/// 64 KiB, as ib_send_lat does, needs `OVBENCH_VERBS_EAGER_BUF=64K`. The
-/// buffers are `rx_depth` + `tx_depth` per peer, all registered.
-pub const EAGER_BUF_ENV: &str = "OVBENCH_VERBS_EAGER_BUF";
-/// Default payload of one eager buffer.
+/// Default payload of one eager (bounce) buffer: the largest payload one
+/// two-sided message carries. `--proto raw --op send` moves one buffer per
+/// message, so timing it at 64 KiB, as ib_send_lat does, needs
+/// `--eager-buf 64K`. The buffers are `rx_depth` + `tx_depth` per peer,
+/// all registered.
 pub const DEFAULT_EAGER_PAYLOAD: usize = 16 * 1024;
 /// Room for the engine's header above the payload.
 pub const EAGER_HEADER_ROOM: usize = 64;
-/// Largest payload the variable may ask for.
-const MAX_EAGER_PAYLOAD: usize = 1 << 20;
+/// Largest eager payload `--eager-buf` may ask for.
+pub const MAX_EAGER_PAYLOAD: usize = 1 << 20;
 
-/// `eager_buf_size` for a value of [`EAGER_BUF_ENV`]: `None` when unset,
-/// empty or unreadable (a warning on stderr), never below the default.
-pub fn eager_buf_from_env(v: Option<&str>) -> Option<usize> {
-    let v = v?.trim();
-    if v.is_empty() {
-        return None;
+/// `eager_buf_size` for an eager payload of `payload` bytes (never below
+/// the default); an error naming the limit when it is too large.
+pub fn eager_buf_for(payload: usize) -> Result<usize, String> {
+    if payload > MAX_EAGER_PAYLOAD {
+        return Err(format!(
+            "an eager buffer of {payload} bytes is above the {MAX_EAGER_PAYLOAD}-byte limit (every peer pre-posts rx_depth + tx_depth of them): give at most 1M"
+        ));
     }
-    let (num, mult) = match v.as_bytes()[v.len() - 1] {
-        b'k' | b'K' => (&v[..v.len() - 1], 1024),
-        b'm' | b'M' => (&v[..v.len() - 1], 1 << 20),
-        _ => (v, 1),
-    };
-    match num.parse::<usize>().ok().map(|n| n * mult) {
-        Some(n) if n <= MAX_EAGER_PAYLOAD => Some(n.max(DEFAULT_EAGER_PAYLOAD) + EAGER_HEADER_ROOM),
-        _ => {
-            eprintln!(
-                "warning: {EAGER_BUF_ENV}={v} ignored: give the eager payload in bytes (e.g. 64K), at most 1M"
-            );
-            None
-        }
-    }
+    Ok(payload.max(DEFAULT_EAGER_PAYLOAD) + EAGER_HEADER_ROOM)
 }
 
 /// The `ibv_mtu` code of an MTU in bytes.
@@ -127,14 +112,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn eager_buffer_from_the_environment() {
-        assert_eq!(eager_buf_from_env(None), None);
-        assert_eq!(eager_buf_from_env(Some("")), None);
-        assert_eq!(eager_buf_from_env(Some("64K")), Some(65536 + 64));
-        assert_eq!(eager_buf_from_env(Some("65536")), Some(65536 + 64));
-        assert_eq!(eager_buf_from_env(Some("1k")), Some(16384 + 64));
-        assert_eq!(eager_buf_from_env(Some("2M")), None);
-        assert_eq!(eager_buf_from_env(Some("lots")), None);
+    fn eager_buffer_sizes() {
+        assert_eq!(eager_buf_for(65536), Ok(65536 + 64));
+        assert_eq!(eager_buf_for(1024), Ok(16384 + 64));
+        assert_eq!(eager_buf_for(1 << 20), Ok((1 << 20) + 64));
+        assert!(eager_buf_for(2 << 20).unwrap_err().contains("1M"));
     }
 
     #[test]
