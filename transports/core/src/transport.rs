@@ -165,6 +165,22 @@ pub trait Transport: Send {
         payload: Option<LocalSlice>,
         ctx: Ctx,
     ) -> Result<(), TransportError>;
+    /// [`post_send`](Self::post_send) that says whether the send finished
+    /// inside the call: `Ok(true)` when the message left and its buffers
+    /// are free again before returning, and then **no** completion for
+    /// `ctx` is ever queued; `Ok(false)` when it is in flight and completes
+    /// through [`poll`](Self::poll) as usual. A small message that a
+    /// library sends at once (UCX short AM, libfabric inject) then costs
+    /// its caller no queue and no poll. The default never finishes inline.
+    fn post_send_inline(
+        &mut self,
+        peer: Rank,
+        header: &[u8],
+        payload: Option<LocalSlice>,
+        ctx: Ctx,
+    ) -> Result<bool, TransportError> {
+        self.post_send(peer, header, payload, ctx).map(|()| false)
+    }
     /// Write `local` (inside registration `mr`) to `remote` at `remote_offset`.
     fn post_write(
         &mut self,
@@ -246,6 +262,20 @@ pub trait Transport: Send {
             "the {} transport has no native tagged protocol; use --proto eager, rdma-write, rdma-read, pipelined, auto or raw",
             self.info().name
         )))
+    }
+    /// [`tsend`](Self::tsend) that says whether the send finished inside
+    /// the call, with the meaning of
+    /// [`post_send_inline`](Self::post_send_inline): `Ok(true)` queues no
+    /// completion for `ctx`. The default never finishes inline.
+    fn tsend_inline(
+        &mut self,
+        peer: Rank,
+        tag: Tag,
+        src: LocalSlice,
+        sync: bool,
+        ctx: Ctx,
+    ) -> Result<bool, TransportError> {
+        self.tsend(peer, tag, src, sync, ctx).map(|()| false)
     }
     /// Native tagged receive; `None` is a wildcard.
     fn trecv(

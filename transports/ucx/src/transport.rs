@@ -14,9 +14,7 @@ use ovbench_ucx_sys as sys;
 use crate::lanes::{self, RmaPath};
 use crate::liveness;
 use crate::memory::Memory;
-use crate::ops::{
-    self, EpErrArg, Op, Shared, AM_HDR_LEN, AM_ID, MAX_SPARE_OPS, REVOKE_AM_ID, TAG_SRC_SHIFT,
-};
+use crate::ops::{self, EpErrArg, Op, Shared, AM_ID, MAX_SPARE_OPS, REVOKE_AM_ID, TAG_SRC_SHIFT};
 use crate::progress::ProgressThread;
 use crate::seal;
 use crate::status::{self, check};
@@ -25,6 +23,7 @@ use crate::UcxOptions;
 use ovbench_core::fabric::peer_watch::{self, PeerWatch};
 
 mod lifecycle;
+mod sends;
 
 /// Largest two-sided message (ovbench header plus payload).
 pub const EAGER_BUF_SIZE: usize = 64 * 1024;
@@ -501,54 +500,20 @@ impl Transport for UcxTransport {
         payload: Option<LocalSlice>,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        let ep = self.ep(peer, OpKind::Send)?;
-        let total = header.len() + payload.map_or(0, |p| p.len);
-        if total > EAGER_BUF_SIZE {
-            return Err(TransportError::Invalid(format!(
-                "a {total}-byte message to rank {peer} exceeds the {EAGER_BUF_SIZE}-byte eager buffer"
-            )));
+        if self.am_send(peer, header, payload, ctx)? {
+            self.done.push(Completion::Send { ctx });
         }
-        let seq = self.send_seq[peer as usize];
-        let mut buf = self.staging();
-        buf.clear();
-        buf.reserve(AM_HDR_LEN + total);
-        buf.extend_from_slice(&self.rank.to_le_bytes());
-        buf.extend_from_slice(&seq.to_le_bytes());
-        buf.extend_from_slice(header);
-        if let Some(p) = payload {
-            match self.mem.slice(p) {
-                Ok(b) => buf.extend_from_slice(b),
-                Err(e) => {
-                    self.send_pool.push(buf);
-                    return Err(e);
-                }
-            }
-        }
-        self.send_seq[peer as usize] = seq.wrapping_add(1);
-        // The header must stay valid until completion (UCX 1.13 has no
-        // COPY_HEADER flag), so it lives in the staging buffer too; the
-        // Vec's heap block does not move when the Vec moves into the Op.
-        let base = buf.as_ptr();
-        let len = buf.len();
-        let op = self.op(ctx, peer, OpKind::Send, Some(buf));
-        let mut p = Self::cb_params(op);
-        p.op_attr_mask |= sys::UCP_OP_ATTR_FIELD_FLAGS;
-        p.flags = sys::UCP_AM_SEND_FLAG_EAGER;
-        // SAFETY: ep is live; header and data point into the staging buffer
-        // owned by `op`, which lives until the completion callback (or
-        // until settle() takes it back when UCX completes inline).
-        let r = unsafe {
-            sys::ucp_am_send_nbx(
-                ep,
-                AM_ID,
-                base.cast(),
-                AM_HDR_LEN,
-                base.add(AM_HDR_LEN).cast(),
-                len - AM_HDR_LEN,
-                &p,
-            )
-        };
-        self.settle(r, op, "ucp_am_send_nbx", None)
+        Ok(())
+    }
+
+    fn post_send_inline(
+        &mut self,
+        peer: Rank,
+        header: &[u8],
+        payload: Option<LocalSlice>,
+        ctx: Ctx,
+    ) -> Result<bool, TransportError> {
+        self.am_send(peer, header, payload, ctx)
     }
 
     fn post_write(
@@ -692,26 +657,21 @@ impl Transport for UcxTransport {
         sync: bool,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        let ep = self.ep(peer, OpKind::TaggedSend)?;
-        let p = self.mem.ptr(src)?;
-        let utag = (u64::from(self.rank) << TAG_SRC_SHIFT) | u64::from(tag);
-        let op = self.op(ctx, peer, OpKind::TaggedSend, None);
-        let params = Self::cb_params(op);
-        // SAFETY: ep is live; src lies in a live region that cannot be freed
-        // while the caller still waits for this completion (contract).
-        let r = unsafe {
-            if sync {
-                sys::ucp_tag_send_sync_nbx(ep, p.cast(), src.len, utag, &params)
-            } else {
-                sys::ucp_tag_send_nbx(ep, p.cast(), src.len, utag, &params)
-            }
-        };
-        let call = if sync {
-            "ucp_tag_send_sync_nbx"
-        } else {
-            "ucp_tag_send_nbx"
-        };
-        self.settle(r, op, call, None)
+        if self.tag_send(peer, tag, src, sync, ctx)? {
+            self.done.push(Completion::TaggedSend { ctx });
+        }
+        Ok(())
+    }
+
+    fn tsend_inline(
+        &mut self,
+        peer: Rank,
+        tag: Tag,
+        src: LocalSlice,
+        sync: bool,
+        ctx: Ctx,
+    ) -> Result<bool, TransportError> {
+        self.tag_send(peer, tag, src, sync, ctx)
     }
 
     fn trecv(

@@ -1,0 +1,130 @@
+//! The two sends, ovbench's active message and UCX's tagged send, each
+//! saying whether UCX finished it inside the call: a short message over
+//! shared memory or tcp usually leaves at once, and its caller then needs
+//! no completion from the queue (`Transport::post_send_inline`,
+//! `Transport::tsend_inline`).
+
+use ovbench_core::{Ctx, LocalSlice, OpKind, Rank, Tag, TransportError};
+use ovbench_ucx_sys as sys;
+
+use super::{UcxTransport, EAGER_BUF_SIZE};
+use crate::ops::{Op, AM_HDR_LEN, AM_ID, MAX_SPARE_OPS, TAG_SRC_SHIFT};
+use crate::status;
+
+impl UcxTransport {
+    /// Send one engine message as an active message: ovbench's 8-byte AM
+    /// header (source rank, per-peer sequence), then `header` and
+    /// `payload`, copied into a staging buffer. True when UCX sent it
+    /// inside the call (no completion will be queued).
+    pub(super) fn am_send(
+        &mut self,
+        peer: Rank,
+        header: &[u8],
+        payload: Option<LocalSlice>,
+        ctx: Ctx,
+    ) -> Result<bool, TransportError> {
+        let ep = self.ep(peer, OpKind::Send)?;
+        let total = header.len() + payload.map_or(0, |p| p.len);
+        if total > EAGER_BUF_SIZE {
+            return Err(TransportError::Invalid(format!(
+                "a {total}-byte message to rank {peer} exceeds the {EAGER_BUF_SIZE}-byte eager buffer"
+            )));
+        }
+        let seq = self.send_seq[peer as usize];
+        let mut buf = self.staging();
+        buf.clear();
+        buf.reserve(AM_HDR_LEN + total);
+        buf.extend_from_slice(&self.rank.to_le_bytes());
+        buf.extend_from_slice(&seq.to_le_bytes());
+        buf.extend_from_slice(header);
+        if let Some(p) = payload {
+            match self.mem.slice(p) {
+                Ok(b) => buf.extend_from_slice(b),
+                Err(e) => {
+                    self.send_pool.push(buf);
+                    return Err(e);
+                }
+            }
+        }
+        self.send_seq[peer as usize] = seq.wrapping_add(1);
+        // The header must stay valid until completion (UCX 1.13 has no
+        // COPY_HEADER flag), so it lives in the staging buffer too; the
+        // Vec's heap block does not move when the Vec moves into the Op.
+        let base = buf.as_ptr();
+        let len = buf.len();
+        let op = self.op(ctx, peer, OpKind::Send, Some(buf));
+        let mut p = Self::cb_params(op);
+        p.op_attr_mask |= sys::UCP_OP_ATTR_FIELD_FLAGS;
+        p.flags = sys::UCP_AM_SEND_FLAG_EAGER;
+        // SAFETY: ep is live; header and data point into the staging buffer
+        // owned by `op`, which lives until the completion callback (or
+        // until settle_inline() takes it back when UCX completes inline).
+        let r = unsafe {
+            sys::ucp_am_send_nbx(
+                ep,
+                AM_ID,
+                base.cast(),
+                AM_HDR_LEN,
+                base.add(AM_HDR_LEN).cast(),
+                len - AM_HDR_LEN,
+                &p,
+            )
+        };
+        self.settle_inline(r, op, "ucp_am_send_nbx")
+    }
+
+    /// UCX's tagged send (`sync`: the synchronous one), the source rank in
+    /// the tag's upper half. True when UCX sent it inside the call.
+    pub(super) fn tag_send(
+        &mut self,
+        peer: Rank,
+        tag: Tag,
+        src: LocalSlice,
+        sync: bool,
+        ctx: Ctx,
+    ) -> Result<bool, TransportError> {
+        let ep = self.ep(peer, OpKind::TaggedSend)?;
+        let p = self.mem.ptr(src)?;
+        let utag = (u64::from(self.rank) << TAG_SRC_SHIFT) | u64::from(tag);
+        let op = self.op(ctx, peer, OpKind::TaggedSend, None);
+        let params = Self::cb_params(op);
+        // SAFETY: ep is live; src lies in a live region that cannot be freed
+        // while the caller still waits for this completion (contract).
+        let r = unsafe {
+            if sync {
+                sys::ucp_tag_send_sync_nbx(ep, p.cast(), src.len, utag, &params)
+            } else {
+                sys::ucp_tag_send_nbx(ep, p.cast(), src.len, utag, &params)
+            }
+        };
+        let call = if sync {
+            "ucp_tag_send_sync_nbx"
+        } else {
+            "ucp_tag_send_nbx"
+        };
+        self.settle_inline(r, op, call)
+    }
+
+    /// [`settle`](Self::settle) for a send whose inline completion the
+    /// caller takes itself: true (and nothing queued) when UCX finished it
+    /// inside the call, false when it is in flight, an error when it failed.
+    fn settle_inline(
+        &mut self,
+        r: sys::ucs_status_ptr_t,
+        op: *mut Op,
+        call: &str,
+    ) -> Result<bool, TransportError> {
+        if r.is_null() {
+            let op = self.reclaim(op);
+            if self.spare.len() < MAX_SPARE_OPS {
+                self.spare.push(op);
+            }
+            Ok(true)
+        } else if sys::ptr_is_err(r) {
+            let op = self.reclaim(op);
+            Err(status::peer(op.peer, op.kind, call, sys::ptr_status(r)))
+        } else {
+            Ok(false)
+        }
+    }
+}
