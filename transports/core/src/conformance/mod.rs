@@ -22,19 +22,25 @@
 //!   deregistered key or through a garbled key is refused (an `Err` at
 //!   post or an error completion) and leaves the target's memory untouched;
 //! * a peer whose transport was dropped is reported within
-//!   [`PEER_LOSS_DEADLINE`], and the other peers keep working.
+//!   [`PEER_LOSS_DEADLINE`], and the other peers keep working;
+//! * a send that finished inside the call (`Ok(true)` from
+//!   [`post_send_inline`](crate::Transport::post_send_inline) or
+//!   [`tsend_inline`](crate::Transport::tsend_inline)) never completes
+//!   through `poll`, and one in flight (`Ok(false)`) completes once.
 
 use std::time::Duration;
 
 use crate::{Transport, TransportError};
 
 mod endpoint;
+mod inline;
 mod messages;
 mod net;
 mod progress;
 mod rma;
 
 pub use endpoint::{identity_and_caps, regions};
+pub use inline::{inline_send_contract, inline_tsend_contract};
 pub use messages::{
     oversize_send_rejected, send_order_and_max_size, tagged_or_unsupported, zero_length_messages,
 };
@@ -112,7 +118,8 @@ macro_rules! conformance_tests {
             oversize_send_rejected, write_visible_on_completion, read_returns_target_bytes,
             out_of_range_rejected, deregistered_key_rejected, garbled_key_rejected,
             many_outstanding, key_through_the_wire, block_returns_when_ready,
-            tagged_or_unsupported, peer_dropped_reported);
+            tagged_or_unsupported, inline_send_contract, inline_tsend_contract,
+            peer_dropped_reported);
     };
     (@consts; $($name:ident),* $(,)?) => {
         /// Every check, by name.

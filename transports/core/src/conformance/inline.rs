@@ -1,0 +1,373 @@
+//! Inline-send checks: a send that says it finished inside the call
+//! (`Ok(true)` from `post_send_inline` / `tsend_inline`) never completes
+//! through `poll`, and one that says it is in flight completes exactly once.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use super::net::{ctx_of, first_diff, patterned, Net};
+use super::{Endpoints, WAIT_DEADLINE};
+use crate::{Completion, Ctx, Rank, Tag, TransportError};
+
+/// Messages per check: enough to fill an inject queue or a send window, so
+/// both answers (inline and in flight) can show up on one transport.
+const N: usize = 200;
+/// How long rank 0 keeps polling once everything it expects is in, so a
+/// stray completion for an inline send is caught rather than missed.
+const LINGER: Duration = Duration::from_millis(200);
+
+/// `post_send_inline`: rank 0 sends header-only and header-plus-payload
+/// messages, small and up to the eager buffer; all arrive in order and
+/// intact, each send reported in flight completes once as `Send`, and no
+/// send reported inline ever completes. A transport may finish none inline.
+pub fn inline_send_contract(ts: &mut Endpoints) -> Result<(), String> {
+    const CTX: Ctx = 0x1_5E4D_0000;
+    let max = ts
+        .iter()
+        .map(|t| t.caps().eager_buf_size)
+        .min()
+        .unwrap_or(0);
+    let mut net = Net::new(ts);
+    let d = net.last();
+    let buf = net.alloc(0, max, 0)?;
+    let mut sent = Vec::with_capacity(N);
+    for i in 0..N {
+        let (hdr, plen) = inline_message(i, max);
+        let payload = plen.map(|len| buf.sub(0, len));
+        if let Some(p) = payload {
+            net.fill_pattern(0, p, i as u32)?;
+        }
+        let ctx = CTX + i as Ctx;
+        let done = net.ts[0]
+            .post_send_inline(d as Rank, &hdr, payload, ctx)
+            .map_err(|e| {
+                format!(
+                    "rank 0: post_send_inline {i} of {N} ({} bytes) to rank {d}: {e}",
+                    hdr.len() + plen.unwrap_or(0)
+                )
+            })?;
+        sent.push((ctx, done));
+        // Overwrite at once: inline or not, the payload was copied.
+        if let Some(p) = payload {
+            net.ts[0]
+                .write_region(p, &mut |b| b.fill(0xEE))
+                .map_err(|e| format!("rank 0: write_region: {e}"))?;
+        }
+    }
+    for (i, &(_, done)) in sent.iter().enumerate() {
+        let data = net.recv(d, 0)?;
+        let (mut want, plen) = inline_message(i, max);
+        want.extend_from_slice(&patterned(plen.unwrap_or(0), i as u32));
+        if data != want {
+            let got_seq = data
+                .get(..4)
+                .map(|b| u32::from_le_bytes(b.try_into().expect("4")));
+            return Err(format!(
+                "rank {d}: message {i} from rank 0 ({} bytes, sent {}) wrong (its sequence field says {got_seq:?}): {}",
+                want.len(),
+                if done { "inline" } else { "in flight" },
+                first_diff(&data, &want)
+            ));
+        }
+        net.ts[d].recycle(data);
+    }
+    settle(&mut net, "post_send_inline", &sent, &|c| {
+        matches!(c, Completion::Send { .. })
+    })
+}
+
+/// `tsend_inline`, where the transport has a native tagged path (refused as
+/// Unsupported otherwise, like `tsend`): each message reaches the receive
+/// posted for its tag with the right envelope and bytes, whether that
+/// receive was posted before the send or after; in-flight sends complete
+/// once as `TaggedSend`, inline ones never, and an inline send's buffer is
+/// free at once. With `native_sync_send`, a synchronous send neither
+/// finishes nor completes before its receive is posted.
+pub fn inline_tsend_contract(ts: &mut Endpoints) -> Result<(), String> {
+    const SEND: Ctx = 0x2_7A65_0000;
+    const RECV: Ctx = 0x3_7A65_0000;
+    const TAG: Tag = 7000;
+    /// Bytes past each receive buffer's message, which must stay untouched.
+    const SLACK: usize = 8;
+    let caps = ts[0].caps();
+    let mut net = Net::new(ts);
+    let d = net.last();
+    if !caps.native_tagged {
+        let src = net.alloc(0, 16, 0)?;
+        return match net.ts[0].tsend_inline(d as Rank, TAG, src, false, SEND) {
+            Err(TransportError::Unsupported(_)) => Ok(()),
+            r => Err(format!(
+                "caps say no native tagged path, yet tsend_inline gave {r:?}"
+            )),
+        };
+    }
+    let lens: Vec<usize> = (0..N).map(tagged_len).collect();
+    let offs: Vec<usize> = lens
+        .iter()
+        .scan(0, |o, &l| {
+            let at = *o;
+            *o += l;
+            Some(at)
+        })
+        .collect();
+    let total: usize = lens.iter().sum();
+    let src = net.alloc(0, total, 0)?;
+    net.fill_pattern(0, src, 31)?;
+    let dst = net.alloc(d, total + N * SLACK, 0x5A)?;
+    let slot = |i: usize| dst.sub(offs[i] + i * SLACK, lens[i] + SLACK);
+    let post_recv = |net: &mut Net<'_>, i: usize| {
+        net.ts[d]
+            .trecv(Some(0), Some(TAG + i as Tag), slot(i), RECV + i as Ctx)
+            .map_err(|e| format!("rank {d}: trecv {i} of {N}: {e}"))
+    };
+    // Half the receives are posted first; the rest find their messages
+    // already there, so an inline send's bytes must have been buffered.
+    for i in 0..N / 2 {
+        post_recv(&mut net, i)?;
+    }
+    let mut sent = Vec::with_capacity(N + 2);
+    for i in 0..N {
+        let s = src.sub(offs[i], lens[i]);
+        let ctx = SEND + i as Ctx;
+        let done = net.ts[0]
+            .tsend_inline(d as Rank, TAG + i as Tag, s, false, ctx)
+            .map_err(|e| {
+                format!(
+                    "rank 0: tsend_inline {i} of {N} ({} bytes) to rank {d}: {e}",
+                    lens[i]
+                )
+            })?;
+        sent.push((ctx, done));
+        // Inline means the buffer is free again: reuse it at once.
+        if done {
+            net.ts[0]
+                .write_region(s, &mut |b| b.fill(0xEE))
+                .map_err(|e| format!("rank 0: write_region: {e}"))?;
+        }
+    }
+    for i in N / 2..N {
+        post_recv(&mut net, i)?;
+    }
+    let got = net.wait_n(
+        d,
+        N,
+        "the tagged receives",
+        WAIT_DEADLINE,
+        &|c| matches!(c, Completion::TaggedRecv { ctx, .. } if ctx.wrapping_sub(RECV) < N as u64),
+    )?;
+    let mut seen = [false; N];
+    for c in &got {
+        let Completion::TaggedRecv {
+            ctx,
+            peer,
+            tag,
+            len,
+        } = *c
+        else {
+            unreachable!("matched a TaggedRecv")
+        };
+        let i = (ctx - RECV) as usize;
+        if std::mem::replace(&mut seen[i], true) {
+            return Err(format!("rank {d}: tagged receive {i} completed twice"));
+        }
+        if (peer, tag, len) != (0, TAG + i as Tag, lens[i]) {
+            return Err(format!(
+                "rank {d}: tagged receive {i} (tag {}, {} bytes from rank 0, sent {}) completed as {c:?}",
+                TAG + i as Tag,
+                lens[i],
+                if sent[i].1 { "inline" } else { "in flight" }
+            ));
+        }
+    }
+    let want = patterned(total, 31);
+    for i in 0..N {
+        let mut w = want[offs[i]..offs[i] + lens[i]].to_vec();
+        w.extend_from_slice(&[0x5A; SLACK]);
+        let got = net.bytes(d, slot(i))?;
+        if got != w {
+            return Err(format!(
+                "rank {d}: tagged message {i} ({} bytes, sent {}) landed wrong (with {SLACK} bytes past it that must stay untouched): {}",
+                lens[i],
+                if sent[i].1 { "inline" } else { "in flight" },
+                first_diff(&got, &w)
+            ));
+        }
+    }
+    if caps.native_sync_send {
+        sync_sends(&mut net, &mut sent)?;
+    }
+    settle(&mut net, "tsend_inline", &sent, &|c| {
+        matches!(c, Completion::TaggedSend { .. })
+    })
+}
+
+/// Two synchronous `tsend_inline`s. The first goes before its receive is
+/// posted: it cannot be matched, so it must neither return `true` nor
+/// complete until the receive is there. The second finds its receive
+/// posted and may finish either way. Pushes both onto `sent`.
+fn sync_sends(net: &mut Net<'_>, sent: &mut Vec<(Ctx, bool)>) -> Result<(), String> {
+    const SYNC: Ctx = 0x4_5E4C_0000;
+    const RECV: Ctx = 0x5_5E4C_0000;
+    const TAG: Tag = 9000;
+    const LEN: usize = 48;
+    let d = net.last();
+    let src = net.alloc(0, 2 * LEN, 0)?;
+    net.fill_pattern(0, src, 91)?;
+    let dst = net.alloc(d, 2 * LEN, 0)?;
+    let done = net.ts[0]
+        .tsend_inline(d as Rank, TAG, src.sub(0, LEN), true, SYNC)
+        .map_err(|e| format!("rank 0: synchronous tsend_inline to rank {d}: {e}"))?;
+    if done {
+        return Err(format!(
+            "rank 0: a synchronous tsend_inline returned true (finished inside the call) before rank {d} had posted a matching receive"
+        ));
+    }
+    sent.push((SYNC, false));
+    linger(net)?;
+    if let Some(c) = net.inbox[0].iter().find(|c| ctx_of(c) == Some(SYNC)) {
+        return Err(format!(
+            "rank 0: a synchronous tsend_inline completed ({c:?}) before rank {d} had posted a matching receive"
+        ));
+    }
+    for k in 0..2 {
+        let tag = TAG + k as Tag;
+        net.ts[d]
+            .trecv(Some(0), Some(tag), dst.sub(k * LEN, LEN), RECV + k as Ctx)
+            .map_err(|e| format!("rank {d}: trecv for synchronous send {k}: {e}"))?;
+        if k == 1 {
+            let ctx = SYNC + 1;
+            let done = net.ts[0]
+                .tsend_inline(d as Rank, tag, src.sub(LEN, LEN), true, ctx)
+                .map_err(|e| {
+                    format!("rank 0: synchronous tsend_inline to rank {d}, receive posted: {e}")
+                })?;
+            sent.push((ctx, done));
+        }
+        let c = net.wait(
+            d,
+            &format!("the receive matching synchronous send {k}"),
+            &|c| matches!(c, Completion::TaggedRecv { ctx, .. } if *ctx == RECV + k as Ctx),
+        )?;
+        if !matches!(c, Completion::TaggedRecv { peer: 0, tag: t, len: LEN, .. } if t == tag) {
+            return Err(format!(
+                "rank {d}: synchronous send {k} (tag {tag}, {LEN} bytes from rank 0) received as {c:?}"
+            ));
+        }
+    }
+    let got = net.bytes(d, dst)?;
+    let want = patterned(2 * LEN, 91);
+    if got != want {
+        return Err(format!(
+            "rank {d}: synchronous sends landed wrong: {}",
+            first_diff(&got, &want)
+        ));
+    }
+    Ok(())
+}
+
+/// Rank 0's side of the contract once the last rank has every message: it
+/// sends rank 0 a confirmation, every send in `sent` that said it was in
+/// flight completes exactly once (`is_send`), and after a linger no
+/// completion shows up for one that finished inline, nor a second one for
+/// any. Error messages say how many finished inline.
+fn settle(
+    net: &mut Net<'_>,
+    what: &str,
+    sent: &[(Ctx, bool)],
+    is_send: &dyn Fn(&Completion) -> bool,
+) -> Result<(), String> {
+    const ACK: Ctx = 0x6_ACC0_0000;
+    let d = net.last();
+    let inline: HashSet<Ctx> = sent.iter().filter(|s| s.1).map(|s| s.0).collect();
+    let in_flight: HashSet<Ctx> = sent.iter().filter(|s| !s.1).map(|s| s.0).collect();
+    net.ts[d]
+        .post_send(0, b"all received", None, ACK)
+        .map_err(|e| format!("rank {d}: send of the confirmation to rank 0: {e}"))?;
+    if net.recv(0, d as Rank)? != b"all received" {
+        return Err(format!(
+            "rank 0: the confirmation from rank {d} arrived garbled"
+        ));
+    }
+    let got = net.wait_n(
+        0,
+        in_flight.len(),
+        &format!(
+            "completions of the {} {what} calls that returned false ({} returned true)",
+            in_flight.len(),
+            inline.len()
+        ),
+        WAIT_DEADLINE,
+        &|c| is_send(c) && ctx_of(c).is_some_and(|x| in_flight.contains(&x)),
+    )?;
+    let mut once = HashSet::new();
+    for c in &got {
+        let x = ctx_of(c).expect("matched a context");
+        if !once.insert(x) {
+            return Err(format!(
+                "rank 0: {what} context {x:#x} (returned false) completed twice: {c:?}"
+            ));
+        }
+    }
+    linger(net)?;
+    for c in &net.inbox[0] {
+        let x = ctx_of(c);
+        let why = match x {
+            Some(x) if inline.contains(&x) => {
+                "returned true (finished inside the call), yet completed through poll"
+            }
+            Some(x) if in_flight.contains(&x) => {
+                "returned false and completed once, yet completed again"
+            }
+            _ if matches!(c, Completion::Error { .. }) => "unexpected error",
+            _ if is_send(c) => "completion with a context never posted",
+            _ => continue,
+        };
+        let x = x.map_or_else(|| "none".into(), |x| format!("{x:#x}"));
+        return Err(format!(
+            "rank 0: {what} context {x}: {why}: {c:?} ({} of {} sends finished inline)",
+            inline.len(),
+            sent.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Poll everyone for [`LINGER`], keeping what arrives.
+fn linger(net: &mut Net<'_>) -> Result<(), String> {
+    let end = Instant::now() + LINGER;
+    while Instant::now() < end {
+        net.pump()?;
+        std::thread::yield_now();
+    }
+    Ok(())
+}
+
+/// Message `i` of [`inline_send_contract`]: its header (the sequence
+/// number, some with patterned bytes after it) and its payload's length,
+/// if it has one (an empty payload too, and now and then one that fills
+/// the eager buffer, past any inject or short-message limit).
+fn inline_message(i: usize, max: usize) -> (Vec<u8>, Option<usize>) {
+    let mut hdr = (i as u32).to_le_bytes().to_vec();
+    let plen = match i % 5 {
+        0 => None,
+        1 => {
+            hdr.extend_from_slice(&patterned(i % 61, !(i as u32)));
+            None
+        }
+        2 => Some(i % 97),
+        3 => Some(0),
+        _ if i % 20 == 4 => Some(max - hdr.len()),
+        _ => Some(150 + i % 50),
+    };
+    (hdr, plen)
+}
+
+/// Length of tagged message `i`: mostly small (zero-length included), each
+/// 25th past any inject or short-message limit.
+fn tagged_len(i: usize) -> usize {
+    if i % 25 == 24 {
+        32 * 1024
+    } else {
+        [1, 8, 0, 64, 200, 33][i % 6]
+    }
+}
