@@ -22,6 +22,7 @@ use crate::OfiOptions;
 mod backlog;
 mod control;
 mod cq;
+mod sends;
 
 use backlog::{Deferred, Post};
 
@@ -404,72 +405,20 @@ impl Transport for Endpoint {
         payload: Option<LocalSlice>,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        let dest = self.addr(peer, OpKind::Send)?;
-        let total = SRC_HDR + header.len() + payload.map_or(0, |p| p.len);
-        if total > self.eager_size() {
-            return Err(TransportError::Invalid(format!(
-                "a {}-byte message to rank {peer} exceeds the {}-byte eager buffer",
-                total - SRC_HDR,
-                self.eager_size() - SRC_HDR
-            )));
+        if self.send_msg(peer, header, payload, ctx)? {
+            self.pending.push_back(Completion::Send { ctx });
         }
-        let mut buf = self.send_pool.pop().unwrap_or_default();
-        buf.clear();
-        buf.extend_from_slice(&self.rank.to_le_bytes());
-        buf.extend_from_slice(&self.send_seq[peer as usize].to_le_bytes());
-        buf.extend_from_slice(header);
-        if let Some(p) = payload {
-            match self.mem.slice(p) {
-                Ok(b) => buf.extend_from_slice(b),
-                Err(e) => {
-                    self.recycle_send(buf);
-                    return Err(e);
-                }
-            }
-        }
-        self.send_seq[peer as usize] = self.send_seq[peer as usize].wrapping_add(1);
-        let ep = self.fabric.ep;
-        if total <= self.fabric.attrs.inject_size {
-            // Fast path: inject copies the bytes at once; only a refused
-            // inject keeps them (in the deferred post).
-            if self.backlog.is_empty() {
-                // SAFETY: ep is enabled; fi_inject copies the bytes before
-                // returning.
-                let rc = unsafe { sys::fi_inject(ep, buf.as_ptr().cast(), buf.len(), dest) };
-                if rc == 0 {
-                    self.recycle_send(buf);
-                    self.pending.push_back(Completion::Send { ctx });
-                    return Ok(());
-                }
-                if rc != EAGAIN {
-                    self.recycle_send(buf);
-                    return Err(crate::error::peer(
-                        peer,
-                        OpKind::Send,
-                        "fi_inject",
-                        rc as i64,
-                    ));
-                }
-            }
-            return self.submit(
-                None,
-                Post::new(peer, OpKind::Send, "fi_inject", Some(ctx), move || {
-                    // SAFETY: ep is enabled; fi_inject copies the bytes
-                    // before returning.
-                    unsafe { sys::fi_inject(ep, buf.as_ptr().cast(), buf.len(), dest) }
-                }),
-            );
-        }
-        let (p, n) = (buf.as_ptr(), buf.len());
-        let op = self.op(Kind::Send, ctx, peer, buf);
-        self.submit(
-            Some(op),
-            Post::new(peer, OpKind::Send, "fi_send", None, move || {
-                // SAFETY: ep is enabled; the staging buffer is owned by op
-                // until its completion (the Vec's heap block did not move).
-                unsafe { sys::fi_send(ep, p.cast(), n, ptr::null_mut(), dest, op.cast()) }
-            }),
-        )
+        Ok(())
+    }
+
+    fn post_send_inline(
+        &mut self,
+        peer: Rank,
+        header: &[u8],
+        payload: Option<LocalSlice>,
+        ctx: Ctx,
+    ) -> Result<bool, TransportError> {
+        self.send_msg(peer, header, payload, ctx)
     }
 
     fn post_write(
@@ -609,64 +558,21 @@ impl Transport for Endpoint {
         sync: bool,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        let dest = self.addr(peer, OpKind::TaggedSend)?;
-        // (Asked only for a synchronous send: it scans the provider name.)
-        let sync_flag = match sync.then(|| self.sync_send_flag()) {
-            None => 0,
-            Some(Some(f)) => f,
-            Some(None) => {
-                return Err(TransportError::Unsupported(format!(
-                    "provider {} offers no FI_MATCH_COMPLETE and its FI_DELIVERY_COMPLETE completes once the message sits in the target's unexpected buffer, so a synchronous native send (complete once matched) cannot be expressed; ssend rows are n/a on --transport ofi --proto native with this provider",
-                    self.fabric.attrs.provider
-                )));
-            }
-        };
-        let p = self.mem.ptr(src)?;
-        let utag = (u64::from(self.rank) << TAG_SRC_SHIFT) | u64::from(tag);
-        let ep = self.fabric.ep;
-        let op = self.op(Kind::TaggedSend, ctx, peer, Vec::new());
-        let len = src.len;
-        if !sync {
-            return self.submit(
-                Some(op),
-                Post::new(peer, OpKind::TaggedSend, "fi_tsend", None, move || {
-                    // SAFETY: ep is enabled; src lies in a live region the
-                    // caller keeps until this completion.
-                    unsafe {
-                        sys::fi_tsend(ep, p.cast(), len, ptr::null_mut(), dest, utag, op.cast())
-                    }
-                }),
-            );
+        if self.tag_send(peer, tag, src, sync, ctx)? {
+            self.pending.push_back(Completion::TaggedSend { ctx });
         }
-        let flags = u64::from(sys::FI_COMPLETION) | sync_flag;
-        self.submit(
-            Some(op),
-            Post::new(
-                peer,
-                OpKind::TaggedSend,
-                "fi_tsendmsg (synchronous)",
-                None,
-                move || {
-                    let iov = libc::iovec {
-                        iov_base: p.cast(),
-                        iov_len: len,
-                    };
-                    let mut desc: *mut libc::c_void = ptr::null_mut();
-                    let msg = sys::fi_msg_tagged {
-                        msg_iov: (&iov as *const libc::iovec).cast(),
-                        desc: &mut desc,
-                        iov_count: 1,
-                        addr: dest,
-                        tag: utag,
-                        ignore: 0,
-                        context: op.cast(),
-                        data: 0,
-                    };
-                    // SAFETY: as for fi_tsend; msg and iov live through the call.
-                    unsafe { sys::fi_tsendmsg(ep, &msg, flags) }
-                },
-            ),
-        )
+        Ok(())
+    }
+
+    fn tsend_inline(
+        &mut self,
+        peer: Rank,
+        tag: Tag,
+        src: LocalSlice,
+        sync: bool,
+        ctx: Ctx,
+    ) -> Result<bool, TransportError> {
+        self.tag_send(peer, tag, src, sync, ctx)
     }
 
     fn trecv(

@@ -206,6 +206,16 @@ impl Transport for OfiTransport {
         self.with_mut(|e| e.post_send(peer, header, payload, ctx))
     }
 
+    fn post_send_inline(
+        &mut self,
+        peer: Rank,
+        header: &[u8],
+        payload: Option<LocalSlice>,
+        ctx: Ctx,
+    ) -> Result<bool, TransportError> {
+        self.with_mut(|e| e.post_send_inline(peer, header, payload, ctx))
+    }
+
     fn post_write(
         &mut self,
         peer: Rank,
@@ -279,6 +289,17 @@ impl Transport for OfiTransport {
         ctx: Ctx,
     ) -> Result<(), TransportError> {
         self.with_mut(|e| e.tsend(peer, tag, src, sync, ctx))
+    }
+
+    fn tsend_inline(
+        &mut self,
+        peer: Rank,
+        tag: Tag,
+        src: LocalSlice,
+        sync: bool,
+        ctx: Ctx,
+    ) -> Result<bool, TransportError> {
+        self.with_mut(|e| e.tsend_inline(peer, tag, src, sync, ctx))
     }
 
     fn trecv(
