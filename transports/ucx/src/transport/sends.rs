@@ -11,6 +11,10 @@ use super::{UcxTransport, EAGER_BUF_SIZE};
 use crate::ops::{Op, AM_HDR_LEN, AM_ID, MAX_SPARE_OPS, TAG_SRC_SHIFT};
 use crate::status;
 
+/// Largest message (AM header included) tried from the stack, sent only
+/// if UCX finishes it inside the call.
+const IMM_MAX: usize = 256;
+
 impl UcxTransport {
     /// Send one engine message as an active message: ovbench's 8-byte AM
     /// header (source rank, per-peer sequence), then `header` and
@@ -31,6 +35,12 @@ impl UcxTransport {
             )));
         }
         let seq = self.send_seq[peer as usize];
+        if AM_HDR_LEN + total <= IMM_MAX {
+            if let Some(sent) = self.am_send_now(ep, peer, seq, header, payload)? {
+                self.send_seq[peer as usize] = seq.wrapping_add(1);
+                return Ok(sent);
+            }
+        }
         let mut buf = self.staging();
         buf.clear();
         buf.reserve(AM_HDR_LEN + total);
@@ -86,6 +96,18 @@ impl UcxTransport {
         let ep = self.ep(peer, OpKind::TaggedSend)?;
         let p = self.mem.ptr(src)?;
         let utag = (u64::from(self.rank) << TAG_SRC_SHIFT) | u64::from(tag);
+        if !sync {
+            // First without a request: done inside the call or refused.
+            let params = sys::ucp_request_param_t {
+                op_attr_mask: sys::UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL,
+                ..Default::default()
+            };
+            // SAFETY: as below; nothing outlives the call.
+            let r = unsafe { sys::ucp_tag_send_nbx(ep, p.cast(), src.len, utag, &params) };
+            if self.immediate(r, peer, OpKind::TaggedSend, "ucp_tag_send_nbx")? {
+                return Ok(true);
+            }
+        }
         let op = self.op(ctx, peer, OpKind::TaggedSend, None);
         let params = Self::cb_params(op);
         // SAFETY: ep is live; src lies in a live region that cannot be freed
@@ -103,6 +125,92 @@ impl UcxTransport {
             "ucp_tag_send_nbx"
         };
         self.settle_inline(r, op, call)
+    }
+
+    /// The active message of [`am_send`](Self::am_send) from a stack
+    /// buffer, only if UCX can send it inside the call
+    /// (`FORCE_IMM_CMPL`): no staging buffer, operation box or callback,
+    /// the bulk of a small send's cost. `Some(true)` when sent; `None` when
+    /// UCX would have to keep it (the caller then stages it).
+    fn am_send_now(
+        &mut self,
+        ep: sys::ucp_ep_h,
+        peer: Rank,
+        seq: u32,
+        header: &[u8],
+        payload: Option<LocalSlice>,
+    ) -> Result<Option<bool>, TransportError> {
+        let mut msg = [0u8; IMM_MAX];
+        let h_end = AM_HDR_LEN + header.len();
+        msg[0..4].copy_from_slice(&self.rank.to_le_bytes());
+        msg[4..8].copy_from_slice(&seq.to_le_bytes());
+        msg[AM_HDR_LEN..h_end].copy_from_slice(header);
+        let end = match payload {
+            Some(p) => {
+                let b = self.mem.slice(p)?;
+                msg[h_end..h_end + b.len()].copy_from_slice(b);
+                h_end + b.len()
+            }
+            None => h_end,
+        };
+        let mut params = sys::ucp_request_param_t {
+            op_attr_mask: sys::UCP_OP_ATTR_FIELD_FLAGS | sys::UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL,
+            ..Default::default()
+        };
+        params.flags = sys::UCP_AM_SEND_FLAG_EAGER;
+        // SAFETY: ep is live; `msg` outlives the call, and with
+        // FORCE_IMM_CMPL UCX either sends it inside the call or refuses.
+        let r = unsafe {
+            sys::ucp_am_send_nbx(
+                ep,
+                AM_ID,
+                msg.as_ptr().cast(),
+                AM_HDR_LEN,
+                msg.as_ptr().add(AM_HDR_LEN).cast(),
+                end - AM_HDR_LEN,
+                &params,
+            )
+        };
+        Ok(self
+            .immediate(r, peer, OpKind::Send, "ucp_am_send_nbx")?
+            .then_some(true))
+    }
+
+    /// What a `FORCE_IMM_CMPL` call returned: true when done, false when
+    /// UCX refused to finish it inside the call (`UCS_ERR_NO_RESOURCE`),
+    /// an error otherwise.
+    fn immediate(
+        &mut self,
+        r: sys::ucs_status_ptr_t,
+        peer: Rank,
+        op: OpKind,
+        call: &str,
+    ) -> Result<bool, TransportError> {
+        if r.is_null() {
+            return Ok(true);
+        }
+        if sys::ptr_is_err(r) {
+            let st = sys::ptr_status(r);
+            if st == sys::UCS_ERR_NO_RESOURCE {
+                return Ok(false);
+            }
+            return Err(status::peer(peer, op, call, st));
+        }
+        // A request despite FORCE_IMM_CMPL (not seen with UCX 1.13): it
+        // may still read the caller's stack buffer, so finish it here.
+        // SAFETY: r is a live request of this worker.
+        while unsafe { sys::ucp_request_check_status(r) } == sys::UCS_INPROGRESS {
+            self.ucp.progress();
+        }
+        // SAFETY: as above; released once, after completion.
+        let st = unsafe { sys::ucp_request_check_status(r) };
+        // SAFETY: the request is complete and released exactly once.
+        unsafe { sys::ucp_request_free(r) };
+        if st == sys::UCS_OK {
+            Ok(true)
+        } else {
+            Err(status::peer(peer, op, call, st))
+        }
     }
 
     /// [`settle`](Self::settle) for a send whose inline completion the
