@@ -121,6 +121,20 @@ impl<V> IdMap<V> {
 
     /// Double the slots. Ids in distinct slots stay in distinct slots
     /// (one more bit of each id picks among twice as many).
+    /// Drop the entry for `id`, if any, where it lies ([`remove`](Self::remove)
+    /// without moving a large value out first); true if there was one.
+    pub fn discard(&mut self, id: &u64) -> bool {
+        if !self.slots.is_empty() {
+            let s = self.slot(*id);
+            if matches!(&self.slots[s], Some((k, _)) if k == id) {
+                self.direct -= 1;
+                self.slots[s] = None;
+                return true;
+            }
+        }
+        !self.spill.is_empty() && self.spill.remove(id).is_some()
+    }
+
     fn grow(&mut self) {
         let n = self.slots.len() * 2;
         let old = std::mem::take(&mut self.slots);

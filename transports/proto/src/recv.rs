@@ -3,7 +3,7 @@
 
 use crate::engine::{CtxUse, Engine, In, Stage, Token, Unexp, Wire};
 use crate::send::gone;
-use crate::wire::{Header, Kind, FLAG_INTERNAL, FLAG_READY, FLAG_SYNC};
+use crate::wire::{Fixed, Header, Kind, FLAG_INTERNAL, FLAG_READY, FLAG_SYNC};
 use crate::{EventKind, Key, Op, Placement, ProtoError, Rank, Space, Tag};
 
 /// What of the first packet's payload is where.
@@ -62,7 +62,8 @@ impl Engine {
         &mut self,
         now: u64,
         peer: Rank,
-        h: Header,
+        h: &Fixed,
+        key: Option<Key>,
         bytes: &[u8],
         start: usize,
     ) -> Result<Option<Placement>, ProtoError> {
@@ -85,7 +86,7 @@ impl Engine {
         if h.kind == Kind::RawSend && h.payload_len as u64 != h.len {
             return Err(ProtoError::bad(peer, "raw send split over packets"));
         }
-        if let (Kind::RtsRead, Some(k)) = (h.kind, &h.key) {
+        if let (Kind::RtsRead, Some(k)) = (h.kind, &key) {
             if k.len < h.len {
                 return Err(ProtoError::key(
                     peer,
@@ -123,7 +124,7 @@ impl Engine {
                 h.len,
                 h.kind,
                 h.flags,
-                h.key,
+                key,
                 Data::Live { bytes, start },
             );
         }
@@ -150,7 +151,7 @@ impl Engine {
             len: h.len,
             kind: h.kind,
             flags: h.flags,
-            key: h.key,
+            key,
             data,
         });
         Ok(None)
@@ -236,7 +237,10 @@ impl Engine {
                     self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
                 }
                 if n == len {
-                    self.incoming.remove(&(peer, seq));
+                    // (A hash lookup per message only when trains are in flight.)
+                    if !self.incoming.is_empty() {
+                        self.incoming.remove(&(peer, seq));
+                    }
                     self.finish(id);
                 } else {
                     self.incoming.insert((peer, seq), In::Req(id));
