@@ -136,14 +136,19 @@ pub(super) fn pingpong(
     } = pp;
     match (comm.rank(), pp.read) {
         (0, false) => {
+            // One clock read per round trip, as ucx_perftest times its
+            // iterations: an iteration's end is the next one's start
+            // (nothing happens between them), and a second read would add
+            // its cost (~9 ns of TSC under a VM) to every round trip.
+            let mut prev = comm.now();
             for i in 0..n {
-                let t0 = comm.now();
                 comm.send(sbuf, 0, len, 1, tag)?;
                 comm.recv(rbuf, 0, len, Some(1), Some(tag))?;
-                let t1 = comm.now();
+                let t = comm.now();
                 if i >= warm {
-                    ticks[i - warm] = t1.wrapping_sub(t0);
+                    ticks[i - warm] = t.wrapping_sub(prev);
                 }
+                prev = t;
             }
         }
         (1, false) if pp.stamp_partner => {
