@@ -50,7 +50,9 @@ impl EngineComm {
                 } => {
                     // Sent inside the call: the engine hears of it now
                     // rather than from a later poll.
-                    let sent = self.t.post_send_inline(peer, &header, payload.map(ls), ctx)?;
+                    let sent = self
+                        .t
+                        .post_send_inline(peer, &header, payload.map(ls), ctx)?;
                     self.eng.recycle_header(header);
                     if sent {
                         let now = self.stamp();
