@@ -172,7 +172,7 @@ pub struct Engine {
     pub(crate) reqs: IdMap<Req>,
     /// Sends that finished as they were posted, until taken (`send_now`).
     pub(crate) finished: IdMap<Status>,
-    pub(crate) posted: VecDeque<u64>,
+    pub(crate) posted: VecDeque<crate::recv::Posted>,
     pub(crate) unexpected: VecDeque<Unexp>,
     pub(crate) unexpected_bytes: usize,
     pub(crate) incoming: HashMap<(Rank, u32), In>,
@@ -400,11 +400,11 @@ impl Engine {
         );
         let r = match wire {
             Wire::RawWrite | Wire::RawRead => self.raw_recv(now, id),
-            _ => self.post_recv(now, id),
+            _ => self.post_recv(now, id, src, tag, space),
         };
         if r.is_err() {
             self.reqs.remove(&id);
-            self.posted.retain(|&x| x != id);
+            self.posted.retain(|p| p.id != id);
         }
         r.map(|_| ReqId(id))
     }

@@ -40,18 +40,22 @@ impl<V> Default for IdMap<V> {
 }
 
 impl<V> IdMap<V> {
+    #[inline]
     fn slot(&self, id: u64) -> usize {
         (id as usize) & (self.slots.len().wrapping_sub(1))
     }
 
+    #[inline]
     pub fn len(&self) -> usize {
         self.direct + self.spill.len()
     }
 
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    #[inline]
     pub fn get(&self, id: &u64) -> Option<&V> {
         if !self.slots.is_empty() {
             if let Some((k, v)) = &self.slots[self.slot(*id)] {
@@ -66,6 +70,7 @@ impl<V> IdMap<V> {
         self.spill.get(id)
     }
 
+    #[inline]
     pub fn get_mut(&mut self, id: &u64) -> Option<&mut V> {
         if !self.slots.is_empty() {
             let s = self.slot(*id);
@@ -80,6 +85,7 @@ impl<V> IdMap<V> {
     }
 
     /// Insert or replace; returns the value `id` had.
+    #[inline]
     pub fn insert(&mut self, id: u64, v: V) -> Option<V> {
         if !self.spill.is_empty() && self.spill.contains_key(&id) {
             return self.spill.insert(id, v);
@@ -105,6 +111,7 @@ impl<V> IdMap<V> {
         None
     }
 
+    #[inline]
     pub fn remove(&mut self, id: &u64) -> Option<V> {
         if !self.slots.is_empty() {
             let s = self.slot(*id);
@@ -123,6 +130,7 @@ impl<V> IdMap<V> {
     /// (one more bit of each id picks among twice as many).
     /// Drop the entry for `id`, if any, where it lies ([`remove`](Self::remove)
     /// without moving a large value out first); true if there was one.
+    #[inline]
     pub fn discard(&mut self, id: &u64) -> bool {
         if !self.slots.is_empty() {
             let s = self.slot(*id);

@@ -14,19 +14,36 @@ enum Data<'a> {
     Buffered(Vec<u8>),
 }
 
-impl Engine {
-    fn matches(&self, id: u64, peer: Rank, tag: Tag, space: Space) -> bool {
-        let Some(r) = self.reqs.get(&id) else {
-            return false;
-        };
-        r.space == space && r.peer.map_or(true, |p| p == peer) && r.tag.map_or(true, |t| t == tag)
-    }
+/// A posted receive as matching sees it: its selectors kept beside its id,
+/// so an arrival is matched without reading the request's state.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Posted {
+    pub id: u64,
+    pub peer: Option<Rank>,
+    pub tag: Option<Tag>,
+    pub space: Space,
+}
 
-    pub(crate) fn post_recv(&mut self, now: u64, id: u64) -> Result<(), ProtoError> {
-        let (src, tag, space) = {
-            let r = &self.reqs[&id];
-            (r.peer, r.tag, r.space)
-        };
+impl Posted {
+    fn matches(&self, peer: Rank, tag: Tag, space: Space) -> bool {
+        self.space == space
+            && self.peer.map_or(true, |p| p == peer)
+            && self.tag.map_or(true, |t| t == tag)
+    }
+}
+
+impl Engine {
+    /// Match receive `id` (selectors `src`, `tag`, `space`, passed in
+    /// rather than read back from the state just stored) against the
+    /// unexpected messages, or queue it.
+    pub(crate) fn post_recv(
+        &mut self,
+        now: u64,
+        id: u64,
+        src: Option<Rank>,
+        tag: Option<Tag>,
+        space: Space,
+    ) -> Result<(), ProtoError> {
         let pos = self.unexpected.iter().position(|u| {
             u.space == space
                 && src.map_or(true, |p| p == u.peer)
@@ -51,7 +68,12 @@ impl Engine {
                 .map(|_| ())
             }
             None => {
-                self.posted.push_back(id);
+                self.posted.push_back(Posted {
+                    id,
+                    peer: src,
+                    tag,
+                    space,
+                });
                 Ok(())
             }
         }
@@ -112,9 +134,9 @@ impl Engine {
         let pos = self
             .posted
             .iter()
-            .position(|&id| self.matches(id, peer, h.tag, space));
+            .position(|p| p.matches(peer, h.tag, space));
         if let Some(i) = pos {
-            let id = self.posted.remove(i).expect("position is in range");
+            let id = self.posted.remove(i).expect("position is in range").id;
             return self.accept(
                 now,
                 id,

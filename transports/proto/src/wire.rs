@@ -115,6 +115,7 @@ pub struct Header {
 
 impl Header {
     /// A header with no key or payload.
+    #[inline]
     pub fn ctrl(kind: Kind, seq: u32, tag: u32, len: u64) -> Header {
         Header {
             kind,
@@ -136,6 +137,7 @@ impl Header {
     }
 
     /// [`Self::encode`] into `out` (cleared first), reusing its allocation.
+    #[inline]
     pub fn encode_into(&self, out: &mut Vec<u8>) {
         let key_len = self.key.as_ref().map_or(0, |k| 18 + k.blob.len());
         // The fixed part assembled in an array and appended at once: one
@@ -260,7 +262,7 @@ impl Fixed {
 
 /// Check a packet's fixed header and lengths (every check of [`decode`]
 /// except the key's own fields).
-#[inline]
+#[inline(always)]
 pub fn decode_fixed(b: &[u8]) -> Result<Fixed, String> {
     if b.len() < HEADER_LEN {
         return Err(format!(
