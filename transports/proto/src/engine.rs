@@ -170,8 +170,14 @@ pub struct Engine {
     pub(crate) cfg: Config,
     pub(crate) next_id: u64,
     pub(crate) reqs: IdMap<Req>,
-    /// Sends that finished as they were posted, until taken (`send_now`).
+    /// Sends that finished as they were posted, until taken (`send_now`),
+    /// but for the latest one, which waits in `last_id`/`last_status`.
     pub(crate) finished: IdMap<Status>,
+    /// The latest send that finished as posted (0: none), kept in plain
+    /// fields: a blocking send retires it at once, and the table's insert
+    /// and remove of a just-built status stalled on store forwarding.
+    pub(crate) last_id: u64,
+    pub(crate) last_status: Status,
     pub(crate) posted: VecDeque<crate::recv::Posted>,
     pub(crate) unexpected: VecDeque<Unexp>,
     pub(crate) unexpected_bytes: usize,
@@ -211,6 +217,12 @@ impl Engine {
             next_id: 1,
             reqs: IdMap::default(),
             finished: IdMap::default(),
+            last_id: 0,
+            last_status: Status {
+                source: 0,
+                tag: 0,
+                len: 0,
+            },
             posted: VecDeque::new(),
             unexpected: VecDeque::new(),
             unexpected_bytes: 0,
@@ -527,7 +539,12 @@ impl Engine {
 
     /// Retire `req` if it finished: its status or its error. `None` while
     /// it is still in progress (or unknown).
+    #[inline]
     pub fn take(&mut self, req: ReqId) -> Option<Result<Status, ProtoError>> {
+        if req.0 == self.last_id {
+            self.last_id = 0;
+            return Some(Ok(self.last_status));
+        }
         if !self.finished.is_empty() {
             if let Some(st) = self.finished.remove(&req.0) {
                 return Some(Ok(st));
@@ -583,7 +600,7 @@ impl Engine {
 
     /// Number of requests not yet retired (for leak checks and shutdown).
     pub fn in_flight(&self) -> usize {
-        self.reqs.len() + self.finished.len()
+        self.reqs.len() + self.finished.len() + usize::from(self.last_id != 0)
     }
 
     /// Direction, peer (None: any source not matched yet) and size of

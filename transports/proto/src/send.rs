@@ -29,7 +29,11 @@ impl Engine {
             tag,
             len: src.len,
         };
-        self.finished.insert(id, st);
+        if self.last_id != 0 {
+            self.finished.insert(self.last_id, self.last_status);
+        }
+        self.last_id = id;
+        self.last_status = st;
     }
 
     /// The packets of an eager message of `buf` (one, or a train of
