@@ -26,6 +26,7 @@
 //! | [`Transport::poll`] | `ibv_poll_cq` | `ucp_worker_progress` + request callbacks | `fi_cq_read` (+ `fi_cq_readerr`) |
 //! | [`Transport::wait_fd`] | completion channel fd (`ibv_get_cq_event`) | `ucp_worker_get_efd` + `ucp_worker_arm` | `fi_control(FI_GETWAIT)` |
 //! | [`Transport::tsend`] / [`Transport::trecv`] (native) | — | `ucp_tag_send_nbx` / `ucp_tag_recv_nbx` / `ucp_tag_send_sync_nbx` | `fi_tsend` / `fi_trecv` |
+//! | [`Transport::post_send_inline`] / [`Transport::tsend_inline`] (done inside the call: no completion queued) | never (default) | `FORCE_IMM_CMPL` sends | `fi_inject` / `fi_tinject` |
 //! | [`Transport::address`] / [`Transport::connect`] | LID, GID, QPN, PSN → `ibv_modify_qp` RTR/RTS | `ucp_worker_get_address` → `ucp_ep_create` | `fi_getname` → `fi_av_insert` |
 
 mod caps;

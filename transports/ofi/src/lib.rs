@@ -10,7 +10,7 @@
 //! | post_write | `fi_writemsg(FI_DELIVERY_COMPLETE)`, or `fi_writemsg` + a 1-byte `fi_read` fence (shm's default; providers without delivery completion) | completion = visible at the target |
 //! | post_read | `fi_read` | |
 //! | poll / wait_fd | `fi_cq_read` + `fi_cq_readerr`/`fi_cq_strerror` / `FI_GETWAIT` + `fi_trywait` | |
-//! | tsend / trecv | `fi_tsend`, ssend: `fi_tsendmsg(FI_MATCH_COMPLETE)` where offered, `FI_DELIVERY_COMPLETE` on shm (which holds it until the match), else n/a: tcp;ofi_rxm and sockets complete it into their unexpected buffer, `fi_trecv` with an ignore mask | tag = source rank << 32 \| tag |
+//! | tsend / trecv | `fi_tinject` up to `inject_size`, else `fi_tsend`; ssend: `fi_tsendmsg(FI_MATCH_COMPLETE)` where offered, `FI_DELIVERY_COMPLETE` on shm (which holds it until the match), else n/a: tcp;ofi_rxm and sockets complete it into their unexpected buffer, `fi_trecv` with an ignore mask | tag = source rank << 32 \| tag |
 //!
 //! **Posting never fails for `-FI_EAGAIN`**: the post waits, in order, in
 //! a backlog that `poll` retries after reading the CQ (tcp and shm free

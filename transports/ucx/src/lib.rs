@@ -6,11 +6,11 @@
 //! | context, worker | `ucp_init` (AM, RMA, TAG, WAKEUP), one `ucp_worker_create` | `UCX_TLS` from `--ucx-tls` plus `self`; `UCX_NET_DEVICES=lo` for tcp unless set — applied with `ucp_config_modify`, the process environment is left alone; a list that leaves only `self` is refused |
 //! | address / connect | `ucp_worker_get_address` (behind ovbench's pid header) / `ucp_ep_create` per peer, then `ucp_ep_flush_nbx` to finish wire-up | error mode `PEER` where a network transport is listed; same-host peers' pids are watched too, so a dead peer becomes an error completion also over shared memory |
 //! | register / key | `ucp_mem_map` of transport memory, `ucp_rkey_pack` blob sealed with range, serial and checksum | peer keys checked before `ucp_ep_rkey_unpack` (first use), cached; `deregister` revokes the key at every peer by active message |
-//! | post_send | `ucp_am_send_nbx` (eager), handler copies into transport buffers | never the tag API: own protocols are ovbench's own; per-peer sequence numbers keep posting order |
+//! | post_send | `ucp_am_send_nbx` (eager), handler copies into transport buffers; up to 256 bytes first from a stack buffer with `FORCE_IMM_CMPL` (done inside the call, no request) | never the tag API: own protocols are ovbench's own; per-peer sequence numbers keep posting order |
 //! | post_write | `ucp_put_nbx` then `ucp_ep_flush_nbx` | completion only after the flush: the data is visible at the target |
 //! | post_read | `ucp_get_nbx` | |
 //! | poll / wait_fd | `ucp_worker_progress` + callback queue / `ucp_worker_get_efd` + `ucp_worker_arm` | |
-//! | tsend / trecv | `ucp_tag_send_nbx`, `ucp_tag_send_sync_nbx`, `ucp_tag_recv_nbx` | tag = source rank << 32 \| tag, so wildcards and the source work |
+//! | tsend / trecv | `ucp_tag_send_nbx` (first with `FORCE_IMM_CMPL`), `ucp_tag_send_sync_nbx`, `ucp_tag_recv_nbx` | tag = source rank << 32 \| tag, so wildcards and the source work |
 //!
 //! **RMA progress.** Over `tcp`, UCX 1.13 has no put/get lane and emulates
 //! RMA with active messages that the target's UCX serves when it
