@@ -26,7 +26,10 @@
 //! * a send that finished inside the call (`Ok(true)` from
 //!   [`post_send_inline`](crate::Transport::post_send_inline) or
 //!   [`tsend_inline`](crate::Transport::tsend_inline)) never completes
-//!   through `poll`, and one in flight (`Ok(false)`) completes once.
+//!   through `poll`, and one in flight (`Ok(false)`) completes once;
+//! * a [`trecv_wait`](crate::Transport::trecv_wait) is `Unsupported`, or
+//!   receives, times out, withdraws and refuses truncation without ever
+//!   queueing a completion.
 
 use std::time::Duration;
 
@@ -38,6 +41,7 @@ mod messages;
 mod net;
 mod progress;
 mod rma;
+mod wait;
 
 pub use endpoint::{identity_and_caps, regions};
 pub use inline::{inline_send_contract, inline_tsend_contract};
@@ -49,6 +53,7 @@ pub use rma::{
     deregistered_key_rejected, garbled_key_rejected, key_through_the_wire, out_of_range_rejected,
     read_returns_target_bytes, write_visible_on_completion,
 };
+pub use wait::trecv_wait_contract;
 
 /// A job's endpoints, index = rank.
 pub type Endpoints = Vec<Box<dyn Transport>>;
@@ -119,7 +124,7 @@ macro_rules! conformance_tests {
             out_of_range_rejected, deregistered_key_rejected, garbled_key_rejected,
             many_outstanding, key_through_the_wire, block_returns_when_ready,
             tagged_or_unsupported, inline_send_contract, inline_tsend_contract,
-            peer_dropped_reported);
+            trecv_wait_contract, peer_dropped_reported);
     };
     (@consts; $($name:ident),* $(,)?) => {
         /// Every check, by name.
