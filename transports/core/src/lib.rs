@@ -27,6 +27,7 @@
 //! | [`Transport::wait_fd`] | completion channel fd (`ibv_get_cq_event`) | `ucp_worker_get_efd` + `ucp_worker_arm` | `fi_control(FI_GETWAIT)` |
 //! | [`Transport::tsend`] / [`Transport::trecv`] (native) | — | `ucp_tag_send_nbx` / `ucp_tag_recv_nbx` / `ucp_tag_send_sync_nbx` | `fi_tsend` / `fi_trecv` |
 //! | [`Transport::post_send_inline`] / [`Transport::tsend_inline`] (done inside the call: no completion queued) | never (default) | `FORCE_IMM_CMPL` sends | `fi_inject` / `fi_tinject` |
+//! | [`Transport::trecv_wait`] (a blocking native receive waited for inside the transport) | — | `ucp_tag_recv_nbx` into a stack slot, then `ucp_worker_progress` until its callback ran | — (posted and polled) |
 //! | [`Transport::address`] / [`Transport::connect`] | LID, GID, QPN, PSN → `ibv_modify_qp` RTR/RTS | `ucp_worker_get_address` → `ucp_ep_create` | `fi_getname` → `fi_av_insert` |
 
 mod caps;
@@ -55,7 +56,7 @@ pub use error::{OpKind, TransportError};
 pub use instrument::{Instrumentation, OverlapReport, XferTable};
 pub use key::{RemoteKey, RemoteKeyError, MAX_KEY_BLOB};
 pub use transport::{
-    Completion, Ctx, LocalSlice, MrHandle, Rank, RegionId, Tag, Transport, TransportInfo,
+    Completion, Ctx, LocalSlice, MrHandle, Rank, RegionId, Tag, Transport, TransportInfo, Waited,
 };
 pub use work::Work;
 pub use work_loop::WorkLoop;

@@ -88,6 +88,17 @@ pub struct TransportInfo {
     pub extra: Vec<(String, String)>,
 }
 
+/// How a [`Transport::trecv_wait`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Waited {
+    /// The receive matched a message from `peer` with `tag`, of `len` bytes.
+    Done { peer: Rank, tag: Tag, len: usize },
+    /// Nothing matched within the time allowed; the receive was withdrawn.
+    TimedOut,
+    /// The transport has no such path: post and poll instead.
+    Unsupported,
+}
+
 /// One finished operation or one arrived message.
 #[derive(Debug)]
 pub enum Completion {
@@ -276,6 +287,23 @@ pub trait Transport: Send {
         ctx: Ctx,
     ) -> Result<bool, TransportError> {
         self.tsend(peer, tag, src, sync, ctx).map(|()| false)
+    }
+    /// A native tagged receive completed before returning: posted, then
+    /// the library driven until it matched, for a caller with nothing else
+    /// in flight (a blocking receive). It needs no queued completion, no
+    /// request table and no poll loop of the caller's: on shared memory
+    /// those were a third of a small message's one-way time. After
+    /// `timeout` (or once the peer is found dead, an error) the receive is
+    /// withdrawn. The default is [`Waited::Unsupported`].
+    fn trecv_wait(
+        &mut self,
+        src: Option<Rank>,
+        tag: Option<Tag>,
+        dst: LocalSlice,
+        timeout: Duration,
+    ) -> Result<Waited, TransportError> {
+        let _ = (src, tag, dst, timeout);
+        Ok(Waited::Unsupported)
     }
     /// Native tagged receive; `None` is a wildcard.
     fn trecv(

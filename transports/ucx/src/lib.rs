@@ -11,6 +11,7 @@
 //! | post_read | `ucp_get_nbx` | |
 //! | poll / wait_fd | `ucp_worker_progress` + callback queue / `ucp_worker_get_efd` + `ucp_worker_arm` | |
 //! | tsend / trecv | `ucp_tag_send_nbx` (first with `FORCE_IMM_CMPL`), `ucp_tag_send_sync_nbx`, `ucp_tag_recv_nbx` | tag = source rank << 32 \| tag, so wildcards and the source work |
+//! | trecv_wait | `ucp_tag_recv_nbx` whose callback fills a slot on the waiting frame, `ucp_worker_progress` until it ran (`ucp_request_cancel` at the deadline or a dead peer) | a blocking native receive as ucx_perftest waits for one; not with `--progress thread` |
 //!
 //! **RMA progress.** Over `tcp`, UCX 1.13 has no put/get lane and emulates
 //! RMA with active messages that the target's UCX serves when it

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use ovbench_core::{
     Caps, Completion, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RegionId, RemoteKey,
-    RmaKind, Tag, Transport, TransportError, TransportInfo,
+    RmaKind, Tag, Transport, TransportError, TransportInfo, Waited,
 };
 use ovbench_ucx_sys as sys;
 
@@ -24,6 +24,7 @@ use ovbench_core::fabric::peer_watch::{self, PeerWatch};
 
 mod lifecycle;
 mod sends;
+mod wait;
 
 /// Largest two-sided message (ovbench header plus payload).
 pub const EAGER_BUF_SIZE: usize = 64 * 1024;
@@ -672,6 +673,16 @@ impl Transport for UcxTransport {
         ctx: Ctx,
     ) -> Result<bool, TransportError> {
         self.tag_send(peer, tag, src, sync, ctx)
+    }
+
+    fn trecv_wait(
+        &mut self,
+        src: Option<Rank>,
+        tag: Option<Tag>,
+        dst: LocalSlice,
+        timeout: Duration,
+    ) -> Result<Waited, TransportError> {
+        self.recv_here(src, tag, dst, timeout)
     }
 
     fn trecv(

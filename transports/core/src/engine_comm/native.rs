@@ -19,7 +19,7 @@ use super::{range, EngineConfig};
 use crate::instrument::{Instrumentation, XferTable};
 use crate::{
     Buf, Caps, Clock, CommInfo, Communicator, Completion, LocalSlice, OpCounts, OpKind, Rank, Req,
-    SendMode, Source, Status, Tag, TagSel, Transport, TransportError, TransportInfo, Work,
+    SendMode, Source, Status, Tag, TagSel, Transport, TransportError, TransportInfo, Waited, Work,
 };
 
 /// First tag the native barrier uses (user tags must stay below it).
@@ -308,6 +308,18 @@ impl NativeComm {
         }
     }
 
+    /// The timeout of a blocking receive the transport waited for.
+    #[cold]
+    fn recv_timeout(&self, src: Source, tag: TagSel, len: usize) -> TransportError {
+        let who = src.map_or("any rank".to_string(), |p| format!("rank {p}"));
+        let what = format!(
+            "rank {}: native receive of {len} bytes from {who} (tag {})",
+            self.rank,
+            tag.map_or("any".to_string(), |t| t.to_string())
+        );
+        shared::timeout(&self.cfg, src, what)
+    }
+
     fn timeout_error(&self, id: u64) -> TransportError {
         let Some(r) = self.reqs.get(&id) else {
             return TransportError::Invalid(format!("request {id} is not pending"));
@@ -425,7 +437,42 @@ impl Communicator for NativeComm {
     }
 
     // Blocking calls are one call each for the instrumentation.
-    blocking_as_one_call!(call_once);
+    blocking_as_one_call!(@sends call_once; send isend, ssend issend, rsend irsend, bsend ibsend);
+    blocking_as_one_call!(@rest call_once);
+
+    fn recv(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Result<Status, TransportError> {
+        // With nothing else in flight and nothing recorded, the transport
+        // may wait for the message itself (`trecv_wait`); else, or where
+        // it cannot, post and wait as every other call does.
+        if self.instr.is_none() && self.reqs.is_empty() && !self.cfg.oversubscribed {
+            let s = range(buf, off, len, "receive")?;
+            let ls = LocalSlice::new(buf.region, s.offset, s.len);
+            match self.t.trecv_wait(src, tag, ls, self.cfg.timeout)? {
+                Waited::Done { peer, tag, len } => {
+                    return Ok(Status {
+                        source: peer,
+                        tag,
+                        len,
+                    })
+                }
+                Waited::TimedOut => {
+                    return Err(self.recv_timeout(src, tag, len));
+                }
+                Waited::Unsupported => {}
+            }
+        }
+        self.call_once(|c| {
+            let r = c.irecv(buf, off, len, src, tag)?;
+            c.wait(r)
+        })
+    }
 
     fn enable_instrumentation(&mut self, table: XferTable) -> Result<(), TransportError> {
         shared::enable(&mut self.instr, self.clock.as_ref(), table);

@@ -134,7 +134,10 @@ macro_rules! blocking_as_one_call {
     )*};
     ($call:ident) => {
         blocking_as_one_call!(@sends $call; send isend, ssend issend, rsend irsend, bsend ibsend);
-
+        blocking_as_one_call!(@recv $call);
+        blocking_as_one_call!(@rest $call);
+    };
+    (@recv $call:ident) => {
         fn recv(
             &mut self,
             buf: Buf,
@@ -148,7 +151,8 @@ macro_rules! blocking_as_one_call {
                 c.wait(r)
             })
         }
-
+    };
+    (@rest $call:ident) => {
         fn sendrecv(
             &mut self,
             sbuf: Buf,
