@@ -117,17 +117,30 @@ fn overlap_native_is_call_bounded_and_rdma_read_has_true_bounds() {
     assert!(last["comp_ns"].as_f64().unwrap() > 0.0, "{last}");
     assert!(side(last, "sender", "max_overlap_ns") > 0.0, "{last}");
     // rdma-read: the engine stamps the real transfer, so some transfer
-    // with computation beside it has a positive lower bound.
-    let read = overlap(&dir, "rdma-read");
-    let positive_min = read
-        .iter()
-        .filter(|r| r["comp_ns"].as_f64().unwrap() > 0.0)
-        .any(|r| {
-            side(r, "sender", "min_overlap_ns") > 0.0 || side(r, "receiver", "min_overlap_ns") > 0.0
-        });
+    // with computation beside it has a positive lower bound. Five
+    // transfers per step are few: a run on a loaded machine may show none,
+    // so up to three runs are asked for one that does.
+    let positive_min = |rows: &[serde_json::Value]| {
+        rows.iter()
+            .filter(|r| r["comp_ns"].as_f64().unwrap() > 0.0)
+            .any(|r| {
+                side(r, "sender", "min_overlap_ns") > 0.0
+                    || side(r, "receiver", "min_overlap_ns") > 0.0
+            })
+    };
+    let mut runs = Vec::new();
+    while runs.len() < 3 {
+        let read = overlap(&dir, "rdma-read");
+        let found = positive_min(&read);
+        runs.push(read);
+        if found {
+            break;
+        }
+    }
     assert!(
-        positive_min,
-        "rdma-read never reported a positive lower bound: {read:?}"
+        positive_min(runs.last().unwrap()),
+        "rdma-read never reported a positive lower bound in {} runs: {runs:?}",
+        runs.len()
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
