@@ -1,7 +1,8 @@
 """What ci/bench/tcp, ci/bench/ucx and ci/bench/ofi share: building the
 release binary, running ovbench and the peer tools (ucx_perftest,
 fi_pingpong) with each process on its own core, alternating runs, medians,
-and the `ratio ...` lines with both command lines.
+and the `ratio ...` lines (the median of per-run ratios) with both command
+lines.
 
 Conventions (DESIGN.md, Conventions): ovbench's ranks are pinned by its
 launcher to cores 0 and 1, the peer tool's two processes by taskset to the
@@ -159,12 +160,22 @@ def med(xs, key):
 
 def ratio(label, a, b, key, goal=None, unit="us"):
     """`ratio LABEL A-tool x / B-tool y = r (goal)` with both command lines.
-    `a` and `b` are lists of runs (medians taken), each carrying its command."""
+    `a` and `b` are lists of runs, each carrying its command; x and y are
+    their medians. r is the median of the runs' own ratios (run i of A over
+    run i of B, taken seconds apart by `alternate`): this VM's vCPUs
+    sometimes run several times slower for minutes, which shifts both
+    sides of a pair but skews a ratio of medians whose runs straddle it."""
     x, y = med(a, key), med(b, key)
-    r = x / y if y else float("nan")
+    pairs = [p[key] / q[key] for p, q in zip(a, b) if q[key]]
+    r = statistics.median(pairs) if pairs else float("nan")
     tail = f" (goal {goal})" if goal else ""
     kind = "p50" if key.startswith("p50") else ("mean" if key.startswith("mean") else key)
-    print(f"ratio {label:<40} {kind} {x:10.3f} {unit} / {y:10.3f} {unit} = {r:6.3f}{tail}")
+    print(f"ratio {label:<40} {kind} {x:10.3f} {unit} / {y:10.3f} {unit} = {r:6.3f}{tail}"
+          f" [median of {len(pairs)} paired runs]")
+    lo, hi = min(q[key] for q in b), max(q[key] for q in b)
+    if lo > 0 and hi / lo > 1.5:
+        print(f"#   note: B ranged {lo:.3f}-{hi:.3f} {unit} over the runs: the host changed "
+              f"speed; per-run ratios {', '.join(f'{v:.3f}' for v in pairs)}")
     print(f"#   A: {a[0]['cmd']}")
     print(f"#   B: {b[0]['cmd']}")
     return r
