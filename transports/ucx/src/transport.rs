@@ -181,6 +181,30 @@ impl UcxTransport {
         }
     }
 
+    /// A tagged receive's UCX tag and mask for source `src` and `tag`
+    /// (`None`: any), after checking the source is a rank of the job.
+    fn recv_selector(
+        &self,
+        src: Option<Rank>,
+        tag: Option<Tag>,
+    ) -> Result<(u64, u64), TransportError> {
+        if let Some(s) = src {
+            if s >= self.size {
+                return Err(TransportError::Invalid(format!(
+                    "tagged receive from rank {s}, but the job has {} ranks",
+                    self.size
+                )));
+            }
+        }
+        let utag = (u64::from(src.unwrap_or(0)) << TAG_SRC_SHIFT) | u64::from(tag.unwrap_or(0));
+        let mask = if src.is_some() {
+            0xffff_ffff_0000_0000
+        } else {
+            0
+        } | if tag.is_some() { 0xffff_ffff } else { 0 };
+        Ok((utag, mask))
+    }
+
     fn shared_ptr(&self) -> *const Shared {
         &*self.shared
     }
@@ -692,21 +716,8 @@ impl Transport for UcxTransport {
         dst: LocalSlice,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        if let Some(s) = src {
-            if s >= self.size {
-                return Err(TransportError::Invalid(format!(
-                    "tagged receive from rank {s}, but the job has {} ranks",
-                    self.size
-                )));
-            }
-        }
+        let (utag, mask) = self.recv_selector(src, tag)?;
         let p = self.mem.ptr(dst)?;
-        let utag = (u64::from(src.unwrap_or(0)) << TAG_SRC_SHIFT) | u64::from(tag.unwrap_or(0));
-        let mask = if src.is_some() {
-            0xffff_ffff_0000_0000
-        } else {
-            0
-        } | if tag.is_some() { 0xffff_ffff } else { 0 };
         let op = self.op(ctx, src.unwrap_or(self.rank), OpKind::TaggedRecv, None);
         // UCX 1.13 does not fill RECV_INFO when a receive matches an
         // unexpected message inside the call, so immediate completion is

@@ -60,21 +60,8 @@ impl UcxTransport {
         if self.thread.is_some() {
             return Ok(Waited::Unsupported);
         }
-        if let Some(s) = src {
-            if s >= self.size {
-                return Err(TransportError::Invalid(format!(
-                    "tagged receive from rank {s}, but the job has {} ranks",
-                    self.size
-                )));
-            }
-        }
+        let (utag, mask) = self.recv_selector(src, tag)?;
         let p = self.mem.ptr(dst)?;
-        let utag = (u64::from(src.unwrap_or(0)) << TAG_SRC_SHIFT) | u64::from(tag.unwrap_or(0));
-        let mask = if src.is_some() {
-            0xffff_ffff_0000_0000
-        } else {
-            0
-        } | if tag.is_some() { 0xffff_ffff } else { 0 };
         let mut slot = Slot {
             done: false,
             status: sys::UCS_OK,
