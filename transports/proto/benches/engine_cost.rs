@@ -2,8 +2,9 @@
 //! side (isend, its packet handed out and completed, the request
 //! retired), the receiver's side (irecv, the packet's arrival, the
 //! request retired) and both together. Run with
-//! `cargo bench -p ovbench-proto --bench engine_cost [-- sender|receiver|both]`
-//! (one side alone, e.g. under a profiler).
+//! `cargo bench -p ovbench-proto --bench engine_cost [-- sender|direct|receiver|both]`
+//! (one side alone, e.g. under a profiler; `direct`: the sender as
+//! `isend_direct` posts it).
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -72,6 +73,23 @@ fn main() {
         });
 
         line.push(format!("sender {sender:.0} ns"));
+    }
+    if run("direct") {
+        // The sender's side as EngineComm drives a one-packet eager send:
+        // isend_direct's header posted at once, no operation queue.
+        let mut a = engine(0);
+        let src = Slice::new(0, 0, payload.len());
+        let mut hdr = Vec::new();
+        let direct = best(|i| {
+            let d = a
+                .isend_direct(i, src, src, 1, 1, Mode::Standard, Space::User, &mut hdr)
+                .expect("isend_direct")
+                .expect("a one-packet eager send");
+            black_box(&hdr);
+            a.on_completion(i, d.ctx).expect("completion");
+            black_box(a.take(d.req));
+        });
+        line.push(format!("sender, direct {direct:.0} ns"));
     }
     if run("receiver") {
         // The receiver takes copies of one packet with the sequence number

@@ -619,7 +619,7 @@ impl Engine {
         id
     }
 
-    fn choose(&self, len: usize, mode: Mode, space: Space) -> Wire {
+    pub(crate) fn choose(&self, len: usize, mode: Mode, space: Space) -> Wire {
         if space == Space::Internal {
             return Wire::Eager;
         }
@@ -682,41 +682,14 @@ impl Engine {
         payload: Option<Slice>,
         u: CtxUse,
     ) -> u64 {
-        // Nothing waits on this completion and it records nothing: the
-        // transport may deliver it late (see [`QUIET_CTX`]).
-        let quiet = match &u {
-            CtxUse::Ctrl { req: None } => true,
-            CtxUse::Packet {
-                xfer, req: None, ..
-            } => *xfer == 0 || !self.cfg.instrument,
-            _ => false,
-        };
-        let ctx = self.new_id() | if quiet { QUIET_CTX } else { 0 };
-        // A packet with no request and no transfer id, or a bare control
-        // message, does nothing when it completes: no table entry for it.
-        let inert = matches!(
-            u,
-            CtxUse::Ctrl { req: None }
-                | CtxUse::Packet {
-                    xfer: 0,
-                    req: None,
-                    ..
-                }
-        );
-        if !inert {
-            self.ctxs.insert(ctx, u);
-        }
-        // The communicator's own traffic (barrier) is not the protocol's work.
-        if h.flags & wire::FLAG_INTERNAL == 0 {
-            self.counts.sends += 1;
-            self.counts.bytes += payload.map_or(0, |p| p.len as u64);
-        }
+        let payload = payload.filter(|p| p.len > 0);
+        let ctx = self.packet_ctx(h.flags, payload, u);
         let mut header = self.hdr_pool.pop().unwrap_or_default();
         h.encode_into(&mut header);
         self.ops.push_back(Op::Send {
             peer,
             header,
-            payload: payload.filter(|p| p.len > 0),
+            payload,
             ctx,
         });
         ctx

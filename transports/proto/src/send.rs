@@ -1,8 +1,10 @@
 //! The sender's side of every protocol, and the registration dispatch.
 
-use crate::engine::{CtxUse, Engine, Stage, Token, Wire};
+use crate::engine::{CtxUse, Engine, Stage, Token, Wire, QUIET_CTX};
 use crate::wire::{Header, Kind, FLAG_INTERNAL, FLAG_READY, FLAG_SYNC};
-use crate::{EventKind, Key, Mode, MrId, Op, ProtoError, Rank, Slice, Space, Status, Tag};
+use crate::{
+    Direct, EventKind, Key, Mode, MrId, Op, ProtoError, Rank, ReqId, Slice, Space, Status, Tag,
+};
 
 impl Engine {
     /// Header flags for a send request.
@@ -24,16 +26,116 @@ impl Engine {
         space: Space,
     ) {
         self.eager_packets(now, peer, tag, seq, src, flags(mode, space));
-        let st = Status {
-            source: peer,
-            tag,
-            len: src.len,
-        };
+        self.finished_as_posted(id, peer, tag, src.len);
+    }
+
+    /// Send `id` (to `peer`, `tag`, `len` bytes) finished as it was posted:
+    /// its status waits for [`Engine::take`], the latest in plain fields.
+    fn finished_as_posted(&mut self, id: u64, peer: Rank, tag: Tag, len: usize) {
         if self.last_id != 0 {
             self.finished.insert(self.last_id, self.last_status);
         }
         self.last_id = id;
-        self.last_status = st;
+        self.last_status = Status {
+            source: peer,
+            tag,
+            len,
+        };
+    }
+
+    /// [`Engine::isend_in`] for a message that leaves as one eager packet
+    /// and waits for nothing back (not synchronous, one packet, nothing
+    /// queued ahead of it): its header is encoded into `header` and the
+    /// packet handed back to post at once, not queued as an [`Op::Send`]
+    /// (the queue's moves were a fifth of the engine's cost of a send).
+    /// The request is done as posted. `Ok(None)`, with nothing changed,
+    /// for any other message (bad ones included): use `isend_in`. The
+    /// driver reports the packet's completion with `ctx` as for any other.
+    #[allow(clippy::too_many_arguments)]
+    pub fn isend_direct(
+        &mut self,
+        now: u64,
+        src: Slice,
+        whole: Slice,
+        peer: Rank,
+        tag: Tag,
+        mode: Mode,
+        space: Space,
+        header: &mut Vec<u8>,
+    ) -> Result<Option<Direct>, ProtoError> {
+        if mode == Mode::Synchronous
+            || !self.ops.is_empty()
+            || src.len > self.max_payload()
+            || !whole.contains(&src)
+            || peer >= self.cfg.size
+            || self.choose(src.len, mode, space) != Wire::Eager
+        {
+            return Ok(None);
+        }
+        let id = self.new_id();
+        let seq = self.send_seq[peer as usize];
+        self.send_seq[peer as usize] = seq.wrapping_add(1);
+        let fl = flags(mode, space);
+        let xfer = if fl & FLAG_INTERNAL != 0 {
+            0
+        } else {
+            self.xfer_id()
+        };
+        self.event(EventKind::XferBegin, xfer, src.len, now);
+        let mut h = Header::ctrl(Kind::Eager, seq, tag, src.len as u64);
+        h.payload_len = src.len as u32;
+        h.flags = fl;
+        let payload = (src.len > 0).then_some(src);
+        let u = CtxUse::Packet {
+            xfer,
+            bytes: src.len,
+            req: None,
+        };
+        let ctx = self.packet_ctx(fl, payload, u);
+        h.encode_into(header);
+        self.finished_as_posted(id, peer, tag, src.len);
+        Ok(Some(Direct {
+            req: ReqId(id),
+            peer,
+            payload,
+            ctx,
+        }))
+    }
+
+    /// The completion context of a packet standing for `u` (with header
+    /// `flags`, carrying `payload`), its table entry where its completion
+    /// does something, and the counts.
+    pub(crate) fn packet_ctx(&mut self, flags: u8, payload: Option<Slice>, u: CtxUse) -> u64 {
+        // Nothing waits on this completion and it records nothing: the
+        // transport may deliver it late (see [`QUIET_CTX`]).
+        let quiet = match &u {
+            CtxUse::Ctrl { req: None } => true,
+            CtxUse::Packet {
+                xfer, req: None, ..
+            } => *xfer == 0 || !self.cfg.instrument,
+            _ => false,
+        };
+        let ctx = self.new_id() | if quiet { QUIET_CTX } else { 0 };
+        // A packet with no request and no transfer id, or a bare control
+        // message, does nothing when it completes: no table entry for it.
+        let inert = matches!(
+            u,
+            CtxUse::Ctrl { req: None }
+                | CtxUse::Packet {
+                    xfer: 0,
+                    req: None,
+                    ..
+                }
+        );
+        if !inert {
+            self.ctxs.insert(ctx, u);
+        }
+        // The communicator's own traffic (barrier) is not the protocol's work.
+        if flags & FLAG_INTERNAL == 0 {
+            self.counts.sends += 1;
+            self.counts.bytes += payload.map_or(0, |p| p.len as u64);
+        }
+        ctx
     }
 
     /// The packets of an eager message of `buf` (one, or a train of

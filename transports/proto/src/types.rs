@@ -242,3 +242,15 @@ pub struct Counts {
     pub registrations: u64,
     pub deregistrations: u64,
 }
+
+/// An eager send's one packet for the driver to post at once
+/// ([`Engine::isend_direct`](crate::Engine::isend_direct)): to `peer`, the
+/// header the caller's buffer now holds, then `payload`; its completion is
+/// reported with `ctx`. `req` is the send, done as posted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Direct {
+    pub req: ReqId,
+    pub peer: Rank,
+    pub payload: Option<Slice>,
+    pub ctx: u64,
+}

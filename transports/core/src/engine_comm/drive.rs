@@ -121,7 +121,7 @@ impl EngineComm {
         Ok(())
     }
 
-    fn drain_events(&mut self) {
+    pub(crate) fn drain_events(&mut self) {
         while let Some(e) = self.eng.poll_event() {
             if let Some(i) = self.instr.as_mut() {
                 match e.kind {

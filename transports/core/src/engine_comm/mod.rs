@@ -42,6 +42,9 @@ pub struct EngineComm {
     /// A small region for barrier messages (zero-length slices of it).
     pub(crate) scratch: Option<Buf>,
     pub(crate) barrier_epoch: u32,
+    /// The header of a send posted directly ([`Engine::isend_direct`]),
+    /// its allocation kept for the next.
+    direct_hdr: Vec<u8>,
 }
 
 impl std::fmt::Debug for EngineComm {
@@ -108,6 +111,7 @@ impl EngineComm {
             instr: None,
             scratch: None,
             barrier_epoch: 0,
+            direct_hdr: Vec::new(),
         })
     }
 
@@ -152,6 +156,28 @@ impl EngineComm {
         space: Space,
     ) -> Result<ReqId, TransportError> {
         let now = self.stamp();
+        // A one-packet eager send is posted here and now, past the
+        // engine's operation queue.
+        let mut hdr = std::mem::take(&mut self.direct_hdr);
+        let direct = self
+            .eng
+            .isend_direct(now, s, whole, dst, tag, mode, space, &mut hdr);
+        if let Ok(Some(d)) = direct {
+            let sent = self
+                .t
+                .post_send_inline(d.peer, &hdr, d.payload.map(drive::ls), d.ctx);
+            self.direct_hdr = hdr;
+            if sent? {
+                let now = self.stamp();
+                self.eng
+                    .on_completion(now, d.ctx)
+                    .map_err(drive::proto_err)?;
+            }
+            self.drain_events();
+            return Ok(d.req);
+        }
+        self.direct_hdr = hdr;
+        direct.map_err(drive::proto_err)?;
         let r = self
             .eng
             .isend_in(now, s, whole, dst, tag, mode, space)
