@@ -136,7 +136,14 @@ impl Engine {
             .iter()
             .position(|p| p.matches(peer, h.tag, space));
         if let Some(i) = pos {
-            let id = self.posted.remove(i).expect("position is in range").id;
+            // The oldest posted receive matches most often: popped, not
+            // removed (VecDeque::remove shifts through a wrapping copy).
+            let p = if i == 0 {
+                self.posted.pop_front()
+            } else {
+                self.posted.remove(i)
+            };
+            let id = p.expect("position is in range").id;
             return self.accept(
                 now,
                 id,
