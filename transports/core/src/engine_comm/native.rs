@@ -36,6 +36,23 @@ struct NReq {
     xfer: Option<u64>,
 }
 
+/// The request of a send to `dst` of `len` bytes with `tag`; `done` when
+/// the library finished it inside the posting call.
+fn send_req(dst: Rank, tag: Tag, len: usize, done: bool) -> NReq {
+    NReq {
+        send: true,
+        peer: Some(dst),
+        tag: Some(tag),
+        len,
+        done: done.then_some(Status {
+            source: dst,
+            tag,
+            len,
+        }),
+        xfer: None,
+    }
+}
+
 /// The point-to-point API over a library's native tagged protocol.
 pub struct NativeComm {
     t: Box<dyn Transport>,
@@ -127,14 +144,15 @@ impl NativeComm {
         self.call(|c, _| f(c))
     }
 
-    fn tsend(
+    /// Post a native send; its context and whether the library finished
+    /// it inside the call.
+    fn post_tsend(
         &mut self,
         s: LocalSlice,
         dst: Rank,
         tag: Tag,
         sync: bool,
-        at: u64,
-    ) -> Result<u64, TransportError> {
+    ) -> Result<(u64, bool), TransportError> {
         if sync && !self.caps.native_sync_send {
             return Err(TransportError::Unsupported(format!(
                 "the {} transport's native path has no synchronous send; use --proto eager (or another engine protocol) for ssend",
@@ -143,24 +161,24 @@ impl NativeComm {
         }
         let id = self.next;
         self.next += 1;
-        // A send the library finished inside the call is done now: its
-        // wait needs no poll (half the instructions of a blocking send).
         let sent = self.t.tsend_inline(dst, tag, s, sync, id)?;
         self.counts.tagged_sends += 1;
         self.counts.bytes += s.len as u64;
-        let r = NReq {
-            send: true,
-            peer: Some(dst),
-            tag: Some(tag),
-            len: s.len,
-            done: sent.then_some(Status {
-                source: dst,
-                tag,
-                len: s.len,
-            }),
-            xfer: None,
-        };
-        Ok(self.track(id, r, at))
+        Ok((id, sent))
+    }
+
+    fn tsend(
+        &mut self,
+        s: LocalSlice,
+        dst: Rank,
+        tag: Tag,
+        sync: bool,
+        at: u64,
+    ) -> Result<u64, TransportError> {
+        let (id, sent) = self.post_tsend(s, dst, tag, sync)?;
+        // A send the library finished inside the call is done now: its
+        // wait needs no poll (half the instructions of a blocking send).
+        Ok(self.track(id, send_req(dst, tag, s.len, sent), at))
     }
 
     fn trecv(
@@ -454,26 +472,12 @@ impl Communicator for NativeComm {
         if self.instr.is_none() {
             let s = range(buf, off, len, "send")?;
             let ls = LocalSlice::new(buf.region, s.offset, s.len);
-            let id = self.next;
-            if self.t.tsend_inline(dst, tag, ls, false, id)? {
-                self.next += 1;
-                self.counts.tagged_sends += 1;
-                self.counts.bytes += len as u64;
+            let (id, sent) = self.post_tsend(ls, dst, tag, false)?;
+            if sent {
                 return Ok(());
             }
             // In flight: tracked and waited for as any send.
-            self.next += 1;
-            self.counts.tagged_sends += 1;
-            self.counts.bytes += len as u64;
-            let r = NReq {
-                send: true,
-                peer: Some(dst),
-                tag: Some(tag),
-                len,
-                done: None,
-                xfer: None,
-            };
-            let id = self.track(id, r, 0);
+            let id = self.track(id, send_req(dst, tag, len, false), 0);
             return self.wait_id(id).map(|_| ());
         }
         self.call_once(|c| {

@@ -35,27 +35,21 @@ impl UcxTransport {
             )));
         }
         let seq = self.send_seq[peer as usize];
-        if AM_HDR_LEN + total <= IMM_MAX {
-            if let Some(sent) = self.am_send_now(ep, peer, seq, header, payload)? {
-                self.send_seq[peer as usize] = seq.wrapping_add(1);
-                return Ok(sent);
-            }
+        if AM_HDR_LEN + total <= IMM_MAX && self.am_send_now(ep, peer, seq, header, payload)? {
+            self.send_seq[peer as usize] = seq.wrapping_add(1);
+            return Ok(true);
         }
         let mut buf = self.staging();
         buf.clear();
-        buf.reserve(AM_HDR_LEN + total);
-        buf.extend_from_slice(&self.rank.to_le_bytes());
-        buf.extend_from_slice(&seq.to_le_bytes());
-        buf.extend_from_slice(header);
-        if let Some(p) = payload {
-            match self.mem.slice(p) {
-                Ok(b) => buf.extend_from_slice(b),
-                Err(e) => {
-                    self.send_pool.push(buf);
-                    return Err(e);
-                }
+        buf.resize(AM_HDR_LEN + total, 0);
+        let body = match payload.map(|p| self.mem.slice(p)).transpose() {
+            Ok(b) => b.unwrap_or_default(),
+            Err(e) => {
+                self.send_pool.push(buf);
+                return Err(e);
             }
-        }
+        };
+        am_layout(&mut buf, self.rank, seq, header, body);
         self.send_seq[peer as usize] = seq.wrapping_add(1);
         // The header must stay valid until completion (UCX 1.13 has no
         // COPY_HEADER flag), so it lives in the staging buffer too; the
@@ -130,8 +124,8 @@ impl UcxTransport {
     /// The active message of [`am_send`](Self::am_send) from a stack
     /// buffer, only if UCX can send it inside the call
     /// (`FORCE_IMM_CMPL`): no staging buffer, operation box or callback,
-    /// the bulk of a small send's cost. `Some(true)` when sent; `None` when
-    /// UCX would have to keep it (the caller then stages it).
+    /// the bulk of a small send's cost. True when sent; false when UCX
+    /// would have to keep it (the caller then stages it).
     fn am_send_now(
         &mut self,
         ep: sys::ucp_ep_h,
@@ -139,20 +133,14 @@ impl UcxTransport {
         seq: u32,
         header: &[u8],
         payload: Option<LocalSlice>,
-    ) -> Result<Option<bool>, TransportError> {
+    ) -> Result<bool, TransportError> {
         let mut msg = [0u8; IMM_MAX];
-        let h_end = AM_HDR_LEN + header.len();
-        msg[0..4].copy_from_slice(&self.rank.to_le_bytes());
-        msg[4..8].copy_from_slice(&seq.to_le_bytes());
-        msg[AM_HDR_LEN..h_end].copy_from_slice(header);
-        let end = match payload {
-            Some(p) => {
-                let b = self.mem.slice(p)?;
-                msg[h_end..h_end + b.len()].copy_from_slice(b);
-                h_end + b.len()
-            }
-            None => h_end,
+        let body = match payload {
+            Some(p) => self.mem.slice(p)?,
+            None => &[],
         };
+        let end = AM_HDR_LEN + header.len() + body.len();
+        am_layout(&mut msg[..end], self.rank, seq, header, body);
         let mut params = sys::ucp_request_param_t {
             op_attr_mask: sys::UCP_OP_ATTR_FIELD_FLAGS | sys::UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL,
             ..Default::default()
@@ -171,9 +159,7 @@ impl UcxTransport {
                 &params,
             )
         };
-        Ok(self
-            .immediate(r, peer, OpKind::Send, "ucp_am_send_nbx")?
-            .then_some(true))
+        self.immediate(r, peer, OpKind::Send, "ucp_am_send_nbx")
     }
 
     /// What a `FORCE_IMM_CMPL` call returned: true when done, false when
@@ -235,4 +221,15 @@ impl UcxTransport {
             Ok(false)
         }
     }
+}
+
+/// ovbench's active message in `out` (exactly as long as the message):
+/// the 8-byte AM header (source rank, per-peer sequence, little-endian),
+/// then the engine's `header`, then `payload`.
+fn am_layout(out: &mut [u8], rank: Rank, seq: u32, header: &[u8], payload: &[u8]) {
+    let h_end = AM_HDR_LEN + header.len();
+    out[0..4].copy_from_slice(&rank.to_le_bytes());
+    out[4..AM_HDR_LEN].copy_from_slice(&seq.to_le_bytes());
+    out[AM_HDR_LEN..h_end].copy_from_slice(header);
+    out[h_end..].copy_from_slice(payload);
 }
