@@ -134,9 +134,8 @@ impl EngineComm {
     }
 
     /// The engine's `now`: the clock only while instrumenting. The engine
-    /// uses it for nothing but XFER events, and a TSC read (~9 ns here)
-    /// three or four times per eager message was a fifth of a
-    /// shared-memory one-way time.
+    /// uses it for nothing but XFER events, and an eager message read the
+    /// TSC (~9 ns a read here) three or four times on its way.
     #[inline]
     pub(crate) fn stamp(&self) -> u64 {
         if self.instr.is_some() {
