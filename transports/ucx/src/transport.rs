@@ -285,6 +285,26 @@ impl UcxTransport {
         }
     }
 
+    /// The parameters of a tagged receive whose callback `cb` gets
+    /// `user_data`. UCX 1.13 does not fill RECV_INFO when a receive
+    /// matches an unexpected message inside the call, so immediate
+    /// completion is turned off: the callback always runs and always has
+    /// the envelope.
+    fn tag_recv_params(
+        user_data: *mut c_void,
+        cb: sys::ucp_tag_recv_nbx_callback_t,
+    ) -> sys::ucp_request_param_t {
+        let mut p = sys::ucp_request_param_t {
+            op_attr_mask: sys::UCP_OP_ATTR_FIELD_CALLBACK
+                | sys::UCP_OP_ATTR_FIELD_USER_DATA
+                | sys::UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
+            user_data,
+            ..Default::default()
+        };
+        p.cb.recv = cb;
+        p
+    }
+
     fn cb_params(op: *mut Op) -> sys::ucp_request_param_t {
         let mut p = sys::ucp_request_param_t {
             op_attr_mask: sys::UCP_OP_ATTR_FIELD_CALLBACK | sys::UCP_OP_ATTR_FIELD_USER_DATA,
@@ -719,17 +739,7 @@ impl Transport for UcxTransport {
         let (utag, mask) = self.recv_selector(src, tag)?;
         let p = self.mem.ptr(dst)?;
         let op = self.op(ctx, src.unwrap_or(self.rank), OpKind::TaggedRecv, None);
-        // UCX 1.13 does not fill RECV_INFO when a receive matches an
-        // unexpected message inside the call, so immediate completion is
-        // turned off: the callback always runs and always has the envelope.
-        let mut params = sys::ucp_request_param_t {
-            op_attr_mask: sys::UCP_OP_ATTR_FIELD_CALLBACK
-                | sys::UCP_OP_ATTR_FIELD_USER_DATA
-                | sys::UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
-            user_data: op.cast(),
-            ..Default::default()
-        };
-        params.cb.recv = Some(ops::tag_recv_cb);
+        let params = Self::tag_recv_params(op.cast(), Some(ops::tag_recv_cb));
         // SAFETY: the worker is live; dst lies in a live region that the
         // caller keeps until this receive's completion.
         let r = unsafe {

@@ -48,15 +48,12 @@ impl EngineComm {
                     payload,
                     ctx,
                 } => {
-                    // Sent inside the call: the engine hears of it now
-                    // rather than from a later poll.
                     let sent = self
                         .t
                         .post_send_inline(peer, &header, payload.map(ls), ctx)?;
                     self.eng.recycle_header(header);
                     if sent {
-                        let now = self.stamp();
-                        self.eng.on_completion(now, ctx).map_err(proto_err)?;
+                        self.sent_inline(ctx)?;
                     }
                 }
                 Op::Write {
@@ -119,6 +116,13 @@ impl EngineComm {
         }
         self.drain_events();
         Ok(())
+    }
+
+    /// A packet the transport sent inside the posting call: the engine
+    /// hears of its completion now rather than from a later poll.
+    pub(crate) fn sent_inline(&mut self, ctx: u64) -> Result<(), TransportError> {
+        let now = self.stamp();
+        self.eng.on_completion(now, ctx).map_err(proto_err)
     }
 
     pub(crate) fn drain_events(&mut self) {

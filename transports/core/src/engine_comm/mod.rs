@@ -167,10 +167,7 @@ impl EngineComm {
                 .post_send_inline(d.peer, &hdr, d.payload.map(drive::ls), d.ctx);
             self.direct_hdr = hdr;
             if sent? {
-                let now = self.stamp();
-                self.eng
-                    .on_completion(now, d.ctx)
-                    .map_err(drive::proto_err)?;
+                self.sent_inline(d.ctx)?;
             }
             self.drain_events();
             return Ok(d.req);

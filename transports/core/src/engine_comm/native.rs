@@ -36,6 +36,13 @@ struct NReq {
     xfer: Option<u64>,
 }
 
+/// `[off, off+len)` of `buf` as the transport's slice, after checking it
+/// lies in `buf`.
+fn local(buf: Buf, off: usize, len: usize, what: &str) -> Result<LocalSlice, TransportError> {
+    let s = range(buf, off, len, what)?;
+    Ok(LocalSlice::new(buf.region, s.offset, s.len))
+}
+
 /// The request of a send to `dst` of `len` bytes with `tag`; `done` when
 /// the library finished it inside the posting call.
 fn send_req(dst: Rank, tag: Tag, len: usize, done: bool) -> NReq {
@@ -400,8 +407,7 @@ impl Communicator for NativeComm {
         mode: SendMode,
     ) -> Result<Req, TransportError> {
         self.call(|c, at| {
-            let s = range(buf, off, len, "send")?;
-            let ls = LocalSlice::new(buf.region, s.offset, s.len);
+            let ls = local(buf, off, len, "send")?;
             c.tsend(ls, dst, tag, mode == SendMode::Synchronous, at)
                 .map(Req)
         })
@@ -416,8 +422,7 @@ impl Communicator for NativeComm {
         tag: TagSel,
     ) -> Result<Req, TransportError> {
         self.call(|c, at| {
-            let s = range(buf, off, len, "receive")?;
-            let ls = LocalSlice::new(buf.region, s.offset, s.len);
+            let ls = local(buf, off, len, "receive")?;
             c.trecv(ls, src, tag, at).map(Req)
         })
     }
@@ -470,8 +475,7 @@ impl Communicator for NativeComm {
         // between a ping-pong's send and its next receive's posting, late
         // enough on shared memory for the reply to arrive unexpected.
         if self.instr.is_none() {
-            let s = range(buf, off, len, "send")?;
-            let ls = LocalSlice::new(buf.region, s.offset, s.len);
+            let ls = local(buf, off, len, "send")?;
             let (id, sent) = self.post_tsend(ls, dst, tag, false)?;
             if sent {
                 return Ok(());
@@ -499,8 +503,7 @@ impl Communicator for NativeComm {
         // may wait for the message itself (`trecv_wait`); else, or where
         // it cannot, post and wait as every other call does.
         if self.instr.is_none() && self.reqs.is_empty() && !self.cfg.oversubscribed {
-            let s = range(buf, off, len, "receive")?;
-            let ls = LocalSlice::new(buf.region, s.offset, s.len);
+            let ls = local(buf, off, len, "receive")?;
             match self.t.trecv_wait(src, tag, ls, self.cfg.timeout)? {
                 Waited::Done { peer, tag, len } => {
                     return Ok(Status {

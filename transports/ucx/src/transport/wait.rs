@@ -69,16 +69,7 @@ impl UcxTransport {
             len: 0,
         };
         let slot_ptr: *mut Slot = &mut slot;
-        // As in `trecv`: no immediate completion, so the callback always
-        // runs and always has the envelope.
-        let mut params = sys::ucp_request_param_t {
-            op_attr_mask: sys::UCP_OP_ATTR_FIELD_CALLBACK
-                | sys::UCP_OP_ATTR_FIELD_USER_DATA
-                | sys::UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
-            user_data: slot_ptr.cast(),
-            ..Default::default()
-        };
-        params.cb.recv = Some(slot_cb);
+        let params = Self::tag_recv_params(slot_ptr.cast(), Some(slot_cb));
         // SAFETY: the worker is live; dst lies in a live region; `slot`
         // outlives the request (see the loop below).
         let r = unsafe {
