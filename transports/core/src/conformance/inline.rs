@@ -3,7 +3,7 @@
 //! through `poll`, and one that says it is in flight completes exactly once.
 
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::net::{ctx_of, first_diff, patterned, Net};
 use super::{Endpoints, WAIT_DEADLINE};
@@ -223,7 +223,7 @@ fn sync_sends(net: &mut Net<'_>, sent: &mut Vec<(Ctx, bool)>) -> Result<(), Stri
         ));
     }
     sent.push((SYNC, false));
-    linger(net)?;
+    net.linger(LINGER)?;
     if let Some(c) = net.inbox[0].iter().find(|c| ctx_of(c) == Some(SYNC)) {
         return Err(format!(
             "rank 0: a synchronous tsend_inline completed ({c:?}) before rank {d} had posted a matching receive"
@@ -308,7 +308,7 @@ fn settle(
             ));
         }
     }
-    linger(net)?;
+    net.linger(LINGER)?;
     for c in &net.inbox[0] {
         let x = ctx_of(c);
         let why = match x {
@@ -328,16 +328,6 @@ fn settle(
             inline.len(),
             sent.len()
         ));
-    }
-    Ok(())
-}
-
-/// Poll everyone for [`LINGER`], keeping what arrives.
-fn linger(net: &mut Net<'_>) -> Result<(), String> {
-    let end = Instant::now() + LINGER;
-    while Instant::now() < end {
-        net.pump()?;
-        std::thread::yield_now();
     }
     Ok(())
 }

@@ -34,6 +34,17 @@ impl<'a> Net<'a> {
         self.pump_for(0)
     }
 
+    /// Poll everyone for `d`, keeping what arrives (to catch completions
+    /// that should never come).
+    pub(super) fn linger(&mut self, d: Duration) -> Result<(), String> {
+        let end = Instant::now() + d;
+        while Instant::now() < end {
+            self.pump()?;
+            std::thread::yield_now();
+        }
+        Ok(())
+    }
+
     /// Poll every endpoint once, `rank` last, so that what `rank` then
     /// sees is checked before any other endpoint makes progress again
     /// (a write that completed early is caught before the target polls).

@@ -198,7 +198,7 @@ pub fn trecv_wait_contract(ts: &mut Endpoints) -> Result<(), String> {
     net.wait_ctx(0, "the tagged send after the truncation", SEND + seq - 1)?;
 
     // (d) Nothing left anywhere.
-    linger(&mut net)?;
+    net.linger(LINGER)?;
     for (r, inbox) in net.inbox.iter().enumerate() {
         if let Some(c) = inbox.front() {
             return Err(format!(
@@ -310,14 +310,4 @@ fn untouched(
             b[from + i]
         )),
     }
-}
-
-/// Poll everyone for [`LINGER`], keeping what arrives.
-fn linger(net: &mut Net<'_>) -> Result<(), String> {
-    let end = Instant::now() + LINGER;
-    while Instant::now() < end {
-        net.pump()?;
-        std::thread::yield_now();
-    }
-    Ok(())
 }
