@@ -129,6 +129,23 @@ pub enum Completion {
     },
 }
 
+/// Where an arrived message's bytes go: the transport copies
+/// `data[src_start..src_start + dst.len]` into `dst` before it lets go of
+/// `data` ([`Arrivals::arrived`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub dst: LocalSlice,
+    pub src_start: usize,
+}
+
+/// The taker of messages that a transport hands over while it still holds
+/// their bytes ([`Transport::poll_arrivals`]).
+pub trait Arrivals {
+    /// One whole message from `peer`. An `Err` stops the hand-over: the
+    /// transport returns it from that poll.
+    fn arrived(&mut self, peer: Rank, data: &[u8]) -> Result<Option<Placement>, TransportError>;
+}
+
 /// A connected set of endpoints, one per peer rank. See the module docs
 /// for the semantics every method must honour.
 pub trait Transport: Send {
@@ -216,6 +233,22 @@ pub trait Transport: Send {
     /// Make progress and append finished work to `out`; never blocks.
     /// Returns how many completions were appended.
     fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError>;
+    /// [`poll`](Self::poll) that may hand a two-sided message to
+    /// `arrivals` the moment it arrives, instead of copying it into an
+    /// owned buffer and queueing a [`Completion::Recv`]: no copy, no
+    /// queue, no [`recycle`](Self::recycle). Each message goes one way or
+    /// the other, and one peer's messages keep their order across both
+    /// (one is handed over only when none of that peer's waits in the
+    /// queue ahead of it). Returns completions appended plus messages
+    /// handed over. The default hands none over.
+    fn poll_arrivals(
+        &mut self,
+        out: &mut Vec<Completion>,
+        arrivals: &mut dyn Arrivals,
+    ) -> Result<usize, TransportError> {
+        let _ = arrivals;
+        self.poll(out)
+    }
     /// When the device timestamps completions: the host time at which the
     /// completion at `index` of the last [`Self::poll`]'s `out` (counted
     /// from the length `out` had before that call) finished, the NIC's
