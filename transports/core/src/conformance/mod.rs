@@ -29,12 +29,16 @@
 //!   through `poll`, and one in flight (`Ok(false)`) completes once;
 //! * a [`trecv_wait`](crate::Transport::trecv_wait) is `Unsupported`, or
 //!   receives, times out, withdraws and refuses truncation without ever
-//!   queueing a completion.
+//!   queueing a completion;
+//! * messages taken through [`poll_arrivals`](crate::Transport::poll_arrivals)
+//!   arrive once each and in order whether handed over or queued, and a
+//!   taker's error fails that poll without losing what follows.
 
 use std::time::Duration;
 
 use crate::{Transport, TransportError};
 
+mod arrivals;
 mod endpoint;
 mod inline;
 mod messages;
@@ -43,6 +47,7 @@ mod progress;
 mod rma;
 mod wait;
 
+pub use arrivals::arrivals_contract;
 pub use endpoint::{identity_and_caps, regions};
 pub use inline::{inline_send_contract, inline_tsend_contract};
 pub use messages::{
@@ -124,7 +129,7 @@ macro_rules! conformance_tests {
             out_of_range_rejected, deregistered_key_rejected, garbled_key_rejected,
             many_outstanding, key_through_the_wire, block_returns_when_ready,
             tagged_or_unsupported, inline_send_contract, inline_tsend_contract,
-            trecv_wait_contract, peer_dropped_reported);
+            trecv_wait_contract, arrivals_contract, peer_dropped_reported);
     };
     (@consts; $($name:ident),* $(,)?) => {
         /// Every check, by name.
