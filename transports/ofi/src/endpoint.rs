@@ -8,8 +8,8 @@ use std::ptr;
 use std::time::Duration;
 
 use ovbench_core::{
-    Caps, Completion, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RegionId, RemoteKey,
-    RmaKind, RmaProgress, Tag, Transport, TransportError, TransportInfo,
+    Arrivals, Caps, Completion, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RegionId,
+    RemoteKey, RmaKind, RmaProgress, Tag, Transport, TransportError, TransportInfo,
 };
 use ovbench_ofi_sys as sys;
 
@@ -25,6 +25,7 @@ mod cq;
 mod sends;
 
 use backlog::{Deferred, Post};
+use cq::Sink;
 
 /// Largest two-sided message (ovbench header plus payload).
 pub const EAGER_BUF_SIZE: usize = 64 * 1024;
@@ -50,6 +51,10 @@ pub(crate) struct Endpoint {
     peers: Vec<sys::fi_addr_t>,
     /// Completions found while retrying a post, handed out by `poll`.
     pending: VecDeque<Completion>,
+    /// How many of `pending` are `Recv`s: a message goes to
+    /// `poll_arrivals`' taker only while none is (one might be its peer's,
+    /// ahead of it), and a counter spares scanning the queue per message.
+    queued_recvs: usize,
     recv_bufs: Vec<*mut Op>,
     recv_pool: Vec<Vec<u8>>,
     send_pool: Vec<Vec<u8>>,
@@ -132,6 +137,7 @@ impl Endpoint {
             write_dc,
             peers: Vec::new(),
             pending: VecDeque::new(),
+            queued_recvs: 0,
             recv_bufs: Vec::new(),
             recv_pool: Vec::new(),
             send_pool: Vec::new(),
@@ -226,10 +232,19 @@ impl Endpoint {
         !self.pending.is_empty()
     }
 
+    /// Move every pending completion to `out`; returns how many.
+    fn hand_out(&mut self, out: &mut Vec<Completion>) -> usize {
+        let n = self.pending.len();
+        out.extend(self.pending.drain(..));
+        self.queued_recvs = 0;
+        n
+    }
+
     /// Read the CQ, retry the backlog and watch peers: what `poll` does
     /// before handing out completions (the progress thread calls it).
-    pub(crate) fn progress(&mut self) -> Result<(), TransportError> {
-        self.drain_cq()?;
+    /// Messages go to `sink` where order allows (`poll_arrivals`).
+    pub(crate) fn progress(&mut self, sink: Option<&mut Sink<'_>>) -> Result<(), TransportError> {
+        self.drain_cq(sink)?;
         if !self.backlog.is_empty() {
             self.flush_backlog();
         }
@@ -521,10 +536,20 @@ impl Transport for Endpoint {
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
-        self.progress()?;
-        let n = self.pending.len();
-        out.extend(self.pending.drain(..));
-        Ok(n)
+        self.progress(None)?;
+        Ok(self.hand_out(out))
+    }
+
+    fn poll_arrivals(
+        &mut self,
+        out: &mut Vec<Completion>,
+        arrivals: &mut dyn Arrivals,
+    ) -> Result<usize, TransportError> {
+        let mut sink = Sink::new(arrivals);
+        self.progress(Some(&mut sink))?;
+        // A refusal fails this poll; what came after it stays queued.
+        let handed = sink.finish()?;
+        Ok(self.hand_out(out) + handed)
     }
 
     fn recycle(&mut self, data: Vec<u8>) {

@@ -17,8 +17,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ovbench_core::{
-    Caps, Completion, Ctx, LocalSlice, MrHandle, Progress, Rank, RegionId, RemoteKey, Tag,
-    Transport, TransportError, TransportInfo,
+    Arrivals, Caps, Completion, Ctx, LocalSlice, MrHandle, Progress, Rank, RegionId, RemoteKey,
+    Tag, Transport, TransportError, TransportInfo,
 };
 
 use crate::endpoint::{sleep_on, Endpoint};
@@ -109,7 +109,7 @@ fn run(shared: &Shared, fd: RawFd, stop: &AtomicBool) {
     while !stop.load(Ordering::Acquire) {
         let sleep = {
             let mut ep = lock(shared);
-            if let Err(e) = ep.progress() {
+            if let Err(e) = ep.progress(None) {
                 eprintln!("ovbench: libfabric progress thread stops: {e}");
                 return;
             }
@@ -242,6 +242,19 @@ impl Transport for OfiTransport {
 
     fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
         self.with_mut(|e| e.poll(out))
+    }
+
+    fn poll_arrivals(
+        &mut self,
+        out: &mut Vec<Completion>,
+        arrivals: &mut dyn Arrivals,
+    ) -> Result<usize, TransportError> {
+        match &mut self.mode {
+            Mode::Poll(ep) => ep.poll_arrivals(out, arrivals),
+            // The progress thread queues most arrivals before the rank
+            // polls, so a hand-over would rarely happen: plain poll.
+            Mode::Thread { .. } => self.poll(out),
+        }
     }
 
     fn recycle(&mut self, data: Vec<u8>) {

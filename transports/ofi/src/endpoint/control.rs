@@ -118,7 +118,7 @@ impl Endpoint {
         }
         let deadline = Instant::now() + HELLO_DEADLINE;
         loop {
-            self.drain_cq()?;
+            self.drain_cq(None)?;
             self.flush_backlog();
             let missing = (0..self.size).find(|&p| p != self.rank && !self.hellos[p as usize]);
             let Some(peer) = missing else {
@@ -156,7 +156,7 @@ impl Endpoint {
         }
         // Learn first who has left already: writing to a closed shm peer's
         // region is not possible.
-        let _ = self.drain_cq();
+        let _ = self.drain_cq(None);
         let me = self.rank;
         for peer in (0..self.size).filter(|&p| p != me) {
             if !self.gone[peer as usize] {
@@ -165,7 +165,7 @@ impl Endpoint {
         }
         let deadline = Instant::now() + BYE_DEADLINE;
         while (self.in_flight > 0 || !self.backlog.is_empty()) && Instant::now() < deadline {
-            if self.drain_cq().is_err() {
+            if self.drain_cq(None).is_err() {
                 break;
             }
             self.flush_backlog();
@@ -193,7 +193,7 @@ impl Endpoint {
         sum: u64,
         op: OpKind,
     ) -> Result<(), TransportError> {
-        self.drain_cq()?;
+        self.drain_cq(None)?;
         self.check_not_gone(peer, op)?;
         if self.revoked.contains(&(peer, sum)) {
             return Err(TransportError::BadKey {

@@ -1,11 +1,14 @@
 //! Completion-queue handling: `fi_cq_read`/`fi_cq_readerr` entries become
-//! the contract's completions; receive buffers are reposted; a write
+//! the contract's completions (or, in order, go straight from the receive
+//! buffer to `poll_arrivals`' taker); receive buffers are reposted; a write
 //! without delivery completion gets its fence read.
 
 use std::mem::MaybeUninit;
 use std::ptr;
 
-use ovbench_core::{Completion, Ctx, OpKind, Rank, Tag, TransportError};
+use ovbench_core::{
+    Arrivals, Completion, Ctx, OpKind, Placement, Rank, Tag, Transport, TransportError,
+};
 use ovbench_ofi_sys as sys;
 
 use super::control::CTRL;
@@ -13,8 +16,38 @@ use super::{Endpoint, Post, EAGAIN, EAVAIL};
 use crate::error::fi_str;
 use crate::ops::{Fence, Kind, Op, SRC_HDR, TAG_SRC_SHIFT};
 
+/// `poll_arrivals`' taker during one poll: how many messages it took, and
+/// the error that stopped it, kept until the CQ is drained so that the
+/// messages after it are queued, not lost.
+pub(crate) struct Sink<'a> {
+    arrivals: &'a mut dyn Arrivals,
+    handed: usize,
+    failed: Option<TransportError>,
+}
+
+impl<'a> Sink<'a> {
+    pub(crate) fn new(arrivals: &'a mut dyn Arrivals) -> Sink<'a> {
+        Sink {
+            arrivals,
+            handed: 0,
+            failed: None,
+        }
+    }
+
+    /// How many messages were handed over, or the error that stopped it.
+    pub(crate) fn finish(self) -> Result<usize, TransportError> {
+        match self.failed {
+            Some(e) => Err(e),
+            None => Ok(self.handed),
+        }
+    }
+}
+
 impl Endpoint {
-    pub(super) fn drain_cq(&mut self) -> Result<(), TransportError> {
+    pub(super) fn drain_cq(
+        &mut self,
+        mut sink: Option<&mut Sink<'_>>,
+    ) -> Result<(), TransportError> {
         // Not zeroed: clearing 32 entries (1.3 KB) on every poll was ~6%
         // of an idle poll loop; the provider fills the first n.
         let mut entries = [MaybeUninit::<sys::fi_cq_tagged_entry>::uninit(); 32];
@@ -29,7 +62,7 @@ impl Endpoint {
                     // SAFETY: fi_cq_read wrote n (> 0) whole entries.
                     let e = unsafe { e.assume_init_ref() };
                     let (op, len, tag) = (e.op_context.cast(), e.len, e.tag);
-                    self.complete(op, len, tag, None)?;
+                    self.complete(op, len, tag, None, sink.as_deref_mut())?;
                 }
                 // A partial batch drained the queue: reading again only
                 // to be told -FI_EAGAIN would run the provider's progress
@@ -74,7 +107,7 @@ impl Endpoint {
                 if let Some(c) = self.cma.as_ref().filter(|c| !c.usable) {
                     status.push_str(&format!("; {}", c.detail));
                 }
-                self.complete(err.op_context.cast(), err.len, err.tag, Some(status))?;
+                self.complete(err.op_context.cast(), err.len, err.tag, Some(status), None)?;
             } else {
                 return Err(crate::error::local(
                     OpKind::Poll,
@@ -86,13 +119,15 @@ impl Endpoint {
         }
     }
 
-    /// Turn one completion entry into the contract's completion.
+    /// Turn one completion entry into the contract's completion, or hand
+    /// the message it carries to `sink`.
     pub(super) fn complete(
         &mut self,
         op: *mut Op,
         len: usize,
         tag: u64,
         err: Option<String>,
+        sink: Option<&mut Sink<'_>>,
     ) -> Result<(), TransportError> {
         if op.is_null() {
             return Ok(());
@@ -108,7 +143,9 @@ impl Endpoint {
                     status,
                 }),
                 None => {
-                    // SAFETY: as above; the buffer is ours again until reposted.
+                    // SAFETY: as above; the buffer is ours again until
+                    // reposted below. It lives in the Op box, not in self,
+                    // so self (its regions too) may change while b is read.
                     let b = unsafe { &(*op).buf };
                     let n = len.min(b.len());
                     let hdr = (n >= SRC_HDR).then(|| {
@@ -120,11 +157,13 @@ impl Endpoint {
                     let src = hdr.map(|h| h.0);
                     match src {
                         Some(src) if src < self.size => {
-                            let mut data = self.recv_pool.pop().unwrap_or_default();
-                            data.clear();
-                            data.extend_from_slice(&b[SRC_HDR..n]);
-                            let seq = hdr.map_or(0, |h| h.1);
-                            self.deliver_in_order(src, seq, data);
+                            let (body, seq) = (&b[SRC_HDR..n], hdr.map_or(0, |h| h.1));
+                            if !self.hand_over(src, seq, body, sink) {
+                                let mut data = self.recv_pool.pop().unwrap_or_default();
+                                data.clear();
+                                data.extend_from_slice(body);
+                                self.deliver_in_order(src, seq, data);
+                            }
                             None
                         }
                         Some(src) if src & CTRL != 0 && src & !CTRL < self.size => {
@@ -253,12 +292,84 @@ impl Endpoint {
             return;
         }
         self.expected[s] = seq.wrapping_add(1);
-        self.pending.push_back(Completion::Recv { peer: src, data });
+        self.queue_recv(src, data);
+        self.release_held(src, None);
+    }
+
+    /// Give `src`'s message `seq` to the sink, still in the receive
+    /// buffer, if it is the next one and no `Recv` is queued (which might
+    /// be `src`'s, ahead of it); the held ones it unblocks follow. Returns
+    /// whether the sink had it.
+    fn hand_over(&mut self, src: Rank, seq: u32, data: &[u8], sink: Option<&mut Sink<'_>>) -> bool {
+        let s = src as usize;
+        match sink {
+            Some(k) if k.failed.is_none() && self.queued_recvs == 0 && seq == self.expected[s] => {
+                self.expected[s] = seq.wrapping_add(1);
+                self.arrive(src, data, k);
+                self.release_held(src, Some(k));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Hand out `src`'s held messages that are next now: to the sink while
+    /// it takes them, then queued (after a refusal too, in order).
+    fn release_held(&mut self, src: Rank, mut sink: Option<&mut Sink<'_>>) {
+        let s = src as usize;
         while let Some(d) = self.held[s].remove(&self.expected[s]) {
             self.expected[s] = self.expected[s].wrapping_add(1);
-            self.pending
-                .push_back(Completion::Recv { peer: src, data: d });
+            match sink.as_deref_mut().filter(|k| k.failed.is_none()) {
+                Some(k) => {
+                    self.arrive(src, &d, k);
+                    self.recycle(d);
+                }
+                None => self.queue_recv(src, d),
+            }
         }
+    }
+
+    fn queue_recv(&mut self, src: Rank, data: Vec<u8>) {
+        self.queued_recvs += 1;
+        self.pending.push_back(Completion::Recv { peer: src, data });
+    }
+
+    /// One message to the taker, and its placement into our memory. A
+    /// refusal or a bad placement stops the hand-over for this poll.
+    fn arrive(&mut self, src: Rank, data: &[u8], k: &mut Sink<'_>) {
+        k.handed += 1;
+        let r = match k.arrivals.arrived(src, data) {
+            Ok(Some(p)) => self.place(src, data, p),
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        };
+        k.failed = r.err();
+    }
+
+    /// Copy `data[p.src_start..][..p.dst.len]` into `p.dst`, both ranges
+    /// checked (the taker's numbers are not trusted).
+    fn place(&mut self, src: Rank, data: &[u8], p: Placement) -> Result<(), TransportError> {
+        let bad = |why: String| {
+            TransportError::Invalid(format!(
+                "placement of {} bytes from offset {} of a {}-byte message from rank {src} into region {} at offset {}: {why}",
+                p.dst.len,
+                p.src_start,
+                data.len(),
+                p.dst.region.0,
+                p.dst.offset
+            ))
+        };
+        let from = p
+            .src_start
+            .checked_add(p.dst.len)
+            .and_then(|end| data.get(p.src_start..end))
+            .ok_or_else(|| bad("past the message's end".into()))?;
+        let to = self.mem.slice_mut(p.dst).map_err(|e| match e {
+            TransportError::Invalid(why) => bad(why),
+            e => bad(e.to_string()),
+        })?;
+        to.copy_from_slice(from);
+        Ok(())
     }
 }
 
