@@ -60,7 +60,7 @@ mod shm_2 {
         out_of_range_rejected, deregistered_key_rejected, garbled_key_rejected,
         many_outstanding, key_through_the_wire, block_returns_when_ready,
         tagged_or_unsupported, inline_send_contract, inline_tsend_contract,
-        trecv_wait_contract);
+        trecv_wait_contract, arrivals_contract);
 }
 /// With a progress thread sleeping on the completion queue's fd.
 mod tcp_thread_2 {

@@ -29,6 +29,7 @@
 //! arrived (an access racing the revocation is performed). Each RMA post
 //! progresses the worker once so that arrived revocations are seen.
 
+mod handover;
 mod lanes;
 mod liveness;
 mod memory;

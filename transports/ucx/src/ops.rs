@@ -14,9 +14,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
-use ovbench_core::{Completion, Ctx, OpKind, Rank, Tag};
+use ovbench_core::{Completion, Ctx, OpKind, Rank, Tag, TransportError};
 use ovbench_ucx_sys as sys;
 
+use crate::handover::Taker;
 use crate::status::status_str;
 
 /// Active-message id ovbench registers its handler under.
@@ -66,6 +67,12 @@ pub(crate) struct Inbox {
     /// thread): completions are signalled only when one is, since an
     /// unconditional notify costs a futex syscall per completion.
     pub waiters: usize,
+    /// The caller's taker while a `poll_arrivals` runs (see `handover`).
+    pub taker: Option<Taker>,
+    /// Messages handed to the taker in this lend.
+    pub handed: usize,
+    /// The first error handing over gave; the taker is withdrawn then.
+    pub taker_err: Option<TransportError>,
 }
 
 impl Inbox {
@@ -139,6 +146,9 @@ impl Shared {
                 revoked: HashSet::new(),
                 revoked_order: VecDeque::new(),
                 waiters: 0,
+                taker: None,
+                handed: 0,
+                taker_err: None,
             }),
             queued: AtomicBool::new(false),
             ready: Condvar::new(),
@@ -261,10 +271,17 @@ impl Shared {
             return;
         }
         let mut g = self.lock();
+        let s = src as usize;
+        // Handed over only when nothing queued could be ahead of it.
+        if seq == g.expected[s] && g.completions.is_empty() && g.taker.is_some() {
+            g.expected[s] = seq.wrapping_add(1);
+            self.hand(&mut g, src, data);
+            self.release_held(g, src);
+            return;
+        }
         let mut buf = g.recv_pool.pop().unwrap_or_default();
         buf.clear();
         buf.extend_from_slice(data);
-        let s = src as usize;
         if seq != g.expected[s] {
             let ahead = seq.wrapping_sub(g.expected[s]);
             if ahead > MAX_AHEAD {
@@ -287,14 +304,43 @@ impl Shared {
             peer: src,
             data: buf,
         });
+        self.release_held(g, src);
+    }
+
+    /// Give `data` from `src` to the lent taker (present); an error
+    /// withdraws the taker, so what follows is queued.
+    fn hand(&self, g: &mut Inbox, src: Rank, data: &[u8]) {
+        let t = g.taker.expect("hand() is called with a taker lent");
+        g.handed += 1;
+        // SAFETY: a taker is present only while its Lend lives (the lend
+        // takes it back when dropped), and callbacks run on the lending
+        // thread without a progress thread; the taker never calls UCX.
+        if let Err(e) = unsafe { t.hand(src, data) } {
+            g.taker = None;
+            g.taker_err = Some(e);
+        }
+    }
+
+    /// Messages from `src` that overtook the one just delivered and are
+    /// now next: handed over while a taker is lent, else queued.
+    fn release_held(&self, mut g: InboxGuard<'_>, src: Rank) {
+        let s = src as usize;
         loop {
             let next = g.expected[s];
             let Some(b) = g.held[s].remove(&next) else {
                 break;
             };
             g.expected[s] = next.wrapping_add(1);
-            g.completions.push(Completion::Recv { peer: src, data: b });
+            if g.taker.is_some() && g.completions.is_empty() {
+                self.hand(&mut g, src, &b);
+                if g.recv_pool.len() < MAX_POOL {
+                    g.recv_pool.push(b);
+                }
+            } else {
+                g.completions.push(Completion::Recv { peer: src, data: b });
+            }
         }
+        // Also for a hand-over: the poll's progress loop stops on it.
         self.queued(g);
     }
 }

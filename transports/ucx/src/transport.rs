@@ -6,11 +6,12 @@ use std::ptr;
 use std::time::{Duration, Instant};
 
 use ovbench_core::{
-    Caps, Completion, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RegionId, RemoteKey,
-    RmaKind, Tag, Transport, TransportError, TransportInfo, Waited,
+    Arrivals, Caps, Completion, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RegionId,
+    RemoteKey, RmaKind, Tag, Transport, TransportError, TransportInfo, Waited,
 };
 use ovbench_ucx_sys as sys;
 
+use crate::handover::Lend;
 use crate::lanes::{self, RmaPath};
 use crate::liveness;
 use crate::memory::Memory;
@@ -23,6 +24,7 @@ use crate::UcxOptions;
 use ovbench_core::fabric::peer_watch::{self, PeerWatch};
 
 mod lifecycle;
+mod poll;
 mod sends;
 mod wait;
 
@@ -38,8 +40,6 @@ const MAX_ADDRESS: usize = 64 * 1024;
 const WIRE_UP_DEADLINE: Duration = Duration::from_secs(30);
 /// How long teardown waits for an endpoint close.
 const CLOSE_DEADLINE: Duration = Duration::from_secs(2);
-/// Most `ucp_worker_progress` calls in one poll.
-const MAX_PROGRESS: usize = 64;
 
 /// The UCX transport. See the crate docs for how each contract item maps
 /// onto UCP calls.
@@ -626,24 +626,29 @@ impl Transport for UcxTransport {
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
-        // Progress until idle, or until something is ready for the caller:
-        // once a callback has queued a completion, a further call only
-        // finds the worker idle, and costs the caller that much latency.
-        if self.done.is_empty() {
-            for _ in 0..MAX_PROGRESS {
-                if !self.ucp.progress() || self.shared.has_queued() {
-                    break;
-                }
-            }
+        self.poll_parts().0.poll(out)
+    }
+
+    fn poll_arrivals(
+        &mut self,
+        out: &mut Vec<Completion>,
+        arrivals: &mut dyn Arrivals,
+    ) -> Result<usize, TransportError> {
+        // A progress thread's callbacks cannot reach the caller's taker.
+        if self.thread.is_some() {
+            return self.poll(out);
         }
-        let shared = &self.shared;
-        self.watch.check(&mut self.gone, |c| shared.push(c));
-        let mut n = self.shared.drain(out, &mut self.recycled);
-        if !self.done.is_empty() {
-            n += self.done.len();
-            out.append(&mut self.done);
+        let (p, mem) = self.poll_parts();
+        // SAFETY: the lend ends below, before `arrivals` is used again;
+        // nothing changes `mem` meanwhile (the poll borrows other fields)
+        // and callbacks run on this thread.
+        let lend = unsafe { Lend::new(p.shared, arrivals, mem) };
+        let r = p.poll(out);
+        let (handed, err) = lend.end();
+        match err {
+            Some(e) => Err(e),
+            None => Ok(r? + handed),
         }
-        Ok(n)
     }
 
     fn recycle(&mut self, data: Vec<u8>) {

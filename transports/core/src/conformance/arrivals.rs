@@ -173,10 +173,12 @@ fn receive_all(net: &mut Net<'_>, taker: &mut Taker) -> Result<(usize, Vec<Strin
         let now_handed = taker.got.len() - before;
         handed += now_handed;
         match r {
-            Ok(n) if n != now_handed + out.len() => return Err(format!(
+            Ok(n) if n != now_handed + out.len() => {
+                return Err(format!(
                 "rank {d}: poll_arrivals said {n}, yet handed over {now_handed} and appended {}",
                 out.len()
-            )),
+            ))
+            }
             Ok(_) => {}
             Err(e) => errors.push(e.to_string()),
         }
