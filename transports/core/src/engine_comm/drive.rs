@@ -3,11 +3,12 @@
 
 use std::time::{Duration, Instant};
 
-use ovbench_proto::{EventKind, Key, MrId, Op, ProtoError, ReqId, Slice};
+use ovbench_proto::{Engine, EventKind, Key, MrId, Op, ProtoError, ReqId, Slice};
 
 use super::EngineComm;
 use crate::{
-    Completion, LocalSlice, MrHandle, OpKind, RegionId, RemoteKey, Status, TransportError,
+    Arrivals, Completion, LocalSlice, MrHandle, OpKind, Placement, Rank, RegionId, RemoteKey,
+    Status, TransportError,
 };
 
 use super::shared::{timeout, CHECK_EVERY, SPIN_BEFORE_BLOCK};
@@ -21,6 +22,23 @@ fn rkey(k: Key) -> RemoteKey {
         addr: k.addr,
         len: k.len,
         blob: k.blob,
+    }
+}
+
+/// The engine as the transport's taker of arrived messages
+/// ([`crate::Transport::poll_arrivals`]), used only without
+/// instrumentation: the engine's `now` then goes unused.
+struct EngineTaker<'a> {
+    eng: &'a mut Engine,
+}
+
+impl Arrivals for EngineTaker<'_> {
+    fn arrived(&mut self, peer: Rank, data: &[u8]) -> Result<Option<Placement>, TransportError> {
+        let p = self.eng.on_message(0, peer, data).map_err(proto_err)?;
+        Ok(p.map(|p| Placement {
+            dst: ls(p.dst),
+            src_start: p.src_start,
+        }))
     }
 }
 
@@ -151,35 +169,59 @@ impl EngineComm {
         // Polled straight into `self.comps`: the idle poll (most of a
         // wait) moves no Vec in and out of `self` (that move, a store
         // reloaded at once, was the costliest part of an idle poll).
-        let r = self.t.poll(&mut self.comps);
-        let n = self.comps.len();
-        if n == 0 {
-            return r.map(|_| false);
+        // Without instrumentation the engine takes messages as they
+        // arrive; with it, each keeps its own completion stamp below.
+        let r = if self.instr.is_none() {
+            let mut taker = EngineTaker { eng: &mut self.eng };
+            self.t.poll_arrivals(&mut self.comps, &mut taker)
+        } else {
+            self.t.poll(&mut self.comps)
+        };
+        let queued = self.comps.len();
+        let total = match r {
+            Ok(n) => n,
+            Err(e) => {
+                self.comps.clear();
+                return Err(e);
+            }
+        };
+        if total == 0 {
+            return Ok(false);
         }
+        if total > queued {
+            // What the handed-over messages asked for, before anything
+            // queued after them.
+            self.exec_ops()?;
+        }
+        if queued > 0 {
+            self.feed_all()?;
+        }
+        // What arrived may have started a watch (a peer's key).
+        self.watch_raw()?;
+        Ok(true)
+    }
+
+    /// Feed the engine every completion the last poll queued.
+    fn feed_all(&mut self) -> Result<(), TransportError> {
         let mut comps = std::mem::take(&mut self.comps);
-        let mut res = r.map(|_| ());
-        if res.is_ok() {
-            let now = self.stamp();
-            for (i, c) in comps.drain(..).enumerate() {
-                // XFER_END at the NIC's completion time where the device
-                // stamps completions, else at the host's `now`.
-                let at = self
-                    .t
-                    .completion_time(i)
-                    .and_then(|t| self.clock.ticks_at(t))
-                    .unwrap_or(now);
-                res = self.feed(at, c);
-                if res.is_err() {
-                    break;
-                }
+        let now = self.stamp();
+        let mut res = Ok(());
+        for (i, c) in comps.drain(..).enumerate() {
+            // XFER_END at the NIC's completion time where the device
+            // stamps completions, else at the host's `now`.
+            let at = self
+                .t
+                .completion_time(i)
+                .and_then(|t| self.clock.ticks_at(t))
+                .unwrap_or(now);
+            res = self.feed(at, c);
+            if res.is_err() {
+                break;
             }
         }
         comps.clear();
         self.comps = comps;
-        res?;
-        // What arrived may have started a watch (a peer's key).
-        self.watch_raw()?;
-        Ok(true)
+        res
     }
 
     fn feed(&mut self, now: u64, c: Completion) -> Result<(), TransportError> {
