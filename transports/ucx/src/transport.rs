@@ -644,11 +644,8 @@ impl Transport for UcxTransport {
         // and callbacks run on this thread.
         let lend = unsafe { Lend::new(p.shared, arrivals, mem) };
         let r = p.poll(out);
-        let (handed, err) = lend.end();
-        match err {
-            Some(e) => Err(e),
-            None => Ok(r? + handed),
-        }
+        let handed = lend.end()?;
+        Ok(r? + handed)
     }
 
     fn recycle(&mut self, data: Vec<u8>) {

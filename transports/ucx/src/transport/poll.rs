@@ -39,6 +39,7 @@ impl UcxTransport {
 }
 
 impl PollParts<'_> {
+    #[inline]
     pub fn poll(self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
         // Progress until idle, or until something is ready for the caller:
         // once a callback has queued a completion (or handed a message
