@@ -7,7 +7,10 @@ use crate::ReqId;
 impl Engine {
     /// A sentence saying what `req` waits for, for timeout messages.
     pub fn describe(&self, req: ReqId) -> String {
-        let Some(r) = self.reqs.get(&req.0) else {
+        // A posted receive nothing matched has no state: described from
+        // what it would be given.
+        let unmatched = self.posted_receive(req).map(|p| p.request(Wire::Eager));
+        let Some(r) = unmatched.as_ref().or_else(|| self.reqs.get(&req.0)) else {
             return format!("request {} (already retired)", req.0);
         };
         let who = match r.peer {

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 
 pub(crate) use crate::hash::HashMap;
 use crate::idmap::IdMap;
+use crate::recv::Posted;
 
 use crate::wire::{self, Header, Kind};
 use crate::{
@@ -178,7 +179,7 @@ pub struct Engine {
     /// and remove of a just-built status stalled on store forwarding.
     pub(crate) last_id: u64,
     pub(crate) last_status: Status,
-    pub(crate) posted: VecDeque<crate::recv::Posted>,
+    pub(crate) posted: VecDeque<Posted>,
     pub(crate) unexpected: VecDeque<Unexp>,
     pub(crate) unexpected_bytes: usize,
     pub(crate) incoming: HashMap<(Rank, u32), In>,
@@ -378,41 +379,19 @@ impl Engine {
             }
         }
         let id = self.new_id();
-        let wire = match (self.cfg.protocol, space) {
-            (Protocol::Raw(RawOp::Write), Space::User) => Wire::RawWrite,
-            (Protocol::Raw(RawOp::Read), Space::User) => Wire::RawRead,
-            _ => Wire::Eager,
+        let p = Posted::new(id, src, tag, space, dst, whole);
+        let raw = match (self.cfg.protocol, space) {
+            (Protocol::Raw(RawOp::Write), Space::User) => Some(Wire::RawWrite),
+            (Protocol::Raw(RawOp::Read), Space::User) => Some(Wire::RawRead),
+            _ => None,
         };
-        self.reqs.insert(
-            id,
-            Req {
-                send: false,
-                peer: src,
-                tag,
-                space,
-                buf: dst,
-                whole,
-                seq: 0,
-                len: 0,
-                wire,
-                mode: Mode::Standard,
-                stage: Stage::Queued,
-                mr: None,
-                need_ack: false,
-                acked: false,
-                done_bytes: 0,
-                first: 0,
-                requested: 0,
-                xfer: 0,
-                marker: 0,
-                peer_key: None,
-                inflight: 0,
-                result: None,
-            },
-        );
-        let r = match wire {
-            Wire::RawWrite | Wire::RawRead => self.raw_recv(now, id),
-            _ => self.post_recv(now, id, src, tag, space),
+        let r = match raw {
+            Some(wire) => {
+                self.reqs.insert(id, p.request(wire));
+                self.raw_recv(now, id)
+            }
+            // Its request state is made only when a message matches it.
+            None => self.post_recv(now, p),
         };
         if r.is_err() {
             self.reqs.remove(&id);
@@ -532,9 +511,11 @@ impl Engine {
 
     /// Whether `req` has finished (successfully or not).
     pub fn is_done(&self, req: ReqId) -> bool {
-        self.reqs
-            .get(&req.0)
-            .map_or(true, |r| r.result.is_some() || r.stage == Stage::Done)
+        match self.reqs.get(&req.0) {
+            Some(r) => r.result.is_some() || r.stage == Stage::Done,
+            // A posted receive nothing matched yet has no state.
+            None => !self.posted.iter().any(|p| p.id == req.0),
+        }
     }
 
     /// Retire `req` if it finished: its status or its error. `None` while
@@ -600,15 +581,23 @@ impl Engine {
 
     /// Number of requests not yet retired (for leak checks and shutdown).
     pub fn in_flight(&self) -> usize {
-        self.reqs.len() + self.finished.len() + usize::from(self.last_id != 0)
+        self.reqs.len() + self.finished.len() + usize::from(self.last_id != 0) + self.posted.len()
     }
 
     /// Direction, peer (None: any source not matched yet) and size of
     /// `req`, for error messages; `None` once retired.
     pub fn request_info(&self, req: ReqId) -> Option<(bool, Option<Rank>, usize)> {
+        if let Some(p) = self.posted_receive(req) {
+            return Some((false, p.peer(), p.buf.len));
+        }
         self.reqs
             .get(&req.0)
             .map(|r| (r.send, r.peer, if r.send { r.len } else { r.buf.len }))
+    }
+
+    /// `req` if it is a posted receive nothing has matched yet.
+    pub(crate) fn posted_receive(&self, req: ReqId) -> Option<&Posted> {
+        self.posted.iter().find(|p| p.id == req.0)
     }
 
     // ---- shared helpers ----

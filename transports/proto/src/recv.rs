@@ -1,10 +1,10 @@
 //! The receiver's side: matching (expected and unexpected queues, MPI's
 //! non-overtaking order, wildcards) and the receive half of each protocol.
 
-use crate::engine::{CtxUse, Engine, In, Stage, Token, Unexp, Wire};
+use crate::engine::{CtxUse, Engine, In, Req, Stage, Token, Unexp, Wire};
 use crate::send::gone;
 use crate::wire::{Fixed, Header, Kind, FLAG_INTERNAL, FLAG_READY, FLAG_SYNC};
-use crate::{EventKind, Key, Op, Placement, ProtoError, Rank, Space, Tag};
+use crate::{EventKind, Key, Mode, Op, Placement, ProtoError, Rank, Slice, Space, Tag};
 
 /// What of the first packet's payload is where.
 enum Data<'a> {
@@ -14,12 +14,12 @@ enum Data<'a> {
     Buffered(Vec<u8>),
 }
 
-/// A posted receive as matching sees it: its selectors kept beside its id,
-/// so an arrival is matched without reading the request's state. The
-/// selectors are plain words with "any" bits rather than `Option`s: an
-/// `Option<u32>` spilled as two 4-byte halves and read back as one 8-byte
-/// word stalled store forwarding on every posted receive (`perf annotate`
-/// of `engine_cost`).
+/// A posted receive nothing has matched yet: all there is of it (its
+/// request state is made when a message matches, and an eager message
+/// that lands whole needs none). The selectors are plain words with
+/// "any" bits rather than `Option`s: an `Option<u32>` spilled as two
+/// 4-byte halves and read back as one 8-byte word stalled store
+/// forwarding on every posted receive (`perf annotate` of `engine_cost`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Posted {
     pub id: u64,
@@ -27,13 +27,22 @@ pub(crate) struct Posted {
     tag: Tag,
     any: u8,
     space: Space,
+    pub buf: Slice,
+    whole: Slice,
 }
 
 const ANY_PEER: u8 = 1;
 const ANY_TAG: u8 = 2;
 
 impl Posted {
-    fn new(id: u64, peer: Option<Rank>, tag: Option<Tag>, space: Space) -> Posted {
+    pub fn new(
+        id: u64,
+        peer: Option<Rank>,
+        tag: Option<Tag>,
+        space: Space,
+        buf: Slice,
+        whole: Slice,
+    ) -> Posted {
         let any =
             if peer.is_none() { ANY_PEER } else { 0 } | if tag.is_none() { ANY_TAG } else { 0 };
         Posted {
@@ -42,6 +51,8 @@ impl Posted {
             tag: tag.unwrap_or(0),
             any,
             space,
+            buf,
+            whole,
         }
     }
 
@@ -50,29 +61,59 @@ impl Posted {
             && (self.any & ANY_PEER != 0 || self.peer == peer)
             && (self.any & ANY_TAG != 0 || self.tag == tag)
     }
+
+    /// The source selector (`None`: any rank).
+    pub fn peer(&self) -> Option<Rank> {
+        (self.any & ANY_PEER == 0).then_some(self.peer)
+    }
+
+    /// The tag selector (`None`: any tag).
+    pub fn tag(&self) -> Option<Tag> {
+        (self.any & ANY_TAG == 0).then_some(self.tag)
+    }
+
+    /// Its request state, for a receive that needs one.
+    pub fn request(&self, wire: Wire) -> Req {
+        Req {
+            send: false,
+            peer: self.peer(),
+            tag: self.tag(),
+            space: self.space,
+            buf: self.buf,
+            whole: self.whole,
+            seq: 0,
+            len: 0,
+            wire,
+            mode: Mode::Standard,
+            stage: Stage::Queued,
+            mr: None,
+            need_ack: false,
+            acked: false,
+            done_bytes: 0,
+            first: 0,
+            requested: 0,
+            xfer: 0,
+            marker: 0,
+            peer_key: None,
+            inflight: 0,
+            result: None,
+        }
+    }
 }
 
 impl Engine {
-    /// Match receive `id` (selectors `src`, `tag`, `space`, passed in
-    /// rather than read back from the state just stored) against the
-    /// unexpected messages, or queue it.
-    pub(crate) fn post_recv(
-        &mut self,
-        now: u64,
-        id: u64,
-        src: Option<Rank>,
-        tag: Option<Tag>,
-        space: Space,
-    ) -> Result<(), ProtoError> {
-        let pos = self.unexpected.iter().position(|u| {
-            u.space == space
-                && src.map_or(true, |p| p == u.peer)
-                && tag.map_or(true, |t| t == u.tag)
-        });
+    /// Match posted receive `p` against the unexpected messages, or queue it.
+    pub(crate) fn post_recv(&mut self, now: u64, p: Posted) -> Result<(), ProtoError> {
+        let pos = self
+            .unexpected
+            .iter()
+            .position(|u| p.matches(u.peer, u.tag, u.space));
         match pos {
             Some(i) => {
                 let u = self.unexpected.remove(i).expect("position is in range");
                 self.unexpected_bytes -= u.data.len();
+                let id = p.id;
+                self.reqs.insert(id, p.request(Wire::Eager));
                 self.accept(
                     now,
                     id,
@@ -88,7 +129,7 @@ impl Engine {
                 .map(|_| ())
             }
             None => {
-                self.posted.push_back(Posted::new(id, src, tag, space));
+                self.posted.push_back(p);
                 Ok(())
             }
         }
@@ -158,7 +199,25 @@ impl Engine {
             } else {
                 self.posted.remove(i)
             };
-            let id = p.expect("position is in range").id;
+            let p = p.expect("position is in range");
+            let n = bytes.len() - start;
+            if h.kind == Kind::Eager
+                && n as u64 == h.len
+                && n <= p.buf.len
+                && h.flags & FLAG_SYNC == 0
+                && self.incoming.is_empty()
+            {
+                // Whole in this packet and acknowledged to nobody: done as
+                // it lands, with no request state made (as a one-packet
+                // send finishes as posted).
+                self.finished_as_posted(p.id, peer, h.tag, n);
+                return Ok((n > 0).then(|| Placement {
+                    dst: p.buf.sub(0, n).expect("n <= buf"),
+                    src_start: start,
+                }));
+            }
+            let id = p.id;
+            self.reqs.insert(id, p.request(Wire::Eager));
             return self.accept(
                 now,
                 id,

@@ -29,9 +29,10 @@ impl Engine {
         self.finished_as_posted(id, peer, tag, src.len);
     }
 
-    /// Send `id` (to `peer`, `tag`, `len` bytes) finished as it was posted:
-    /// its status waits for [`Engine::take`], the latest in plain fields.
-    fn finished_as_posted(&mut self, id: u64, peer: Rank, tag: Tag, len: usize) {
+    /// Request `id` (a send to, or a receive from, `peer`; `tag`, `len`
+    /// bytes) finished as it was posted, with no request state: its status
+    /// waits for [`Engine::take`], the latest in plain fields.
+    pub(crate) fn finished_as_posted(&mut self, id: u64, peer: Rank, tag: Tag, len: usize) {
         if self.last_id != 0 {
             self.finished.insert(self.last_id, self.last_status);
         }
