@@ -700,3 +700,27 @@ fn ready_mode_applies_to_rendezvous_requests_too() {
         );
     }
 }
+
+#[test]
+fn a_posted_receive_is_in_flight_and_not_done_until_matched() {
+    // A posted receive has no request state until a message matches it
+    // (an eager one that lands whole never gets any): the bookkeeping
+    // must still see it.
+    let mut s = Sim::new(2, Protocol::Eager);
+    let src = s.alloc(0, 8, pattern(1));
+    let dst = s.alloc(1, 8, |_| 0);
+    let rr = s.irecv(1, dst, None, None);
+    let eng = &s.nodes[1].eng;
+    assert_eq!(eng.in_flight(), 1);
+    assert!(!eng.is_done(rr));
+    assert_eq!(eng.request_info(rr), Some((false, None, 8)));
+    let sr = s.isend(0, src, 1, 9, Mode::Standard);
+    s.run().unwrap();
+    s.done(0, sr);
+    assert!(s.nodes[1].eng.is_done(rr));
+    let st = s.done(1, rr);
+    assert_eq!((st.source, st.tag, st.len), (0, 9, 8));
+    assert_eq!(s.bytes(1, dst), s.bytes(0, src));
+    assert_eq!(s.nodes[1].eng.in_flight(), 0);
+    assert!(s.nodes[1].eng.request_info(rr).is_none());
+}
