@@ -157,22 +157,21 @@ impl EngineComm {
         let now = self.stamp();
         // A one-packet eager send is posted here and now, past the
         // engine's operation queue.
-        let mut hdr = std::mem::take(&mut self.direct_hdr);
-        let direct = self
-            .eng
-            .isend_direct(now, s, whole, dst, tag, mode, space, &mut hdr);
+        // The header buffer is borrowed in place, not moved out and back
+        // (a move is a store reloaded at once).
+        let direct =
+            self.eng
+                .isend_direct(now, s, whole, dst, tag, mode, space, &mut self.direct_hdr);
         if let Ok(Some(d)) = direct {
-            let sent = self
-                .t
-                .post_send_inline(d.peer, &hdr, d.payload.map(drive::ls), d.ctx);
-            self.direct_hdr = hdr;
+            let sent =
+                self.t
+                    .post_send_inline(d.peer, &self.direct_hdr, d.payload.map(drive::ls), d.ctx);
             if sent? {
                 self.sent_inline(d.ctx)?;
             }
             self.drain_events();
             return Ok(d.req);
         }
-        self.direct_hdr = hdr;
         direct.map_err(drive::proto_err)?;
         let r = self
             .eng
