@@ -104,6 +104,46 @@ pub(crate) struct Req {
     pub result: Option<Result<Status, ProtoError>>,
 }
 
+impl Req {
+    /// A request nothing has happened to yet.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        send: bool,
+        peer: Option<Rank>,
+        tag: Option<Tag>,
+        space: Space,
+        buf: Slice,
+        whole: Slice,
+        wire: Wire,
+        mode: Mode,
+    ) -> Req {
+        Req {
+            send,
+            peer,
+            tag,
+            space,
+            buf,
+            whole,
+            seq: 0,
+            len: 0,
+            wire,
+            mode,
+            stage: Stage::Queued,
+            mr: None,
+            need_ack: false,
+            acked: false,
+            done_bytes: 0,
+            first: 0,
+            requested: 0,
+            xfer: 0,
+            marker: 0,
+            peer_key: None,
+            inflight: 0,
+            result: None,
+        }
+    }
+}
+
 /// What a finished operation's context stands for.
 #[derive(Clone, Debug)]
 pub(crate) enum CtxUse {
@@ -308,33 +348,11 @@ impl Engine {
             self.send_now(now, id, src, (peer, tag, seq), mode, space);
             return Ok(ReqId(id));
         }
-        self.reqs.insert(
-            id,
-            Req {
-                send: true,
-                peer: Some(peer),
-                tag: Some(tag),
-                space,
-                buf: src,
-                whole,
-                seq,
-                len: src.len,
-                wire,
-                mode,
-                stage: Stage::Queued,
-                mr: None,
-                need_ack: mode == Mode::Synchronous,
-                acked: false,
-                done_bytes: 0,
-                first: 0,
-                requested: 0,
-                xfer: 0,
-                marker: 0,
-                peer_key: None,
-                inflight: 0,
-                result: None,
-            },
-        );
+        let mut r = Req::new(true, Some(peer), Some(tag), space, src, whole, wire, mode);
+        r.seq = seq;
+        r.len = src.len;
+        r.need_ack = mode == Mode::Synchronous;
+        self.reqs.insert(id, r);
         let r = self.start_send(now, id);
         if r.is_err() {
             self.reqs.remove(&id);

@@ -74,30 +74,16 @@ impl Posted {
 
     /// Its request state, for a receive that needs one.
     pub fn request(&self, wire: Wire) -> Req {
-        Req {
-            send: false,
-            peer: self.peer(),
-            tag: self.tag(),
-            space: self.space,
-            buf: self.buf,
-            whole: self.whole,
-            seq: 0,
-            len: 0,
+        Req::new(
+            false,
+            self.peer(),
+            self.tag(),
+            self.space,
+            self.buf,
+            self.whole,
             wire,
-            mode: Mode::Standard,
-            stage: Stage::Queued,
-            mr: None,
-            need_ack: false,
-            acked: false,
-            done_bytes: 0,
-            first: 0,
-            requested: 0,
-            xfer: 0,
-            marker: 0,
-            peer_key: None,
-            inflight: 0,
-            result: None,
-        }
+            Mode::Standard,
+        )
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use super::net::{first_diff, patterned, Net};
+use super::net::{first_diff, min_eager_buf, patterned, Net};
 use super::WAIT_DEADLINE;
 use crate::{Arrivals, Completion, LocalSlice, Placement, Rank, TransportError};
 
@@ -71,11 +71,7 @@ impl Arrivals for Taker {
 /// `Err`, and the messages after them still arrive. A transport may hand
 /// none over.
 pub fn arrivals_contract(ts: &mut Endpoints) -> Result<(), String> {
-    let max = ts
-        .iter()
-        .map(|t| t.caps().eager_buf_size)
-        .min()
-        .unwrap_or(0);
+    let max = min_eager_buf(ts);
     let mut net = Net::new(ts);
     let d = net.last();
     let src = net.alloc(0, max, 0)?;

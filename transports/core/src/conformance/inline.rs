@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use super::net::{ctx_of, first_diff, patterned, Net};
+use super::net::{ctx_of, first_diff, min_eager_buf, patterned, Net};
 use super::{Endpoints, WAIT_DEADLINE};
 use crate::{Completion, Ctx, Rank, Tag, TransportError};
 
@@ -22,11 +22,7 @@ const LINGER: Duration = Duration::from_millis(200);
 /// send reported inline ever completes. A transport may finish none inline.
 pub fn inline_send_contract(ts: &mut Endpoints) -> Result<(), String> {
     const CTX: Ctx = 0x1_5E4D_0000;
-    let max = ts
-        .iter()
-        .map(|t| t.caps().eager_buf_size)
-        .min()
-        .unwrap_or(0);
+    let max = min_eager_buf(ts);
     let mut net = Net::new(ts);
     let d = net.last();
     let buf = net.alloc(0, max, 0)?;

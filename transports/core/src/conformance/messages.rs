@@ -1,7 +1,7 @@
 //! Two-sided checks: ordered, intact, zero-length, oversize and tagged
 //! messages.
 
-use super::net::{ctx_of, first_diff, patterned, Net};
+use super::net::{ctx_of, first_diff, min_eager_buf, patterned, Net};
 use super::{Endpoints, WAIT_DEADLINE};
 use crate::{Completion, Ctx, LocalSlice, Rank, TransportError};
 
@@ -11,11 +11,7 @@ use crate::{Completion, Ctx, LocalSlice, Rank, TransportError};
 pub fn send_order_and_max_size(ts: &mut Endpoints) -> Result<(), String> {
     const K: u32 = 40;
     let n = ts.len();
-    let max = ts
-        .iter()
-        .map(|t| t.caps().eager_buf_size)
-        .min()
-        .unwrap_or(0);
+    let max = min_eager_buf(ts);
     let sizes = [0usize, 1, 57, 4096, max - 8];
     let mut net = Net::new(ts);
     let bufs: Vec<LocalSlice> = (0..n)

@@ -178,6 +178,14 @@ impl<'a> Net<'a> {
     }
 }
 
+/// The largest message every endpoint takes (header and payload).
+pub(super) fn min_eager_buf(ts: &Endpoints) -> usize {
+    ts.iter()
+        .map(|t| t.caps().eager_buf_size)
+        .min()
+        .unwrap_or(0)
+}
+
 pub(super) fn ctx_of(c: &Completion) -> Option<Ctx> {
     match c {
         Completion::Send { ctx }
