@@ -26,6 +26,11 @@
 //!   early must flush or wait for the target's acknowledgement); a read
 //!   completes when its data is in local memory. An error completion names
 //!   the peer, the operation and the status.
+//! * **Hand-over** ([`Transport::poll_arrivals`]): a transport may give a
+//!   message's bytes to the caller's [`Arrivals`] while it still holds
+//!   them, instead of queueing a [`Completion::Recv`]; each message goes
+//!   one way or the other, and one peer's messages keep their order
+//!   across both.
 //! * **Ordering between kinds**: a FIN message posted after a write's
 //!   completion is seen by the target only after the written data is
 //!   visible (this follows from the write rule above).
