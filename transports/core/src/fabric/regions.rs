@@ -82,6 +82,7 @@ impl<A, H> Regions<A, H> {
         Ok(())
     }
 
+    #[inline]
     fn region(&self, id: RegionId) -> Result<&(A, usize), TransportError> {
         self.regions
             .get(id.0 as usize)
@@ -90,6 +91,7 @@ impl<A, H> Regions<A, H> {
     }
 
     /// The allocation holding `s`, after checking `s` lies inside it.
+    #[inline]
     pub fn holding(&self, s: LocalSlice) -> Result<&A, TransportError> {
         let (a, len) = self.region(s.region)?;
         match s.offset.checked_add(s.len) {
