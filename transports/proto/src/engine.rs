@@ -532,7 +532,7 @@ impl Engine {
         match self.reqs.get(&req.0) {
             Some(r) => r.result.is_some() || r.stage == Stage::Done,
             // A posted receive nothing matched yet has no state.
-            None => !self.posted.iter().any(|p| p.id == req.0),
+            None => self.posted_receive(req).is_none(),
         }
     }
 
