@@ -7,9 +7,11 @@
 //!   libraries stays in the fabric crate.
 //! - Tests and examples, generic over [`Transport`](crate::Transport) like
 //!   [`conformance`](crate::conformance): two ranks in one process
-//!   ([`pair`]), two real processes ([`processes`]) and the by-hand
-//!   latency check ([`pingpong`]).
+//!   ([`pair`]), two real processes ([`processes`]), the by-hand
+//!   latency check ([`pingpong`]) and the benches' per-message software
+//!   cost ([`comm_cost`]).
 
+pub mod comm_cost;
 pub mod pair;
 pub mod peer_watch;
 pub mod pingpong;

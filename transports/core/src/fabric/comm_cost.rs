@@ -1,0 +1,91 @@
+//! ovbench's own software cost of a small message, shared by the fabric
+//! crates' `comm_cost` benches: both ranks of a pair on one thread, so a
+//! round trip is the two communicators' and the library's work with no
+//! core-to-core traffic. Own eager minus native is then what ovbench's
+//! protocol adds per message, steady to a nanosecond or two run to run,
+//! where a two-core ping-pong on a noisy host moves by far more.
+//!
+//! It is a cost, not a latency: work done after a send has left (retiring
+//! its request) counts here, and off a ping-pong's critical path it would
+//! not.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::pair;
+use crate::clock::best_clock;
+use crate::engine_comm::Protocol;
+use crate::{
+    Buf, Clock, Communicator, EngineComm, EngineConfig, NativeComm, Rank, Transport, WorkLoop,
+};
+
+const ITERS: u32 = 200_000;
+const LEN: usize = 8;
+const TAG: u32 = 7;
+
+/// Communicators over a freshly connected pair: the library's tagged path
+/// (`native`) or the engine's eager protocol.
+fn comms<T: Transport + 'static>(
+    t: [T; 2],
+    native: bool,
+    clock: &Arc<dyn Clock>,
+) -> [Box<dyn Communicator>; 2] {
+    pair::connect(t).map(|t| {
+        let work = Box::new(WorkLoop::calibrate(clock.clone(), Duration::from_millis(5)));
+        let t: Box<dyn Transport> = Box::new(t);
+        let cfg = EngineConfig {
+            protocol: Protocol::Eager,
+            ..EngineConfig::default()
+        };
+        if native {
+            Box::new(NativeComm::new(t, clock.clone(), work, cfg).expect("native communicator"))
+                as Box<dyn Communicator>
+        } else {
+            Box::new(EngineComm::new(t, clock.clone(), work, cfg).expect("engine communicator"))
+        }
+    })
+}
+
+/// One message from `c[from]` to the other rank: the receive posted
+/// first, the send blocking (as a ping-pong's), the receive then driven
+/// by `test` (its rank cannot block: it shares this thread).
+fn one_way(c: &mut [Box<dyn Communicator>; 2], bufs: [Buf; 2], from: usize) {
+    let to = 1 - from;
+    let r = c[to]
+        .irecv(bufs[to], 0, LEN, Some(from as Rank), Some(TAG))
+        .expect("irecv");
+    c[from]
+        .send(bufs[from], 0, LEN, to as Rank, TAG)
+        .expect("send");
+    while c[to].test(r).expect("test").is_none() {}
+}
+
+/// Nanoseconds per round trip over `t`.
+fn round_trip_ns<T: Transport + 'static>(t: [T; 2], native: bool, clock: &Arc<dyn Clock>) -> f64 {
+    let mut c = comms(t, native, clock);
+    let bufs = [0, 1].map(|i| c[i].alloc(LEN).expect("alloc"));
+    let mut run = |n: u32| {
+        let t0 = Instant::now();
+        for _ in 0..n {
+            one_way(&mut c, bufs, 0);
+            one_way(&mut c, bufs, 1);
+        }
+        t0.elapsed()
+    };
+    run(ITERS / 10);
+    run(ITERS).as_nanos() as f64 / f64::from(ITERS)
+}
+
+/// Print `rounds` alternating native / own eager measurements over pairs
+/// from `open` (named `what`).
+pub fn main<T: Transport + 'static>(what: &str, rounds: usize, open: impl Fn() -> [T; 2]) {
+    let clock: Arc<dyn Clock> = Arc::from(best_clock());
+    for _ in 0..rounds {
+        let n = round_trip_ns(open(), true, &clock);
+        let e = round_trip_ns(open(), false, &clock);
+        println!(
+            "{what}, {LEN} B, both ranks on one thread: round trip native {n:.0} ns, own eager {e:.0} ns; own eager adds {:.0} ns per message",
+            (e - n) / 2.0
+        );
+    }
+}
