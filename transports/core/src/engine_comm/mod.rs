@@ -145,6 +145,37 @@ impl EngineComm {
         }
     }
 
+    /// Post a send of the user's `buf[off..off + len]`.
+    #[inline]
+    fn post_user_send(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+        mode: Mode,
+    ) -> Result<ReqId, TransportError> {
+        let s = range(buf, off, len, "send")?;
+        let whole = Slice::new(buf.region.0, 0, buf.len);
+        self.post_send(s, whole, dst, tag, mode, Space::User)
+    }
+
+    /// Post a receive into the user's `buf[off..off + len]`.
+    #[inline]
+    fn post_user_recv(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Result<ReqId, TransportError> {
+        let s = range(buf, off, len, "receive")?;
+        let whole = Slice::new(buf.region.0, 0, buf.len);
+        self.post_recv(s, whole, src, tag, Space::User)
+    }
+
     pub(crate) fn post_send(
         &mut self,
         s: Slice,
@@ -229,10 +260,8 @@ impl Communicator for EngineComm {
         mode: SendMode,
     ) -> Result<Req, TransportError> {
         self.call(|c| {
-            let s = range(buf, off, len, "send")?;
-            let whole = Slice::new(buf.region.0, 0, buf.len);
-            let r = c.post_send(s, whole, dst, tag, mode_of(mode), Space::User)?;
-            Ok(Req(r.0))
+            c.post_user_send(buf, off, len, dst, tag, mode_of(mode))
+                .map(|r| Req(r.0))
         })
     }
 
@@ -244,12 +273,7 @@ impl Communicator for EngineComm {
         src: Source,
         tag: TagSel,
     ) -> Result<Req, TransportError> {
-        self.call(|c| {
-            let s = range(buf, off, len, "receive")?;
-            let whole = Slice::new(buf.region.0, 0, buf.len);
-            let r = c.post_recv(s, whole, src, tag, Space::User)?;
-            Ok(Req(r.0))
-        })
+        self.call(|c| c.post_user_recv(buf, off, len, src, tag).map(|r| Req(r.0)))
     }
 
     fn test(&mut self, req: Req) -> Result<Option<Status>, TransportError> {
@@ -296,7 +320,48 @@ impl Communicator for EngineComm {
         }
     }
 
-    blocking_as_one_call!(call);
+    blocking_as_one_call!(@sends call; ssend issend, rsend irsend, bsend ibsend);
+    blocking_as_one_call!(@rest call);
+
+    fn send(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        // Not recording: posted and waited for here, not through `isend`
+        // and `wait`, whose nested calls moved each result through three
+        // frames (as NativeComm's send).
+        if self.instr.is_none() {
+            let r = self.post_user_send(buf, off, len, dst, tag, Mode::Standard)?;
+            return self.wait_req(r).map(|_| ());
+        }
+        self.call(|c| {
+            let r = c.isend(buf, off, len, dst, tag)?;
+            c.wait(r).map(|_| ())
+        })
+    }
+
+    fn recv(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Result<Status, TransportError> {
+        // As `send`: without recording, no nested calls.
+        if self.instr.is_none() {
+            let r = self.post_user_recv(buf, off, len, src, tag)?;
+            return self.wait_req(r);
+        }
+        self.call(|c| {
+            let r = c.irecv(buf, off, len, src, tag)?;
+            c.wait(r)
+        })
+    }
 
     fn enable_instrumentation(&mut self, table: XferTable) -> Result<(), TransportError> {
         shared::enable(&mut self.instr, self.clock.as_ref(), table);
