@@ -542,8 +542,24 @@ impl Engine {
     pub fn take(&mut self, req: ReqId) -> Option<Result<Status, ProtoError>> {
         if req.0 == self.last_id {
             self.last_id = 0;
-            return Some(Ok(self.last_status));
+            // Field by field, as `finished_as_posted` stored them: a copy
+            // of the whole status loaded it in one 16-byte read across
+            // three recent stores, a store-forwarding stall on every
+            // message (seen in the disassembly).
+            let l = &self.last_status;
+            return Some(Ok(Status {
+                source: l.source,
+                tag: l.tag,
+                len: l.len,
+            }));
         }
+        self.take_kept(req)
+    }
+
+    /// [`Self::take`] for any request but the latest finished-as-posted
+    /// one: out of line, so the common case above stays small.
+    #[inline(never)]
+    fn take_kept(&mut self, req: ReqId) -> Option<Result<Status, ProtoError>> {
         if !self.finished.is_empty() {
             if let Some(st) = self.finished.remove(&req.0) {
                 return Some(Ok(st));
