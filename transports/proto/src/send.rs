@@ -1,7 +1,7 @@
 //! The sender's side of every protocol, and the registration dispatch.
 
 use crate::engine::{CtxUse, Engine, Stage, Token, Wire, QUIET_CTX};
-use crate::wire::{Header, Kind, FLAG_INTERNAL, FLAG_READY, FLAG_SYNC};
+use crate::wire::{self, Header, Kind, FLAG_INTERNAL, FLAG_READY, FLAG_SYNC};
 use crate::{
     Direct, EventKind, Key, Mode, MrId, Op, ProtoError, Rank, ReqId, Slice, Space, Status, Tag,
 };
@@ -83,9 +83,6 @@ impl Engine {
             self.xfer_id()
         };
         self.event(EventKind::XferBegin, xfer, src.len, now);
-        let mut h = Header::ctrl(Kind::Eager, seq, tag, src.len as u64);
-        h.payload_len = src.len as u32;
-        h.flags = fl;
         let payload = (src.len > 0).then_some(src);
         let u = CtxUse::Packet {
             xfer,
@@ -93,7 +90,8 @@ impl Engine {
             req: None,
         };
         let ctx = self.packet_ctx(fl, payload, u);
-        h.encode_into(header);
+        // One packet: its length fits the packet's u32 payload length.
+        wire::encode_eager_into(header, seq, tag, src.len as u32, fl);
         self.finished_as_posted(id, peer, tag, src.len);
         Ok(Some(Direct {
             req: ReqId(id),

@@ -151,29 +151,73 @@ impl Header {
         }
     }
 
-    /// The fixed part, built from whole words: the byte-by-byte assembly
-    /// it replaces was read back at once as one wide copy, which waited
-    /// for every narrow store to retire (a store-forwarding stall on each
-    /// message sent, seen with `perf`).
+    /// The fixed part (see [`fixed_bytes`]).
     #[inline]
     fn fixed(&self) -> [u8; HEADER_LEN] {
         let key_len = self.key.as_ref().map_or(0, |k| 18 + k.blob.len()) as u16;
-        let w0 = u64::from(MAGIC)
-            | u64::from(VERSION) << 16
-            | u64::from(self.kind as u8) << 24
-            | u64::from(self.seq) << 32;
-        let w1 = u64::from(self.tag) | (self.len & 0xffff_ffff) << 32;
-        let w2 = self.len >> 32 | (self.offset & 0xffff_ffff) << 32;
-        let w3 = self.offset >> 32 | u64::from(self.payload_len) << 32;
-        let w4 = u32::from(key_len) | u32::from(self.flags) << 16;
-        let lo = u128::from(w0) | u128::from(w1) << 64;
-        let hi = u128::from(w2) | u128::from(w3) << 64;
-        let mut h = [0u8; HEADER_LEN];
-        h[..16].copy_from_slice(&lo.to_le_bytes());
-        h[16..32].copy_from_slice(&hi.to_le_bytes());
-        h[32..].copy_from_slice(&w4.to_le_bytes());
-        h
+        fixed_bytes(
+            self.kind,
+            self.seq,
+            self.tag,
+            self.len,
+            self.offset,
+            self.payload_len,
+            key_len,
+            self.flags,
+        )
     }
+}
+
+/// The header of a one-packet eager message of `len` bytes, into `out`
+/// (cleared first): what `Header::encode_into` writes for it, built from
+/// the values themselves. A `Header` built for it on the stack was read
+/// back at once with wider loads than its byte fields were stored with,
+/// a store-forwarding stall on every message sent (seen with `perf`).
+#[inline]
+pub fn encode_eager_into(out: &mut Vec<u8>, seq: u32, tag: u32, len: u32, flags: u8) {
+    out.clear();
+    out.extend_from_slice(&fixed_bytes(
+        Kind::Eager,
+        seq,
+        tag,
+        u64::from(len),
+        0,
+        len,
+        0,
+        flags,
+    ));
+}
+
+/// The fixed part, built from whole words: built byte by byte, it was
+/// read back in one wide copy that waited for every narrow store to
+/// retire (a store-forwarding stall per message).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn fixed_bytes(
+    kind: Kind,
+    seq: u32,
+    tag: u32,
+    len: u64,
+    offset: u64,
+    payload_len: u32,
+    key_len: u16,
+    flags: u8,
+) -> [u8; HEADER_LEN] {
+    let w0 = u64::from(MAGIC)
+        | u64::from(VERSION) << 16
+        | u64::from(kind as u8) << 24
+        | u64::from(seq) << 32;
+    let w1 = u64::from(tag) | (len & 0xffff_ffff) << 32;
+    let w2 = len >> 32 | (offset & 0xffff_ffff) << 32;
+    let w3 = offset >> 32 | u64::from(payload_len) << 32;
+    let w4 = u32::from(key_len) | u32::from(flags) << 16;
+    let lo = u128::from(w0) | u128::from(w1) << 64;
+    let hi = u128::from(w2) | u128::from(w3) << 64;
+    let mut h = [0u8; HEADER_LEN];
+    h[..16].copy_from_slice(&lo.to_le_bytes());
+    h[16..32].copy_from_slice(&hi.to_le_bytes());
+    h[32..].copy_from_slice(&w4.to_le_bytes());
+    h
 }
 
 fn u16_at(b: &[u8], at: usize) -> u16 {
@@ -407,6 +451,22 @@ mod tests {
             &|b| b[HEADER_LEN..HEADER_LEN + 8].copy_from_slice(&u64::MAX.to_le_bytes()),
             "overflows",
         );
+    }
+
+    #[test]
+    fn eager_header_as_a_header_encodes_it() {
+        let mut h = Header::ctrl(Kind::Eager, 0x0102_0304, 0xa0b0_c0d0, 8);
+        h.payload_len = 8;
+        h.flags = FLAG_SYNC | FLAG_INTERNAL;
+        let mut b = Vec::new();
+        encode_eager_into(
+            &mut b,
+            0x0102_0304,
+            0xa0b0_c0d0,
+            8,
+            FLAG_SYNC | FLAG_INTERNAL,
+        );
+        assert_eq!(b, h.encode());
     }
 
     #[test]
