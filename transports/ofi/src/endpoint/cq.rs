@@ -342,8 +342,10 @@ impl Endpoint {
     /// refusal or a bad placement stops the hand-over for this poll.
     fn arrive(&mut self, src: Rank, data: &[u8], k: &mut Sink<'_>) {
         k.handed += 1;
+        // Read where the taker returned it (as UCX's `Taker::hand`): moved
+        // out whole, the placement stalled store forwarding.
         let r = match k.arrivals.arrived(src, data) {
-            Ok(Some(p)) => self.place(src, data, p),
+            Ok(Some(ref p)) => self.place(src, data, p),
             Ok(None) => Ok(()),
             Err(e) => Err(e),
         };
@@ -352,7 +354,8 @@ impl Endpoint {
 
     /// Copy `data[p.src_start..][..p.dst.len]` into `p.dst`, both ranges
     /// checked (the taker's numbers are not trusted).
-    fn place(&mut self, src: Rank, data: &[u8], p: Placement) -> Result<(), TransportError> {
+    #[inline]
+    fn place(&mut self, src: Rank, data: &[u8], p: &Placement) -> Result<(), TransportError> {
         let bad = |why: String| {
             TransportError::Invalid(format!(
                 "placement of {} bytes from offset {} of a {}-byte message from rank {src} into region {} at offset {}: {why}",
