@@ -54,19 +54,21 @@ def build(features=None, skip=False):
                          f"(or {' '.join(cmd)})")
 
 
-def ovbench(cmd, size, iters, warmup, extra=()):
-    """One ovbench run at one size: p50, mean (µs) and bandwidth, and its command line."""
+def ovbench(cmd, size, iters, warmup, extra=(), env=None):
+    """One ovbench run at one size: p50, mean (µs) and bandwidth, and its
+    command line; `env`: variables added to the environment."""
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "r.json")
         args = [OVBENCH, cmd, *extra, "--sizes", str(size), "--iters", str(iters),
                 "--warmup", str(warmup), "--json", out]
-        sh(args)
+        sh(args, env=dict(os.environ, **env) if env else None)
         with open(out) as f:
             doc = json.load(f)
     row = [r for r in doc["results"] if r.get("size") == size and r.get("table", 0) == 0][0]
     return {"p50_us": row.get("p50_ns", 0) / 1e3, "mean_us": row.get("mean_ns", 0) / 1e3,
             "bw_bytes_per_sec": row.get("bytes_per_sec", 0), "ops": row.get("ops", {}),
-            "cmd": " ".join(["ovbench"] + [quote(a) for a in args[1:-2]])}
+            "cmd": " ".join([f"{k}={v}" for k, v in (env or {}).items()] + ["ovbench"]
+                            + [quote(a) for a in args[1:-2]])}
 
 
 def quote(a):

@@ -84,7 +84,7 @@ pub(crate) fn from_lane_table(table: &str) -> RmaPath {
         return RmaPath {
             progress: RmaProgress::TargetProgress,
             lanes: "none (software RMA over active messages)".into(),
-            reason: "no transport in UCX_TLS has put/get to this peer: UCP emulates RMA with active messages served by the target's progress".into(),
+            reason: "no transport in UCX_TLS has put/get to this peer: UCP emulates RMA with active messages served by the target's progress, one per segment of the active-message transport (over tcp UCX_TCP_TX_SEG_SIZE and UCX_TCP_RX_SEG_SIZE: larger segments, fewer round trips)".into(),
         };
     }
     let all_off = rma.iter().all(|l| OFFLOADED.contains(&tl_of(l).as_str()));
