@@ -145,6 +145,36 @@ impl EngineComm {
         }
     }
 
+    /// A blocking send while nothing is recorded: posted and waited for
+    /// here.
+    fn send_now(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        let r = self.post_user_send(buf, off, len, dst, tag, Mode::Standard)?;
+        self.wait_req(r).map(|_| ())
+    }
+
+    /// A blocking receive while nothing is recorded: posted and waited
+    /// for here.
+    fn recv_now(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Option<Result<Status, TransportError>> {
+        Some(
+            self.post_user_recv(buf, off, len, src, tag)
+                .and_then(|r| self.wait_req(r)),
+        )
+    }
+
     /// Post a send of the user's `buf[off..off + len]`.
     #[inline]
     fn post_user_send(
@@ -321,47 +351,8 @@ impl Communicator for EngineComm {
     }
 
     blocking_as_one_call!(@sends call; ssend issend, rsend irsend, bsend ibsend);
+    blocking_as_one_call!(@direct call, send_now, recv_now);
     blocking_as_one_call!(@rest call);
-
-    fn send(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        // Not recording: posted and waited for here, not through `isend`
-        // and `wait`, whose nested calls moved each result through three
-        // frames (as NativeComm's send).
-        if self.instr.is_none() {
-            let r = self.post_user_send(buf, off, len, dst, tag, Mode::Standard)?;
-            return self.wait_req(r).map(|_| ());
-        }
-        self.call(|c| {
-            let r = c.isend(buf, off, len, dst, tag)?;
-            c.wait(r).map(|_| ())
-        })
-    }
-
-    fn recv(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        src: Source,
-        tag: TagSel,
-    ) -> Result<Status, TransportError> {
-        // As `send`: without recording, no nested calls.
-        if self.instr.is_none() {
-            let r = self.post_user_recv(buf, off, len, src, tag)?;
-            return self.wait_req(r);
-        }
-        self.call(|c| {
-            let r = c.irecv(buf, off, len, src, tag)?;
-            c.wait(r)
-        })
-    }
 
     fn enable_instrumentation(&mut self, table: XferTable) -> Result<(), TransportError> {
         shared::enable(&mut self.instr, self.clock.as_ref(), table);

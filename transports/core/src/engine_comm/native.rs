@@ -153,6 +153,59 @@ impl NativeComm {
 
     /// Post a native send; its context and whether the library finished
     /// it inside the call.
+    /// A blocking send while nothing is recorded: a send the library
+    /// finishes inside the call is over, with no request to track and
+    /// retire. That bookkeeping sat between a ping-pong's send and its
+    /// next receive's posting, late enough on shared memory for the reply
+    /// to arrive unexpected.
+    fn send_now(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        let ls = local(buf, off, len, "send")?;
+        let (id, sent) = self.post_tsend(ls, dst, tag, false)?;
+        if sent {
+            return Ok(());
+        }
+        // In flight: tracked and waited for as any send.
+        let id = self.track(id, send_req(dst, tag, len, false), 0);
+        self.wait_id(id).map(|_| ())
+    }
+
+    /// A blocking receive while nothing is recorded: with nothing else in
+    /// flight the transport may wait for the message itself
+    /// (`trecv_wait`); `None` where it cannot, for the general path.
+    fn recv_now(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Option<Result<Status, TransportError>> {
+        if !self.reqs.is_empty() || self.cfg.oversubscribed {
+            return None;
+        }
+        let ls = match local(buf, off, len, "receive") {
+            Ok(ls) => ls,
+            Err(e) => return Some(Err(e)),
+        };
+        match self.t.trecv_wait(src, tag, ls, self.cfg.timeout) {
+            Ok(Waited::Done { peer, tag, len }) => Some(Ok(Status {
+                source: peer,
+                tag,
+                len,
+            })),
+            Ok(Waited::TimedOut) => Some(Err(self.recv_timeout(src, tag, len))),
+            Ok(Waited::Unsupported) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+
     fn post_tsend(
         &mut self,
         s: LocalSlice,
@@ -461,68 +514,8 @@ impl Communicator for NativeComm {
 
     // Blocking calls are one call each for the instrumentation.
     blocking_as_one_call!(@sends call_once; ssend issend, rsend irsend, bsend ibsend);
-
-    fn send(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        // Not recording: a send the library finishes inside the call is
-        // over, with no request to track and retire. That bookkeeping sat
-        // between a ping-pong's send and its next receive's posting, late
-        // enough on shared memory for the reply to arrive unexpected.
-        if self.instr.is_none() {
-            let ls = local(buf, off, len, "send")?;
-            let (id, sent) = self.post_tsend(ls, dst, tag, false)?;
-            if sent {
-                return Ok(());
-            }
-            // In flight: tracked and waited for as any send.
-            let id = self.track(id, send_req(dst, tag, len, false), 0);
-            return self.wait_id(id).map(|_| ());
-        }
-        self.call_once(|c| {
-            let r = c.isend(buf, off, len, dst, tag)?;
-            c.wait(r).map(|_| ())
-        })
-    }
+    blocking_as_one_call!(@direct call_once, send_now, recv_now);
     blocking_as_one_call!(@rest call_once);
-
-    fn recv(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        src: Source,
-        tag: TagSel,
-    ) -> Result<Status, TransportError> {
-        // With nothing else in flight and nothing recorded, the transport
-        // may wait for the message itself (`trecv_wait`); else, or where
-        // it cannot, post and wait as every other call does.
-        if self.instr.is_none() && self.reqs.is_empty() && !self.cfg.oversubscribed {
-            let ls = local(buf, off, len, "receive")?;
-            match self.t.trecv_wait(src, tag, ls, self.cfg.timeout)? {
-                Waited::Done { peer, tag, len } => {
-                    return Ok(Status {
-                        source: peer,
-                        tag,
-                        len,
-                    })
-                }
-                Waited::TimedOut => {
-                    return Err(self.recv_timeout(src, tag, len));
-                }
-                Waited::Unsupported => {}
-            }
-        }
-        self.call_once(|c| {
-            let r = c.irecv(buf, off, len, src, tag)?;
-            c.wait(r)
-        })
-    }
 
     fn enable_instrumentation(&mut self, table: XferTable) -> Result<(), TransportError> {
         shared::enable(&mut self.instr, self.clock.as_ref(), table);

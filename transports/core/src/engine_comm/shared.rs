@@ -132,12 +132,29 @@ macro_rules! blocking_as_one_call {
             })
         }
     )*};
-    ($call:ident) => {
-        blocking_as_one_call!(@sends $call; send isend, ssend issend, rsend irsend, bsend ibsend);
-        blocking_as_one_call!(@recv $call);
-        blocking_as_one_call!(@rest $call);
-    };
-    (@recv $call:ident) => {
+    // `send` and `recv`: while nothing is recorded, the communicator's own
+    // `$send_now(buf, off, len, dst, tag)` and `$recv_now(buf, off, len,
+    // src, tag)` (`None`: the general path after all), posting and waiting
+    // in one frame; the general path's nested calls moved each result
+    // through three of them.
+    (@direct $call:ident, $send_now:ident, $recv_now:ident) => {
+        fn send(
+            &mut self,
+            buf: Buf,
+            off: usize,
+            len: usize,
+            dst: Rank,
+            tag: Tag,
+        ) -> Result<(), TransportError> {
+            if self.instr.is_none() {
+                return self.$send_now(buf, off, len, dst, tag);
+            }
+            self.$call(|c| {
+                let r = c.isend(buf, off, len, dst, tag)?;
+                c.wait(r).map(|_| ())
+            })
+        }
+
         fn recv(
             &mut self,
             buf: Buf,
@@ -146,6 +163,11 @@ macro_rules! blocking_as_one_call {
             src: Source,
             tag: TagSel,
         ) -> Result<Status, TransportError> {
+            if self.instr.is_none() {
+                if let Some(r) = self.$recv_now(buf, off, len, src, tag) {
+                    return r;
+                }
+            }
             self.$call(|c| {
                 let r = c.irecv(buf, off, len, src, tag)?;
                 c.wait(r)
