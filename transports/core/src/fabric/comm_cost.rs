@@ -2,8 +2,13 @@
 //! crates' `comm_cost` benches: both ranks of a pair on one thread, so a
 //! round trip is the two communicators' and the library's work with no
 //! core-to-core traffic. Own eager minus native is then what ovbench's
-//! protocol adds per message, steady to a nanosecond or two run to run,
-//! where a two-core ping-pong on a noisy host moves by far more.
+//! protocol adds per message, steadier than a two-core ping-pong on a
+//! noisy host: one binary file gives the same figure to a few
+//! nanoseconds run after run. Copies of the very same binary did not
+//! (this VM: one copy's eager round trip stayed ~35 ns above another's,
+//! run after run, for a reason not pinned down; where the copy's pages
+//! lie in memory is the likely one), so to compare two builds, run
+//! several copies of each.
 //!
 //! It is a cost, not a latency: work done after a send has left (retiring
 //! its request) counts here, and off a ping-pong's critical path it would
