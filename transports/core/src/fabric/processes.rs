@@ -209,14 +209,16 @@ fn expect_line(k: &mut Kid, prefix: &str) -> String {
 /// binary as rank 1 with `tls` in the environment variable `child_env`
 /// (whose `main` then calls [`child`]). `kill` also checks the loss of
 /// rank 1: after SIGKILL, `provoke` posts an operation towards it, and an
-/// error completion naming rank 1 must come within 5 s.
+/// error completion naming rank 1 must come within 5 s. Rank 1 ends
+/// killed either way: its pid comes back, for the caller to clear what a
+/// killed process leaves behind.
 pub fn parent<T: Transport>(
     child_env: &str,
     tls: &str,
     kill: bool,
     open: impl FnOnce(u32) -> T,
     provoke: impl FnOnce(&mut T, &Kept),
-) {
+) -> u32 {
     let mut k = spawn(child_env, tls);
     let a1 = unhex(&expect_line(&mut k, "ADDR"));
     let mut t = open(0);
@@ -252,4 +254,5 @@ pub fn parent<T: Transport>(
         k.child.kill().unwrap();
         k.child.wait().unwrap();
     }
+    k.child.id()
 }
