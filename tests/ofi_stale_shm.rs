@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -84,30 +84,27 @@ fn killed_rank_segment() -> (Vec<u8>, u32) {
     (bytes, rank)
 }
 
-#[test]
-fn shm_opens_over_a_dead_ranks_segment_under_a_reused_pid() {
-    let _g = serial();
-    let (segment, dead) = killed_rank_segment();
-    // Where the segment records its creator's pid.
-    let at = segment[..64]
-        .windows(4)
-        .position(|w| w == (dead as i32).to_le_bytes())
-        .expect("the creator's pid in the segment's header");
-    // Plant it under the next pids, each recording that pid as its own.
+/// Plant `segment` (its creator's pid at `at`) under the next pids, each
+/// recording that pid as its own; run a job over shm; remove what is
+/// left. Whether a rank's pid was among the planted ones.
+fn run_over_planted(segment: &[u8], at: usize, dir: &Path) -> bool {
     let last: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
         .expect("ns_last_pid")
         .trim()
         .parse()
         .expect("a pid");
-    let planted: Vec<PathBuf> = (last + 1..=last + PLANTED)
+    let range = last + 1..=last + PLANTED;
+    let planted: Vec<PathBuf> = range
+        .clone()
         .filter(|p| !segment_of(*p).exists())
         .map(|p| {
-            let mut s = segment.clone();
+            let mut s = segment.to_vec();
             s[at..at + 4].copy_from_slice(&(p as i32).to_le_bytes());
             std::fs::write(segment_of(p), &s).expect("plant a segment");
             segment_of(p)
         })
         .collect();
+    let out = dir.join("stale.json");
     let run = common::ovbench(
         &[
             "latency",
@@ -123,6 +120,8 @@ fn shm_opens_over_a_dead_ranks_segment_under_a_reused_pid() {
             "10",
             "--warmup",
             "1",
+            "--json",
+            out.to_str().unwrap(),
         ],
         Duration::from_secs(60),
     );
@@ -130,4 +129,30 @@ fn shm_opens_over_a_dead_ranks_segment_under_a_reused_pid() {
         let _ = std::fs::remove_file(p);
     }
     run.expect_ok();
+    common::json(&out)["header"]["environment"]["ranks"]
+        .as_array()
+        .expect("the ranks in the header")
+        .iter()
+        .any(|r| {
+            r["pid"]
+                .as_u64()
+                .is_some_and(|p| range.contains(&(p as u32)))
+        })
+}
+
+#[test]
+fn shm_opens_over_a_dead_ranks_segment_under_a_reused_pid() {
+    let _g = serial();
+    let dir = common::scratch("ofi-stale-shm");
+    let (segment, dead) = killed_rank_segment();
+    // Where the segment records its creator's pid.
+    let at = segment[..64]
+        .windows(4)
+        .position(|w| w == (dead as i32).to_le_bytes())
+        .expect("the creator's pid in the segment's header");
+    // Other processes may take the planted pids first: a few tries, until
+    // a rank ran over a planted segment.
+    let hit = (0..3).any(|_| run_over_planted(&segment, at, &dir));
+    assert!(hit, "no rank got a pid with a planted segment in 3 runs");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
