@@ -1,15 +1,16 @@
-//! A killed rank's libfabric shm segment stays in `/dev/shm`, named and
-//! stamped with its pid. When the kernel hands that pid out again, the
-//! shm provider alone refuses the new process's endpoint (`fi_enable`:
-//! -FI_EBUSY, as the pid it finds recorded, its own, is alive). ovbench
-//! clears such segments first: the job runs.
+//! A killed process's libfabric shm segment stays in `/dev/shm`, named
+//! (by default) and stamped with its pid. When the kernel hands that pid
+//! out again, the shm provider alone refuses the new process's endpoint
+//! under the default name (`fi_enable`: -FI_EBUSY, as the pid it finds
+//! recorded, its own, is alive). ovbench names its endpoints itself, so
+//! such a segment is not in its way: the job runs.
 
 #![cfg(feature = "ofi")]
 
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
@@ -20,8 +21,27 @@ use common::serial;
 /// How many upcoming pids get a planted segment.
 const PLANTED: u32 = 64;
 
+/// Where libfabric 1.17's shm provider puts `pid`'s first endpoint by
+/// default.
 fn segment_of(pid: u32) -> PathBuf {
     PathBuf::from(format!("/dev/shm/{pid}:0:0"))
+}
+
+/// The segments of `pid`'s endpoints as ovbench names them.
+fn ovbench_segments_of(pid: u32) -> Vec<PathBuf> {
+    let prefix = format!("ovbench-{pid}-");
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .is_some_and(|n| n.starts_with(&prefix))
+                })
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The children of `parent`, from /proc.
@@ -44,10 +64,20 @@ fn children(parent: u32) -> Vec<u32> {
         .collect()
 }
 
+/// A job killed when dropped, also when the test fails first.
+struct Job(Child);
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A real segment of this libfabric, left by a rank killed mid-run, and
 /// that rank's pid.
 fn killed_rank_segment() -> (Vec<u8>, u32) {
-    let mut job = Command::new(env!("CARGO_BIN_EXE_ovbench"))
+    let job = Command::new(env!("CARGO_BIN_EXE_ovbench"))
         .args(["latency", "--transport", "ofi", "--provider", "shm"])
         .args(["--proto", "native", "--sizes", "8", "--iters", "100000000"])
         .stdin(Stdio::null())
@@ -55,21 +85,22 @@ fn killed_rank_segment() -> (Vec<u8>, u32) {
         .stderr(Stdio::null())
         .spawn()
         .expect("start ovbench");
+    let mut job = Job(job);
     let deadline = Instant::now() + Duration::from_secs(30);
     let rank = loop {
         assert!(Instant::now() < deadline, "no rank segment within 30 s");
-        if let Some(p) = children(job.id())
+        if let Some(p) = children(job.0.id())
             .into_iter()
-            .find(|p| segment_of(*p).exists())
+            .find(|p| !ovbench_segments_of(*p).is_empty())
         {
             break p;
         }
         std::thread::sleep(Duration::from_millis(20));
     };
     // The ranks die with their launcher (SIGKILL), closing nothing.
-    let ranks = children(job.id());
-    kill(Pid::from_raw(job.id() as i32), Signal::SIGKILL).expect("kill ovbench");
-    job.wait().expect("reap ovbench");
+    let ranks = children(job.0.id());
+    kill(Pid::from_raw(job.0.id() as i32), Signal::SIGKILL).expect("kill ovbench");
+    job.0.wait().expect("reap ovbench");
     for p in &ranks {
         let gone = Instant::now() + Duration::from_secs(5);
         while kill(Pid::from_raw(*p as i32), None).is_ok() {
@@ -77,16 +108,16 @@ fn killed_rank_segment() -> (Vec<u8>, u32) {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
-    let bytes = std::fs::read(segment_of(rank)).expect("the killed rank's segment");
-    for p in &ranks {
-        let _ = std::fs::remove_file(segment_of(*p));
+    let bytes = std::fs::read(&ovbench_segments_of(rank)[0]).expect("the killed rank's segment");
+    for s in ranks.iter().flat_map(|p| ovbench_segments_of(*p)) {
+        let _ = std::fs::remove_file(s);
     }
     (bytes, rank)
 }
 
-/// Plant `segment` (its creator's pid at `at`) under the next pids, each
-/// recording that pid as its own; run a job over shm; remove what is
-/// left. Whether a rank's pid was among the planted ones.
+/// Plant `segment` (its creator's pid at `at`) under the next pids' default
+/// names, each recording that pid as its own; run a job over shm; remove
+/// what is left. Whether a rank's pid was among the planted ones.
 fn run_over_planted(segment: &[u8], at: usize, dir: &Path) -> bool {
     let last: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
         .expect("ns_last_pid")

@@ -17,7 +17,6 @@ use crate::cma::{self, CmaStatus};
 use crate::fabric::Fabric;
 use crate::memory::{remote_target, Memory};
 use crate::ops::{Fence, Kind, Op, SRC_HDR, TAG_SRC_SHIFT};
-use crate::stale_shm;
 use crate::OfiOptions;
 
 mod backlog;
@@ -104,9 +103,6 @@ impl Endpoint {
         }
         let is_shm = opts.provider.split(';').any(|p| p == "shm");
         let cma = is_shm.then(cma::prepare);
-        if is_shm {
-            stale_shm::clear_own();
-        }
         let node = match (&opts.node, is_shm) {
             (Some(n), _) => Some(n.as_str()),
             (None, true) => None,

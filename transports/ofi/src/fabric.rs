@@ -10,6 +10,7 @@ use ovbench_core::{OpKind, TransportError};
 use ovbench_ofi_sys as sys;
 
 use crate::error::{check, fi_str, local};
+use crate::shm_name;
 
 /// libfabric API version ovbench is written against (1.10 semantics).
 const API_VERSION: u32 = sys::fi_version_of(1, 10);
@@ -336,6 +337,14 @@ impl Fabric {
                 "fi_ep_bind(av)",
                 sys::fi_ep_bind(f.ep, &mut (*f.av).fid, 0),
             )?;
+            if f.attrs.provider == "shm" {
+                let mut name = shm_name::unique();
+                check(
+                    OpKind::Connect,
+                    "fi_setname",
+                    sys::fi_setname(&mut (*f.ep).fid, name.as_mut_ptr().cast(), name.len()),
+                )?;
+            }
             check(OpKind::Connect, "fi_enable", sys::fi_enable(f.ep))?;
         }
         let mut buf = vec![0u8; MAX_ADDR - 1];

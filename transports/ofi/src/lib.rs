@@ -64,7 +64,7 @@ mod liveness;
 mod memory;
 mod ops;
 mod seal;
-mod stale_shm;
+mod shm_name;
 mod transport;
 
 pub use endpoint::EAGER_BUF_SIZE;
