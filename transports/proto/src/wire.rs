@@ -142,7 +142,7 @@ impl Header {
         let key_len = self.key.as_ref().map_or(0, |k| 18 + k.blob.len());
         out.clear();
         out.reserve(HEADER_LEN + key_len);
-        out.extend_from_slice(&self.fixed());
+        out.extend_from_slice(&self.fixed(key_len as u16));
         if let Some(k) = &self.key {
             out.extend_from_slice(&k.addr.to_le_bytes());
             out.extend_from_slice(&k.len.to_le_bytes());
@@ -151,10 +151,9 @@ impl Header {
         }
     }
 
-    /// The fixed part (see [`fixed_bytes`]).
+    /// The fixed part (see [`fixed_bytes`]), the key `key_len` bytes.
     #[inline]
-    fn fixed(&self) -> [u8; HEADER_LEN] {
-        let key_len = self.key.as_ref().map_or(0, |k| 18 + k.blob.len()) as u16;
+    fn fixed(&self, key_len: u16) -> [u8; HEADER_LEN] {
         fixed_bytes(
             self.kind,
             self.seq,
