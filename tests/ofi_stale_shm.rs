@@ -27,23 +27,6 @@ fn segment_of(pid: u32) -> PathBuf {
     PathBuf::from(format!("/dev/shm/{pid}:0:0"))
 }
 
-/// The segments of `pid`'s endpoints as ovbench names them.
-fn ovbench_segments_of(pid: u32) -> Vec<PathBuf> {
-    let prefix = format!("ovbench-{pid}-");
-    std::fs::read_dir("/dev/shm")
-        .map(|d| {
-            d.flatten()
-                .filter(|e| {
-                    e.file_name()
-                        .to_str()
-                        .is_some_and(|n| n.starts_with(&prefix))
-                })
-                .map(|e| e.path())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// The children of `parent`, from /proc.
 fn children(parent: u32) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
@@ -91,7 +74,7 @@ fn killed_rank_segment() -> (Vec<u8>, u32) {
         assert!(Instant::now() < deadline, "no rank segment within 30 s");
         if let Some(p) = children(job.0.id())
             .into_iter()
-            .find(|p| !ovbench_segments_of(*p).is_empty())
+            .find(|p| !ovbench_ofi::shm_segments_of(*p).is_empty())
         {
             break p;
         }
@@ -108,8 +91,9 @@ fn killed_rank_segment() -> (Vec<u8>, u32) {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
-    let bytes = std::fs::read(&ovbench_segments_of(rank)[0]).expect("the killed rank's segment");
-    for s in ranks.iter().flat_map(|p| ovbench_segments_of(*p)) {
+    let bytes =
+        std::fs::read(&ovbench_ofi::shm_segments_of(rank)[0]).expect("the killed rank's segment");
+    for s in ranks.iter().flat_map(|p| ovbench_ofi::shm_segments_of(*p)) {
         let _ = std::fs::remove_file(s);
     }
     (bytes, rank)

@@ -68,6 +68,7 @@ mod shm_name;
 mod transport;
 
 pub use endpoint::EAGER_BUF_SIZE;
+pub use shm_name::segments_of as shm_segments_of;
 pub use transport::OfiTransport;
 
 use ovbench_core::Progress;

@@ -13,8 +13,14 @@
 //! to the next: a dead rank's segment is never in the way, and nothing of
 //! anyone else's in `/dev/shm` is touched.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// What every segment of process `pid`'s endpoints is named with.
+fn prefix(pid: u32) -> String {
+    format!("ovbench-{pid}-")
+}
 
 /// A name no other endpoint, earlier or later, has: NUL-terminated, as
 /// `fi_setname` takes it.
@@ -24,9 +30,27 @@ pub fn unique() -> Vec<u8> {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    let mut name = format!("ovbench-{}-{nanos:x}-{n}", std::process::id()).into_bytes();
+    let mut name = format!("{}{nanos:x}-{n}", prefix(std::process::id())).into_bytes();
     name.push(0);
     name
+}
+
+/// The segments in `/dev/shm` of process `pid`'s shm endpoints: what a
+/// killed rank leaves behind, for whoever killed it to remove.
+pub fn segments_of(pid: u32) -> Vec<PathBuf> {
+    let prefix = prefix(pid);
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .is_some_and(|n| n.starts_with(&prefix))
+                })
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

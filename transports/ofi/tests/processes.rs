@@ -38,18 +38,11 @@ fn main() {
                 let _ = t.post_read(1, k.buf.sub(0, 64), k.mr, &k.key, 0, 9);
             },
         );
-        // The killed rank never closed its shm segment (named
-        // `ovbench-<pid>-…`): removed here, not left in /dev/shm.
+        // The killed rank never closed its shm segment: removed here,
+        // not left in /dev/shm.
         if tls == "shm" {
-            let prefix = format!("ovbench-{killed}-");
-            for e in std::fs::read_dir("/dev/shm")
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                if e.file_name().to_string_lossy().starts_with(&prefix) {
-                    let _ = std::fs::remove_file(e.path());
-                }
+            for s in ovbench_ofi::shm_segments_of(killed) {
+                let _ = std::fs::remove_file(s);
             }
         }
         println!("two processes over libfabric {tls}: ok");
