@@ -5,12 +5,14 @@
 //! from a signalfd, so a rank's death wakes it at once (no busy polling
 //! while the benchmark runs) and Ctrl-C reaches the teardown code instead
 //! of killing the launcher and orphaning the ranks. The ranks start with
-//! a clean signal mask (std resets it before exec).
+//! an empty signal mask, set in the child before exec: they inherited the
+//! launcher's (SIGTERM blocked), so a teardown's SIGTERM went unseen and
+//! only the SIGKILL after the grace period stopped them.
 
 use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::os::fd::AsFd;
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread::JoinHandle;
@@ -121,6 +123,14 @@ pub fn launch_local(np: u32, args: &[OsString], opts: &LaunchOptions) -> Result<
             .env("OVBENCH_STDERR_TTY", u8::from(stderr_tty).to_string());
         if opts.pin {
             cmd.env("OVBENCH_CPU", plan.cpus[rank as usize].to_string());
+        }
+        // SAFETY: the closure runs in the forked child before exec and only
+        // calls sigprocmask, which is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
+                    .map_err(std::io::Error::from)
+            });
         }
         cmd.stderr(Stdio::piped());
         if rank > 0 {
