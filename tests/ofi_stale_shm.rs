@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use common::serial;
+use common::{children, serial};
 
 /// How many upcoming pids get a planted segment.
 const PLANTED: u32 = 64;
@@ -25,26 +25,6 @@ const PLANTED: u32 = 64;
 /// default.
 fn segment_of(pid: u32) -> PathBuf {
     PathBuf::from(format!("/dev/shm/{pid}:0:0"))
-}
-
-/// The children of `parent`, from /proc.
-fn children(parent: u32) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| {
-                    // "pid (comm) state ppid …": the comm may hold spaces.
-                    let after = &s[s.rfind(')')? + 1..];
-                    after.split_whitespace().nth(1)?.parse::<u32>().ok()
-                })
-                == Some(parent)
-        })
-        .collect()
 }
 
 /// A job killed when dropped, also when the test fails first.

@@ -29,6 +29,13 @@ pub fn run(env: RankEnv, cli: &Cli) -> Result<()> {
     if let Some(cpu) = env.cpu {
         ovbench_launcher::pin_self(cpu).with_context(|| format!("rank {rank}"))?;
     }
+    // A teardown's SIGTERM (or Ctrl-C) unwinds the rank, closing its
+    // transports and their shared-memory files. MPI waits inside the
+    // library, where no stop request is seen: those ranks keep dying on
+    // the signal.
+    if common.transport != TransportKind::Mpi {
+        ovbench_core::stop::catch().with_context(|| format!("rank {rank}: catching SIGTERM"))?;
+    }
     let boot = Bootstrap::connect(&env, timeout)
         .with_context(|| format!("rank {rank}: joining the job's bootstrap service"))?;
     let mut ctl = BootstrapControl::new(boot);

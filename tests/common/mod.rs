@@ -81,6 +81,26 @@ pub fn ovbench(args: &[&str], limit: Duration) -> Run {
     }
 }
 
+/// The children of `parent` (a launcher's: its ranks), from /proc.
+pub fn children(parent: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    // "pid (comm) state ppid …": the comm may hold spaces.
+                    let after = &s[s.rfind(')')? + 1..];
+                    after.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(parent)
+        })
+        .collect()
+}
+
 /// A fresh scratch directory for one test.
 pub fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ovbench-e2e-{name}-{}", std::process::id()));

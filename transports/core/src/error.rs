@@ -64,6 +64,10 @@ pub enum TransportError {
         what: String,
         secs: f64,
     },
+    /// A signal asked this rank to stop ([`crate::stop`]): the job is
+    /// being torn down, and this rank unwinds so its transports close.
+    #[error("stopped by {}", crate::stop::signal_name(*signal))]
+    Stopped { signal: i32 },
     /// Operating system error with context.
     #[error("{context}: {source}")]
     Io {

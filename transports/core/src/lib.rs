@@ -40,6 +40,7 @@ mod error;
 pub mod fabric;
 pub mod instrument;
 mod key;
+pub mod stop;
 mod transport;
 pub mod work;
 pub mod work_loop;

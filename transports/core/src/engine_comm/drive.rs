@@ -287,6 +287,9 @@ impl EngineComm {
         // The deadline's clock starts at the first check, CHECK_EVERY polls
         // in: most waits end before it, and reading the clock costs more
         // than a poll of a simulated transport.
+        // Once per wait as well as every CHECK_EVERY polls: waits that end
+        // within a few polls (a ping-pong's) would never see a stop.
+        crate::stop::check()?;
         let mut start: Option<Instant> = None;
         let mut spins = 0u32;
         let mut idle = 0u32;
@@ -305,10 +308,11 @@ impl EngineComm {
                 }
             }
             spins = spins.wrapping_add(1);
-            if spins % CHECK_EVERY == 0
-                && start.get_or_insert_with(Instant::now).elapsed() > self.cfg.timeout
-            {
-                return Err(self.timeout_error(req));
+            if spins % CHECK_EVERY == 0 {
+                crate::stop::check()?;
+                if start.get_or_insert_with(Instant::now).elapsed() > self.cfg.timeout {
+                    return Err(self.timeout_error(req));
+                }
             }
             progressed = self.poll_once()?;
             if progressed {

@@ -190,6 +190,9 @@ impl NativeComm {
         if !self.reqs.is_empty() || self.cfg.oversubscribed {
             return None;
         }
+        if let Err(e) = crate::stop::check() {
+            return Some(Err(e));
+        }
         let ls = match local(buf, off, len, "receive") {
             Ok(ls) => ls,
             Err(e) => return Some(Err(e)),
@@ -350,6 +353,8 @@ impl NativeComm {
         // The deadline's clock starts at the first check, CHECK_EVERY polls
         // in (as in EngineComm's wait): most waits end before it, and
         // reading the clock costs more than a poll of a shared-memory link.
+        // Once per wait as well (see EngineComm's wait_req).
+        crate::stop::check()?;
         let mut start: Option<Instant> = None;
         let mut spins = 0u32;
         let mut idle = 0u32;
@@ -358,10 +363,11 @@ impl NativeComm {
         }
         loop {
             spins = spins.wrapping_add(1);
-            if spins % shared::CHECK_EVERY == 0
-                && start.get_or_insert_with(Instant::now).elapsed() > self.cfg.timeout
-            {
-                return Err(self.timeout_error(id));
+            if spins % shared::CHECK_EVERY == 0 {
+                crate::stop::check()?;
+                if start.get_or_insert_with(Instant::now).elapsed() > self.cfg.timeout {
+                    return Err(self.timeout_error(id));
+                }
             }
             // Only a poll that returned completions can have finished `id`.
             if self.poll_once()? {

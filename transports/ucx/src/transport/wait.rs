@@ -7,7 +7,7 @@
 use std::ffi::c_void;
 use std::time::{Duration, Instant};
 
-use ovbench_core::{Completion, LocalSlice, OpKind, Rank, Tag, TransportError, Waited};
+use ovbench_core::{stop, Completion, LocalSlice, OpKind, Rank, Tag, TransportError, Waited};
 use ovbench_ucx_sys as sys;
 
 use super::UcxTransport;
@@ -99,7 +99,8 @@ impl UcxTransport {
                 continue;
             }
             let timed_out = start.get_or_insert_with(Instant::now).elapsed() > timeout;
-            let dead = self.dead_peer(src);
+            // A stop asked for by signal ends the wait as a dead peer does.
+            let dead = stop::check().err().or_else(|| self.dead_peer(src));
             if timed_out || dead.is_some() {
                 // Withdraw the receive; the callback still runs (cancelled,
                 // or done if it matched meanwhile) and must run before this

@@ -1,0 +1,162 @@
+//! Stopping a job by signal. A rank asked to stop (a teardown's SIGTERM,
+//! Ctrl-C's SIGINT) unwinds and closes its transports rather than dying
+//! where it stands, so nothing of it stays in /dev/shm.
+
+#![cfg(feature = "tcp")]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use common::{children, serial};
+
+/// A job that measures until it is stopped.
+struct Job {
+    child: Child,
+    /// The ranks' pids, rank 0 first.
+    ranks: Vec<u32>,
+    stderr: Option<JoinHandle<String>>,
+    stdout: Option<JoinHandle<()>>,
+}
+
+/// Start `ovbench latency <fabric> --proto <proto>` at 8 B for far longer
+/// than any test, in its own process group (as a shell starts a command,
+/// so that Ctrl-C reaches the launcher and its ranks); returned once rank 0
+/// has printed its table's column line (the ranks are connected).
+fn start(fabric: &[&str], proto: &str) -> Job {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ovbench"))
+        .arg("latency")
+        .args(fabric)
+        .args(["--proto", proto, "--sizes", "8", "--iters", "1000000000"])
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ovbench");
+    let err = child.stderr.take().expect("stderr");
+    let stderr = std::thread::spawn(move || std::io::read_to_string(err).unwrap_or_default());
+    // Read on to the end: a closed pipe would fail rank 0's next print.
+    let out = BufReader::new(child.stdout.take().expect("stdout"));
+    let (tx, rx) = mpsc::channel();
+    let stdout = std::thread::spawn(move || {
+        for line in out.lines().map_while(Result::ok) {
+            if line.contains("size[B]") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    let mut job = Job {
+        child,
+        ranks: Vec::new(),
+        stderr: Some(stderr),
+        stdout: Some(stdout),
+    };
+    if rx.recv_timeout(Duration::from_secs(60)).is_err() {
+        let _ = job.child.kill();
+        let (_, stderr) = job.finish();
+        panic!("{fabric:?}: no table within 60 s; stderr:\n{stderr}");
+    }
+    let mut ranks = children(job.child.id());
+    ranks.sort_unstable();
+    assert_eq!(
+        ranks.len(),
+        2,
+        "{fabric:?}: the launcher's children {ranks:?}"
+    );
+    job.ranks = ranks;
+    job
+}
+
+impl Job {
+    /// Wait (up to 10 s, then kill) for the launcher; its status and
+    /// stderr. No rank outlives it.
+    fn finish(&mut self) -> (ExitStatus, String) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(s) = self.child.try_wait().expect("wait") {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("ovbench still running 10 s after the signal");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let stderr = self.stderr.take().map(|h| h.join().unwrap_or_default());
+        if let Some(h) = self.stdout.take() {
+            let _ = h.join();
+        }
+        for &p in &self.ranks {
+            assert!(
+                kill(Pid::from_raw(p as i32), None).is_err(),
+                "rank pid {p} outlived the launcher"
+            );
+        }
+        (status, stderr.unwrap_or_default())
+    }
+
+    fn signal_rank(&self, rank: usize, sig: Signal) {
+        kill(Pid::from_raw(self.ranks[rank] as i32), sig).expect("signal a rank");
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_rank_given_sigterm_unwinds_and_exits() {
+    let _g = serial();
+    let mut cases: Vec<(&[&str], &str)> = vec![(&["--transport", "tcp"], "eager")];
+    // The native path waits inside the UCX transport (trecv_wait).
+    #[cfg(feature = "ucx")]
+    cases.push((&["--transport", "ucx", "--ucx-tls", "posix"], "native"));
+    #[cfg(feature = "ofi")]
+    cases.push((&["--transport", "ofi", "--provider", "shm"], "eager"));
+    for (fabric, proto) in cases {
+        let mut job = start(fabric, proto);
+        job.signal_rank(1, Signal::SIGTERM);
+        let (status, stderr) = job.finish();
+        // Exited with 128 + SIGTERM, rather than killed by the signal.
+        let said = format!("rank 1 (pid {}) exited with status 143", job.ranks[1]);
+        assert!(stderr.contains(&said), "{fabric:?}: {stderr}");
+        assert_eq!(status.code(), Some(143), "{fabric:?}: {stderr}");
+    }
+}
+
+#[cfg(feature = "ofi")]
+#[test]
+fn ctrl_c_leaves_no_shm_segment() {
+    let _g = serial();
+    let mut job = start(&["--transport", "ofi", "--provider", "shm"], "eager");
+    for &r in &job.ranks {
+        assert!(
+            !ovbench_ofi::shm_segments_of(r).is_empty(),
+            "rank pid {r}: no segment"
+        );
+    }
+    // Ctrl-C: SIGINT to the whole process group.
+    nix::sys::signal::killpg(Pid::from_raw(job.child.id() as i32), Signal::SIGINT)
+        .expect("SIGINT to the job");
+    let (status, stderr) = job.finish();
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("received SIGINT"), "{stderr}");
+    for &r in &job.ranks {
+        assert_eq!(
+            ovbench_ofi::shm_segments_of(r),
+            Vec::<std::path::PathBuf>::new()
+        );
+    }
+}
