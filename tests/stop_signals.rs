@@ -1,6 +1,7 @@
 //! Stopping a job by signal. A rank asked to stop (a teardown's SIGTERM,
 //! Ctrl-C's SIGINT) unwinds and closes its transports rather than dying
-//! where it stands, so nothing of it stays in /dev/shm.
+//! where it stands, so nothing of it stays in /dev/shm; the shm segments of
+//! a rank killed outright are removed by the launcher.
 
 #![cfg(feature = "tcp")]
 
@@ -153,6 +154,23 @@ fn ctrl_c_leaves_no_shm_segment() {
     let (status, stderr) = job.finish();
     assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("received SIGINT"), "{stderr}");
+    for &r in &job.ranks {
+        assert_eq!(
+            ovbench_ofi::shm_segments_of(r),
+            Vec::<std::path::PathBuf>::new()
+        );
+    }
+}
+
+#[cfg(feature = "ofi")]
+#[test]
+fn a_killed_ranks_shm_segment_is_removed() {
+    let _g = serial();
+    let mut job = start(&["--transport", "ofi", "--provider", "shm"], "native");
+    job.signal_rank(1, Signal::SIGKILL);
+    let (status, stderr) = job.finish();
+    assert!(stderr.contains("was killed by signal 9"), "{stderr}");
+    assert_eq!(status.code(), Some(137), "{stderr}");
     for &r in &job.ranks {
         assert_eq!(
             ovbench_ofi::shm_segments_of(r),

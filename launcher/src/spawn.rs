@@ -22,6 +22,7 @@ use anyhow::{bail, Context, Result};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
 use crate::output::{drain, forward, Sink};
@@ -44,6 +45,11 @@ pub struct LaunchOptions {
     pub grace: Duration,
     /// Stop the whole job after this long; `None`: no limit.
     pub job_timeout: Option<Duration>,
+    /// Called with the pid of each rank a signal killed (a crash, SIGKILL),
+    /// before it is reaped: its pid cannot be reused yet, so files named
+    /// after it are still its own. For what the rank would have removed
+    /// had it exited (libfabric shm segments).
+    pub on_killed: Option<fn(u32)>,
 }
 
 impl Default for LaunchOptions {
@@ -55,6 +61,7 @@ impl Default for LaunchOptions {
             progress_threads: 0,
             grace: Duration::from_secs(1),
             job_timeout: None,
+            on_killed: None,
         }
     }
 }
@@ -103,7 +110,11 @@ pub fn launch_local(np: u32, args: &[OsString], opts: &LaunchOptions) -> Result<
 
     // The ranks' stderr is a pipe to us; tell them what it ends up on.
     let stderr_tty = std::io::stderr().is_terminal();
-    let mut ranks = Ranks::default();
+    let mut ranks = Ranks {
+        live: Vec::new(),
+        forwarders: Vec::new(),
+        on_killed: opts.on_killed,
+    };
     for rank in 0..np {
         let mut cmd = Command::new(&program);
         cmd.args(args)
@@ -177,6 +188,7 @@ impl Drop for MaskGuard {
 struct Ranks {
     live: Vec<Option<(u32, Child)>>,
     forwarders: Vec<JoinHandle<()>>,
+    on_killed: Option<fn(u32)>,
 }
 
 impl Ranks {
@@ -218,10 +230,11 @@ impl Ranks {
             .live
             .iter_mut()
             .find(|s| s.as_ref().is_some_and(|(r, _)| *r == rank))?;
+        let on_killed = self.on_killed;
         loop {
             let (_, child) = slot.as_mut()?;
             let pid = child.id();
-            match child.try_wait() {
+            match reap(child, on_killed) {
                 Ok(None) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(5));
                 }
@@ -239,7 +252,7 @@ impl Ranks {
     fn reap_all(&mut self) -> bool {
         for slot in &mut self.live {
             if let Some((_, child)) = slot {
-                if !matches!(child.try_wait(), Ok(None)) {
+                if !matches!(reap(child, self.on_killed), Ok(None)) {
                     *slot = None;
                 }
             }
@@ -253,6 +266,19 @@ impl Drop for Ranks {
     fn drop(&mut self) {
         self.teardown(Duration::ZERO);
     }
+}
+
+/// `child.try_wait()`, with `on_killed` called first, while the child is
+/// still a zombie, if a signal killed it.
+fn reap(child: &mut Child, on_killed: Option<fn(u32)>) -> std::io::Result<Option<ExitStatus>> {
+    if let Some(hook) = on_killed {
+        let pid = Pid::from_raw(child.id() as i32);
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+        if let Ok(WaitStatus::Signaled(..)) = waitid(Id::Pid(pid), flags) {
+            hook(child.id());
+        }
+    }
+    child.try_wait()
 }
 
 /// A rank that exited, and how.
@@ -275,7 +301,7 @@ fn monitor(ranks: &mut Ranks, sfd: &SignalFd, service: &Service, opts: &LaunchOp
         let mut failed = Vec::new();
         for slot in &mut ranks.live {
             let Some((rank, child)) = slot else { continue };
-            let status = match child.try_wait() {
+            let status = match reap(child, ranks.on_killed) {
                 Ok(None) => continue,
                 Ok(Some(s)) => s,
                 // Cannot happen for our own child; treat it as lost.

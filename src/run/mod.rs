@@ -84,10 +84,22 @@ fn launch(cli: &Cli, np: u32) -> Result<i32> {
     let opts = LaunchOptions {
         timeout: cli.common.timeout.0,
         progress_threads: u32::from(cli.common.progress == Progress::Thread),
+        on_killed: ON_KILLED,
         ..LaunchOptions::default()
     };
     ovbench_launcher::launch_local(np, &args, &opts)
 }
+
+/// What a rank killed by a signal leaves that its exit would have removed:
+/// its libfabric shm segments, 16 MiB each, named after its pid.
+#[cfg(feature = "ofi")]
+const ON_KILLED: Option<fn(u32)> = Some(|pid| {
+    for s in ovbench_ofi::shm_segments_of(pid) {
+        let _ = std::fs::remove_file(s);
+    }
+});
+#[cfg(not(feature = "ofi"))]
+const ON_KILLED: Option<fn(u32)> = None;
 
 /// Rank 0's sink: the environment and run header printed, the export
 /// files created. `model` adds the simulator's parameters. Warnings go
