@@ -85,15 +85,7 @@ pub fn launch_local(np: u32, args: &[OsString], opts: &LaunchOptions) -> Result<
         }
     };
     // Block before any thread starts so every thread inherits the mask.
-    let mut mask = SigSet::empty();
-    for s in [
-        Signal::SIGINT,
-        Signal::SIGTERM,
-        Signal::SIGHUP,
-        Signal::SIGCHLD,
-    ] {
-        mask.add(s);
-    }
+    let mask = watched_signals();
     let _restore = MaskGuard(mask.thread_swap_mask(SigmaskHow::SIG_BLOCK)?);
     let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
         .context("signalfd")?;
@@ -172,6 +164,32 @@ pub fn launch_local(np: u32, args: &[OsString], opts: &LaunchOptions) -> Result<
         Instant::now() + Duration::from_secs(1),
     );
     Ok(code)
+}
+
+/// The signals the launcher reads from its signalfd: SIGCHLD, and SIGINT,
+/// SIGTERM and SIGHUP unless ignored. A blocked signal is queued even when
+/// ignored, so blocking an ignored one would stop the job on it (`nohup`
+/// ignores SIGHUP; a shell ignores SIGINT for a background job).
+fn watched_signals() -> SigSet {
+    let mut mask = SigSet::empty();
+    mask.add(Signal::SIGCHLD);
+    for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        if !ignored(s) {
+            mask.add(s);
+        }
+    }
+    mask
+}
+
+/// Whether `sig`'s disposition is SIG_IGN.
+fn ignored(sig: Signal) -> bool {
+    // SAFETY: with a null new action, sigaction only writes the current
+    // one into `old`, a valid zeroed struct.
+    unsafe {
+        let mut old: nix::libc::sigaction = std::mem::zeroed();
+        nix::libc::sigaction(sig as i32, std::ptr::null(), &mut old) == 0
+            && old.sa_sigaction == nix::libc::SIG_IGN
+    }
 }
 
 /// Restores the signal mask [`launch_local`] found.
@@ -427,6 +445,20 @@ fn exit_code(status: ExitStatus) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ignored_signal_is_not_watched() {
+        // SAFETY: sets SIGHUP's disposition in this test process only.
+        unsafe { nix::libc::signal(nix::libc::SIGHUP, nix::libc::SIG_IGN) };
+        let mask = watched_signals();
+        // SAFETY: as above, back to the default.
+        unsafe { nix::libc::signal(nix::libc::SIGHUP, nix::libc::SIG_DFL) };
+        assert!(!mask.contains(Signal::SIGHUP));
+        for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGCHLD] {
+            assert!(mask.contains(s), "{s}");
+        }
+        assert!(watched_signals().contains(Signal::SIGHUP));
+    }
 
     #[test]
     fn statuses_are_described() {

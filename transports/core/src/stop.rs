@@ -25,7 +25,12 @@ extern "C" fn record(sig: libc::c_int) {
 
 /// From now on SIGTERM, SIGINT and SIGHUP only ask for a stop, which the
 /// wait loops notice through [`check`]; they are unblocked too, in case
-/// whatever started this process left them blocked. Not for ranks whose
+/// whatever started this process left them blocked. A signal ignored now
+/// stays ignored (`nohup` ignores SIGHUP; a shell ignores SIGINT for a
+/// background job). Libraries loaded before `main` may already have
+/// replaced that: UCX's libucs catches SIGHUP (`UCX_DEBUG_SIGNO`), and
+/// libinfinipath (libfabric's psm provider) SIGINT and SIGTERM, so a build
+/// with them cannot see an ignore it was started with. Not for ranks whose
 /// waits happen inside a library that never returns to ovbench's loops
 /// (MPI): they must keep dying on the signal.
 pub fn catch() -> io::Result<()> {
@@ -43,6 +48,9 @@ pub fn catch() -> io::Result<()> {
         return Err(io::Error::from_raw_os_error(rc));
     }
     for sig in STOP_SIGNALS {
+        if ignored(sig)? {
+            continue;
+        }
         // SAFETY: a zeroed sigaction is a valid value to fill in; `record`
         // is async-signal-safe; sigemptyset and sigaction only read and
         // write the struct given.
@@ -60,6 +68,20 @@ pub fn catch() -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether `sig` is ignored (SIG_IGN) now.
+fn ignored(sig: libc::c_int) -> io::Result<bool> {
+    // SAFETY: with a null new action, sigaction only writes the current
+    // one into `old`, a valid zeroed struct.
+    let (rc, old) = unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        (libc::sigaction(sig, std::ptr::null(), &mut old), old)
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(old.sa_sigaction == libc::SIG_IGN)
 }
 
 /// The signal that asked for a stop, if one has.
@@ -93,6 +115,33 @@ pub fn signal_name(signal: i32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn catching_keeps_an_ignored_signal_ignored() {
+        // SAFETY: sets SIGHUP's disposition in this test process only.
+        unsafe { libc::signal(libc::SIGHUP, libc::SIG_IGN) };
+        catch().expect("catch");
+        assert!(ignored(libc::SIGHUP).unwrap(), "SIGHUP was ignored before");
+        for sig in [libc::SIGTERM, libc::SIGINT] {
+            // SAFETY: a null new action only reads the current one.
+            let handler = unsafe {
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(sig, std::ptr::null(), &mut sa);
+                sa.sa_sigaction
+            };
+            assert_eq!(
+                handler,
+                record as extern "C" fn(libc::c_int) as libc::sighandler_t
+            );
+        }
+        // Nothing was raised: no stop is asked for.
+        assert_eq!(requested(), None);
+        for sig in STOP_SIGNALS {
+            // SAFETY: gives this test process its default dispositions back
+            // (Ctrl-C stops the test run again).
+            unsafe { libc::signal(sig, libc::SIG_DFL) };
+        }
+    }
 
     #[test]
     fn stop_signals_are_named() {
