@@ -34,7 +34,8 @@ pub fn run(env: RankEnv, cli: &Cli) -> Result<()> {
     // library, where no stop request is seen: those ranks keep dying on
     // the signal.
     if common.transport != TransportKind::Mpi {
-        ovbench_core::stop::catch().with_context(|| format!("rank {rank}: catching SIGTERM"))?;
+        ovbench_core::stop::catch()
+            .with_context(|| format!("rank {rank}: catching SIGTERM, SIGINT and SIGHUP"))?;
     }
     let boot = Bootstrap::connect(&env, timeout)
         .with_context(|| format!("rank {rank}: joining the job's bootstrap service"))?;

@@ -284,12 +284,13 @@ impl EngineComm {
 
     /// Drive progress until `req` finishes or the deadline passes.
     pub(crate) fn wait_req(&mut self, req: ReqId) -> Result<Status, TransportError> {
+        // A stop is looked for once per wait as well as every CHECK_EVERY
+        // polls: waits that end within a few polls (a ping-pong's) would
+        // never see one.
+        crate::stop::check()?;
         // The deadline's clock starts at the first check, CHECK_EVERY polls
         // in: most waits end before it, and reading the clock costs more
         // than a poll of a simulated transport.
-        // Once per wait as well as every CHECK_EVERY polls: waits that end
-        // within a few polls (a ping-pong's) would never see a stop.
-        crate::stop::check()?;
         let mut start: Option<Instant> = None;
         let mut spins = 0u32;
         let mut idle = 0u32;

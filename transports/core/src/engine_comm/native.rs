@@ -350,11 +350,11 @@ impl NativeComm {
     }
 
     fn wait_id(&mut self, id: u64) -> Result<Status, TransportError> {
+        // A stop, once per wait as well (see EngineComm's wait_req).
+        crate::stop::check()?;
         // The deadline's clock starts at the first check, CHECK_EVERY polls
         // in (as in EngineComm's wait): most waits end before it, and
         // reading the clock costs more than a poll of a shared-memory link.
-        // Once per wait as well (see EngineComm's wait_req).
-        crate::stop::check()?;
         let mut start: Option<Instant> = None;
         let mut spins = 0u32;
         let mut idle = 0u32;
