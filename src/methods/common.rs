@@ -185,9 +185,84 @@ impl Estimate {
     }
 }
 
+/// Whether a row's figures can be results at all (a negative latency or
+/// overhead, an availability outside 0–100 %, a negative L or OL_i
+/// cannot): an impossible figure is flagged, never printed as a plain
+/// result. The table gets a `flag` cell, the JSON row `"valid"` and, when
+/// false, `"reason"`, and the reason is printed as a note under the table.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Verdict {
+    reasons: Vec<String>,
+}
+
+impl Verdict {
+    /// Record `reason` unless `ok`.
+    pub(crate) fn check(&mut self, ok: bool, reason: impl FnOnce() -> String) -> &mut Self {
+        if !ok {
+            self.reasons.push(reason());
+        }
+        self
+    }
+
+    /// A verdict from one check.
+    pub(crate) fn of(ok: bool, reason: impl FnOnce() -> String) -> Verdict {
+        let mut v = Verdict::default();
+        v.check(ok, reason);
+        v
+    }
+
+    pub fn valid(&self) -> bool {
+        self.reasons.is_empty()
+    }
+
+    /// Why not valid, reasons joined by "; " (empty when valid).
+    pub fn reason(&self) -> String {
+        self.reasons.join("; ")
+    }
+
+    /// The table cell: `ok`, or `INVALID`.
+    pub(crate) fn cell(&self) -> String {
+        if self.valid() { "ok" } else { "INVALID" }.to_string()
+    }
+
+    /// Add `"valid"` (and `"reason"`) to a JSON row object.
+    pub(crate) fn mark(&self, json: &mut serde_json::Value) {
+        if let Some(o) = json.as_object_mut() {
+            o.insert("valid".into(), self.valid().into());
+            if !self.valid() {
+                o.insert("reason".into(), self.reason().into());
+            }
+        }
+    }
+
+    /// Print the reason under the table for the row named `what`.
+    pub(crate) fn note(&self, sink: &mut dyn crate::report::Sink, what: &str) {
+        if !self.valid() {
+            sink.note(&format!("{what}: INVALID, not a result: {}", self.reason()));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn verdict_marks_rows() {
+        let mut v = Verdict::default();
+        v.check(true, || "fine".into());
+        let mut j = serde_json::json!({"x": 1});
+        v.mark(&mut j);
+        assert_eq!(j["valid"], true);
+        assert!(j.get("reason").is_none());
+        v.check(false, || "overhead < 0".into());
+        v.mark(&mut j);
+        assert_eq!(
+            (j["valid"].as_bool(), j["reason"].as_str()),
+            (Some(false), Some("overhead < 0"))
+        );
+        assert_eq!(v.cell(), "INVALID");
+    }
 
     #[test]
     fn estimate_interval() {
