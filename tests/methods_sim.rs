@@ -376,142 +376,25 @@ fn commtest_ssend_costs_one_acknowledgement_more() {
     }
 }
 
-/// One overlap run with `table` (`SIZE NS` lines) as xfer_time.
-fn overlap_once(
+/// One overlap run; xfer_time is measured by the method itself (the bare
+/// operations, before the run). The bounds against the simulator's truth
+/// are checked in tests/fidelity_overlap.rs.
+fn overlap_run(
     proto: ovbench_core::engine_comm::Protocol,
     pair: &str,
     size: &str,
-    table: &str,
-) -> (overlap::Output, ovbench_sim::SimReport) {
-    static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let path = std::env::temp_dir().join(format!(
-        "ovbench-xfer-{}-{n}-{pair}-{size}-{proto:?}",
-        std::process::id()
-    ));
-    std::fs::write(&path, table).unwrap();
-    let p = path.to_str().unwrap().to_string();
-    let MethodCommand::Overlap(args) = parse(&[
-        "overlap",
-        "--pair",
-        pair,
-        "--sizes",
-        size,
-        "--iters",
-        "4",
-        "--xfer-table",
-        &p,
-    ]) else {
+) -> (overlap::Output, ()) {
+    let MethodCommand::Overlap(args) =
+        parse(&["overlap", "--pair", pair, "--sizes", size, "--iters", "4"])
+    else {
         panic!()
     };
     let cfg = EngineConfig {
         protocol: proto,
         ..EngineConfig::default()
     };
-    let params = SimParams::parse("").unwrap();
-    let (mut outs, truth) = ovbench_sim::run_raw(2, &params, |kit| {
-        let mut comm = EngineComm::new(
-            Box::new(kit.transport),
-            kit.clock,
-            Box::new(kit.work),
-            cfg.clone(),
-        )
-        .expect("engine communicator");
-        overlap::run(&mut comm, &args, &mut MemSink::default())
-    })
-    .expect("simulation");
-    std::fs::remove_file(&path).ok();
-    (outs.swap_remove(0).expect("rank 0"), truth)
-}
-
-/// xfer_time measured beforehand on the same transport, as DESIGN.md
-/// asks: a first run's data operations (post to completion at the
-/// initiator, as the simulator saw them), the median per size, written as
-/// the table of the measured run. The first run's own table is the model's
-/// closed form o_s + 2L + m·G (request and data each one L away).
-fn overlap_run(
-    proto: ovbench_core::engine_comm::Protocol,
-    pair: &str,
-    size: &str,
-) -> (overlap::Output, ovbench_sim::SimReport) {
-    let m: f64 = match size {
-        "10K" => 10240.0,
-        "1M" => 1048576.0,
-        _ => unreachable!(),
-    };
-    let first = format!("{} {}\n", m as u64, OS + 2.0 * L + m * G_BYTE);
-    let (_, truth) = overlap_once(proto, pair, size, &first);
-    let mut by_size: std::collections::BTreeMap<u64, Vec<u64>> = Default::default();
-    for op in truth.ranks.iter().flat_map(|t| t.ops.iter()) {
-        if let (true, Some(c)) = (op.is_data() && op.bytes >= 1024, op.complete_ps) {
-            by_size.entry(op.bytes).or_default().push(c - op.post_ps);
-        }
-    }
-    // The whole message's time sets the computation steps; pipelined
-    // moves fragments only, so its size keeps the closed form.
-    by_size
-        .entry(m as u64)
-        .or_insert_with(|| vec![((OS + 2.0 * L + m * G_BYTE) * 1000.0) as u64]);
-    let table: String = by_size
-        .into_iter()
-        .map(|(b, mut d)| {
-            d.sort_unstable();
-            format!("{b} {}\n", d[d.len() / 2] as f64 / 1000.0)
-        })
-        .collect();
-    overlap_once(proto, pair, size, &table)
-}
-
-/// The true overlap seen by `rank` in a step: every data operation of
-/// either side posted in the step's window, intersected with `rank`'s
-/// computation (for rdma-read the sender's transfer is the receiver's
-/// read). Picoseconds; the window's ticks are picoseconds without skew.
-fn transfer_overlap(truth: &ovbench_sim::SimReport, rank: u32, side: &overlap::Side) -> f64 {
-    let me = &truth.ranks[rank as usize];
-    truth
-        .ranks
-        .iter()
-        .flat_map(|t| t.ops_posted_in(side.start_ticks, side.end_ticks))
-        .filter(|op| op.is_data())
-        .map(|op| {
-            op.complete_ps
-                .map_or(0, |c| me.compute_within(op.post_ps, c)) as f64
-        })
-        .sum()
-}
-
-#[test]
-fn overlap_bounds_bracket_the_true_overlap_in_every_step() {
-    use ovbench_core::engine_comm::Protocol;
-    for proto in [
-        Protocol::Eager,
-        Protocol::RdmaRead,
-        Protocol::RdmaWrite,
-        Protocol::Pipelined,
-    ] {
-        for pair in ["isend-recv", "send-irecv", "isend-irecv"] {
-            let size = if proto == Protocol::Eager {
-                "10K"
-            } else {
-                "1M"
-            };
-            let (out, truth) = overlap_run(proto, pair, size);
-            assert_eq!(out.steps.len(), 17);
-            for st in &out.steps {
-                for (rank, side) in [(0, &st.sender), (1, &st.receiver)] {
-                    let t = transfer_overlap(&truth, rank, side) / 1000.0;
-                    let tol = 1.0 + 0.005 * side.data_transfer_ns;
-                    assert!(
-                        side.min_overlap_ns <= t + tol && t <= side.max_overlap_ns + tol,
-                        "{proto:?} {pair} step {} rank {rank}: truth {t} not in [{}, {}]",
-                        st.step,
-                        side.min_overlap_ns,
-                        side.max_overlap_ns
-                    );
-                }
-            }
-        }
-    }
+    let (out, _) = sim(2, "", cfg, |c, s| overlap::run(c, &args, s));
+    (out, ())
 }
 
 #[test]

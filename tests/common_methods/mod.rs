@@ -281,6 +281,16 @@ impl Communicator for MockComm {
     fn op_counts(&self) -> OpCounts {
         self.ops
     }
+    fn set_protocol(
+        &mut self,
+        _: ovbench_core::engine_comm::Protocol,
+    ) -> Result<(), TransportError> {
+        Err(TransportError::Unsupported("the mock has no engine".into()))
+    }
+    /// The mock records no transfers.
+    fn drain_transfers(&mut self) -> Result<(), TransportError> {
+        Ok(())
+    }
 }
 
 fn mock_info() -> CommInfo {

@@ -167,6 +167,23 @@ pub trait Communicator {
     }
     /// Stop recording and drop the totals.
     fn disable_instrumentation(&mut self) {}
+    /// How the protocol engine moves a message, for a communicator over
+    /// one (`None` on the native library paths).
+    fn engine_shape(&self) -> Option<crate::engine_comm::EngineShape> {
+        None
+    }
+    /// Run later messages under protocol `p` — the overlap method times
+    /// the bare operation (`Protocol::Raw`) of the protocol it measures
+    /// through the same communicator, then switches back. Between
+    /// messages only. The native library paths have no engine protocol
+    /// to switch and refuse.
+    fn set_protocol(&mut self, p: crate::engine_comm::Protocol) -> Result<(), TransportError>;
+    /// Drive progress until every data transfer this rank posted has
+    /// completed, so that its XFER_END is recorded now (an eager send's
+    /// request finishes before its packet does). One communicator call;
+    /// a communicator whose transfers end inside the calls that complete
+    /// them (the native library paths) has nothing to wait for.
+    fn drain_transfers(&mut self) -> Result<(), TransportError>;
     /// The recorder, while enabled (reset it per step, read reports).
     fn instrumentation(&mut self) -> Option<&mut crate::instrument::Instrumentation> {
         None

@@ -57,8 +57,8 @@ pub use error::{OpKind, TransportError};
 pub use instrument::{Instrumentation, OverlapReport, XferTable};
 pub use key::{RemoteKey, RemoteKeyError, MAX_KEY_BLOB};
 pub use transport::{
-    Arrivals, Completion, Ctx, LocalSlice, MrHandle, Placement, Rank, RegionId, Tag, Transport,
-    TransportInfo, Waited,
+    Arrivals, Completion, CompletionTime, Ctx, LocalSlice, MrHandle, Placement, Rank, RegionId,
+    Tag, Transport, TransportInfo, Waited,
 };
 pub use work::Work;
 pub use work_loop::WorkLoop;

@@ -151,6 +151,16 @@ pub trait Arrivals {
     fn arrived(&mut self, peer: Rank, data: &[u8]) -> Result<Option<Placement>, TransportError>;
 }
 
+/// When a completion finished, as the device stamped it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompletionTime {
+    /// A host time (a NIC's clock carried onto the host's).
+    Host(Instant),
+    /// A reading of the communicator's own clock (a virtual NIC under the
+    /// simulator, whose clock is virtual).
+    Ticks(u64),
+}
+
 /// A connected set of endpoints, one per peer rank. See the module docs
 /// for the semantics every method must honour.
 pub trait Transport: Send {
@@ -254,13 +264,15 @@ pub trait Transport: Send {
         let _ = arrivals;
         self.poll(out)
     }
-    /// When the device timestamps completions: the host time at which the
+    /// When the device timestamps completions: the time at which the
     /// completion at `index` of the last [`Self::poll`]'s `out` (counted
-    /// from the length `out` had before that call) finished, the NIC's
-    /// stamp converted to the host clock. `None` (the default, and for a
-    /// device without timestamps): the caller stamps the completion with
-    /// its own clock when it takes it.
-    fn completion_time(&self, index: usize) -> Option<Instant> {
+    /// from the length `out` had before that call) finished — a NIC's
+    /// stamp converted to the host clock, or (the simulator's NIC) a
+    /// reading of the communicator's clock. It is usually earlier than
+    /// the call that takes it; the overlap bounds fold it at its own time.
+    /// `None` (the default, and for a device without timestamps): the
+    /// caller stamps the completion with its own clock when it takes it.
+    fn completion_time(&self, index: usize) -> Option<CompletionTime> {
         let _ = index;
         None
     }

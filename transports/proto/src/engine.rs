@@ -295,6 +295,25 @@ impl Engine {
         }
     }
 
+    /// Run later messages under `p` (the overlap method times the bare
+    /// operation of a protocol through the same engine). Only between
+    /// messages: with a request in flight it is refused.
+    pub fn set_protocol(&mut self, p: Protocol) -> Result<(), ProtoError> {
+        if self.in_flight() != 0 {
+            return Err(ProtoError::Invalid(format!(
+                "protocol change with {} requests in flight",
+                self.in_flight()
+            )));
+        }
+        self.cfg.protocol = p;
+        Ok(())
+    }
+
+    /// The protocol later messages run under.
+    pub fn protocol(&self) -> Protocol {
+        self.cfg.protocol
+    }
+
     /// Largest payload of one packet.
     pub fn max_payload(&self) -> usize {
         self.cfg.eager_buf_size - wire::HEADER_LEN
@@ -611,6 +630,20 @@ impl Engine {
             self.dereg(mr);
         }
         self.flush_raw();
+    }
+
+    /// Whether a data-moving operation (an eager packet, a write, a read)
+    /// is posted and not yet complete. A request can finish before its
+    /// operation does — an eager send once its payload is copied — and the
+    /// overlap method waits for these at the end of each step so that
+    /// every transfer's END lands in the step that began it.
+    pub fn data_ops_open(&self) -> bool {
+        self.ctxs.values().any(|u| {
+            matches!(
+                u,
+                CtxUse::Packet { .. } | CtxUse::Write { .. } | CtxUse::Read { .. }
+            )
+        })
     }
 
     /// Number of requests not yet retired (for leak checks and shutdown).

@@ -143,6 +143,15 @@ impl<V> IdMap<V> {
         !self.spill.is_empty() && self.spill.remove(id).is_some()
     }
 
+    /// Every value, in no particular order.
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.slots
+            .iter()
+            .flatten()
+            .map(|(_, v)| v)
+            .chain(self.spill.values())
+    }
+
     fn grow(&mut self) {
         let n = self.slots.len() * 2;
         let old = std::mem::take(&mut self.slots);

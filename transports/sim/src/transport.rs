@@ -28,12 +28,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ovbench_core::{
-    Caps, Completion, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RegionId, RemoteKey,
-    RmaKind, RmaProgress, Transport, TransportError, TransportInfo, MAX_KEY_BLOB,
+    Caps, Completion, CompletionTime, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RegionId,
+    RemoteKey, RmaKind, RmaProgress, Transport, TransportError, TransportInfo, MAX_KEY_BLOB,
 };
 
 use ovbench_core::engine_comm::QUIET_CTX;
 
+use crate::clock::SimClock;
 use crate::sched::{Guard, Shared};
 use crate::world::{RmaKind as Req, RmaReq};
 use crate::Ps;
@@ -64,14 +65,24 @@ pub struct SimTransport {
     /// Message buffers handed back by [`Transport::recycle`], reused by
     /// the next sends (a bounded pool, so no allocation per message).
     pool: Vec<Vec<u8>>,
+    /// The last poll's completions of this rank's own operations, by
+    /// index, with the time they finished on this rank's clock: the sim's
+    /// NIC stamps completions, as a NIC with completion timestamps does.
+    /// Arrivals are not stamped: the engine's work in response to one
+    /// happens when the rank takes it.
+    nic_times: Vec<(usize, u64)>,
+    clock: SimClock,
 }
 
 impl SimTransport {
     pub(crate) fn new(shared: Arc<Shared>, rank: Rank) -> SimTransport {
+        let clock = SimClock::new(shared.clone(), rank);
         SimTransport {
             shared,
             rank,
             empty_polls: 0,
+            nic_times: Vec::new(),
+            clock,
             spin_at: 0,
             pool: Vec::new(),
         }
@@ -159,7 +170,11 @@ impl Transport for SimTransport {
             name: "sim".into(),
             device: "loggp".into(),
             library: "ovbench-sim".into(),
-            extra: self.shared.params.describe(),
+            extra: {
+                let mut e = self.shared.params.describe();
+                e.push(("completion_timestamps".into(), "nic".into()));
+                e
+            },
         }
     }
 
@@ -363,7 +378,10 @@ impl Transport for SimTransport {
             }
             out.push(Completion::Recv { peer, data });
         }
-        while let Some(c) = st.done.pop_front() {
+        self.nic_times.clear();
+        while let Some((c, at)) = st.done.pop_front() {
+            self.nic_times
+                .push((out.len() - start, self.clock.reading_at(at)));
             out.push(c);
         }
         // Only quiet send completions (handed over as their sends were
@@ -381,6 +399,13 @@ impl Transport for SimTransport {
         }
         self.shared.publish(&g, self.rank);
         Ok(out.len() - start)
+    }
+
+    fn completion_time(&self, index: usize) -> Option<CompletionTime> {
+        self.nic_times
+            .iter()
+            .find(|&&(i, _)| i == index)
+            .map(|&(_, t)| CompletionTime::Ticks(t))
     }
 
     fn recycle(&mut self, data: Vec<u8>) {

@@ -23,6 +23,14 @@ pub struct OpTruth {
     pub bytes: u64,
     /// When the posting call began, before its o_s.
     pub post_ps: Ps,
+    /// When its data began to move: the NIC's injection start for a send
+    /// or a write (later than the post plus o_s when the NIC is still busy
+    /// with earlier operations); for a read, one L before the target began
+    /// serving it (later when a target without offload serves it in its
+    /// next library call). The transfer itself is `[start_ps,
+    /// complete_ps]`: time queued behind other transfers, or waiting for
+    /// a target's call, moves no data of this one.
+    pub start_ps: Ps,
     /// When its completion became available at the initiator (`None`:
     /// never, e.g. the run ended first).
     pub complete_ps: Option<Ps>,

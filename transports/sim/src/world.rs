@@ -90,8 +90,9 @@ pub(crate) struct RankState {
     pub now: Ps,
     /// Arrived two-sided messages not yet consumed.
     pub inbox: VecDeque<(Rank, Vec<u8>)>,
-    /// Completions available to poll.
-    pub done: VecDeque<Completion>,
+    /// Completions available to poll, with the virtual time each finished
+    /// (the simulated NIC's completion timestamp).
+    pub done: VecDeque<(Completion, Ps)>,
     /// One-sided requests waiting for this rank's next library call.
     pub rma: VecDeque<RmaReq>,
     /// When this NIC may start its next injection.
@@ -284,6 +285,13 @@ impl World {
         start + self.p.l + self.jitter(rank, to) + self.p.bytes_ps(m)
     }
 
+    /// Note when operation `op` of `rank` began to move data.
+    fn started(&mut self, rank: Rank, op: usize, at: Ps) {
+        if let Some(o) = self.ranks[rank as usize].truth.ops.get_mut(op) {
+            o.start_ps = at;
+        }
+    }
+
     /// Note an operation in `rank`'s truth; returns its index (an index
     /// that matches nothing when truth recording is off).
     fn record(&mut self, rank: Rank, kind: OpKind, peer: Rank, bytes: u64, post: Ps) -> usize {
@@ -296,6 +304,7 @@ impl World {
             peer,
             bytes,
             post_ps: post,
+            start_ps: post,
             complete_ps: None,
         });
         ops.len() - 1
@@ -315,6 +324,7 @@ impl World {
         let op = self.record(src, OpKind::Send, dst, payload, t);
         let t1 = t + self.p.o_s;
         self.ranks[src as usize].now = t1;
+        self.started(src, op, t1.max(self.ranks[src as usize].nic_free));
         let mut arrive = self.inject(src, dst, t1, payload);
         let last = self.fifo.entry(pair(src, dst)).or_insert(0);
         arrive = arrive.max(*last);
@@ -330,7 +340,7 @@ impl World {
             if let Some(o) = r.truth.ops.get_mut(op) {
                 o.complete_ps = Some(at);
             }
-            r.done.push_back(Completion::Send { ctx });
+            r.done.push_back((Completion::Send { ctx }, at));
         }
         self.push(
             arrive,
@@ -355,6 +365,7 @@ impl World {
         req.op = self.record(from, kind, target, bytes, t);
         let t1 = t + self.p.o_s;
         self.ranks[from as usize].now = t1;
+        self.started(from, req.op, t1.max(self.ranks[from as usize].nic_free));
         let arrive = self.inject(from, target, t1, wire);
         self.push(arrive, Ev::RmaArrive { target, req });
     }
@@ -487,7 +498,7 @@ impl World {
         // change nothing. The wait's next wake delivers it, before the wait
         // can return.
         let quiet = matches!(c, Completion::Send { ctx } if ctx & QUIET_CTX != 0);
-        r.done.push_back(c);
+        r.done.push_back((c, at));
         if !quiet {
             self.wake(rank, at);
         }
@@ -551,6 +562,11 @@ impl World {
                 );
             }
             RmaKind::Read { len, local } => {
+                let from = req.from as usize;
+                if let Some(o) = self.ranks[from].truth.ops.get_mut(req.op) {
+                    o.start_ps = o.start_ps.max(at.saturating_sub(l));
+                }
+                let mem = &mut self.ranks[target as usize].mem;
                 let data = mem
                     .slice(slice)
                     .expect("resolved slice is in range")

@@ -6,8 +6,8 @@ use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use ovbench_core::{
-    Caps, Completion, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RegionId, RemoteKey,
-    RmaKind, RmaProgress, Transport, TransportError, TransportInfo,
+    Caps, Completion, CompletionTime, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RegionId,
+    RemoteKey, RmaKind, RmaProgress, Transport, TransportError, TransportInfo,
 };
 
 use crate::cm::CmEndpoint;
@@ -726,11 +726,11 @@ impl Transport for VerbsTransport {
         Ok(n)
     }
 
-    fn completion_time(&self, index: usize) -> Option<Instant> {
+    fn completion_time(&self, index: usize) -> Option<CompletionTime> {
         self.nic_times
             .iter()
             .find(|&&(i, _)| i == index)
-            .map(|&(_, t)| t)
+            .map(|&(_, t)| CompletionTime::Host(t))
     }
 
     fn recycle(&mut self, data: Vec<u8>) {

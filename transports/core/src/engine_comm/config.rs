@@ -58,3 +58,112 @@ pub fn protocol_name(p: Protocol) -> &'static str {
 pub fn prefers_read(caps: &Caps) -> bool {
     caps.rma == RmaKind::Native && caps.rma_progress == RmaProgress::Offloaded
 }
+
+/// What decides how the engine moves one message: its protocol and
+/// limits, as the communicator was built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EngineShape {
+    pub protocol: Protocol,
+    pub eager_limit: usize,
+    /// Largest payload of one packet (one bounce buffer less its header).
+    pub max_payload: usize,
+    pub frag_size: usize,
+    pub prefer_read: bool,
+}
+
+impl EngineShape {
+    /// The bare operations one message of `len` bytes moves its data
+    /// with, as (operation, bytes, count), in the order the engine posts
+    /// them — the operations whose post→completion time is xfer_time for
+    /// the overlap bounds: one packet per bounce buffer for eager, one
+    /// write or read for the rendezvous protocols, the first packet then
+    /// one write per fragment for pipelined.
+    pub fn data_ops(&self, len: usize) -> Vec<(RawOp, usize, usize)> {
+        let packets = |len: usize| {
+            let max = self.max_payload.max(1);
+            let mut v = Vec::new();
+            if len >= max {
+                v.push((RawOp::Send, max, len / max));
+            }
+            if len % max != 0 || len == 0 {
+                v.push((RawOp::Send, len % max, 1));
+            }
+            v
+        };
+        let rendezvous = |op| {
+            if len == 0 {
+                packets(0)
+            } else {
+                vec![(op, len, 1)]
+            }
+        };
+        match self.protocol {
+            Protocol::Raw(op) => vec![(op, len, 1)],
+            Protocol::Eager => packets(len),
+            Protocol::RdmaWrite => rendezvous(RawOp::Write),
+            Protocol::RdmaRead => rendezvous(RawOp::Read),
+            Protocol::Auto if len <= self.eager_limit => packets(len),
+            Protocol::Auto if self.prefer_read => rendezvous(RawOp::Read),
+            Protocol::Auto => rendezvous(RawOp::Write),
+            Protocol::Pipelined => {
+                let first = self.max_payload.min(len);
+                let mut v = vec![(RawOp::Send, first, 1)];
+                let (rest, frag) = (len - first, self.frag_size.max(1));
+                if rest >= frag {
+                    v.push((RawOp::Write, frag, rest / frag));
+                }
+                if rest % frag != 0 {
+                    v.push((RawOp::Write, rest % frag, 1));
+                }
+                v
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod shape_tests {
+    use super::*;
+
+    #[test]
+    fn data_ops_follow_the_engine_split() {
+        let s = EngineShape {
+            protocol: Protocol::Eager,
+            eager_limit: 16384,
+            max_payload: 1000,
+            frag_size: 300,
+            prefer_read: true,
+        };
+        assert_eq!(s.data_ops(10), vec![(RawOp::Send, 10, 1)]);
+        assert_eq!(
+            s.data_ops(2500),
+            vec![(RawOp::Send, 1000, 2), (RawOp::Send, 500, 1)]
+        );
+        assert_eq!(s.data_ops(0), vec![(RawOp::Send, 0, 1)]);
+        let p = EngineShape {
+            protocol: Protocol::Pipelined,
+            ..s
+        };
+        assert_eq!(
+            p.data_ops(1700),
+            vec![
+                (RawOp::Send, 1000, 1),
+                (RawOp::Write, 300, 2),
+                (RawOp::Write, 100, 1)
+            ]
+        );
+        let a = EngineShape {
+            protocol: Protocol::Auto,
+            ..s
+        };
+        assert_eq!(a.data_ops(20000), vec![(RawOp::Read, 20000, 1)]);
+        assert_eq!(
+            EngineShape {
+                prefer_read: false,
+                ..a
+            }
+            .data_ops(20000),
+            vec![(RawOp::Write, 20000, 1)]
+        );
+    }
+}

@@ -7,8 +7,8 @@ use ovbench_proto::{Engine, EventKind, Key, MrId, Op, ProtoError, ReqId, Slice};
 
 use super::EngineComm;
 use crate::{
-    Arrivals, Completion, LocalSlice, MrHandle, OpKind, Placement, Rank, RegionId, RemoteKey,
-    Status, TransportError,
+    Arrivals, Completion, CompletionTime, LocalSlice, MrHandle, OpKind, Placement, Rank, RegionId,
+    RemoteKey, Status, TransportError,
 };
 
 use super::shared::{timeout, CHECK_EVERY, SPIN_BEFORE_BLOCK};
@@ -209,11 +209,12 @@ impl EngineComm {
         for (i, c) in comps.drain(..).enumerate() {
             // XFER_END at the NIC's completion time where the device
             // stamps completions, else at the host's `now`.
-            let at = self
-                .t
-                .completion_time(i)
-                .and_then(|t| self.clock.ticks_at(t))
-                .unwrap_or(now);
+            let at = match self.t.completion_time(i) {
+                Some(CompletionTime::Host(t)) => self.clock.ticks_at(t),
+                Some(CompletionTime::Ticks(t)) => Some(t),
+                None => None,
+            }
+            .unwrap_or(now);
             res = self.feed(at, c);
             if res.is_err() {
                 break;
@@ -299,6 +300,14 @@ impl EngineComm {
         loop {
             if progressed {
                 if let Some(r) = self.eng.take(req) {
+                    if self.instr.is_some() {
+                        // Recording: completions the transport already
+                        // holds (an eager send's, whose request finished
+                        // as posted) are taken inside this call, so their
+                        // END is recorded in the call that completes the
+                        // request rather than in a later one.
+                        self.poll_once()?;
+                    }
                     return r
                         .map(|s| Status {
                             source: s.source,
@@ -335,6 +344,38 @@ impl EngineComm {
                 }
             }
         }
+    }
+
+    /// Poll until no data operation is open (see
+    /// [`Engine::data_ops_open`]), with the wait's deadline.
+    pub(crate) fn drain_data_ops(&mut self) -> Result<(), TransportError> {
+        crate::stop::check()?;
+        let start = Instant::now();
+        let mut spins = 0u32;
+        while self.eng.data_ops_open() {
+            spins = spins.wrapping_add(1);
+            if spins % CHECK_EVERY == 0 {
+                crate::stop::check()?;
+                if start.elapsed() > self.cfg.timeout {
+                    return Err(timeout(
+                        &self.cfg,
+                        None,
+                        format!(
+                            "rank {}: waiting for its data transfers to complete",
+                            self.rank
+                        ),
+                    ));
+                }
+            }
+            if !self.poll_once()? {
+                if self.cfg.oversubscribed {
+                    self.t.block(Duration::from_millis(1))?;
+                } else {
+                    self.t.waiting();
+                }
+            }
+        }
+        Ok(())
     }
 
     pub(crate) fn timeout_error(&self, req: ReqId) -> TransportError {

@@ -15,7 +15,9 @@ use std::sync::Arc;
 
 use ovbench_proto::{Engine, Mode, ReqId, Slice, Space};
 
-pub use config::{prefers_read, protocol_name, EngineConfig, Protocol, RawOp, DEFAULT_FRAG_SIZE};
+pub use config::{
+    prefers_read, protocol_name, EngineConfig, EngineShape, Protocol, RawOp, DEFAULT_FRAG_SIZE,
+};
 pub use native::NativeComm;
 pub use ovbench_proto::QUIET_CTX;
 
@@ -363,5 +365,25 @@ impl Communicator for EngineComm {
     fn disable_instrumentation(&mut self) {
         self.instr = None;
         self.eng.set_instrument(false);
+    }
+
+    fn drain_transfers(&mut self) -> Result<(), TransportError> {
+        self.call(|c| c.drain_data_ops())
+    }
+
+    fn engine_shape(&self) -> Option<EngineShape> {
+        Some(EngineShape {
+            protocol: self.eng.protocol(),
+            eager_limit: self.cfg.eager_limit,
+            max_payload: self.eng.max_payload(),
+            frag_size: self.cfg.frag_size.unwrap_or(DEFAULT_FRAG_SIZE),
+            prefer_read: prefers_read(&self.caps),
+        })
+    }
+
+    fn set_protocol(&mut self, p: Protocol) -> Result<(), TransportError> {
+        self.eng.set_protocol(p).map_err(drive::proto_err)?;
+        self.cfg.protocol = p;
+        Ok(())
     }
 }

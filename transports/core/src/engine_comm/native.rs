@@ -531,4 +531,17 @@ impl Communicator for NativeComm {
     fn disable_instrumentation(&mut self) {
         self.instr = None;
     }
+
+    /// A native path's transfer ends in the call that completes it
+    /// (call-bounded events): none is left open to wait for.
+    fn drain_transfers(&mut self) -> Result<(), TransportError> {
+        Ok(())
+    }
+
+    fn set_protocol(&mut self, p: super::Protocol) -> Result<(), TransportError> {
+        Err(TransportError::Unsupported(format!(
+            "the library's native path runs no ovbench protocol ({})",
+            super::protocol_name(p)
+        )))
+    }
 }

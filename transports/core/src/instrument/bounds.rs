@@ -66,6 +66,25 @@ struct Open {
     call_bounded: bool,
 }
 
+/// Where the rank was from `at` on: its totals at `at`, and whether the
+/// stretch that starts there is library time (in call `call`) or
+/// computation. Kept for the last [`HISTORY`] calls, so that an END
+/// stamped before the call that records it (a NIC's completion time) is
+/// folded at its own time, not at the time it was taken.
+#[derive(Clone, Copy, Debug, Default)]
+struct Stretch {
+    at: u64,
+    comp: u64,
+    lib: u64,
+    in_call: bool,
+    call: u64,
+}
+
+/// Stretches remembered behind the current one: a completion is taken a
+/// few calls after it finished at most (the wait that completes its
+/// request, or the drain at the end of a step).
+const HISTORY: usize = 32;
+
 /// Running state and totals (ticks until the report converts them).
 #[derive(Debug)]
 pub struct Bounds {
@@ -80,9 +99,23 @@ pub struct Bounds {
     /// Transfers begun and not ended: few at a time, so a vector searched
     /// from the newest end beats hashing.
     open: Vec<(u64, Open)>,
+    /// Past stretches, oldest first (a ring of the last [`HISTORY`]).
+    past: std::collections::VecDeque<Stretch>,
     report: OverlapReport,
     /// Index 0: 0 bytes; index k ≥ 1: sizes in (2^(k-2), 2^(k-1)].
     buckets: [BucketTotals; 66],
+}
+
+impl Stretch {
+    /// Totals at `at` (not before this stretch's start).
+    fn clocks_at(&self, at: u64) -> (u64, u64) {
+        let since = at.saturating_sub(self.at);
+        if self.in_call {
+            (self.comp, self.lib + since)
+        } else {
+            (self.comp + since, self.lib)
+        }
+    }
 }
 
 fn bucket_index(bytes: u64) -> usize {
@@ -111,6 +144,7 @@ impl Bounds {
             lib: 0,
             mark: None,
             open: Vec::with_capacity(64),
+            past: std::collections::VecDeque::with_capacity(HISTORY),
             report: OverlapReport::default(),
             buckets: std::array::from_fn(|k| BucketTotals {
                 size_max: bucket_max(k),
@@ -125,11 +159,28 @@ impl Bounds {
 
     /// Computation and library ticks accumulated up to `at`.
     fn clocks_at(&self, at: u64) -> (u64, u64) {
-        let since = self.mark.map_or(0, |m| at.saturating_sub(m));
-        if self.in_call {
-            (self.comp, self.lib + since)
-        } else {
-            (self.comp + since, self.lib)
+        let s = self.stretch_at(at);
+        s.clocks_at(at)
+    }
+
+    /// The stretch `at` falls in: the current one, or a remembered one
+    /// for a time before the last CALL event (the oldest remembered, at
+    /// its start, for anything older still).
+    fn stretch_at(&self, at: u64) -> Stretch {
+        let now = Stretch {
+            // No mark yet: nothing accrues before the first event.
+            at: self.mark.unwrap_or(at),
+            comp: self.comp,
+            lib: self.lib,
+            in_call: self.in_call,
+            call: self.call_index,
+        };
+        if self.mark.map_or(true, |m| at >= m) {
+            return now;
+        }
+        match self.past.iter().rev().find(|s| s.at <= at) {
+            Some(s) => *s,
+            None => self.past.front().copied().unwrap_or(now),
         }
     }
 
@@ -138,6 +189,18 @@ impl Bounds {
         self.report.events += 1;
         match e.kind {
             EventKind::CallEnter | EventKind::CallExit => {
+                if let Some(m) = self.mark {
+                    if self.past.len() == HISTORY {
+                        self.past.pop_front();
+                    }
+                    self.past.push_back(Stretch {
+                        at: m,
+                        comp: self.comp,
+                        lib: self.lib,
+                        in_call: self.in_call,
+                        call: self.call_index,
+                    });
+                }
                 let (c, l) = self.clocks_at(e.at);
                 self.comp = c;
                 self.lib = l;
@@ -168,12 +231,13 @@ impl Bounds {
                     return;
                 };
                 let b = self.open.swap_remove(pos).1;
-                let (comp, lib) = self.clocks_at(e.at);
+                let then = self.stretch_at(e.at);
+                let (comp, lib) = then.clocks_at(e.at);
                 let comp_ns = (comp - b.comp) as f64 * self.ns_per_tick;
                 let lib_ns = (lib - b.lib) as f64 * self.ns_per_tick;
                 let (min, max) = if b.call_bounded {
                     (0.0, comp_ns.min(xfer))
-                } else if b.in_call && self.in_call && b.call == self.call_index {
+                } else if b.in_call && then.in_call && b.call == then.call {
                     (0.0, 0.0)
                 } else {
                     let max = comp_ns.min(xfer);
@@ -244,6 +308,7 @@ impl Bounds {
             };
         }
         self.open.clear();
+        self.past.clear();
         self.comp = 0;
         self.lib = 0;
         self.mark = Some(now);

@@ -142,3 +142,32 @@ fn min_never_exceeds_max_when_xfer_outlasts_the_window() {
     assert_eq!(r.buckets[0].min_overlap_ns, 20.0);
     assert_eq!(r.data_transfer_ns, 1000.0);
 }
+
+#[test]
+fn an_end_stamped_before_the_call_that_takes_it_is_folded_at_its_time() {
+    // isend [0,100] (BEGIN at 50), compute to 5000, wait [5000,5100]
+    // takes a completion the NIC stamped at 1050: the transfer lay in
+    // [50,1050], of which [100,1050] was computation. The computation
+    // after 1050 must not count, nor the wait.
+    let mut i = Instrumentation::new(table(), 1.0);
+    i.call_enter(0);
+    i.xfer_begin(9, 100, 50, false);
+    i.call_exit(100);
+    i.call_enter(5000);
+    i.xfer_end(9, 100, 1050);
+    i.call_exit(5100);
+    let r = i.report(5100);
+    // xfer 1000: max = min(950, 1000) = 950; min = 1000 − 50 = 950.
+    assert_eq!((r.min_overlap_ns, r.max_overlap_ns), (950.0, 950.0));
+    // Stamped inside an earlier call (the isend itself): case 1, 0/0,
+    // even though it is taken in a later call.
+    let mut i = Instrumentation::new(table(), 1.0);
+    i.call_enter(0);
+    i.xfer_begin(9, 100, 10, false);
+    i.call_exit(100);
+    i.call_enter(5000);
+    i.xfer_end(9, 100, 90);
+    i.call_exit(5100);
+    let r = i.report(5100);
+    assert_eq!((r.min_overlap_ns, r.max_overlap_ns), (0.0, 0.0));
+}

@@ -25,16 +25,16 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use ovbench_core::{Buf, Communicator, OverlapReport, Tag, XferTable};
+use ovbench_core::{Communicator, OverlapReport, Tag};
 use serde::Serialize;
 
 use super::common::{ns, us, Ctrl};
 use crate::report::Sink;
 use crate::sizes::Sizes;
 
+mod xfer;
+
 const TAG_DATA: Tag = 0x4f56_0501;
-/// First of the tags of the raw xfer_time measurements (one per size).
-const TAG_RAW: Tag = 0x4f57_0000;
 
 /// Which calls the two sides use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -189,124 +189,8 @@ pub struct Output {
     pub protocol: String,
     pub xfer_table: Vec<(u64, f64)>,
     pub xfer_measured: bool,
+    pub xfer_source: xfer::XferSource,
     pub steps: Vec<Step>,
-}
-
-/// xfer_time(size) under `--proto raw`, on rank 0: the median time from
-/// posting the bare operation to its completion at the side performing it
-/// — rank 0 sends or writes, or reads rank 1's buffer. (No control
-/// message follows: under raw read a receive reads whatever the sender's
-/// buffer holds when the read lands.)
-fn raw_xfer(
-    comm: &mut dyn Communicator,
-    buf: Buf,
-    size: usize,
-    reps: u32,
-    read: bool,
-    tag: Tag,
-) -> anyhow::Result<f64> {
-    let me = comm.rank();
-    let mut v = Vec::with_capacity(reps as usize);
-    // Back to back after one barrier: each operation completes before the
-    // next is posted, so each starts on an idle NIC.
-    comm.barrier()?;
-    for _ in 0..reps {
-        let t0 = comm.now();
-        match (me, read) {
-            (0, false) | (1, true) => {
-                let r = comm.isend(buf, 0, size, 1 - me, tag)?;
-                comm.wait(r)?;
-            }
-            (0, true) | (1, false) => {
-                let r = comm.irecv(buf, 0, size, Some(1 - me), Some(tag))?;
-                comm.wait(r)?;
-            }
-            _ => {}
-        }
-        let t1 = comm.now();
-        v.push(ns(comm, t1 - t0));
-    }
-    v.sort_by(f64::total_cmp);
-    Ok(v.get(v.len() / 2).copied().unwrap_or(0.0))
-}
-
-/// Estimate xfer_time(size) as the median half round trip.
-fn estimate_xfer(
-    comm: &mut dyn Communicator,
-    buf: Buf,
-    size: usize,
-    reps: u32,
-) -> anyhow::Result<f64> {
-    let me = comm.rank();
-    let mut v = Vec::with_capacity(reps as usize);
-    comm.barrier()?;
-    for _ in 0..reps {
-        match me {
-            0 => {
-                let t0 = comm.now();
-                comm.send(buf, 0, size, 1, TAG_DATA)?;
-                comm.recv(buf, 0, size, Some(1), Some(TAG_DATA))?;
-                let t1 = comm.now();
-                v.push(ns(comm, t1 - t0) / 2.0);
-            }
-            1 => {
-                comm.recv(buf, 0, size, Some(0), Some(TAG_DATA))?;
-                comm.send(buf, 0, size, 0, TAG_DATA)?;
-            }
-            _ => {}
-        }
-    }
-    v.sort_by(f64::total_cmp);
-    Ok(v.get(v.len() / 2).copied().unwrap_or(0.0))
-}
-
-/// Rank 0's points reach every rank (eight per control message).
-fn share_points(
-    comm: &mut dyn Communicator,
-    ctrl: &Ctrl,
-    pts: &[(u64, f64)],
-) -> anyhow::Result<Vec<(u64, f64)>> {
-    let n = ctrl.bcast(comm, &[pts.len() as u64])?[0] as usize;
-    let mut out = Vec::with_capacity(n);
-    for k in (0..n).step_by(8) {
-        let words: Vec<u64> = pts
-            .iter()
-            .skip(k)
-            .take(8)
-            .flat_map(|p| [p.0, p.1.to_bits()])
-            .collect();
-        let got = ctrl.bcast(comm, &words)?;
-        out.extend(got.chunks(2).map(|c| (c[0], f64::from_bits(c[1]))));
-    }
-    Ok(out)
-}
-
-/// `--xfer-table`, read on rank 0 only (other hosts need not have the
-/// file) and shared; a failure there stops every rank.
-fn shared_table(
-    comm: &mut dyn Communicator,
-    ctrl: &Ctrl,
-    path: &std::path::Path,
-) -> anyhow::Result<XferTable> {
-    let mine = if comm.rank() == 0 {
-        std::fs::read_to_string(path)
-            .with_context(|| format!("reading --xfer-table {}", path.display()))
-            .and_then(|text| {
-                XferTable::parse(&text)
-                    .map_err(|e| anyhow::anyhow!("--xfer-table {}: {e}", path.display()))
-            })
-            .map(|t| t.points().to_vec())
-    } else {
-        Ok(Vec::new())
-    };
-    let ok = ctrl.bcast(comm, &[u64::from(mine.is_ok())])?[0] != 0;
-    let pts = match (ok, mine) {
-        (true, Ok(p)) => share_points(comm, ctrl, &p)?,
-        (true, Err(_)) => share_points(comm, ctrl, &[])?,
-        (false, Err(e)) => return Err(e),
-        (false, Ok(_)) => bail!("rank 0 could not read --xfer-table {}", path.display()),
-    };
-    XferTable::new(pts).map_err(anyhow::Error::msg)
 }
 
 fn side_of(report: Option<OverlapReport>, wait_ns: f64, start: u64, end: u64) -> Side {
@@ -348,32 +232,17 @@ pub fn run(
     let buf = comm.alloc(args.sizes.max().max(1))?;
     let ctrl = Ctrl::new(comm)?;
 
-    let (table, measured) = match &args.xfer_table {
-        Some(path) => (shared_table(comm, &ctrl, path)?, false),
-        None => {
-            let raw = protocol.starts_with("raw");
-            let reps = args.xfer_reps.max(1);
-            let mut pts = Vec::new();
-            for (i, &s) in sizes.iter().enumerate() {
-                // Raw operations bind a buffer to a (peer, tag): one tag per size.
-                let tag = TAG_RAW + i as Tag;
-                let x = if raw {
-                    raw_xfer(comm, buf, s, reps, protocol == "raw-read", tag)?
-                } else {
-                    estimate_xfer(comm, buf, s, reps)?
-                };
-                pts.push((s as u64, x));
-            }
-            // Rank 0's figures are everyone's (under raw only rank 0's
-            // matter: it writes the table and the run stops).
-            let pts = if raw {
-                pts
-            } else {
-                share_points(comm, &ctrl, &pts)?
-            };
-            (XferTable::new(pts).map_err(anyhow::Error::msg)?, !raw)
-        }
+    let shape = comm.engine_shape();
+    let need = shape
+        .as_ref()
+        .map(|sh| xfer::needed(sh, &sizes))
+        .unwrap_or_default();
+    let (table, source) = match (&args.xfer_table, &shape) {
+        (Some(path), _) => xfer::from_file(comm, &ctrl, path, &need)?,
+        (None, Some(sh)) => xfer::measure(comm, &ctrl, sh, buf, &need, args.xfer_reps.max(1))?,
+        (None, None) => xfer::estimate(comm, &ctrl, buf, &sizes, args.xfer_reps.max(1))?,
     };
+    let measured = source.source != "table";
     if let Some(path) = &args.write_xfer_table {
         if me == 0 {
             let mut text = format!(
@@ -392,11 +261,16 @@ pub fn run(
             protocol,
             xfer_table: table.points().to_vec(),
             xfer_measured: true,
+            xfer_source: source,
             steps: Vec::new(),
         });
     }
-    if measured {
-        sink.note("xfer_time estimated as the median half round trip on this protocol; for the paper's bounds measure the bare operation first (--proto raw --op read|write|send --write-xfer-table FILE) and pass --xfer-table FILE");
+    sink.note(&source.describe());
+    for p in &source.points {
+        sink.note(&format!(
+            "xfer_time({} B) = {:.1} ns ({}, {} samples)",
+            p.size, p.median_ns, p.op, p.samples
+        ));
     }
     // Recording is switched on for each step's loop only, so the control
     // messages between steps never count as transfers.
@@ -407,6 +281,7 @@ pub fn run(
         protocol: protocol.clone(),
         xfer_table: table.points().to_vec(),
         xfer_measured: measured,
+        xfer_source: source.clone(),
         steps: Vec::new(),
     };
     sink.table(
@@ -470,6 +345,9 @@ pub fn run(
                     }
                 }
                 let end = comm.now();
+                // Untimed: every transfer of the step ends inside it (an
+                // eager send's request finishes before its packet does).
+                comm.drain_transfers()?;
                 let wait_ns = ns(comm, waited) / args.iters as f64;
                 let mine = side_of(comm.overlap_report(), wait_ns, start, end);
                 comm.disable_instrumentation();
