@@ -71,8 +71,9 @@ pub struct Args {
     /// The call pair(s), comma-separated.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "isend-irecv")]
     pub pair: Vec<Pair>,
-    /// Transfers per step (the paper: 1000).
-    #[arg(long, default_value_t = 100)]
+    /// Transfers per step: the paper's 1000 (a default run over tcp
+    /// takes about 15 s on a 2-core host; use fewer for a quick look).
+    #[arg(long, default_value_t = 1000)]
     pub iters: u64,
     /// Message sizes (the paper: 10K eager, 1M rendezvous).
     #[arg(long, default_value = "10K,1M")]
@@ -101,6 +102,9 @@ pub struct Args {
 pub struct Side {
     /// Mean time per transfer in the wait (or the blocking call).
     pub wait_ns: f64,
+    /// Median and 90th percentile of those times.
+    pub wait_p50_ns: f64,
+    pub wait_p90_ns: f64,
     pub transfers: u64,
     /// Transfers of which only BEGIN or only END was seen (case 3).
     pub one_sided: u64,
@@ -126,9 +130,11 @@ impl Side {
         )
     }
 
-    fn words(&self) -> [u64; 10] {
+    fn words(&self) -> [u64; 12] {
         [
             self.wait_ns.to_bits(),
+            self.wait_p50_ns.to_bits(),
+            self.wait_p90_ns.to_bits(),
             self.transfers,
             self.one_sided,
             self.data_transfer_ns.to_bits(),
@@ -142,12 +148,14 @@ impl Side {
     }
 
     fn from_words(w: &[u64]) -> anyhow::Result<Side> {
-        let [wait, n, one, d, lo, hi, comp, call, s, e] = w[..] else {
+        let [wait, w50, w90, n, one, d, lo, hi, comp, call, s, e] = w[..] else {
             bail!("overlap: malformed figures from rank 1");
         };
         let f = f64::from_bits;
         Ok(Side {
             wait_ns: f(wait),
+            wait_p50_ns: f(w50),
+            wait_p90_ns: f(w90),
             transfers: n,
             one_sided: one,
             data_transfer_ns: f(d),
@@ -197,6 +205,8 @@ fn side_of(report: Option<OverlapReport>, wait_ns: f64, start: u64, end: u64) ->
     let r = report.unwrap_or_default();
     Side {
         wait_ns,
+        wait_p50_ns: 0.0,
+        wait_p90_ns: 0.0,
         transfers: r.transfers,
         one_sided: r.one_sided_transfers,
         data_transfer_ns: r.data_transfer_ns,
@@ -233,6 +243,7 @@ pub fn run(
     let ctrl = Ctrl::new(comm)?;
 
     let shape = comm.engine_shape();
+    let eager_limit = comm.info().eager_limit;
     let need = shape
         .as_ref()
         .map(|sh| xfer::needed(sh, &sizes))
@@ -266,6 +277,9 @@ pub fn run(
         });
     }
     sink.note(&source.describe());
+    for (side, text) in end_sources(shape.as_ref(), &comm.info().caps, &sizes) {
+        sink.note(&format!("{side}: {text}"));
+    }
     for p in &source.points {
         sink.note(&format!(
             "xfer_time({} B) = {:.1} ns ({}, {} samples)",
@@ -292,14 +306,19 @@ pub fn run(
             "comp[us]",
             "xfer[us]",
             "s.wait[us]",
+            "s.w50[us]",
+            "s.w90[us]",
             "s.min%",
             "s.max%",
             "r.wait[us]",
+            "r.w50[us]",
+            "r.w90[us]",
             "r.min%",
             "r.max%",
         ],
     );
     let mut totals: Vec<(Pair, usize, Side, Side)> = Vec::new();
+    let mut waits: Vec<u64> = Vec::with_capacity(args.iters as usize);
     for &pair in &args.pair {
         for &size in &sizes {
             let xfer = table.xfer_ns(size as u64);
@@ -314,7 +333,7 @@ pub fn run(
                     i.reset(now);
                 }
                 let start = comm.now();
-                let mut waited = 0u64;
+                waits.clear();
                 for _ in 0..args.iters {
                     match me {
                         0 if pair.sender_nb() => {
@@ -322,24 +341,24 @@ pub fn run(
                             comm.work(units);
                             let t = comm.now();
                             comm.wait(r)?;
-                            waited += comm.now() - t;
+                            waits.push(comm.now() - t);
                         }
                         0 => {
                             let t = comm.now();
                             comm.send(buf, 0, size, 1, TAG_DATA)?;
-                            waited += comm.now() - t;
+                            waits.push(comm.now() - t);
                         }
                         1 if pair.receiver_nb() => {
                             let r = comm.irecv(buf, 0, size, Some(0), Some(TAG_DATA))?;
                             comm.work(units);
                             let t = comm.now();
                             comm.wait(r)?;
-                            waited += comm.now() - t;
+                            waits.push(comm.now() - t);
                         }
                         1 => {
                             let t = comm.now();
                             comm.recv(buf, 0, size, Some(0), Some(TAG_DATA))?;
-                            waited += comm.now() - t;
+                            waits.push(comm.now() - t);
                         }
                         _ => {}
                     }
@@ -348,8 +367,15 @@ pub fn run(
                 // Untimed: every transfer of the step ends inside it (an
                 // eager send's request finishes before its packet does).
                 comm.drain_transfers()?;
-                let wait_ns = ns(comm, waited) / args.iters as f64;
-                let mine = side_of(comm.overlap_report(), wait_ns, start, end);
+                waits.sort_unstable();
+                let pct = |q: f64| {
+                    let k = ((waits.len() as f64 * q).ceil() as usize).clamp(1, waits.len());
+                    ns(comm, waits[k - 1])
+                };
+                let wait_ns = ns(comm, waits.iter().sum::<u64>()) / args.iters as f64;
+                let (w50, w90) = (pct(0.5), pct(0.9));
+                let mut mine = side_of(comm.overlap_report(), wait_ns, start, end);
+                (mine.wait_p50_ns, mine.wait_p90_ns) = (w50, w90);
                 comm.disable_instrumentation();
                 // Nobody records any more when the figures travel.
                 comm.barrier()?;
@@ -367,9 +393,13 @@ pub fn run(
                                 us(comp),
                                 us(xfer),
                                 us(s.wait_ns),
+                                us(s.wait_p50_ns),
+                                us(s.wait_p90_ns),
                                 format!("{smin:.1}"),
                                 format!("{smax:.1}"),
                                 us(r.wait_ns),
+                                us(r.wait_p50_ns),
+                                us(r.wait_p90_ns),
                                 format!("{rmin:.1}"),
                                 format!("{rmax:.1}"),
                             ],
@@ -405,6 +435,7 @@ pub fn run(
         &[
             "pair",
             "size",
+            "path",
             "rank",
             "transfers",
             "data[us]",
@@ -414,12 +445,22 @@ pub fn run(
             "call[us]",
         ],
     );
+    let path = |size: usize| path_of(shape.as_ref(), eager_limit, size);
+    let mut split: Vec<(&str, usize, Side)> = Vec::new();
     for (pair, size, s, r) in &totals {
         for (rank, side) in [(0, s), (1, r)] {
+            match split
+                .iter_mut()
+                .find(|(p, k, _)| *p == path(*size) && *k == rank)
+            {
+                Some((_, _, t)) => t.add(side),
+                None => split.push((path(*size), rank, *side)),
+            }
             sink.row(
                 &[
                     pair.name().to_string(),
                     size.to_string(),
+                    path(*size).to_string(),
                     rank.to_string(),
                     side.transfers.to_string(),
                     us(side.data_transfer_ns),
@@ -429,7 +470,8 @@ pub fn run(
                     us(side.call_ns),
                 ],
                 serde_json::json!({
-                    "pair": pair, "size": size, "rank": rank, "transfers": side.transfers,
+                    "pair": pair, "size": size, "path": path(*size), "rank": rank,
+                    "transfers": side.transfers,
                     "data_transfer_ns": side.data_transfer_ns,
                     "min_overlap_ns": side.min_overlap_ns, "max_overlap_ns": side.max_overlap_ns,
                     "computation_ns": side.computation_ns, "call_ns": side.call_ns,
@@ -437,6 +479,118 @@ pub fn run(
             );
         }
     }
+    // The paper's §2.3 reading: data transfer time not overlapped (at
+    // least data − max), split between the eager and rendezvous paths.
+    sink.table(
+        "per-process totals, eager / rendezvous",
+        &[
+            "path",
+            "rank",
+            "transfers",
+            "data[us]",
+            "min.ovl[us]",
+            "max.ovl[us]",
+            "not.ovl[us]",
+        ],
+    );
+    split.sort_by_key(|(p, k, _)| (*p, *k));
+    for (p, rank, side) in &split {
+        let not_ovl = side.data_transfer_ns - side.max_overlap_ns;
+        sink.row(
+            &[
+                p.to_string(),
+                rank.to_string(),
+                side.transfers.to_string(),
+                us(side.data_transfer_ns),
+                us(side.min_overlap_ns),
+                us(side.max_overlap_ns),
+                us(not_ovl),
+            ],
+            serde_json::json!({
+                "path": p, "rank": rank, "transfers": side.transfers,
+                "data_transfer_ns": side.data_transfer_ns,
+                "min_overlap_ns": side.min_overlap_ns, "max_overlap_ns": side.max_overlap_ns,
+                "not_overlapped_min_ns": not_ovl,
+            }),
+        );
+    }
     comm.barrier()?;
     Ok(out)
+}
+
+/// Per side, where its XFER_BEGIN and XFER_END come from for the sizes of
+/// the run, and how wide the bounds are expected to be: near 0 where the
+/// stamped interval is the transfer itself (the side performing the data
+/// operation, its completion taken where the transport stamps it or a
+/// progress thread takes it at once), else bracketing only.
+fn end_sources(
+    shape: Option<&ovbench_core::engine_comm::EngineShape>,
+    caps: &ovbench_core::Caps,
+    sizes: &[usize],
+) -> Vec<(&'static str, String)> {
+    use ovbench_core::engine_comm::RawOp;
+    let Some(sh) = shape else {
+        return vec![(
+            "XFER events",
+            "call-bounded (native library path): BEGIN at the posting call's entry, END at the completing call's exit; min 0, max min(computation between, xfer_time) — expected width up to xfer_time".into(),
+        )];
+    };
+    let prompt = caps.rma_progress == ovbench_core::RmaProgress::Offloaded
+        || caps.progress == ovbench_core::Progress::Thread;
+    let mut out = Vec::new();
+    for &m in sizes {
+        let ops = sh.data_ops(m);
+        let (s, r) = if ops.iter().all(|o| o.0 == RawOp::Send) {
+            (
+                "BEGIN at the packet's post, END at its send completion (tight: expected width ~0)",
+                "END only, at the packet's arrival (case 3: min 0, max xfer_time — expected width xfer_time)",
+            )
+        } else if ops.iter().any(|o| o.0 == RawOp::Read) {
+            (
+                "BEGIN at the RTS post, END at FIN discovery (the receiver reads; bracketing only)",
+                if prompt {
+                    "BEGIN at the read's post, END at its completion (tight: expected width ~0)"
+                } else {
+                    "BEGIN at the read's post, END at its completion, served by the sender's next library call (bracketing only)"
+                },
+            )
+        } else if ops.first().is_some_and(|o| o.0 == RawOp::Send) {
+            (
+                "first packet: post to send completion; each fragment: write post to completion (expected width up to a quarter of xfer_time)",
+                "first packet: END only at arrival (case 3); fragments: PUT post to FIN discovery (bracketing only)",
+            )
+        } else {
+            (
+                if prompt {
+                    "BEGIN at the write's post, END at its completion (tight: expected width ~0)"
+                } else {
+                    "BEGIN at the write's post, END at its completion, served by the receiver's next library call (bracketing only)"
+                },
+                "BEGIN at the CTS post, END at FIN discovery (the sender writes; bracketing only)",
+            )
+        };
+        out.push(("sender", format!("{m} B: {s}")));
+        out.push(("receiver", format!("{m} B: {r}")));
+    }
+    out
+}
+
+/// Whether messages of `size` take the eager path (bounce-buffer packets
+/// only) or a rendezvous (one-sided operations); on a native library path,
+/// by its eager limit.
+fn path_of(
+    shape: Option<&ovbench_core::engine_comm::EngineShape>,
+    eager_limit: usize,
+    size: usize,
+) -> &'static str {
+    use ovbench_core::engine_comm::RawOp;
+    let eager = match shape {
+        Some(sh) => sh.data_ops(size).iter().all(|o| o.0 == RawOp::Send),
+        None => size <= eager_limit,
+    };
+    if eager {
+        "eager"
+    } else {
+        "rendezvous"
+    }
 }
