@@ -30,3 +30,4 @@ pub mod report;
 pub mod run;
 pub mod sizes;
 pub mod stats;
+pub mod xfer_time;

@@ -4,9 +4,12 @@
 //! cost is measured rather than assumed: the instrumented p50 against
 //! the plain one, and the events each rank recorded per iteration.
 //!
-//! xfer_time(size) for the overlap bounds is taken from this run's own
-//! uninstrumented one-way p50 on each rank (rank 1 stamps its iterations
-//! for this), not from a separate raw-operation pass.
+//! xfer_time(size) for the overlap bounds comes from the same source as
+//! the overlap method's: the bare operations that move a message of the
+//! size, timed through this communicator before the pass
+//! ([`crate::xfer_time`]). Only the native library paths, which have no
+//! bare operation to time, fall back to this run's own uninstrumented
+//! one-way p50, and say so.
 
 use anyhow::{anyhow, Result};
 use ovbench_core::{Communicator, XferTable};
@@ -14,8 +17,10 @@ use serde_json::{json, Value};
 
 use super::latency::{pingpong, PingPong};
 use super::rankreport::{round2, RankReport};
+use crate::methods::common::Ctrl;
 use crate::output::us;
 use crate::stats::{Summary, DEFAULT_LEVEL};
+use crate::xfer_time;
 
 /// Run the instrumented pass of `n` iterations on this rank; its figures
 /// as JSON. `scale` converts ticks to the reported latency.
@@ -23,10 +28,24 @@ pub(super) fn pass(
     comm: &mut dyn Communicator,
     pp: PingPong,
     n: usize,
-    xfer_ns: f64,
+    p50_ns: f64,
     scale: f64,
+    idx: usize,
 ) -> Result<Value> {
-    let table = XferTable::new(vec![(pp.len as u64, xfer_ns)]).map_err(|e| anyhow!(e))?;
+    let (table, source) = match comm.engine_shape() {
+        Some(shape) => {
+            let ctrl = Ctrl::new(comm)?;
+            let need = xfer_time::needed(&shape, &[pp.len]);
+            let tags = xfer_time::TAG_RAW + 16 * idx as ovbench_core::Tag;
+            let (t, s) = xfer_time::measure(comm, &ctrl, &shape, pp.sbuf, &need, 21, tags)?;
+            (t, s.source)
+        }
+        None => (
+            XferTable::new(vec![(pp.len as u64, p50_ns)]).map_err(|e| anyhow!(e))?,
+            "latency p50 (native path: no bare operation to time)",
+        ),
+    };
+    let xfer_ns = table.xfer_ns(pp.len as u64);
     comm.enable_instrumentation(table)?;
     comm.barrier()?;
     let now = comm.now();
@@ -52,6 +71,7 @@ pub(super) fn pass(
     Ok(json!({
         "rank": comm.rank(),
         "xfer_time_ns": round2(xfer_ns),
+        "xfer_time_source": source,
         "p50_ns": p50,
         "iterations": n,
         "events": rep.events,

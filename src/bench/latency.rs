@@ -237,7 +237,7 @@ fn one_size(
     let summary = Summary::of(&ns, DEFAULT_LEVEL);
     if cx.instrument {
         let xfer_ns = summary.as_ref().map_or(0.0, |s| s.p50);
-        report.instrument = Some(instrumented::pass(cx.comm, pp, n, xfer_ns, scale)?);
+        report.instrument = Some(instrumented::pass(cx.comm, pp, n, xfer_ns, scale, idx)?);
     }
     deposit(cx.ctl, &report)?;
     cx.comm.barrier()?;

@@ -32,7 +32,7 @@ use super::common::{ns, us, Ctrl};
 use crate::report::Sink;
 use crate::sizes::Sizes;
 
-mod xfer;
+use crate::xfer_time as xfer;
 
 const TAG_DATA: Tag = 0x4f56_0501;
 
@@ -250,7 +250,10 @@ pub fn run(
         .unwrap_or_default();
     let (table, source) = match (&args.xfer_table, &shape) {
         (Some(path), _) => xfer::from_file(comm, &ctrl, path, &need)?,
-        (None, Some(sh)) => xfer::measure(comm, &ctrl, sh, buf, &need, args.xfer_reps.max(1))?,
+        (None, Some(sh)) => {
+            let reps = args.xfer_reps.max(1);
+            xfer::measure(comm, &ctrl, sh, buf, &need, reps, xfer::TAG_RAW)?
+        }
         (None, None) => xfer::estimate(comm, &ctrl, buf, &sizes, args.xfer_reps.max(1))?,
     };
     let measured = source.source != "table";

@@ -1,4 +1,5 @@
-//! xfer_time(size) for the overlap bounds: the time of the bare operation
+//! xfer_time(size) for the overlap bounds (the overlap method, latency
+//! `--instrument`): the time of the bare operation
 //! that moves a message's data, measured before the run through the same
 //! communicator on the same transport (the paper measures it a priori
 //! with the network's own micro-benchmark), or read from `--xfer-table`.
@@ -19,11 +20,13 @@ use ovbench_core::engine_comm::{EngineShape, Protocol, RawOp};
 use ovbench_core::{Buf, Communicator, Tag, XferTable};
 use serde::Serialize;
 
-use super::TAG_DATA;
 use crate::methods::common::{ns, Ctrl};
 
-/// First of the tags of the raw measurements (one per operation timed).
-const TAG_RAW: Tag = 0x4f57_0000;
+/// First of the tags of the raw measurements (one per operation timed):
+/// raw operations bind a buffer to a (peer, tag).
+pub const TAG_RAW: Tag = 0x4f57_0000;
+/// Tag of the round trips of [`estimate`].
+const TAG_ESTIMATE: Tag = 0x4f57_ff00;
 
 /// One timed operation: the median of its repetitions.
 #[derive(Debug, Clone, Serialize)]
@@ -82,19 +85,19 @@ pub fn needed(shape: &EngineShape, sizes: &[usize]) -> Vec<(RawOp, usize)> {
 /// writes, or reads rank 1's buffer), then return the protocol to
 /// `shape.protocol`. Every rank calls it; ranks above 1 take part in the
 /// barriers only.
-pub fn measure(
+pub(crate) fn measure(
     comm: &mut dyn Communicator,
     ctrl: &Ctrl,
     shape: &EngineShape,
     buf: Buf,
     ops: &[(RawOp, usize)],
     reps: u32,
+    tag_base: Tag,
 ) -> anyhow::Result<(XferTable, XferSource)> {
     let mut pts = Vec::new();
     for (i, &(op, bytes)) in ops.iter().enumerate() {
         comm.set_protocol(Protocol::Raw(op))?;
-        // Raw operations bind a buffer to a (peer, tag): one tag each.
-        let x = raw_median(comm, buf, bytes, reps, op, TAG_RAW + i as Tag);
+        let x = raw_median(comm, buf, bytes, reps, op, tag_base + i as Tag);
         comm.set_protocol(shape.protocol)?;
         pts.push((bytes as u64, x?));
     }
@@ -131,7 +134,7 @@ pub fn measure(
 /// rank 0. Back to back after one barrier: each completes before the next
 /// is posted, so each starts on an idle NIC. (No control message follows:
 /// under raw read a receive reads whatever the sender's buffer holds.)
-pub fn raw_median(
+pub(crate) fn raw_median(
     comm: &mut dyn Communicator,
     buf: Buf,
     size: usize,
@@ -166,7 +169,7 @@ pub fn raw_median(
 
 /// xfer_time(size) as the median half round trip: where no bare operation
 /// can be timed (the native library paths).
-pub fn estimate(
+pub(crate) fn estimate(
     comm: &mut dyn Communicator,
     ctrl: &Ctrl,
     buf: Buf,
@@ -182,14 +185,14 @@ pub fn estimate(
             match me {
                 0 => {
                     let t0 = comm.now();
-                    comm.send(buf, 0, size, 1, TAG_DATA)?;
-                    comm.recv(buf, 0, size, Some(1), Some(TAG_DATA))?;
+                    comm.send(buf, 0, size, 1, TAG_ESTIMATE)?;
+                    comm.recv(buf, 0, size, Some(1), Some(TAG_ESTIMATE))?;
                     let t1 = comm.now();
                     v.push(ns(comm, t1 - t0) / 2.0);
                 }
                 1 => {
-                    comm.recv(buf, 0, size, Some(0), Some(TAG_DATA))?;
-                    comm.send(buf, 0, size, 0, TAG_DATA)?;
+                    comm.recv(buf, 0, size, Some(0), Some(TAG_ESTIMATE))?;
+                    comm.send(buf, 0, size, 0, TAG_ESTIMATE)?;
                 }
                 _ => {}
             }
@@ -218,7 +221,7 @@ pub fn estimate(
 }
 
 /// Rank 0's points reach every rank (eight per control message).
-pub fn share_points(
+pub(crate) fn share_points(
     comm: &mut dyn Communicator,
     ctrl: &Ctrl,
     pts: &[(u64, f64)],
@@ -242,7 +245,7 @@ pub fn share_points(
 /// file) and shared; a failure there stops every rank. Every size in
 /// `need` must be in it: a table is measured for the sizes a run moves,
 /// and spreading one size's time over others would be a guess.
-pub fn from_file(
+pub(crate) fn from_file(
     comm: &mut dyn Communicator,
     ctrl: &Ctrl,
     path: &Path,
