@@ -96,15 +96,15 @@ pub(crate) fn measure(
 ) -> anyhow::Result<(XferTable, XferSource)> {
     let mut pts = Vec::new();
     for (i, &(op, bytes)) in ops.iter().enumerate() {
-        comm.set_protocol(Protocol::Raw(op))?;
+        comm.set_bare_op(Some(op))?;
         let x = raw_median(comm, buf, bytes, reps, op, tag_base + i as Tag);
-        comm.set_protocol(shape.protocol)?;
+        comm.set_bare_op(None)?;
         pts.push((bytes as u64, x?));
     }
     // Rank 0's figures are everyone's — except under --proto raw, where
     // control messages would be raw operations too; only rank 0's matter
     // there: it writes the table and the run stops.
-    let shared = if matches!(shape.protocol, Protocol::Raw(_)) {
+    let shared = if matches!(shape.protocol, Protocol::Raw(_)) && !shape.native {
         pts
     } else {
         share_points(comm, ctrl, &pts)?

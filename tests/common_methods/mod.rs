@@ -281,9 +281,9 @@ impl Communicator for MockComm {
     fn op_counts(&self) -> OpCounts {
         self.ops
     }
-    fn set_protocol(
+    fn set_bare_op(
         &mut self,
-        _: ovbench_core::engine_comm::Protocol,
+        _: Option<ovbench_core::engine_comm::RawOp>,
     ) -> Result<(), TransportError> {
         Err(TransportError::Unsupported("the mock has no engine".into()))
     }

@@ -532,7 +532,7 @@ fn end_sources(
     sizes: &[usize],
 ) -> Vec<(&'static str, String)> {
     use ovbench_core::engine_comm::RawOp;
-    let Some(sh) = shape else {
+    let Some(sh) = shape.filter(|s| !s.native) else {
         return vec![(
             "XFER events",
             "call-bounded (native library path): BEGIN at the posting call's entry, END at the completing call's exit; min 0, max min(computation between, xfer_time) — expected width up to xfer_time".into(),

@@ -172,12 +172,14 @@ pub trait Communicator {
     fn engine_shape(&self) -> Option<crate::engine_comm::EngineShape> {
         None
     }
-    /// Run later messages under protocol `p` — the overlap method times
-    /// the bare operation (`Protocol::Raw`) of the protocol it measures
-    /// through the same communicator, then switches back. Between
-    /// messages only. The native library paths have no engine protocol
-    /// to switch and refuse.
-    fn set_protocol(&mut self, p: crate::engine_comm::Protocol) -> Result<(), TransportError>;
+    /// Run later messages as the bare operation `op` (`--proto raw`
+    /// semantics), or with `None` as this communicator's own protocol
+    /// again: the overlap method times the operations that move a
+    /// message's data through the same communicator on the same
+    /// transport. Between messages only; every rank switches at the same
+    /// point. A native library path runs them on the engine path over its
+    /// transport.
+    fn set_bare_op(&mut self, op: Option<crate::engine_comm::RawOp>) -> Result<(), TransportError>;
     /// Drive progress until every data transfer this rank posted has
     /// completed, so that its XFER_END is recorded now (an eager send's
     /// request finishes before its packet does). One communicator call;

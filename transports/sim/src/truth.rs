@@ -81,10 +81,11 @@ impl RankTruth {
             .sum()
     }
 
-    /// True overlap of an operation: `[post, completion] ∩ computation`.
+    /// True overlap of an operation: `[start, completion] ∩ computation`
+    /// (from when its data began to move).
     pub fn true_overlap(&self, op: &OpTruth) -> Ps {
         op.complete_ps
-            .map_or(0, |c| self.compute_within(op.post_ps, c))
+            .map_or(0, |c| self.compute_within(op.start_ps, c))
     }
 
     /// Operations posted within `[from, to)`.
@@ -141,6 +142,7 @@ mod tests {
             peer: 1,
             bytes: 8,
             post_ps: 25,
+            start_ps: 25,
             complete_ps: Some(52),
         };
         assert_eq!(t.true_overlap(&op), 7);
@@ -150,6 +152,7 @@ mod tests {
             peer: 1,
             bytes: 0,
             post_ps: 26,
+            start_ps: 26,
             complete_ps: Some(60),
         });
         let rep = SimReport {

@@ -63,6 +63,9 @@ pub fn prefers_read(caps: &Caps) -> bool {
 /// limits, as the communicator was built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EngineShape {
+    /// A library's native path: its messages move by the library's own
+    /// protocol; `protocol` is the engine's over the same transport.
+    pub native: bool,
     pub protocol: Protocol,
     pub eager_limit: usize,
     /// Largest payload of one packet (one bounce buffer less its header).
@@ -97,6 +100,15 @@ impl EngineShape {
                 vec![(op, len, 1)]
             }
         };
+        if self.native {
+            // The library's eager path up to its eager limit (a raw send,
+            // as one bounce buffer allows), a one-sided write above.
+            return if len <= self.eager_limit.min(self.max_payload) {
+                vec![(RawOp::Send, len, 1)]
+            } else {
+                vec![(RawOp::Write, len, 1)]
+            };
+        }
         match self.protocol {
             Protocol::Raw(op) => vec![(op, len, 1)],
             Protocol::Eager => packets(len),
@@ -128,6 +140,7 @@ mod shape_tests {
     #[test]
     fn data_ops_follow_the_engine_split() {
         let s = EngineShape {
+            native: false,
             protocol: Protocol::Eager,
             eager_limit: 16384,
             max_payload: 1000,
@@ -165,5 +178,12 @@ mod shape_tests {
             .data_ops(20000),
             vec![(RawOp::Write, 20000, 1)]
         );
+        let n = EngineShape {
+            native: true,
+            eager_limit: 16384,
+            ..s
+        };
+        assert_eq!(n.data_ops(8), vec![(RawOp::Send, 8, 1)]);
+        assert_eq!(n.data_ops(20000), vec![(RawOp::Write, 20000, 1)]);
     }
 }

@@ -26,14 +26,14 @@ use crate::{
     Buf, Caps, Clock, CommInfo, Communicator, Completion, LocalSlice, OpCounts, Rank, Req,
     SendMode, Source, Status, Tag, TagSel, Transport, TransportError, TransportInfo, Work,
 };
-use shared::{blocking_as_one_call, forward_plumbing};
+use shared::blocking_as_one_call;
 
 /// The point-to-point API over the ovbench protocol engine.
 pub struct EngineComm {
     pub(crate) t: Box<dyn Transport>,
     pub(crate) eng: Engine,
     pub(crate) clock: Arc<dyn Clock>,
-    work: Box<dyn Work>,
+    pub(crate) work: Box<dyn Work>,
     pub(crate) cfg: EngineConfig,
     caps: Caps,
     info: TransportInfo,
@@ -271,7 +271,39 @@ impl Drop for EngineComm {
 }
 
 impl Communicator for EngineComm {
-    forward_plumbing!();
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+    fn size(&self) -> u32 {
+        self.size
+    }
+    fn clock(&self) -> &dyn Clock {
+        self.clock.as_ref()
+    }
+    fn work(&mut self, units: u64) {
+        self.work.work(units)
+    }
+    fn work_unit_ns(&self) -> f64 {
+        self.work.unit_ns()
+    }
+    fn delay(&mut self, ns: f64) {
+        self.work.delay(ns)
+    }
+    fn alloc(&mut self, len: usize) -> Result<Buf, TransportError> {
+        let region = self.t.alloc(len)?;
+        Ok(Buf { region, len })
+    }
+    fn fill(&mut self, buf: Buf, f: &mut dyn FnMut(&mut [u8])) -> Result<(), TransportError> {
+        self.t
+            .write_region(LocalSlice::new(buf.region, 0, buf.len), f)
+    }
+    fn inspect(&self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
+        self.t
+            .read_region(LocalSlice::new(buf.region, 0, buf.len), f)
+    }
+    fn instrumentation(&mut self) -> Option<&mut Instrumentation> {
+        self.instr.as_mut()
+    }
 
     fn info(&self) -> CommInfo {
         CommInfo {
@@ -373,6 +405,7 @@ impl Communicator for EngineComm {
 
     fn engine_shape(&self) -> Option<EngineShape> {
         Some(EngineShape {
+            native: false,
             protocol: self.eng.protocol(),
             eager_limit: self.cfg.eager_limit,
             max_payload: self.eng.max_payload(),
@@ -381,9 +414,8 @@ impl Communicator for EngineComm {
         })
     }
 
-    fn set_protocol(&mut self, p: Protocol) -> Result<(), TransportError> {
-        self.eng.set_protocol(p).map_err(drive::proto_err)?;
-        self.cfg.protocol = p;
-        Ok(())
+    fn set_bare_op(&mut self, op: Option<RawOp>) -> Result<(), TransportError> {
+        let p = op.map_or(self.cfg.protocol, Protocol::Raw);
+        self.eng.set_protocol(p).map_err(drive::proto_err)
     }
 }

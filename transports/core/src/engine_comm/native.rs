@@ -14,8 +14,8 @@ use std::sync::Arc;
 use ovbench_proto::IdMap;
 use std::time::{Duration, Instant};
 
-use super::shared::{self, blocking_as_one_call, forward_plumbing};
-use super::{range, EngineConfig};
+use super::shared::{self, blocking_as_one_call};
+use super::{range, EngineComm, EngineConfig};
 use crate::instrument::{Instrumentation, XferTable};
 use crate::{
     Buf, Caps, Clock, CommInfo, Communicator, Completion, LocalSlice, OpCounts, OpKind, Rank, Req,
@@ -62,9 +62,11 @@ fn send_req(dst: Rank, tag: Tag, len: usize, done: bool) -> NReq {
 
 /// The point-to-point API over a library's native tagged protocol.
 pub struct NativeComm {
-    t: Box<dyn Transport>,
-    clock: Arc<dyn Clock>,
-    work: Box<dyn Work>,
+    /// The engine path over the same transport, clock and work loop: the
+    /// transport lives in it, and it runs the bare operations that time
+    /// xfer_time ([`Communicator::set_bare_op`]) while `bare` is set.
+    e: EngineComm,
+    bare: bool,
     cfg: EngineConfig,
     caps: Caps,
     info: TransportInfo,
@@ -109,12 +111,12 @@ impl NativeComm {
                 info.name
             )));
         }
+        let (rank, size) = (transport.rank(), transport.size());
         Ok(NativeComm {
-            rank: transport.rank(),
-            size: transport.size(),
-            t: transport,
-            clock,
-            work,
+            rank,
+            size,
+            e: EngineComm::new(transport, clock, work, cfg.clone())?,
+            bare: false,
             cfg,
             caps,
             info,
@@ -129,11 +131,11 @@ impl NativeComm {
     }
 
     fn enter(&mut self) -> u64 {
-        shared::call_enter(&mut self.instr, self.clock.as_ref())
+        shared::call_enter(&mut self.instr, self.e.clock.as_ref())
     }
 
     fn exit(&mut self) {
-        shared::call_exit(&mut self.instr, self.clock.as_ref())
+        shared::call_exit(&mut self.instr, self.e.clock.as_ref())
     }
 
     /// Run `f` as one communicator call (one CALL_ENTER/CALL_EXIT pair),
@@ -166,6 +168,9 @@ impl NativeComm {
         dst: Rank,
         tag: Tag,
     ) -> Result<(), TransportError> {
+        if self.bare {
+            return self.e.send(buf, off, len, dst, tag);
+        }
         let ls = local(buf, off, len, "send")?;
         let (id, sent) = self.post_tsend(ls, dst, tag, false)?;
         if sent {
@@ -187,6 +192,9 @@ impl NativeComm {
         src: Source,
         tag: TagSel,
     ) -> Option<Result<Status, TransportError>> {
+        if self.bare {
+            return Some(self.e.recv(buf, off, len, src, tag));
+        }
         if !self.reqs.is_empty() || self.cfg.oversubscribed {
             return None;
         }
@@ -197,7 +205,7 @@ impl NativeComm {
             Ok(ls) => ls,
             Err(e) => return Some(Err(e)),
         };
-        match self.t.trecv_wait(src, tag, ls, self.cfg.timeout) {
+        match self.e.t.trecv_wait(src, tag, ls, self.cfg.timeout) {
             Ok(Waited::Done { peer, tag, len }) => Some(Ok(Status {
                 source: peer,
                 tag,
@@ -224,7 +232,7 @@ impl NativeComm {
         }
         let id = self.next;
         self.next += 1;
-        let sent = self.t.tsend_inline(dst, tag, s, sync, id)?;
+        let sent = self.e.t.tsend_inline(dst, tag, s, sync, id)?;
         self.counts.tagged_sends += 1;
         self.counts.bytes += s.len as u64;
         Ok((id, sent))
@@ -253,7 +261,7 @@ impl NativeComm {
     ) -> Result<u64, TransportError> {
         let id = self.next;
         self.next += 1;
-        self.t.trecv(src, tag, s, id)?;
+        self.e.t.trecv(src, tag, s, id)?;
         let r = NReq {
             send: false,
             peer: src,
@@ -280,7 +288,7 @@ impl NativeComm {
     fn poll_once(&mut self) -> Result<bool, TransportError> {
         // Polled straight into `self.comps`, taken out only when something
         // came (see EngineComm's poll_once).
-        let r = self.t.poll(&mut self.comps);
+        let r = self.e.t.poll(&mut self.comps);
         if self.comps.is_empty() {
             return r.map(|_| false);
         }
@@ -295,7 +303,7 @@ impl NativeComm {
                 Completion::TaggedRecv { ctx, peer, tag, len } => self.complete(ctx, Some((peer, tag, len))),
                 Completion::Error { peer, op, status, .. } => Err(TransportError::Peer { peer, op, status }),
                 Completion::Recv { peer, data } => {
-                    self.t.recycle(data);
+                    self.e.t.recycle(data);
                     Err(TransportError::Peer {
                         peer,
                         op: OpKind::Recv,
@@ -344,7 +352,7 @@ impl NativeComm {
         let r = self.reqs.remove(&id)?;
         let st = r.done?;
         if let (Some(i), Some(x)) = (self.instr.as_mut(), r.xfer) {
-            i.xfer_end(x, r.len as u64, self.clock.ticks());
+            i.xfer_end(x, r.len as u64, self.e.clock.ticks());
         }
         Some(st)
     }
@@ -383,7 +391,7 @@ impl NativeComm {
                 idle = idle.saturating_add(1);
                 if self.cfg.oversubscribed {
                     if idle > shared::SPIN_BEFORE_BLOCK {
-                        self.t.block(Duration::from_millis(1))?;
+                        self.e.t.block(Duration::from_millis(1))?;
                     } else {
                         std::hint::spin_loop();
                     }
@@ -426,7 +434,7 @@ impl NativeComm {
         if self.size <= 1 {
             return Ok(());
         }
-        let b = shared::scratch(self.t.as_mut(), &mut self.scratch)?;
+        let b = shared::scratch(self.e.t.as_mut(), &mut self.scratch)?;
         let empty = LocalSlice::new(b.region, 0, 0);
         let epoch = self.epoch;
         self.epoch = epoch.wrapping_add(1);
@@ -445,7 +453,36 @@ impl NativeComm {
 }
 
 impl Communicator for NativeComm {
-    forward_plumbing!();
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+    fn size(&self) -> u32 {
+        self.size
+    }
+    fn clock(&self) -> &dyn Clock {
+        self.e.clock.as_ref()
+    }
+    fn work(&mut self, units: u64) {
+        self.e.work(units)
+    }
+    fn work_unit_ns(&self) -> f64 {
+        self.e.work_unit_ns()
+    }
+    fn delay(&mut self, ns: f64) {
+        self.e.delay(ns)
+    }
+    fn alloc(&mut self, len: usize) -> Result<Buf, TransportError> {
+        self.e.alloc(len)
+    }
+    fn fill(&mut self, buf: Buf, f: &mut dyn FnMut(&mut [u8])) -> Result<(), TransportError> {
+        self.e.fill(buf, f)
+    }
+    fn inspect(&self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
+        self.e.inspect(buf, f)
+    }
+    fn instrumentation(&mut self) -> Option<&mut Instrumentation> {
+        self.instr.as_mut()
+    }
 
     fn info(&self) -> CommInfo {
         CommInfo {
@@ -465,6 +502,9 @@ impl Communicator for NativeComm {
         tag: Tag,
         mode: SendMode,
     ) -> Result<Req, TransportError> {
+        if self.bare {
+            return self.e.isend_mode(buf, off, len, dst, tag, mode);
+        }
         self.call(|c, at| {
             let ls = local(buf, off, len, "send")?;
             c.tsend(ls, dst, tag, mode == SendMode::Synchronous, at)
@@ -480,6 +520,9 @@ impl Communicator for NativeComm {
         src: Source,
         tag: TagSel,
     ) -> Result<Req, TransportError> {
+        if self.bare {
+            return self.e.irecv(buf, off, len, src, tag);
+        }
         self.call(|c, at| {
             let ls = local(buf, off, len, "receive")?;
             c.trecv(ls, src, tag, at).map(Req)
@@ -487,6 +530,9 @@ impl Communicator for NativeComm {
     }
 
     fn test(&mut self, req: Req) -> Result<Option<Status>, TransportError> {
+        if self.bare {
+            return self.e.test(req);
+        }
         self.call(|c, _| {
             if let Some(s) = c.take(req.0) {
                 return Ok(Some(s));
@@ -497,14 +543,23 @@ impl Communicator for NativeComm {
     }
 
     fn wait(&mut self, req: Req) -> Result<Status, TransportError> {
+        if self.bare {
+            return self.e.wait(req);
+        }
         self.call(|c, _| c.wait_id(req.0))
     }
 
     fn progress(&mut self) -> Result<(), TransportError> {
+        if self.bare {
+            return self.e.progress();
+        }
         self.call(|c, _| c.poll_once().map(|_| ()))
     }
 
     fn barrier(&mut self) -> Result<(), TransportError> {
+        if self.bare {
+            return self.e.barrier();
+        }
         // One call; barrier traffic is not user data, so no XFER events.
         self.enter();
         let instr = self.instr.take();
@@ -514,8 +569,18 @@ impl Communicator for NativeComm {
         r
     }
 
+    /// The library's tagged operations; the bare operations timed for
+    /// xfer_time (the engine path's) are added to them.
     fn op_counts(&self) -> OpCounts {
-        self.counts
+        let e = self.e.op_counts();
+        OpCounts {
+            sends: self.counts.sends + e.sends,
+            writes: self.counts.writes + e.writes,
+            reads: self.counts.reads + e.reads,
+            tagged_sends: self.counts.tagged_sends,
+            bytes: self.counts.bytes + e.bytes,
+            registrations: self.counts.registrations + e.registrations,
+        }
     }
 
     // Blocking calls are one call each for the instrumentation.
@@ -524,7 +589,7 @@ impl Communicator for NativeComm {
     blocking_as_one_call!(@rest call_once);
 
     fn enable_instrumentation(&mut self, table: XferTable) -> Result<(), TransportError> {
-        shared::enable(&mut self.instr, self.clock.as_ref(), table);
+        shared::enable(&mut self.instr, self.e.clock.as_ref(), table);
         Ok(())
     }
 
@@ -538,10 +603,25 @@ impl Communicator for NativeComm {
         Ok(())
     }
 
-    fn set_protocol(&mut self, p: super::Protocol) -> Result<(), TransportError> {
-        Err(TransportError::Unsupported(format!(
-            "the library's native path runs no ovbench protocol ({})",
-            super::protocol_name(p)
-        )))
+    /// The bare operations run on the engine path over the same
+    /// transport; both ranks switch at the same point of the method.
+    fn set_bare_op(&mut self, op: Option<super::RawOp>) -> Result<(), TransportError> {
+        if !self.reqs.is_empty() {
+            return Err(TransportError::Invalid(format!(
+                "switch to bare operations with {} native requests in flight",
+                self.reqs.len()
+            )));
+        }
+        self.e.set_bare_op(op)?;
+        self.bare = op.is_some();
+        Ok(())
+    }
+
+    fn engine_shape(&self) -> Option<super::EngineShape> {
+        self.e.engine_shape().map(|s| super::EngineShape {
+            native: true,
+            eager_limit: self.cfg.eager_limit,
+            ..s
+        })
     }
 }

@@ -73,46 +73,6 @@ pub(crate) fn scratch(
     }
 }
 
-/// The [`Communicator`](crate::Communicator) methods that forward to
-/// the fields `t`, `clock`, `work`, `rank`, `size` and `instr`.
-macro_rules! forward_plumbing {
-    () => {
-        fn rank(&self) -> Rank {
-            self.rank
-        }
-        fn size(&self) -> u32 {
-            self.size
-        }
-        fn clock(&self) -> &dyn Clock {
-            self.clock.as_ref()
-        }
-        fn work(&mut self, units: u64) {
-            self.work.work(units)
-        }
-        fn work_unit_ns(&self) -> f64 {
-            self.work.unit_ns()
-        }
-        fn delay(&mut self, ns: f64) {
-            self.work.delay(ns)
-        }
-        fn alloc(&mut self, len: usize) -> Result<Buf, TransportError> {
-            let region = self.t.alloc(len)?;
-            Ok(Buf { region, len })
-        }
-        fn fill(&mut self, buf: Buf, f: &mut dyn FnMut(&mut [u8])) -> Result<(), TransportError> {
-            self.t
-                .write_region(LocalSlice::new(buf.region, 0, buf.len), f)
-        }
-        fn inspect(&self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
-            self.t
-                .read_region(LocalSlice::new(buf.region, 0, buf.len), f)
-        }
-        fn instrumentation(&mut self) -> Option<&mut Instrumentation> {
-            self.instr.as_mut()
-        }
-    };
-}
-
 /// The blocking calls as the trait's defaults compose them, but each
 /// run inside `self.$call(|c| ..)`, so that it is one communicator call
 /// (one CALL_ENTER/CALL_EXIT pair) for the instrumentation.
@@ -202,4 +162,4 @@ macro_rules! blocking_as_one_call {
     };
 }
 
-pub(crate) use {blocking_as_one_call, forward_plumbing};
+pub(crate) use blocking_as_one_call;
