@@ -72,7 +72,7 @@ fn op_name(op: RawOp) -> &'static str {
 pub fn needed(shape: &EngineShape, sizes: &[usize]) -> Vec<(RawOp, usize)> {
     let mut v: Vec<(RawOp, usize)> = Vec::new();
     for &m in sizes {
-        for (op, bytes, _) in shape.data_ops(m) {
+        for (op, bytes) in shape.transfers(m) {
             if !v.iter().any(|&(_, b)| b == bytes) {
                 v.push((op, bytes));
             }
@@ -97,7 +97,15 @@ pub(crate) fn measure(
     let mut pts = Vec::new();
     for (i, &(op, bytes)) in ops.iter().enumerate() {
         comm.set_bare_op(Some(op))?;
-        let x = raw_median(comm, buf, bytes, reps, op, tag_base + i as Tag);
+        let x = raw_median(
+            comm,
+            buf,
+            bytes,
+            shape.max_payload,
+            reps,
+            op,
+            tag_base + i as Tag,
+        );
         comm.set_bare_op(None)?;
         pts.push((bytes as u64, x?));
     }
@@ -132,33 +140,49 @@ pub(crate) fn measure(
 
 /// The median over `reps` of one bare operation, post to completion, on
 /// rank 0. Back to back after one barrier: each completes before the next
-/// is posted, so each starts on an idle NIC. (No control message follows:
-/// under raw read a receive reads whatever the sender's buffer holds.)
+/// is posted, so each starts on an idle NIC. A send larger than one
+/// packet (`packet` bytes) is a train, posted back to back and timed to
+/// the completion of its last packet. (No control message follows: under
+/// raw read a receive reads whatever the sender's buffer holds.)
 pub(crate) fn raw_median(
     comm: &mut dyn Communicator,
     buf: Buf,
     size: usize,
+    packet: usize,
     reps: u32,
     op: RawOp,
     tag: Tag,
 ) -> anyhow::Result<f64> {
     let me = comm.rank();
     let read = op == RawOp::Read;
+    let chunks: Vec<(usize, usize)> = if op == RawOp::Send && size > packet && packet > 0 {
+        (0..size)
+            .step_by(packet)
+            .map(|off| (off, packet.min(size - off)))
+            .collect()
+    } else {
+        vec![(0, size)]
+    };
+    let mut reqs = Vec::with_capacity(chunks.len());
     let mut v = Vec::with_capacity(reps as usize);
     comm.barrier()?;
     for _ in 0..reps {
         let t0 = comm.now();
+        reqs.clear();
         match (me, read) {
             (0, false) | (1, true) => {
-                let r = comm.isend(buf, 0, size, 1 - me, tag)?;
-                comm.wait(r)?;
+                for &(off, n) in &chunks {
+                    reqs.push(comm.isend(buf, off, n, 1 - me, tag)?);
+                }
             }
             (0, true) | (1, false) => {
-                let r = comm.irecv(buf, 0, size, Some(1 - me), Some(tag))?;
-                comm.wait(r)?;
+                for &(off, n) in &chunks {
+                    reqs.push(comm.irecv(buf, off, n, Some(1 - me), Some(tag))?);
+                }
             }
             _ => {}
         }
+        comm.waitall(&reqs)?;
         let t1 = comm.now();
         v.push(ns(comm, t1 - t0));
     }

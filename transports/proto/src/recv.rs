@@ -168,8 +168,13 @@ impl Engine {
             Space::User
         };
         let n = h.payload_len as usize;
-        if space == Space::User && matches!(h.kind, Kind::Eager | Kind::RawSend | Kind::PipeRts) {
-            // Arrival of eager data: the receiver's only XFER event for it.
+        // Arrival of eager data: the receiver's only XFER event for it —
+        // for a train of packets, at its last packet (see `eager_packets`).
+        let whole = h.kind != Kind::Eager || n as u64 == h.len;
+        if space == Space::User
+            && whole
+            && matches!(h.kind, Kind::Eager | Kind::RawSend | Kind::PipeRts)
+        {
             let xfer = self.xfer_id();
             self.event(EventKind::XferEnd, xfer, n, now);
         }
@@ -418,11 +423,12 @@ impl Engine {
                     .sub(r.done_bytes, n)
                     .ok_or_else(|| ProtoError::bad(peer, "eager packet beyond the receive"))?;
                 r.done_bytes += n;
-                if r.done_bytes == r.len {
+                let r_len = r.len;
+                if r.done_bytes == r_len {
                     self.incoming.remove(&(peer, h.seq));
                     self.finish(id);
+                    self.event(EventKind::XferEnd, xfer, r_len, now);
                 }
-                self.event(EventKind::XferEnd, xfer, n, now);
                 Ok((n > 0).then_some(Placement {
                     dst,
                     src_start: start,
@@ -445,11 +451,15 @@ impl Engine {
                     ));
                 }
                 u.data.extend_from_slice(&bytes[start..start + n]);
-                if u.data.len() as u64 == u.len {
+                let total = u.len as usize;
+                let complete = u.data.len() == total;
+                if complete {
                     self.incoming.remove(&(peer, h.seq));
                 }
                 self.unexpected_bytes += n;
-                self.event(EventKind::XferEnd, xfer, n, now);
+                if complete {
+                    self.event(EventKind::XferEnd, xfer, total, now);
+                }
                 Ok(None)
             }
         }

@@ -138,9 +138,19 @@ impl Engine {
     }
 
     /// The packets of an eager message of `buf` (one, or a train of
-    /// fragments when it exceeds a packet).
+    /// fragments when it exceeds a packet). A train is one data transfer
+    /// for the overlap bounds: XFER_BEGIN at its first packet's post,
+    /// XFER_END at its last packet's completion — the packets queue behind
+    /// each other on the NIC, so each one's own post→completion is not a
+    /// transfer time; the train's is, and xfer_time times the same train.
     fn eager_packets(&mut self, now: u64, peer: Rank, tag: Tag, seq: u32, buf: Slice, flags: u8) {
         let (max, len) = (self.max_payload(), buf.len);
+        let xfer = if flags & FLAG_INTERNAL != 0 {
+            0
+        } else {
+            self.xfer_id()
+        };
+        self.event(EventKind::XferBegin, xfer, len, now);
         let mut off = 0;
         loop {
             let n = max.min(len - off);
@@ -157,15 +167,10 @@ impl Engine {
             h.offset = off as u64;
             h.payload_len = n as u32;
             h.flags = flags;
-            let xfer = if flags & FLAG_INTERNAL != 0 {
-                0
-            } else {
-                self.xfer_id()
-            };
-            self.event(EventKind::XferBegin, xfer, n, now);
+            let last = off + n >= len;
             let u = CtxUse::Packet {
-                xfer,
-                bytes: n,
+                xfer: if last { xfer } else { 0 },
+                bytes: len,
                 req: None,
             };
             self.send_op(peer, &h, buf.sub(off, n), u);

@@ -75,6 +75,18 @@ pub struct EngineShape {
 }
 
 impl EngineShape {
+    /// The data transfers of one message of `len` bytes as the overlap
+    /// bounds count them, as (operation, bytes): an eager message is one
+    /// transfer, a train of packets when it exceeds one (see the engine's
+    /// eager path); the others are their operations.
+    pub fn transfers(&self, len: usize) -> Vec<(RawOp, usize)> {
+        let ops = self.data_ops(len);
+        if !self.native && ops.iter().all(|o| o.0 == RawOp::Send) {
+            return vec![(RawOp::Send, len)];
+        }
+        ops.into_iter().map(|(op, bytes, _)| (op, bytes)).collect()
+    }
+
     /// The bare operations one message of `len` bytes moves its data
     /// with, as (operation, bytes, count), in the order the engine posts
     /// them — the operations whose post→completion time is xfer_time for
