@@ -28,7 +28,8 @@ pub enum MethodCommand {
     /// LogP parameters os, or, g, L and G (Kielmann et al., logp_mpi).
     Logp(logp::Args),
     /// Broadcast measured five ways, OL_i per destination (de Supinski
-    /// and Karonis).
+    /// and Karonis). Needs 3 or more ranks (--np defaults to 4 here);
+    /// under --transport sim, --np 4,8,16 sweeps the rank count.
     Bcast(bcast::Args),
     /// SWAP and SENDRECV of a fixed volume in 1, 2, 4 … packets under
     /// COMMTEST's unordered and ordered protocols (Worley).
@@ -45,14 +46,7 @@ pub fn run_method(
     comm: &mut dyn Communicator,
     sink: &mut dyn Sink,
 ) -> anyhow::Result<()> {
-    // The methods' control messages need a message protocol: a raw read
-    // lands whatever the sender's buffer holds by then, a raw write needs
-    // equal sizes on both sides.
-    if comm.info().protocol.starts_with("raw") && !matches!(cmd, MethodCommand::Overlap(_)) {
-        anyhow::bail!(
-            "the methods run over a protocol (eager, rdma-write, rdma-read, pipelined, auto, native), not --proto raw: raw is for latency, bw and `overlap --write-xfer-table`"
-        );
-    }
+    check_protocol(cmd, comm)?;
     match cmd {
         MethodCommand::Overhead(a) => overhead::run(comm, a, sink).map(drop),
         MethodCommand::Logp(a) => logp::run(comm, a, sink).map(drop),
@@ -60,6 +54,18 @@ pub fn run_method(
         MethodCommand::Commtest(a) => commtest::run(comm, a, sink).map(drop),
         MethodCommand::Overlap(a) => overlap::run(comm, a, sink).map(drop),
     }
+}
+
+/// The methods' control messages need a message protocol: a raw read
+/// lands whatever the sender's buffer holds by then, a raw write needs
+/// equal sizes on both sides.
+pub fn check_protocol(cmd: &MethodCommand, comm: &dyn Communicator) -> anyhow::Result<()> {
+    if comm.info().protocol.starts_with("raw") && !matches!(cmd, MethodCommand::Overlap(_)) {
+        anyhow::bail!(
+            "the methods run over a protocol (eager, rdma-write, rdma-read, pipelined, auto, native), not --proto raw: raw is for latency, bw and `overlap --write-xfer-table`"
+        );
+    }
+    Ok(())
 }
 
 /// What `cmd` needs of the job, checked once before any rank starts (the
