@@ -156,8 +156,10 @@ fn bcast_all_methods_every_algorithm() {
                 );
             }
             assert!(out.max_ol_ns.is_some());
-            // 4 OL_i rows, 5 method rows, the max row.
-            assert_eq!(sink.rows.len(), 10);
+            // 5 per-processor rows, 4 OL_i rows, 5 method rows, the max row.
+            assert_eq!(sink.rows.len(), 15);
+            assert_eq!(out.per_processor.len(), 5);
+            assert!(out.oli.iter().all(|o| o.path.is_some()));
         }
     }
 }

@@ -126,12 +126,17 @@ fn bcast_over_tcp_on_four_ranks() {
         "2",
     ]);
     assert!(stdout.contains("OL_i") && stdout.contains("rounds-backward"));
-    let oli = rows(&doc, 0);
+    let per = rows(&doc, 0);
+    assert_eq!(per.len(), 4);
+    for row in &per {
+        assert!(finite(row, "o_ns") > 0.0 && finite(row, "g_ns") > 0.0);
+    }
+    let oli = rows(&doc, 1);
     assert_eq!(oli.len(), 3);
     for row in &oli {
         assert!(finite(row, "rtl_ns") > 0.0 && finite(row, "e_ns") > 0.0);
     }
-    let methods = rows(&doc, 1);
+    let methods = rows(&doc, 2);
     let names: Vec<&str> = methods
         .iter()
         .map(|m| m["method"].as_str().unwrap())

@@ -38,7 +38,7 @@ use anyhow::bail;
 use ovbench_core::{Communicator, OpCounts, Rank};
 use serde::Serialize;
 
-use super::common::{Ctrl, Verdict};
+use super::common::{us, Ctrl, Verdict};
 use crate::report::Sink;
 use crate::sizes::ByteSize;
 pub use algo::binomial_tree;
@@ -212,6 +212,40 @@ fn assumption(e_ns: f64, path: Option<&[Rank]>, gaps: &[PerProcessor]) -> Assump
         })
 }
 
+/// Why an OL_i is no result: negative (the acknowledgement took longer
+/// than RTL_i/2: an assumption of the method fails), E_i ≤ g_j on i's
+/// path, or RTL_i or E_i missing the cutoff twice.
+fn oli_verdict(
+    ol: f64,
+    assumption: &Assumption,
+    rtl: &Measured,
+    e: &Measured,
+    args: &Args,
+) -> Verdict {
+    let mut v = Verdict::default();
+    v.check(ol >= 0.0, || {
+        "OL_i < 0: a violated assumption (the acknowledgement took more than RTL_i/2)".into()
+    });
+    if let Assumption::Violated { rank, g_ns } = assumption {
+        v.check(false, || {
+            format!(
+                "E_i = {} us ≤ g_{rank} = {} us on i's path: OL_i's assumption fails",
+                us(e.mean),
+                us(*g_ns)
+            )
+        });
+    }
+    v.check(rtl.converged && e.converged, || {
+        format!(
+            "stddev {:.2}% (RTL_i), {:.2}% (E_i) of the mean, twice (cutoff {:.2}%)",
+            rtl.stddev_pct,
+            e.stddev_pct,
+            args.max_cv * 100.0
+        )
+    });
+    v
+}
+
 /// Run the method on every rank; rank 0's sink prints.
 pub fn run(
     comm: &mut dyn Communicator,
@@ -295,28 +329,7 @@ pub fn run(
             let ol = e.mean - rtl.mean / 2.0;
             let path = Some(algo::path(args.algorithm, 0, i, n));
             let assumption = assumption(e.mean, path.as_deref(), &out.per_processor);
-            let mut v = Verdict::default();
-            v.check(ol >= 0.0, || {
-                "OL_i < 0: a violated assumption (the acknowledgement took more than RTL_i/2)"
-                    .into()
-            });
-            if let Assumption::Violated { rank, g_ns } = &assumption {
-                v.check(false, || {
-                    format!(
-                        "E_i = {} us ≤ g_{rank} = {} us on i's path: OL_i's assumption fails",
-                        crate::methods::common::us(e.mean),
-                        crate::methods::common::us(*g_ns)
-                    )
-                });
-            }
-            v.check(rtl.converged && e.converged, || {
-                format!(
-                    "stddev {:.2}% (RTL_i), {:.2}% (E_i) of the mean, twice (cutoff {:.2}%)",
-                    rtl.stddev_pct,
-                    e.stddev_pct,
-                    args.max_cv * 100.0
-                )
-            });
+            let v = oli_verdict(ol, &assumption, &rtl, &e, args);
             let row = Oli {
                 rank: i,
                 rtl_ns: rtl.mean,
@@ -390,4 +403,71 @@ pub fn run(
     }
     bc.comm.barrier()?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: Args,
+    }
+
+    fn fine(mean: f64) -> Measured {
+        Measured {
+            mean,
+            measurements: 8,
+            stddev_pct: 1.0,
+            converged: true,
+            tries: 1,
+        }
+    }
+
+    #[test]
+    fn impossible_and_unsupported_figures_are_flagged() {
+        let args = T::try_parse_from(["x"]).unwrap().a;
+        let ok = oli_verdict(10.0, &Assumption::Holds, &fine(4.0), &fine(12.0), &args);
+        assert!(ok.valid());
+        let neg = oli_verdict(-1.0, &Assumption::Holds, &fine(30.0), &fine(14.0), &args);
+        assert!(!neg.valid() && neg.reason().contains("OL_i < 0"), "{neg:?}");
+        let gap = Assumption::Violated {
+            rank: 0,
+            g_ns: 20.0,
+        };
+        let v = oli_verdict(10.0, &gap, &fine(4.0), &fine(12.0), &args);
+        assert!(!v.valid() && v.reason().contains("g_0"), "{v:?}");
+        let unsure = Measured {
+            converged: false,
+            ..fine(12.0)
+        };
+        assert!(!oli_verdict(10.0, &Assumption::Holds, &fine(4.0), &unsure, &args).valid());
+        assert!(!figure_verdict(&fine(-3.0), &args).valid());
+        assert!(!figure_verdict(&unsure, &args).valid());
+        assert!(figure_verdict(&fine(3.0), &args).valid());
+    }
+
+    #[test]
+    fn assumption_is_checked_on_the_path() {
+        let gaps: Vec<PerProcessor> = [5.0, 1.0, 9.0]
+            .iter()
+            .enumerate()
+            .map(|(r, &g)| PerProcessor {
+                rank: r as Rank,
+                children: 0,
+                o_ns: 0.0,
+                g_ns: g,
+                measurements: 1,
+                verdict: Verdict::default(),
+            })
+            .collect();
+        assert_eq!(assumption(6.0, Some(&[0, 1]), &gaps), Assumption::Holds);
+        assert_eq!(
+            assumption(6.0, Some(&[0, 2]), &gaps),
+            Assumption::Violated { rank: 2, g_ns: 9.0 }
+        );
+        assert_eq!(assumption(6.0, None, &gaps), Assumption::NotChecked);
+    }
 }
