@@ -679,8 +679,13 @@ fn commtest_global_clock_sees_through_skew_and_drift() {
         // (o_s + L + o_r) — not the 50 µs between the clocks.
         assert!(g >= t * (1.0 - 0.002) - 1.0, "{r:?}");
         assert!(g <= t + OS + L + OR + 1.0, "{r:?}");
+        // Beside it, the synchronisation's error bound: half a round trip
+        // of the offset measurement, at least one 0-byte one-way time.
+        let e = r.sync_error_ns.unwrap();
+        assert!(e >= OS + L + OR - 1.0 && e < 4.0 * (OS + L + OR), "{r:?}");
     }
-    assert_eq!(sink.tables[0].1.last().unwrap(), "global[us]");
+    let cols = &sink.tables[0].1;
+    assert_eq!(cols[cols.len() - 2..], ["global[us]", "sync±[us]"]);
 }
 
 #[test]

@@ -172,14 +172,17 @@ fn commtest_over_tcp() {
     ]);
     assert!(stdout.contains("(1,10)") && stdout.contains("MB/s") && stdout.contains("global[us]"));
     let r = rows(&doc, 0);
-    // 21 protocols × 1, 2, 4 packets.
-    assert_eq!(r.len(), 63);
+    // 20 protocols ((1,6) left out) × 1, 2, 4 packets.
+    assert_eq!(r.len(), 60);
     for row in &r {
         assert!(finite(row, "time_ns") > 0.0, "{row}");
         assert!(finite(row, "bytes_per_sec") > 0.0);
         assert!(row["ops"]["sends"].as_u64().unwrap() > 0);
         assert!(finite(row, "global_ns") > 0.0);
+        // The synchronisation's error bound is printed beside it.
+        assert!(finite(row, "sync_error_ns") > 0.0, "{row}");
     }
+    assert!(stdout.contains("sync±[us]"));
 }
 
 #[test]

@@ -86,6 +86,7 @@ pub fn preflight(cmd: &MethodCommand, np: u32) -> anyhow::Result<()> {
         MethodCommand::Logp(_) => need(np >= 2, "logp needs at least 2 ranks"),
         MethodCommand::Bcast(_) => need(np >= 3, "bcast needs at least 3 ranks"),
         MethodCommand::Commtest(a) => {
+            commtest::check_args(a)?;
             need(np >= 2, "commtest needs at least 2 ranks")?;
             need(
                 a.distance >= 1 && a.distance < np,
@@ -122,6 +123,8 @@ mod tests {
         assert!(preflight(&cmd(&["bcast"]), 3).is_ok());
         assert!(preflight(&cmd(&["commtest", "--distance", "2"]), 2).is_err());
         assert!(preflight(&cmd(&["commtest", "--distance", "2"]), 4).is_ok());
+        let e = preflight(&cmd(&["commtest", "--protocol", "1,6"]), 2).unwrap_err();
+        assert!(e.to_string().contains("same calls as (1,0)"), "{e}");
         assert!(preflight(&cmd(&["logp"]), 1).is_err());
         assert!(preflight(&cmd(&["overlap"]), 2).is_ok());
     }
