@@ -685,7 +685,8 @@ fn commtest_global_clock_sees_through_skew_and_drift() {
         assert!(e >= OS + L + OR - 1.0 && e < 4.0 * (OS + L + OR), "{r:?}");
     }
     let cols = &sink.tables[0].1;
-    assert_eq!(cols[cols.len() - 2..], ["global[us]", "sync±[us]"]);
+    assert_eq!(cols[cols.len() - 3..], ["global[us]", "sync±[us]", "flag"]);
+    assert!(sink.rows.iter().all(|r| r.1["valid"] == true), "{:?}", sink.rows);
 }
 
 #[test]

@@ -34,7 +34,7 @@ use anyhow::bail;
 use ovbench_core::{Buf, ClockSync, Communicator, OpCounts, Rank, Req, Tag, TransportError};
 use serde::Serialize;
 
-use super::common::{mean, ns, us, Ctrl};
+use super::common::{mean, ns, us, Ctrl, Verdict};
 
 mod protocols;
 use crate::report::Sink;
@@ -272,6 +272,28 @@ fn resync(comm: &mut dyn Communicator, first: &ClockSync) -> anyhow::Result<Cloc
     })
 }
 
+/// Why a row's figures are no result: a negative time, or a first-begin to
+/// last-end span shorter than the slowest rank's own time by more than the
+/// synchronisation's error (each rank's span lies within the global one).
+fn row_verdict(row: &Row) -> Verdict {
+    let mut v = Verdict::default();
+    if let Some(t) = row.time_ns {
+        v.check(t >= 0.0, || "time < 0".into());
+        if let (Some(g), Some(e)) = (row.global_ns, row.sync_error_ns) {
+            // 0.1% for the clocks' drift over the span.
+            v.check(g >= t - e - 1e-3 * t, || {
+                format!(
+                    "first-begin to last-end {} us is shorter than the slowest rank's {} us beyond the synchronisation's ±{} us",
+                    us(g),
+                    us(t),
+                    us(e)
+                )
+            });
+        }
+    }
+    v
+}
+
 /// First begin to last end over the ranks that timed (finite stamps),
 /// and its error bound: the synchronisation error of the rank that began
 /// first plus that of the rank that ended last.
@@ -374,6 +396,7 @@ pub fn run(
         columns.push("global[us]");
         columns.push("sync±[us]");
     }
+    columns.push("flag");
     sink.table(
         &format!("commtest {variant} {:?}", args.exchange).to_lowercase(),
         &columns,
@@ -537,6 +560,7 @@ pub fn run(
                 row.bytes_per_sec
                     .map_or_else(na, |b| format!("{:.1}", b / 1e6)),
             ];
+            let verdict = row_verdict(&row);
             if args.global_clock {
                 cells.push(row.global_ns.map_or_else(na, us));
                 cells.push(row.sync_error_ns.map_or_else(na, us));
@@ -551,9 +575,12 @@ pub fn run(
                     }
                 }
             }
-            sink.row(
-                &cells,
-                serde_json::json!({
+            cells.push(if row.time_ns.is_some() {
+                verdict.cell()
+            } else {
+                na()
+            });
+            let mut json = serde_json::json!({
                     "protocol": row.protocol, "name": row.name, "reorganized": row.reorganized,
                     "size": psize, "packets": packets, "total_bytes": total,
                     "bytes_moved": moved, "calls": row.calls,
@@ -562,12 +589,57 @@ pub fn run(
                     "bytes_per_sec": row.bytes_per_sec, "samples": times.len(),
                     "error": row.error,
                     "ops": row.ops,
-                }),
-            );
+            });
+            verdict.mark(&mut json);
+            sink.row(&cells, json);
+            verdict.note(sink, &format!("{} with {packets} packets", row.protocol));
             out.rows.push(row);
             packets *= 2;
         }
     }
     ex.comm.barrier()?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(time: f64, global: Option<(f64, f64)>) -> Row {
+        Row {
+            protocol: "(1,0)".into(),
+            name: "simple".into(),
+            reorganized: false,
+            packets: 1,
+            packet_size: 8,
+            calls: String::new(),
+            time_ns: Some(time),
+            mean_ns: Some(time),
+            global_ns: global.map(|g| g.0),
+            sync_error_ns: global.map(|g| g.1),
+            bytes_moved: 8,
+            bytes_per_sec: None,
+            error: None,
+            ops: OpCounts::default(),
+        }
+    }
+
+    #[test]
+    fn impossible_rows_are_flagged() {
+        assert!(row_verdict(&row(100.0, Some((99.0, 2.0)))).valid());
+        assert!(!row_verdict(&row(-1.0, None)).valid());
+        let v = row_verdict(&row(100.0, Some((90.0, 2.0))));
+        assert!(!v.valid() && v.reason().contains("shorter"), "{v:?}");
+    }
+
+    #[test]
+    fn global_span_adds_the_two_ends_errors() {
+        let b = [10.0, 12.0, f64::NAN];
+        let e = [30.0, 25.0, f64::NAN];
+        assert_eq!(global_span(&b, &e, &[0.0, 1.5, 9.0]), Some((20.0, 0.0)));
+        assert_eq!(
+            global_span(&[12.0, 10.0], &[30.0, 31.0], &[2.0, 1.0]),
+            Some((21.0, 2.0))
+        );
+    }
 }
