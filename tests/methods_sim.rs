@@ -682,7 +682,7 @@ fn commtest_global_clock_sees_through_skew_and_drift() {
         // Beside it, the synchronisation's error bound: half a round trip
         // of the offset measurement, at least one 0-byte one-way time.
         let e = r.sync_error_ns.unwrap();
-        assert!(e >= OS + L + OR - 1.0 && e < 4.0 * (OS + L + OR), "{r:?}");
+        assert!((OS + L + OR - 1.0..4.0 * (OS + L + OR)).contains(&e), "{r:?}");
     }
     let cols = &sink.tables[0].1;
     assert_eq!(cols[cols.len() - 3..], ["global[us]", "sync±[us]", "flag"]);
