@@ -179,8 +179,9 @@ fn commtest_over_tcp() {
         assert!(finite(row, "bytes_per_sec") > 0.0);
         assert!(row["ops"]["sends"].as_u64().unwrap() > 0);
         assert!(finite(row, "global_ns") > 0.0);
-        // The synchronisation's error bound is printed beside it.
-        assert!(finite(row, "sync_error_ns") > 0.0, "{row}");
+        // The synchronisation's error bound is printed beside it (0 when
+        // rank 0, on its own clock, both began first and ended last).
+        assert!(finite(row, "sync_error_ns") >= 0.0, "{row}");
     }
     assert!(stdout.contains("sync±[us]"));
 }
