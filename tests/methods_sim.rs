@@ -682,11 +682,18 @@ fn commtest_global_clock_sees_through_skew_and_drift() {
         // Beside it, the synchronisation's error bound: half a round trip
         // of the offset measurement, at least one 0-byte one-way time.
         let e = r.sync_error_ns.unwrap();
-        assert!((OS + L + OR - 1.0..4.0 * (OS + L + OR)).contains(&e), "{r:?}");
+        assert!(
+            (OS + L + OR - 1.0..4.0 * (OS + L + OR)).contains(&e),
+            "{r:?}"
+        );
     }
     let cols = &sink.tables[0].1;
     assert_eq!(cols[cols.len() - 3..], ["global[us]", "sync±[us]", "flag"]);
-    assert!(sink.rows.iter().all(|r| r.1["valid"] == true), "{:?}", sink.rows);
+    assert!(
+        sink.rows.iter().all(|r| r.1["valid"] == true),
+        "{:?}",
+        sink.rows
+    );
 }
 
 #[test]
