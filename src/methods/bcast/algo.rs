@@ -99,6 +99,26 @@ pub(super) fn path(alg: Algorithm, root: Rank, i: Rank, n: u32) -> Vec<Rank> {
     p
 }
 
+/// The depth of the deepest rank (the root's is 0).
+pub(super) fn height(alg: Algorithm, n: u32) -> usize {
+    match alg {
+        // A rank's depth is its relative rank's count of one bits: the
+        // most among 0..n is the bit length of n − 1, less one unless
+        // n − 1 is all ones.
+        Algorithm::Binomial => {
+            let x = n.saturating_sub(1);
+            let bits = u32::BITS - x.leading_zeros();
+            (if x.count_ones() == bits {
+                bits
+            } else {
+                bits - 1
+            }) as usize
+        }
+        Algorithm::Linear | Algorithm::Backward => n.saturating_sub(1) as usize,
+        Algorithm::Flat => usize::from(n > 1),
+    }
+}
+
 /// A barrier on point-to-point messages (not the communicator's own).
 pub(super) fn barrier(c: &mut dyn Communicator, kind: BarrierKind, b: Buf) -> anyhow::Result<()> {
     let (me, n) = (c.rank(), c.size());
@@ -197,5 +217,16 @@ mod tests {
         assert_eq!(children(Algorithm::Flat, 0, 0, 4), vec![1, 2, 3]);
         assert_eq!(children(Algorithm::Linear, 4, 0, 5), Vec::<Rank>::new());
         assert_eq!(children(Algorithm::Binomial, 5, 1, 8), vec![7, 6]);
+        for alg in [
+            Algorithm::Binomial,
+            Algorithm::Linear,
+            Algorithm::Backward,
+            Algorithm::Flat,
+        ] {
+            for n in 1..70 {
+                let deepest = (0..n).map(|r| path(alg, 0, r, n).len() - 1).max();
+                assert_eq!(Some(height(alg, n)), deepest, "{alg:?} n {n}");
+            }
+        }
     }
 }

@@ -320,10 +320,7 @@ impl Bc<'_> {
         // inside its timed call and cost it a receive there.
         let (me, n) = (self.me(), self.np());
         let depth = algo::path(self.alg, 0, me, n).len() - 1;
-        let deepest = (0..n)
-            .map(|r| algo::path(self.alg, 0, r, n).len() - 1)
-            .max()
-            .unwrap_or(0);
+        let deepest = algo::height(self.alg, n);
         let span = delay_ns * (deepest + 1) as f64;
         let mut inside = 0u64;
         for _ in 0..reps {
