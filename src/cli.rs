@@ -43,6 +43,23 @@ pub enum Command {
     Method(MethodCommand),
 }
 
+impl Cli {
+    /// The rank counts of `--np`, or the command's default: 4 for bcast
+    /// (the reference's smallest figure; it needs 3), else 2.
+    pub fn nps(&self) -> Vec<u32> {
+        match &self.common.np {
+            Some(l) => l.0.clone(),
+            None if matches!(self.command, Command::Method(MethodCommand::Bcast(_))) => vec![4],
+            None => vec![2],
+        }
+    }
+
+    /// The rank count of a single run (the first of a list).
+    pub fn np(&self) -> u32 {
+        self.nps().first().copied().unwrap_or(2)
+    }
+}
+
 impl Command {
     /// The subcommand's name, for the header.
     pub fn name(&self) -> String {
@@ -76,8 +93,12 @@ mod tests {
     fn common_options_before_or_after_the_subcommand() {
         let a = Cli::try_parse_from(["ovbench", "--np", "4", "latency", "--sizes", "8"]).unwrap();
         let b = Cli::try_parse_from(["ovbench", "latency", "--np", "4", "--sizes", "8"]).unwrap();
-        assert_eq!(a.common.np, 4);
-        assert_eq!(b.common.np, 4);
+        assert_eq!(a.np(), 4);
+        assert_eq!(b.np(), 4);
+        let c = Cli::try_parse_from(["ovbench", "bcast"]).unwrap();
+        assert_eq!(c.nps(), vec![4]);
+        let d = Cli::try_parse_from(["ovbench", "latency"]).unwrap();
+        assert_eq!(d.nps(), vec![2]);
         assert_eq!(a.command.name(), "latency");
         let c = Cli::try_parse_from(["ovbench", "bw", "--window", "16", "--pairs", "2"]).unwrap();
         match c.command {

@@ -115,9 +115,11 @@ pub struct CommonArgs {
     /// Fabric to use (verbs, ucx, ofi and mpi need their cargo feature).
     #[arg(long, global = true, value_enum, default_value_t = TransportKind::Tcp, help_heading = "Transport")]
     pub transport: TransportKind,
-    /// Number of ranks to start on this host (ignored under mpirun/srun).
-    #[arg(long, global = true, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Transport")]
-    pub np: u32,
+    /// Number of ranks to start on this host (ignored under mpirun/srun);
+    /// default 2, 4 for bcast. Under --transport sim, bcast takes a list
+    /// (4,8,16) and runs once per count.
+    #[arg(long, global = true, value_name = "N", value_parser = parse_np, help_heading = "Transport")]
+    pub np: Option<NpList>,
     /// Message protocol.
     #[arg(long, global = true, value_enum, default_value_t = ProtoArg::Auto, help_heading = "Protocol")]
     pub proto: ProtoArg,
@@ -162,6 +164,23 @@ pub struct CommonArgs {
     pub fabric: FabricArgs,
 }
 
+/// `--np`: one rank count, or a comma-separated list of them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NpList(pub Vec<u32>);
+
+fn parse_np(s: &str) -> Result<NpList, String> {
+    let v: Vec<u32> = s
+        .split(',')
+        .map(|t| match t.trim().parse::<u32>() {
+            Ok(n) if n >= 1 => Ok(n),
+            _ => Err(format!(
+                "`{t}` is no rank count: write --np N, or a list such as 4,8,16"
+            )),
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(NpList(v))
+}
+
 fn parse_progress(s: &str) -> Result<Progress, String> {
     s.parse()
 }
@@ -181,7 +200,7 @@ mod tests {
     fn defaults_match_the_design() {
         let t = T::try_parse_from(["x"]).unwrap();
         assert_eq!(t.c.transport, TransportKind::Tcp);
-        assert_eq!(t.c.np, 2);
+        assert_eq!(t.c.np, None);
         assert_eq!(t.c.proto, ProtoArg::Auto);
         assert_eq!(t.c.op, RawOp::Send);
         assert_eq!(t.c.eager_limit.bytes(), 16 * 1024);
@@ -213,5 +232,8 @@ mod tests {
         let e = T::try_parse_from(["x", "--progress", "spin"]).unwrap_err();
         assert!(e.to_string().contains("poll"), "{e}");
         assert!(T::try_parse_from(["x", "--np", "0"]).is_err());
+        assert!(T::try_parse_from(["x", "--np", "4,x"]).is_err());
+        let t = T::try_parse_from(["x", "--np", "4,8,16"]).unwrap();
+        assert_eq!(t.c.np, Some(NpList(vec![4, 8, 16])));
     }
 }

@@ -220,6 +220,24 @@ fn bcast_args(extra: &[&str]) -> bcast::Args {
     args
 }
 
+/// The children of rank `v` in a binomial broadcast from 0 over `np`
+/// ranks, by the definition (MPICH's order): the ranks v + 2^k for every
+/// 2^k below v's lowest set bit (below np at the root), largest first.
+/// Written here from the definition, not taken from the code under test.
+fn binomial_kids(v: u32, np: u32) -> Vec<u32> {
+    let low = if v == 0 {
+        np.next_power_of_two()
+    } else {
+        v & v.wrapping_neg()
+    };
+    (0..32)
+        .rev()
+        .map(|k| 1u32 << k)
+        .filter(|&d| d < low && v + d < np)
+        .map(|d| v + d)
+        .collect()
+}
+
 /// When each rank's receive of a binomial broadcast completes (root at
 /// 0): a parent that has the data at `t` posts its k-th send at
 /// t + (k+1)·o_s, its NIC injects no sooner than max(g, m·G) after the
@@ -233,7 +251,7 @@ fn binomial_arrivals(np: u32, m: f64) -> Vec<f64> {
     while k < order.len() {
         let v = order[k];
         k += 1;
-        let (_, kids) = bcast::binomial_tree(v, np);
+        let kids = binomial_kids(v, np);
         let t = at[v as usize];
         let mut nic = f64::NEG_INFINITY;
         for (j, c) in kids.into_iter().enumerate() {
@@ -330,6 +348,53 @@ fn bcast_with_jitter_repeats_within_the_caps() {
     });
     let f = &out.figures[0];
     assert!(f.measurements > 2 && f.measurements <= 30, "{f:?}");
+}
+
+#[test]
+fn bcast_kids_by_definition() {
+    assert_eq!(binomial_kids(0, 8), vec![4, 2, 1]);
+    assert_eq!(binomial_kids(4, 8), vec![6, 5]);
+    assert_eq!(binomial_kids(0, 5), vec![4, 2, 1]);
+    assert_eq!(binomial_kids(2, 5), vec![3]);
+    assert_eq!(binomial_kids(7, 8), Vec::<u32>::new());
+}
+
+/// A figure that never reaches the cutoff is measured once more from
+/// scratch (the paper re-ran such tests), then flagged — never silently
+/// reported.
+#[test]
+fn bcast_remeasures_a_figure_that_misses_the_cutoff_then_flags_it() {
+    let args = bcast_args(&[
+        "--method",
+        "ack",
+        "--reps",
+        "3",
+        "--min-measurements",
+        "3",
+        "--max-measurements",
+        "3",
+        "--max-cv",
+        "0.000001",
+    ]);
+    let (out, sink) = sim(4, "jitter=300ns,seed=5", EngineConfig::default(), |c, s| {
+        bcast::run(c, &args, s)
+    });
+    let f = &out.figures[0];
+    assert_eq!((f.tries, f.measurements), (2, 3), "{f:?}");
+    assert!(!f.verdict.valid(), "{f:?}");
+    assert!(f.verdict.reason().contains("twice"), "{f:?}");
+    assert!(
+        sink.notes.iter().any(|n| n.contains("INVALID")),
+        "{:?}",
+        sink.notes
+    );
+    // A figure that meets it is measured once and valid.
+    let args = bcast_args(&["--method", "ack", "--reps", "3"]);
+    let (out, _) = sim(4, "", EngineConfig::default(), |c, s| {
+        bcast::run(c, &args, s)
+    });
+    assert_eq!(out.figures[0].tries, 1);
+    assert!(out.figures[0].verdict.valid());
 }
 
 #[test]
@@ -497,8 +562,21 @@ fn commtest_global_clock_sees_through_skew_and_drift() {
         // (o_s + L + o_r) — not the 50 µs between the clocks.
         assert!(g >= t * (1.0 - 0.002) - 1.0, "{r:?}");
         assert!(g <= t + OS + L + OR + 1.0, "{r:?}");
+        // Beside it, the synchronisation's error bound: half a round trip
+        // of the offset measurement, at least one 0-byte one-way time.
+        let e = r.sync_error_ns.unwrap();
+        assert!(
+            (OS + L + OR - 1.0..4.0 * (OS + L + OR)).contains(&e),
+            "{r:?}"
+        );
     }
-    assert_eq!(sink.tables[0].1.last().unwrap(), "global[us]");
+    let cols = &sink.tables[0].1;
+    assert_eq!(cols[cols.len() - 3..], ["global[us]", "sync±[us]", "flag"]);
+    assert!(
+        sink.rows.iter().all(|r| r.1["valid"] == true),
+        "{:?}",
+        sink.rows
+    );
 }
 
 #[test]

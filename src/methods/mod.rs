@@ -28,7 +28,8 @@ pub enum MethodCommand {
     /// LogP parameters os, or, g, L and G (Kielmann et al., logp_mpi).
     Logp(logp::Args),
     /// Broadcast measured five ways, OL_i per destination (de Supinski
-    /// and Karonis).
+    /// and Karonis). Needs 3 or more ranks (--np defaults to 4 here);
+    /// under --transport sim, --np 4,8,16 sweeps the rank count.
     Bcast(bcast::Args),
     /// SWAP and SENDRECV of a fixed volume in 1, 2, 4 … packets under
     /// COMMTEST's unordered and ordered protocols (Worley).
@@ -45,14 +46,7 @@ pub fn run_method(
     comm: &mut dyn Communicator,
     sink: &mut dyn Sink,
 ) -> anyhow::Result<()> {
-    // The methods' control messages need a message protocol: a raw read
-    // lands whatever the sender's buffer holds by then, a raw write needs
-    // equal sizes on both sides.
-    if comm.info().protocol.starts_with("raw") && !matches!(cmd, MethodCommand::Overlap(_)) {
-        anyhow::bail!(
-            "the methods run over a protocol (eager, rdma-write, rdma-read, pipelined, auto, native), not --proto raw: raw is for latency, bw and `overlap --write-xfer-table`"
-        );
-    }
+    check_protocol(cmd, comm)?;
     match cmd {
         MethodCommand::Overhead(a) => overhead::run(comm, a, sink).map(drop),
         MethodCommand::Logp(a) => logp::run(comm, a, sink).map(drop),
@@ -60,6 +54,18 @@ pub fn run_method(
         MethodCommand::Commtest(a) => commtest::run(comm, a, sink).map(drop),
         MethodCommand::Overlap(a) => overlap::run(comm, a, sink).map(drop),
     }
+}
+
+/// The methods' control messages need a message protocol: a raw read
+/// lands whatever the sender's buffer holds by then, a raw write needs
+/// equal sizes on both sides.
+pub fn check_protocol(cmd: &MethodCommand, comm: &dyn Communicator) -> anyhow::Result<()> {
+    if comm.info().protocol.starts_with("raw") && !matches!(cmd, MethodCommand::Overlap(_)) {
+        anyhow::bail!(
+            "the methods run over a protocol (eager, rdma-write, rdma-read, pipelined, auto, native), not --proto raw: raw is for latency, bw and `overlap --write-xfer-table`"
+        );
+    }
+    Ok(())
 }
 
 /// What `cmd` needs of the job, checked once before any rank starts (the
@@ -80,6 +86,7 @@ pub fn preflight(cmd: &MethodCommand, np: u32) -> anyhow::Result<()> {
         MethodCommand::Logp(_) => need(np >= 2, "logp needs at least 2 ranks"),
         MethodCommand::Bcast(_) => need(np >= 3, "bcast needs at least 3 ranks"),
         MethodCommand::Commtest(a) => {
+            commtest::check_args(a)?;
             need(np >= 2, "commtest needs at least 2 ranks")?;
             need(
                 a.distance >= 1 && a.distance < np,
@@ -116,6 +123,8 @@ mod tests {
         assert!(preflight(&cmd(&["bcast"]), 3).is_ok());
         assert!(preflight(&cmd(&["commtest", "--distance", "2"]), 2).is_err());
         assert!(preflight(&cmd(&["commtest", "--distance", "2"]), 4).is_ok());
+        let e = preflight(&cmd(&["commtest", "--protocol", "1,6"]), 2).unwrap_err();
+        assert!(e.to_string().contains("same calls as (1,0)"), "{e}");
         assert!(preflight(&cmd(&["logp"]), 1).is_err());
         assert!(preflight(&cmd(&["overlap"]), 2).is_ok());
     }

@@ -38,12 +38,24 @@ pub fn run(cli: &Cli) -> Result<i32> {
     for path in [&cli.common.json, &cli.common.csv].into_iter().flatten() {
         crate::export::check_writable(path)?;
     }
+    let nps = cli.nps();
+    if nps.len() > 1
+        && !(cli.common.transport == TransportKind::Sim
+            && matches!(cli.command, Command::Method(MethodCommand::Bcast(_))))
+    {
+        bail!(
+            "a list of rank counts (--np {}) is bcast's sweep under --transport sim; give one --np here",
+            nps.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+        );
+    }
     #[cfg(feature = "sim")]
     if cli.common.transport == TransportKind::Sim {
-        preflight(cli, cli.common.np)?;
+        for &np in &nps {
+            preflight(cli, np)?;
+        }
         return sim::run(cli).map(|()| 0);
     }
-    match ovbench_launcher::detect(Some(cli.common.np))? {
+    match ovbench_launcher::detect(Some(cli.np()))? {
         Role::Launcher { np } => {
             preflight(cli, np)?;
             launch(cli, np)
@@ -61,6 +73,9 @@ pub fn preflight(cli: &Cli, np: u32) -> Result<()> {
             "--proto native needs a library's tagged protocol, which the {} transport lacks: use --transport ucx, ofi or mpi, or --proto eager, rdma-write, rdma-read, pipelined, auto or raw",
             c.transport
         );
+    }
+    if let Command::Method(m) = &cli.command {
+        crate::methods::preflight(m, np)?;
     }
     match &cli.command {
         Command::Latency(_) if np < 2 => {
@@ -113,6 +128,26 @@ pub(crate) fn rank0_sink(
     model: &[(String, String)],
     echo_warnings: bool,
 ) -> Result<ReportSink> {
+    let (json, lines) = rank0_header(cli, facts, comm, np, model, echo_warnings);
+    rank0_sink_of(cli, json, &lines)
+}
+
+/// The sink of [`rank0_sink`] for a header built already (a bcast sweep
+/// under sim builds it on rank 0's thread and prints on the main one).
+pub(crate) fn rank0_sink_of(cli: &Cli, json: Value, lines: &[String]) -> Result<ReportSink> {
+    let files = FileExports::new(cli.common.json.as_deref(), cli.common.csv.as_deref());
+    ReportSink::new(json, lines, files, Box::new(std::io::stdout()))
+}
+
+/// [`rank0_sink`]'s header: its JSON and the lines to print.
+pub(crate) fn rank0_header(
+    cli: &Cli,
+    facts: Vec<RankFacts>,
+    comm: &dyn Communicator,
+    np: u32,
+    model: &[(String, String)],
+    echo_warnings: bool,
+) -> (Value, Vec<String>) {
     let env = Environment::capture(facts);
     let info = comm.info();
     let clock = comm.clock().info();
@@ -141,14 +176,13 @@ pub(crate) fn rank0_sink(
             .collect();
         h.json["sim_model"] = Value::Object(m);
     }
-    let files = FileExports::new(cli.common.json.as_deref(), cli.common.csv.as_deref());
     // overhead --nohdr (mpi_overhead's -n): no header lines; JSON keeps them.
     let lines = if wants_no_header(&cli.command) {
         Vec::new()
     } else {
         h.lines
     };
-    ReportSink::new(h.json, &lines, files, Box::new(std::io::stdout()))
+    (h.json, lines)
 }
 
 /// Whether the command asked to leave out the header lines.
@@ -180,6 +214,8 @@ mod tests {
             .to_string();
         assert!(e.contains("tcp transport lacks"), "{e}");
         assert!(check(&["overhead"], 2).is_ok());
+        let e = check(&["bcast"], 2).unwrap_err().to_string();
+        assert!(e.contains("3 ranks") && e.contains("--np 2"), "{e}");
     }
 
     #[test]

@@ -9,11 +9,12 @@ use anyhow::{anyhow, Context, Result};
 use ovbench_core::{Clock, Progress};
 use ovbench_sim::{run_raw, RankKit, SimParams};
 
-use super::{comm, execute, rank0_sink};
-use crate::cli::Cli;
+use super::{comm, execute, rank0_header, rank0_sink, rank0_sink_of};
+use crate::cli::{Cli, Command};
 use crate::control::SharedControl;
 use crate::env::RankFacts;
-use crate::report::NullSink;
+use crate::methods::{bcast, MethodCommand};
+use crate::report::{NullSink, Sink};
 
 /// The simulation parameters: `--sim`, with `--progress thread` applied.
 pub fn params(cli: &Cli) -> Result<SimParams> {
@@ -24,20 +25,156 @@ pub fn params(cli: &Cli) -> Result<SimParams> {
     Ok(p)
 }
 
-/// Run the whole job in this process.
+/// Run the whole job in this process (a bcast sweep: once per `--np`).
 pub fn run(cli: &Cli) -> Result<()> {
-    let np = cli.common.np;
     let mut p = params(cli)?;
     // The commands never read the truth (it is discarded below), and at
     // scale recording it costs more than the run: 1024-rank OL_i would
     // keep about 1 GB of it.
     p.truth = false;
+    let nps = cli.nps();
+    match &cli.command {
+        Command::Method(MethodCommand::Bcast(args)) if nps.len() > 1 => sweep(cli, &p, args, &nps),
+        _ => run_one(cli, &p, cli.np(), |cli, p, controls, kit| {
+            rank_main(cli, p, controls, kit)
+        }),
+    }
+}
+
+/// The paper's Figures 10 and 11 in one command: bcast at each rank count
+/// of `--np`, one table set per count, then the method × P summary. A
+/// run's rank 0 records its sink calls (the printing sink stays on this
+/// thread) and they are replayed here after it.
+fn sweep(cli: &Cli, p: &SimParams, args: &bcast::Args, nps: &[u32]) -> Result<()> {
+    let header: Mutex<Option<(serde_json::Value, Vec<String>)>> = Mutex::new(None);
+    let mut sink = None;
+    let mut outs = Vec::new();
+    for &np in nps {
+        let recorded: Mutex<Option<(Recorder, bcast::Output)>> = Mutex::new(None);
+        run_one(cli, p, np, |cli, p, _controls, kit| {
+            let rank = kit.rank;
+            let clock: Arc<dyn Clock> = kit.clock.clone();
+            let mut comm = comm::build(
+                &cli.common,
+                Box::new(kit.transport),
+                clock,
+                Box::new(kit.work),
+                false,
+            )?;
+            let cmd = &cli.command;
+            if let Command::Method(m) = cmd {
+                crate::methods::check_protocol(m, comm.as_ref())?;
+            }
+            if rank != 0 {
+                return bcast::run(comm.as_mut(), args, &mut NullSink)
+                    .map(drop)
+                    .with_context(|| format!("rank {rank}"));
+            }
+            let mut h = header.lock().unwrap_or_else(|e| e.into_inner());
+            if h.is_none() {
+                *h = Some(rank0_header(
+                    cli,
+                    vec![RankFacts::here(0)],
+                    comm.as_ref(),
+                    np,
+                    &p.describe(),
+                    true,
+                ));
+            }
+            drop(h);
+            let mut rec = Recorder::default();
+            let out = bcast::run(comm.as_mut(), args, &mut rec).with_context(|| "rank 0")?;
+            *recorded.lock().unwrap_or_else(|e| e.into_inner()) = Some((rec, out));
+            Ok(())
+        })?;
+        if sink.is_none() {
+            let (json, lines) = header
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
+                .context("the sweep's first run left no header")?;
+            let mut s = rank0_sink_of(cli, json, &lines)?;
+            crate::report::Sink::note(
+                &mut s,
+                &format!(
+                    "sweep over --np {}: one run per rank count",
+                    nps.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+                ),
+            );
+            sink = Some(s);
+        }
+        let (rec, out) = recorded
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .context("rank 0 left no result")?;
+        if let Some(s) = sink.as_mut() {
+            rec.replay(s);
+        }
+        outs.push(out);
+    }
+    let mut sink = sink.context("no rank count to sweep")?;
+    bcast::sweep_summary(&mut sink, &outs);
+    sink.finish()
+}
+
+/// A sink that keeps what it is given, to be replayed into another.
+#[derive(Default)]
+struct Recorder(Vec<Call>);
+
+enum Call {
+    Table(String, Vec<String>),
+    Row(Vec<String>, serde_json::Value),
+    Summary(serde_json::Value, Vec<String>),
+    Note(String),
+}
+
+impl Recorder {
+    fn replay(self, to: &mut dyn Sink) {
+        for c in self.0 {
+            match c {
+                Call::Table(t, cols) => {
+                    let cols: Vec<&str> = cols.iter().map(String::as_str).collect();
+                    to.table(&t, &cols);
+                }
+                Call::Row(cells, j) => to.row(&cells, j),
+                Call::Summary(j, lines) => to.summary(j, &lines),
+                Call::Note(n) => to.note(&n),
+            }
+        }
+    }
+}
+
+impl Sink for Recorder {
+    fn table(&mut self, title: &str, columns: &[&str]) {
+        self.0.push(Call::Table(
+            title.into(),
+            columns.iter().map(|c| c.to_string()).collect(),
+        ));
+    }
+    fn row(&mut self, cells: &[String], json: serde_json::Value) {
+        self.0.push(Call::Row(cells.to_vec(), json));
+    }
+    fn summary(&mut self, json: serde_json::Value, lines: &[String]) {
+        self.0.push(Call::Summary(json, lines.to_vec()));
+    }
+    fn note(&mut self, text: &str) {
+        self.0.push(Call::Note(text.into()));
+    }
+}
+
+/// One simulated job of `np` ranks, each running `main`.
+fn run_one(
+    cli: &Cli,
+    p: &SimParams,
+    np: u32,
+    main: impl Fn(&Cli, &SimParams, &[SharedControl], RankKit) -> Result<()> + Sync,
+) -> Result<()> {
     let controls = SharedControl::group(np);
     // A rank's error leaves its peers waiting, which the simulator reports
     // as a deadlock: keep the first error to report it instead.
     let first_error: Mutex<Option<String>> = Mutex::new(None);
-    let outcome = run_raw(np, &p, |kit| {
-        let r = rank_main(cli, &p, &controls, kit);
+    let outcome = run_raw(np, p, |kit| {
+        let r = main(cli, p, &controls, kit);
         if let Err(e) = &r {
             let mut slot = first_error.lock().unwrap_or_else(|e| e.into_inner());
             slot.get_or_insert_with(|| format!("{e:#}"));
@@ -55,7 +192,7 @@ pub fn run(cli: &Cli) -> Result<()> {
 
 fn rank_main(cli: &Cli, p: &SimParams, controls: &[SharedControl], kit: RankKit) -> Result<()> {
     let common = &cli.common;
-    let np = common.np;
+    let np = controls.len() as u32;
     let rank = kit.rank;
     let mut ctl = controls[rank as usize].clone();
     let clock: Arc<dyn Clock> = kit.clock.clone();

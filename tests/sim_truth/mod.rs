@@ -39,7 +39,8 @@ impl LogGp {
         self.big_g_fs as f64 / 1e6
     }
 
-    /// The `--sim` argument: these parameters, polling progress, no jitter.
+    /// The `--sim` argument: these parameters, polling progress, no jitter
+    /// (G in ps with three decimals: the sim takes no fs unit).
     pub fn sim_arg(&self) -> String {
         format!(
             "L={}ps,os={}ps,or={}ps,g={}ps,G={}.{:03}ps,jitter=0ps,progress=poll",

@@ -1,4 +1,4 @@
-//! COMMTEST (Worley; reference/commtest.txt): SWAP and SENDRECV of a fixed
+//! COMMTEST (P. H. Worley, "COMMTEST Performance Studies"): SWAP and SENDRECV of a fixed
 //! volume sent as 1, 2, 4 … packets down to a minimum packet size, under
 //! the unordered (ping-ping, (0,0)–(0,9)) and ordered (ping-pong,
 //! (1,0)–(1,10)) protocols, optionally "reorganized" to prepost the next
@@ -16,26 +16,31 @@
 //! * Each experiment runs `--iterations` times after a barrier; each rank
 //!   times itself, and the row reports the maximum over ranks (the
 //!   minimum and mean of it over iterations) and the bandwidth the
-//!   minimum achieves. Each experiment uses its own tags, so a row a path
+//!   minimum achieves: MB/s counts the bytes one rank sends, packets ×
+//!   packet size (what moves in each direction; below `--total` when the
+//!   packets do not divide it). Each experiment uses its own tags, so a row a path
 //!   cannot run (the transport refuses a send mode) is printed as n/a and
 //!   leaves nothing behind to match later.
 //! * `--global-clock`: every rank maps its begin and end onto rank 0's
 //!   clock (the communicator's `sync_clock`: offset re-measured before
 //!   each experiment, drift from how it moved since the first), and the
 //!   row adds first-begin to last-end over ranks, with a note where it
-//!   departs by more than 10% from the slowest rank's own time.
+//!   departs by more than 10% from the slowest rank's own time, and beside
+//!   it the synchronisation's error bound: half the round trip each offset
+//!   came from, for the rank that began first plus the rank that ended last.
+//! * (1,6) is left out: see [`protocols::WHY_NO_1_6`].
 
 use anyhow::bail;
 use ovbench_core::{Buf, ClockSync, Communicator, OpCounts, Rank, Req, Tag, TransportError};
 use serde::Serialize;
 
-use super::common::{mean, ns, us, Ctrl};
+use super::common::{mean, ns, us, Ctrl, Verdict};
 
 mod protocols;
 use crate::report::Sink;
 use crate::sizes::ByteSize;
 use protocols::{parse_protocol, send_op};
-pub use protocols::{Op, Protocol, PROTOCOLS};
+pub use protocols::{Op, Protocol, PROTOCOLS, WHY_NO_1_6};
 use Op::*;
 
 /// SWAP or SENDRECV.
@@ -93,6 +98,10 @@ pub struct Row {
     pub mean_ns: Option<f64>,
     /// First begin to last end over ranks (`--global-clock`), minimum over iterations.
     pub global_ns: Option<f64>,
+    /// The error bound of `global_ns` from the clock synchronisation.
+    pub sync_error_ns: Option<f64>,
+    /// Bytes one rank sent: packets × packet size (each direction moves this).
+    pub bytes_moved: usize,
     pub bytes_per_sec: Option<f64>,
     pub error: Option<String>,
     /// Operations rank 0 posted in one iteration (the last).
@@ -263,12 +272,65 @@ fn resync(comm: &mut dyn Communicator, first: &ClockSync) -> anyhow::Result<Cloc
     })
 }
 
+/// Why a row's figures are no result: a negative time, or a first-begin to
+/// last-end span shorter than the slowest rank's own time by more than the
+/// synchronisation's error (each rank's span lies within the global one).
+fn row_verdict(row: &Row) -> Verdict {
+    let mut v = Verdict::default();
+    if let Some(t) = row.time_ns {
+        v.check(t >= 0.0, || "time < 0".into());
+        if let (Some(g), Some(e)) = (row.global_ns, row.sync_error_ns) {
+            // 0.1% for the clocks' drift over the span.
+            v.check(g >= t - e - 1e-3 * t, || {
+                format!(
+                    "first-begin to last-end {} us is shorter than the slowest rank's {} us beyond the synchronisation's ±{} us",
+                    us(g),
+                    us(t),
+                    us(e)
+                )
+            });
+        }
+    }
+    v
+}
+
+/// First begin to last end over the ranks that timed (finite stamps),
+/// and its error bound: the synchronisation error of the rank that began
+/// first plus that of the rank that ended last.
+fn global_span(begins: &[f64], ends: &[f64], errs: &[f64]) -> Option<(f64, f64)> {
+    let first = begins
+        .iter()
+        .enumerate()
+        .filter(|(_, x)| x.is_finite())
+        .min_by(|a, b| a.1.total_cmp(b.1))?;
+    let last = ends
+        .iter()
+        .enumerate()
+        .filter(|(_, x)| x.is_finite())
+        .max_by(|a, b| a.1.total_cmp(b.1))?;
+    let err = errs.get(first.0).copied().unwrap_or(0.0) + errs.get(last.0).copied().unwrap_or(0.0);
+    (last.1 > first.1).then_some((last.1 - first.1, err))
+}
+
 fn gcd(a: u32, b: u32) -> u32 {
     if b == 0 {
         a
     } else {
         gcd(b, a % b)
     }
+}
+
+/// The protocols asked for (all by default), each checked.
+fn chosen(args: &Args) -> anyhow::Result<Vec<&'static Protocol>> {
+    if args.protocols.is_empty() {
+        return Ok(PROTOCOLS.iter().collect());
+    }
+    args.protocols.iter().map(|s| parse_protocol(s)).collect()
+}
+
+/// What can be checked before any rank starts.
+pub fn check_args(args: &Args) -> anyhow::Result<()> {
+    chosen(args).map(drop)
 }
 
 /// Run the method on every rank; rank 0's sink prints.
@@ -286,14 +348,7 @@ pub fn run(
     if total == 0 || min_packet > total || args.iterations == 0 {
         bail!("--total must be positive and at least --min-packet, --iterations at least 1");
     }
-    let protocols: Vec<&Protocol> = if args.protocols.is_empty() {
-        PROTOCOLS.iter().collect()
-    } else {
-        args.protocols
-            .iter()
-            .map(|s| parse_protocol(s))
-            .collect::<anyhow::Result<_>>()?
-    };
+    let protocols = chosen(args)?;
     let (dst, src, active, first) = partners(args, me, n)?;
     let ctrl = Ctrl::new(comm)?;
     let flags = ctrl.gather(comm, f64::from(u8::from(active)))?;
@@ -322,9 +377,12 @@ pub fn run(
         "basic"
     };
     sink.note(&format!(
-        "{:?} of {total} B, distance {}, ranks {participants:?}; time = max over ranks, min over {} iterations; MB/s = total/time",
+        "{:?} of {total} B, distance {}, ranks {participants:?}; time = max over ranks, min over {} iterations; MB/s = bytes one rank sends (packets × packet size: one direction's volume, each direction moves as much) / time",
         args.exchange, args.distance, args.iterations
     ));
+    if args.protocols.is_empty() {
+        sink.note(WHY_NO_1_6);
+    }
     let mut columns = vec![
         "protocol",
         "packets",
@@ -336,7 +394,9 @@ pub fn run(
     ];
     if args.global_clock {
         columns.push("global[us]");
+        columns.push("sync±[us]");
     }
+    columns.push("flag");
     sink.table(
         &format!("commtest {variant} {:?}", args.exchange).to_lowercase(),
         &columns,
@@ -360,6 +420,7 @@ pub fn run(
         while total / packets >= min_packet {
             let psize = total / packets;
             experiment += 1;
+            let moved = packets * psize;
             let runnable = !args.reorganized || send_op(p).is_some_and(|_| p.number != 6);
             let mut times = Vec::new();
             let mut globals = Vec::new();
@@ -427,19 +488,11 @@ pub fn run(
                 if args.global_clock {
                     let begins = ctrl.gather(ex.comm, span.0)?;
                     let ends = ctrl.gather(ex.comm, span.1)?;
-                    if let (Some(b), Some(e)) = (begins, ends) {
-                        let first = b
-                            .iter()
-                            .copied()
-                            .filter(|x| x.is_finite())
-                            .fold(f64::INFINITY, f64::min);
-                        let last = e
-                            .iter()
-                            .copied()
-                            .filter(|x| x.is_finite())
-                            .fold(f64::NEG_INFINITY, f64::max);
-                        if last > first {
-                            globals.push(last - first);
+                    let err = sync.as_ref().map_or(0.0, |c| c.rtt_ns / 2.0);
+                    let errs = ctrl.gather(ex.comm, err)?;
+                    if let (Some(b), Some(e), Some(err)) = (begins, ends, errs) {
+                        if let Some(g) = global_span(&b, &e, &err) {
+                            globals.push(g);
                         }
                     }
                 }
@@ -470,12 +523,15 @@ pub fn run(
                     time_ns: None,
                     mean_ns: None,
                     global_ns: None,
+                    sync_error_ns: None,
+                    bytes_moved: moved,
                     bytes_per_sec: None,
                     error: error.or(Some("not defined for this protocol".into())),
                     ops,
                 }
             } else {
                 let best = times.iter().copied().fold(f64::INFINITY, f64::min);
+                let global = globals.iter().copied().min_by(|a, b| a.0.total_cmp(&b.0));
                 Row {
                     protocol: p.label(),
                     name: p.name.into(),
@@ -485,9 +541,10 @@ pub fn run(
                     calls: p.calls(args.reorganized),
                     time_ns: Some(best),
                     mean_ns: Some(mean(&times)),
-                    global_ns: (!globals.is_empty())
-                        .then(|| globals.iter().copied().fold(f64::INFINITY, f64::min)),
-                    bytes_per_sec: (best > 0.0).then(|| total as f64 / (best * 1e-9)),
+                    global_ns: global.map(|g| g.0),
+                    sync_error_ns: global.map(|g| g.1),
+                    bytes_moved: moved,
+                    bytes_per_sec: (best > 0.0).then(|| moved as f64 / (best * 1e-9)),
                     error: None,
                     ops,
                 }
@@ -503,8 +560,10 @@ pub fn run(
                 row.bytes_per_sec
                     .map_or_else(na, |b| format!("{:.1}", b / 1e6)),
             ];
+            let verdict = row_verdict(&row);
             if args.global_clock {
                 cells.push(row.global_ns.map_or_else(na, us));
+                cells.push(row.sync_error_ns.map_or_else(na, us));
                 if let (Some(g), Some(t)) = (row.global_ns, row.time_ns) {
                     if (g - t).abs() > 0.1 * t {
                         sink.note(&format!(
@@ -516,21 +575,71 @@ pub fn run(
                     }
                 }
             }
-            sink.row(
-                &cells,
-                serde_json::json!({
+            cells.push(if row.time_ns.is_some() {
+                verdict.cell()
+            } else {
+                na()
+            });
+            let mut json = serde_json::json!({
                     "protocol": row.protocol, "name": row.name, "reorganized": row.reorganized,
-                    "size": psize, "packets": packets, "total_bytes": total, "calls": row.calls,
+                    "size": psize, "packets": packets, "total_bytes": total,
+                    "bytes_moved": moved, "calls": row.calls,
                     "time_ns": row.time_ns, "mean_ns": row.mean_ns, "global_ns": row.global_ns,
+                    "sync_error_ns": row.sync_error_ns,
                     "bytes_per_sec": row.bytes_per_sec, "samples": times.len(),
                     "error": row.error,
                     "ops": row.ops,
-                }),
-            );
+            });
+            verdict.mark(&mut json);
+            sink.row(&cells, json);
+            verdict.note(sink, &format!("{} with {packets} packets", row.protocol));
             out.rows.push(row);
             packets *= 2;
         }
     }
     ex.comm.barrier()?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(time: f64, global: Option<(f64, f64)>) -> Row {
+        Row {
+            protocol: "(1,0)".into(),
+            name: "simple".into(),
+            reorganized: false,
+            packets: 1,
+            packet_size: 8,
+            calls: String::new(),
+            time_ns: Some(time),
+            mean_ns: Some(time),
+            global_ns: global.map(|g| g.0),
+            sync_error_ns: global.map(|g| g.1),
+            bytes_moved: 8,
+            bytes_per_sec: None,
+            error: None,
+            ops: OpCounts::default(),
+        }
+    }
+
+    #[test]
+    fn impossible_rows_are_flagged() {
+        assert!(row_verdict(&row(100.0, Some((99.0, 2.0)))).valid());
+        assert!(!row_verdict(&row(-1.0, None)).valid());
+        let v = row_verdict(&row(100.0, Some((90.0, 2.0))));
+        assert!(!v.valid() && v.reason().contains("shorter"), "{v:?}");
+    }
+
+    #[test]
+    fn global_span_adds_the_two_ends_errors() {
+        let b = [10.0, 12.0, f64::NAN];
+        let e = [30.0, 25.0, f64::NAN];
+        assert_eq!(global_span(&b, &e, &[0.0, 1.5, 9.0]), Some((20.0, 0.0)));
+        assert_eq!(
+            global_span(&[12.0, 10.0], &[30.0, 31.0], &[2.0, 1.0]),
+            Some((21.0, 2.0))
+        );
+    }
 }

@@ -1,6 +1,13 @@
-//! COMMTEST's protocols as the reference lists them: the per-packet call
-//! sequence of each, for processor 1 (both processors, unordered) and
-//! processor 2 (ordered).
+//! COMMTEST's protocols as Worley's COMMTEST description lists them: the
+//! per-packet call sequence of each, for processor 1 (both processors,
+//! unordered) and processor 2 (ordered).
+//!
+//! (1,6) "synchronous" is left out: the description gives it the calls of
+//! (1,0) — processor 1 SEND then RECV, processor 2 RECV then SEND — drawn
+//! one step at a time, and no mechanism (handshake, probe) that would make
+//! the calls run differently; with blocking calls (1,0) already runs in
+//! that order. A (1,6) row would repeat (1,0)'s measurement under another
+//! name. See [`WHY_NO_1_6`].
 
 use anyhow::bail;
 
@@ -59,7 +66,10 @@ impl Op {
 
 use Op::*;
 
-/// The reference's protocols, in its order.
+/// Why `--protocol 1,6` is refused.
+pub const WHY_NO_1_6: &str = "(1,6) \"synchronous\" is left out: COMMTEST's description gives it the same calls as (1,0) (processor 1 SEND then RECV, processor 2 RECV then SEND), drawn one step at a time, and no handshake or probe that would make them run differently, so it would repeat (1,0); use --protocol 1,0";
+
+/// The reference's protocols, in its order ((1,6) left out: [`WHY_NO_1_6`]).
 pub const PROTOCOLS: &[Protocol] = &[
     Protocol {
         ordered: false,
@@ -175,13 +185,6 @@ pub const PROTOCOLS: &[Protocol] = &[
     },
     Protocol {
         ordered: true,
-        number: 6,
-        name: "synchronous",
-        p1: &[Send, Recv],
-        p2: &[Recv, Send],
-    },
-    Protocol {
-        ordered: true,
         number: 7,
         name: "nonblocking sync. send",
         p1: &[Issend, Recv, Wait],
@@ -252,10 +255,28 @@ pub(super) fn parse_protocol(s: &str) -> anyhow::Result<&'static Protocol> {
     let Some((o, n)) = parsed else {
         bail!("protocol `{s}`: write it as U,N — 0,0 … 0,9 (unordered) or 1,0 … 1,10 (ordered)");
     };
+    if (o, n) == (1, 6) {
+        bail!("{WHY_NO_1_6}");
+    }
     PROTOCOLS
         .iter()
         .find(|p| u32::from(p.ordered) == o && p.number == n)
         .ok_or_else(|| {
-            anyhow::anyhow!("no protocol ({o},{n}): unordered are 0,0 … 0,9, ordered 1,0 … 1,10")
+            anyhow::anyhow!(
+                "no protocol ({o},{n}): unordered are 0,0 … 0,9, ordered 1,0 … 1,10 (no 1,6)"
+            )
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_six_is_refused_with_the_reason() {
+        let e = parse_protocol("1,6").unwrap_err().to_string();
+        assert!(e.contains("same calls as (1,0)"), "{e}");
+        assert!(parse_protocol("(1,10)").is_ok());
+        assert_eq!(PROTOCOLS.len(), 20);
+    }
 }

@@ -1,0 +1,412 @@
+//! The timed loops of the five methods and of the per-processor o_i and
+//! g_i, and the stop rule: repeat until the standard deviation is below
+//! `--max-cv` of the mean (8–30 measurements), a deterministic system
+//! stopping early. A figure that never reaches the cutoff is measured a
+//! second time, as the reference re-ran such tests, and flagged if the
+//! second series misses it too.
+
+use ovbench_core::{Buf, Communicator, OpCounts, Rank, Tag};
+
+use super::algo;
+use super::{Algorithm, Args, BarrierKind};
+use crate::methods::common::{mean, ns, stddev, Ctrl};
+
+const TAG_ACK: Tag = 0x4f56_0303;
+const TAG_PING: Tag = 0x4f56_0304;
+
+/// What one measurement times.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum What {
+    SendLatency,
+    Rounds { backward: bool },
+    Barrier(BarrierKind),
+    Ack,
+    Ei(Rank),
+    Rtl(Rank),
+}
+
+/// A figure's series of measurements, summarised.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Measured {
+    pub mean: f64,
+    pub measurements: usize,
+    pub stddev_pct: f64,
+    /// Whether the series met the cutoff (or the system is deterministic).
+    pub converged: bool,
+    /// Series measured: 1, or 2 when the first missed the cutoff.
+    pub tries: usize,
+}
+
+pub(super) struct Bc<'a> {
+    pub comm: &'a mut dyn Communicator,
+    pub buf: Buf,
+    pub size: usize,
+    pub alg: Algorithm,
+    pub ctrl: Ctrl,
+}
+
+impl Bc<'_> {
+    pub fn me(&self) -> Rank {
+        self.comm.rank()
+    }
+    fn np(&self) -> Rank {
+        self.comm.size()
+    }
+
+    fn bcast(&mut self, root: Rank) -> anyhow::Result<()> {
+        algo::bcast(self.comm, self.alg, self.buf, self.size, root)
+    }
+
+    /// The root's clock after a repetition. The other ranks read none:
+    /// the reference times at the root alone, and their figures are
+    /// discarded.
+    fn stamp(&mut self, ticks: &mut Vec<u64>) {
+        if self.me() == 0 {
+            ticks.push(self.comm.now());
+        }
+    }
+
+    /// One measurement of a method at the root (ns per broadcast, or E_i
+    /// for `Ei`), whether its repetitions after the first were all
+    /// identical, and the operations this rank posted in it. `ticks` is the
+    /// pre-allocated per-repetition stamp array.
+    pub fn once(
+        &mut self,
+        what: What,
+        reps: u64,
+        ticks: &mut Vec<u64>,
+    ) -> anyhow::Result<(f64, bool, OpCounts)> {
+        let (me, n, b) = (self.me(), self.np(), self.buf);
+        ticks.clear();
+        // A clean start for the methods whose root runs ahead of the
+        // others. OL_i's loops need none: each begins with an unmeasured
+        // round (ping-pong, or broadcast and acknowledgement) that waits
+        // out whatever i or the root still had to do, and only the path
+        // from the root to i is timed — saving log P rounds per i.
+        if !matches!(what, What::Ei(_) | What::Rtl(_)) {
+            self.comm.barrier()?;
+        }
+        let before = self.comm.op_counts();
+        let t0 = self.comm.now();
+        ticks.push(t0);
+        let per = match what {
+            What::SendLatency => {
+                for _ in 0..reps {
+                    self.bcast(0)?;
+                    self.stamp(ticks);
+                }
+                reps
+            }
+            What::Rounds { backward } => {
+                for _ in 0..reps {
+                    for k in 0..n {
+                        self.bcast(if backward { n - 1 - k } else { k })?;
+                    }
+                    self.stamp(ticks);
+                }
+                reps * n as u64
+            }
+            What::Barrier(kind) => {
+                for _ in 0..reps {
+                    self.bcast(0)?;
+                    algo::barrier(self.comm, kind, b)?;
+                    self.stamp(ticks);
+                }
+                reps
+            }
+            What::Ack => {
+                for _ in 0..reps {
+                    self.bcast(0)?;
+                    self.ack_all()?;
+                    self.stamp(ticks);
+                }
+                reps
+            }
+            What::Ei(i) => {
+                // One unmeasured broadcast and acknowledgement first.
+                for k in 0..=reps {
+                    if k == 1 {
+                        ticks.clear();
+                        ticks.push(self.comm.now());
+                    }
+                    self.bcast(0)?;
+                    if me == 0 {
+                        self.comm.recv(b, 0, 0, Some(i), Some(TAG_ACK))?;
+                    } else if me == i {
+                        self.comm.send(b, 0, 0, 0, TAG_ACK)?;
+                    }
+                    if k > 0 {
+                        self.stamp(ticks);
+                    }
+                }
+                reps
+            }
+            What::Rtl(i) => {
+                // One unmeasured round trip first: i may still be
+                // forwarding an earlier broadcast, a NIC still injecting.
+                for k in 0..=reps {
+                    if k == 1 {
+                        ticks.clear();
+                        ticks.push(self.comm.now());
+                    }
+                    if me == 0 {
+                        self.comm.send(b, 0, 0, i, TAG_PING)?;
+                        self.comm.recv(b, 0, 0, Some(i), Some(TAG_PING))?;
+                    } else if me == i {
+                        self.comm.recv(b, 0, 0, Some(0), Some(TAG_PING))?;
+                        self.comm.send(b, 0, 0, 0, TAG_PING)?;
+                    }
+                    if k > 0 {
+                        self.stamp(ticks);
+                    }
+                }
+                reps
+            }
+        };
+        let first = ticks[0];
+        let last = *ticks.last().unwrap_or(&first);
+        let steady = ticks.len() >= 3 && {
+            let d1 = ticks[2] - ticks[1];
+            ticks.windows(2).skip(1).all(|w| w[1] - w[0] == d1)
+        };
+        let ops = self.comm.op_counts().since(&before);
+        Ok((ns(self.comm, last - first) / per as f64, steady, ops))
+    }
+
+    /// Every rank acknowledges to the root, which takes them in any order.
+    fn ack_all(&mut self) -> anyhow::Result<()> {
+        let b = self.buf;
+        if self.me() == 0 {
+            for _ in 1..self.np() {
+                self.comm.recv(b, 0, 0, None, Some(TAG_ACK))?;
+            }
+        } else {
+            self.comm.send(b, 0, 0, 0, TAG_ACK)?;
+        }
+        Ok(())
+    }
+
+    /// Repeat `what` until its spread is small enough, and once more from
+    /// scratch if it never was; every rank calls this, rank 0 decides.
+    /// Returns the figure and this rank's operations in the last
+    /// measurement.
+    pub fn repeat(
+        &mut self,
+        what: What,
+        args: &Args,
+        ticks: &mut Vec<u64>,
+    ) -> anyhow::Result<(Measured, OpCounts)> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let mut s = Series::default();
+            let ops = loop {
+                let (v, steady, ops) = self.once(what, args.reps, ticks)?;
+                let stop = s.add(v, steady, args);
+                let verdict = self.ctrl.bcast(self.comm, &[u64::from(stop)])?;
+                if verdict.first().copied().unwrap_or(1) != 0 {
+                    break ops;
+                }
+            };
+            let m = s.measured(args, tries);
+            if self.settled(m.converged, tries)? {
+                return Ok((m, ops));
+            }
+        }
+    }
+
+    /// Whether rank 0's series is final: it converged, or this was its
+    /// second try. Every rank learns rank 0's answer.
+    fn settled(&mut self, converged: bool, tries: usize) -> anyhow::Result<bool> {
+        let done = u64::from(converged || tries >= 2);
+        let w = self.ctrl.bcast(self.comm, &[done])?;
+        Ok(w.first().copied().unwrap_or(1) != 0)
+    }
+
+    /// RTL_i and E_i, each repeated until its own spread is small enough,
+    /// with one verdict broadcast per round for both (a broadcast per
+    /// figure would be a thirteenth of all OL_i messages). A round
+    /// measures each figure that still needs it, RTL_i first; every
+    /// measurement begins with its own unmeasured round, so interleaving
+    /// them changes no figure. Both are measured again, once, when either
+    /// missed the cutoff. Returns (RTL_i, E_i).
+    pub fn oli(
+        &mut self,
+        i: Rank,
+        args: &Args,
+        ticks: &mut Vec<u64>,
+    ) -> anyhow::Result<(Measured, Measured)> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let (mut rtl, mut e) = (Series::default(), Series::default());
+            let (mut more_rtl, mut more_e) = (true, true);
+            while more_rtl || more_e {
+                let mut stop = [1u64; 2];
+                if more_rtl {
+                    let (v, steady, _) = self.once(What::Rtl(i), args.reps, ticks)?;
+                    stop[0] = u64::from(rtl.add(v, steady, args));
+                }
+                if more_e {
+                    let (v, steady, _) = self.once(What::Ei(i), args.reps, ticks)?;
+                    stop[1] = u64::from(e.add(v, steady, args));
+                }
+                let verdict = self.ctrl.bcast(self.comm, &stop)?;
+                more_rtl = verdict.first().copied().unwrap_or(1) == 0;
+                more_e = verdict.get(1).copied().unwrap_or(1) == 0;
+            }
+            let (r, e) = (rtl.measured(args, tries), e.measured(args, tries));
+            if self.settled(r.converged && e.converged, tries)? {
+                return Ok((r, e));
+            }
+        }
+    }
+
+    /// The per-processor figures of the reference's §2, at every rank:
+    /// o_i, the time i spends in one broadcast call once its data is there
+    /// (a rank at depth k of the tree waits k·`delay_ns` after a barrier
+    /// before the call, so only sending and receiving is timed), and g_i, the interval between
+    /// successive broadcasts at i in a loop of M. Repeated by the stop
+    /// rule (rank 0 decides on all ranks' series), re-measured once when
+    /// a rank's series misses the cutoff. Rank 0 gets (o_i, g_i) of every
+    /// rank; the others get empty lists.
+    pub fn per_processor(
+        &mut self,
+        args: &Args,
+        delay_ns: f64,
+    ) -> anyhow::Result<(Vec<Measured>, Vec<Measured>)> {
+        let (me, n) = (self.me(), self.np() as usize);
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let mut o = vec![Series::default(); n];
+            let mut g = vec![Series::default(); n];
+            loop {
+                let (my_o, my_g) = self.per_processor_once(args.reps, delay_ns)?;
+                let os = self.ctrl.gather(self.comm, my_o)?;
+                let gs = self.ctrl.gather(self.comm, my_g)?;
+                let mut stop = true;
+                if let (Some(os), Some(gs)) = (os, gs) {
+                    for r in 0..n {
+                        // Timed at each rank by its own clock: no
+                        // repetition-level stamps, so never "steady".
+                        stop &= o[r].add(os[r], false, args);
+                        stop &= g[r].add(gs[r], false, args);
+                    }
+                }
+                let w = self.ctrl.bcast(self.comm, &[u64::from(stop)])?;
+                if w.first().copied().unwrap_or(1) != 0 {
+                    break;
+                }
+            }
+            let om: Vec<Measured> = o.iter().map(|s| s.measured(args, tries)).collect();
+            let gm: Vec<Measured> = g.iter().map(|s| s.measured(args, tries)).collect();
+            let all = om.iter().chain(&gm).all(|m| m.converged);
+            if self.settled(all, tries)? {
+                if me != 0 {
+                    return Ok((Vec::new(), Vec::new()));
+                }
+                return Ok((om, gm));
+            }
+        }
+    }
+
+    /// One measurement of this rank's (o_i, g_i) in ns.
+    fn per_processor_once(&mut self, reps: u64, delay_ns: f64) -> anyhow::Result<(f64, f64)> {
+        // A rank at depth k enters k delays after the barrier: its
+        // parent, at depth k−1, forwards only once inside its own call.
+        // Every rank then waits out the deepest rank's call before the
+        // next barrier, whose messages would otherwise reach a slow rank
+        // inside its timed call and cost it a receive there.
+        let (me, n) = (self.me(), self.np());
+        let depth = algo::path(self.alg, 0, me, n).len() - 1;
+        let deepest = algo::height(self.alg, n);
+        let span = delay_ns * (deepest + 1) as f64;
+        let mut inside = 0u64;
+        for _ in 0..reps {
+            self.comm.barrier()?;
+            let start = self.comm.now();
+            if depth > 0 {
+                self.comm.delay(delay_ns * depth as f64);
+            }
+            let t = self.comm.now();
+            self.bcast(0)?;
+            let t1 = self.comm.now();
+            inside += t1 - t;
+            let left = span - ns(self.comm, t1 - start);
+            if left > 0.0 {
+                self.comm.delay(left);
+            }
+        }
+        let o = ns(self.comm, inside) / reps as f64;
+        self.comm.barrier()?;
+        // One unmeasured broadcast: a rank's loop starts when its data
+        // first arrives, not at the barrier.
+        self.bcast(0)?;
+        let t0 = self.comm.now();
+        for _ in 0..reps {
+            self.bcast(0)?;
+        }
+        let g = ns(self.comm, self.comm.now() - t0) / reps as f64;
+        Ok((o, g))
+    }
+
+    /// How long a rank must wait after a barrier for a broadcast's data to
+    /// have surely arrived: twice one broadcast acknowledged by all, timed
+    /// at the root, plus 1 µs. Every rank gets the same figure.
+    pub fn settle_delay(&mut self) -> anyhow::Result<f64> {
+        self.comm.barrier()?;
+        let t = self.comm.now();
+        self.bcast(0)?;
+        self.ack_all()?;
+        let d = 2.0 * ns(self.comm, self.comm.now() - t) + 1000.0;
+        let w = self.ctrl.bcast(self.comm, &[d.to_bits()])?;
+        Ok(f64::from_bits(w.first().copied().unwrap_or(0)))
+    }
+}
+
+/// One figure's measurements and the stop rule: the spread below
+/// `--max-cv` between the fewest and most measurements, or a
+/// deterministic system (one measurement whose repetitions after the
+/// first all took the same ticks, or two that agree to the tick).
+#[derive(Default, Clone)]
+pub(super) struct Series {
+    vals: Vec<f64>,
+    deterministic: bool,
+}
+
+impl Series {
+    /// Add a measurement; true when no more are needed.
+    pub fn add(&mut self, v: f64, steady: bool, args: &Args) -> bool {
+        self.vals.push(v);
+        let n = self.vals.len();
+        self.deterministic |= (n == 1 && steady) || (n == 2 && self.vals[0] == self.vals[1]);
+        self.met(args) || n >= args.max_measurements
+    }
+
+    /// Whether the series met the cutoff.
+    fn met(&self, args: &Args) -> bool {
+        self.deterministic
+            || (self.vals.len() >= args.min_measurements.max(2) && self.cv() < args.max_cv)
+    }
+
+    fn measured(&self, args: &Args, tries: usize) -> Measured {
+        Measured {
+            mean: mean(&self.vals),
+            measurements: self.vals.len(),
+            stddev_pct: self.cv() * 100.0,
+            converged: self.met(args),
+            tries,
+        }
+    }
+
+    /// Coefficient of variation (0 for a zero mean).
+    fn cv(&self) -> f64 {
+        let m = mean(&self.vals);
+        if m > 0.0 {
+            stddev(&self.vals) / m
+        } else {
+            0.0
+        }
+    }
+}

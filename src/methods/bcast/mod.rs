@@ -1,0 +1,473 @@
+//! Broadcast measured five ways (de Supinski and Karonis, "Accurately
+//! Measuring MPI Broadcasts in a Computational Grid", HPDC 1999).
+//!
+//! * `send-latency`: the root's time per broadcast in a loop of M — really
+//!   the root's gap g_0.
+//! * `rounds`: M rounds of one broadcast per root, roots in forward and in
+//!   backward order, per broadcast — a lower bound on OL.
+//! * `barrier`: M broadcast + barrier pairs — an upper bound.
+//! * `ack`: M broadcasts each acknowledged by every rank — an upper bound.
+//! * `oli`: per destination i, RTL_i by a 0-byte ping-pong, E_i by M
+//!   broadcasts each acknowledged by i only; OL_i = E_i − RTL_i/2, and
+//!   max_i OL_i estimates OL. With it, the per-processor overhead o_i and
+//!   gap g_i of the paper's §2, and its assumption checked on i's path:
+//!   E_i > g_j for every rank j from the root to i.
+//!
+//! The broadcasts are ovbench's own, on point-to-point calls, so the
+//! methods can be checked against known shapes: `binomial` (MPICH's
+//! binomial tree, largest subtree first), `linear` (i receives from i−1),
+//! `backward` (i receives from i+1) and `flat` (the root sends to every
+//! rank — it breaks OL_i's assumption, as the paper notes, so its OL_i
+//! rows are flagged where it does). Barriers for the `barrier` method:
+//! `dissemination` and the linear `ring` (twice round the ring, ending
+//! when the token reaches rank n−2 the second time).
+//!
+//! Every figure is repeated until the standard deviation of its
+//! measurements is below 3% of their mean, between `--min-measurements`
+//! (8) and `--max-measurements` (30) times — a deterministic system stops
+//! early (see [`measure`]). A figure that misses the cutoff is measured
+//! once more from scratch, then flagged. Impossible figures (a negative
+//! time or OL_i) and broken assumptions are flagged with a
+//! [`Verdict`]: a `flag` column, `"valid": false` and a `"reason"` in JSON.
+
+mod algo;
+mod measure;
+mod report;
+
+use anyhow::bail;
+use ovbench_core::{Communicator, OpCounts, Rank};
+use serde::Serialize;
+
+use super::common::{us, Ctrl, Verdict};
+use crate::report::Sink;
+use crate::sizes::ByteSize;
+pub use algo::binomial_tree;
+use measure::{Bc, Measured, What};
+pub use report::sweep_summary;
+
+/// Which measurement method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    SendLatency,
+    Rounds,
+    Barrier,
+    Ack,
+    Oli,
+    All,
+}
+
+/// ovbench's own broadcast algorithms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Algorithm {
+    /// MPICH's binomial tree, largest subtree first.
+    Binomial,
+    /// A chain: rank i receives from rank i−1.
+    Linear,
+    /// A chain the other way: rank i receives from rank i+1.
+    Backward,
+    /// The root sends to every other rank in turn.
+    Flat,
+}
+
+/// Barriers for the `barrier` method, built on point-to-point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BarrierKind {
+    /// ⌈log2 P⌉ rounds: send to r+2^k, receive from r−2^k.
+    Dissemination,
+    /// Twice round the ring from rank 0 (the reference's Figure 5).
+    Ring,
+}
+
+/// `ovbench bcast`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Measurement method.
+    #[arg(long, value_enum, default_value = "oli")]
+    pub method: Method,
+    /// Broadcast algorithm.
+    #[arg(long, value_enum, default_value = "binomial")]
+    pub algorithm: Algorithm,
+    /// Barrier of the `barrier` method.
+    #[arg(long, value_enum, default_value = "dissemination")]
+    pub barrier: BarrierKind,
+    /// Broadcasts per measurement (the reference's M).
+    #[arg(long, default_value_t = 100)]
+    pub reps: u64,
+    /// Broadcast message size (the reference uses 256 bytes and 64K).
+    #[arg(long, default_value = "256")]
+    pub msgsize: ByteSize,
+    /// Fewest measurements per figure (the reference: 8).
+    #[arg(long, default_value_t = 8)]
+    pub min_measurements: usize,
+    /// Most measurements per figure (the reference: 30).
+    #[arg(long, default_value_t = 30)]
+    pub max_measurements: usize,
+    /// Stop once the standard deviation is below this fraction of the mean.
+    #[arg(long, default_value_t = 0.03)]
+    pub max_cv: f64,
+}
+
+/// One method's figure (ns per broadcast, at the root).
+#[derive(Debug, Clone, Serialize)]
+pub struct Figure {
+    pub method: String,
+    pub time_ns: f64,
+    pub measurements: usize,
+    pub stddev_pct: f64,
+    /// Series measured: 2 when the first missed the cutoff.
+    pub tries: usize,
+    /// Operations the root posted in the last measurement (M broadcasts).
+    pub ops: OpCounts,
+    pub verdict: Verdict,
+}
+
+/// OL_i's assumption (E_i > g_j for every j on i's path) at one i.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Assumption {
+    Holds,
+    /// E_i ≤ g_j of rank `rank` on i's path.
+    Violated {
+        rank: Rank,
+        g_ns: f64,
+    },
+    /// The path is not known (a broadcast that is not ovbench's own).
+    NotChecked,
+}
+
+/// One destination's OL_i.
+#[derive(Debug, Clone, Serialize)]
+pub struct Oli {
+    pub rank: Rank,
+    pub rtl_ns: f64,
+    pub e_ns: f64,
+    pub ol_ns: f64,
+    pub measurements: usize,
+    pub tries: usize,
+    /// The ranks from the root to i, where known.
+    pub path: Option<Vec<Rank>>,
+    pub assumption: Assumption,
+    pub verdict: Verdict,
+}
+
+/// The paper's per-processor overhead o_i and gap g_i at one rank.
+#[derive(Debug, Clone, Serialize)]
+pub struct PerProcessor {
+    pub rank: Rank,
+    pub children: usize,
+    pub o_ns: f64,
+    pub g_ns: f64,
+    pub measurements: usize,
+    pub verdict: Verdict,
+}
+
+/// The run's result (meaningful on rank 0).
+#[derive(Debug, Clone, Serialize)]
+pub struct Output {
+    pub algorithm: Algorithm,
+    pub size: usize,
+    pub reps: u64,
+    pub ranks: u32,
+    pub figures: Vec<Figure>,
+    pub oli: Vec<Oli>,
+    pub per_processor: Vec<PerProcessor>,
+    pub max_ol_ns: Option<f64>,
+    pub max_ol_rank: Option<Rank>,
+    /// The verdict of the max OL_i's row.
+    pub max_ol_verdict: Option<Verdict>,
+}
+
+/// Why a figure is no result: a negative time, or a series that missed
+/// the cutoff twice.
+fn figure_verdict(m: &Measured, args: &Args) -> Verdict {
+    let mut v = Verdict::default();
+    v.check(m.mean >= 0.0, || "time < 0".into());
+    v.check(m.converged, || {
+        format!(
+            "stddev {:.2}% of the mean after {} measurements, twice (cutoff {:.2}%)",
+            m.stddev_pct,
+            m.measurements,
+            args.max_cv * 100.0
+        )
+    });
+    v
+}
+
+/// Whether OL_i's assumption holds at `i`: E_i above every gap on its
+/// path (the root's included, i's own too: its forwarding sends come
+/// before its acknowledgement).
+fn assumption(e_ns: f64, path: Option<&[Rank]>, gaps: &[PerProcessor]) -> Assumption {
+    let Some(path) = path else {
+        return Assumption::NotChecked;
+    };
+    path.iter()
+        .filter_map(|&j| gaps.iter().find(|p| p.rank == j))
+        .find(|p| e_ns <= p.g_ns)
+        .map_or(Assumption::Holds, |p| Assumption::Violated {
+            rank: p.rank,
+            g_ns: p.g_ns,
+        })
+}
+
+/// Why an OL_i is no result: negative (the acknowledgement took longer
+/// than RTL_i/2: an assumption of the method fails), E_i ≤ g_j on i's
+/// path, or RTL_i or E_i missing the cutoff twice.
+fn oli_verdict(
+    ol: f64,
+    assumption: &Assumption,
+    rtl: &Measured,
+    e: &Measured,
+    args: &Args,
+) -> Verdict {
+    let mut v = Verdict::default();
+    v.check(ol >= 0.0, || {
+        "OL_i < 0: a violated assumption (the acknowledgement took more than RTL_i/2)".into()
+    });
+    if let Assumption::Violated { rank, g_ns } = assumption {
+        v.check(false, || {
+            format!(
+                "E_i = {} us ≤ g_{rank} = {} us on i's path: OL_i's assumption fails",
+                us(e.mean),
+                us(*g_ns)
+            )
+        });
+    }
+    v.check(rtl.converged && e.converged, || {
+        format!(
+            "stddev {:.2}% (RTL_i), {:.2}% (E_i) of the mean, twice (cutoff {:.2}%)",
+            rtl.stddev_pct,
+            e.stddev_pct,
+            args.max_cv * 100.0
+        )
+    });
+    v
+}
+
+/// Run the method on every rank; rank 0's sink prints.
+pub fn run(
+    comm: &mut dyn Communicator,
+    args: &Args,
+    sink: &mut dyn Sink,
+) -> anyhow::Result<Output> {
+    let n = comm.size();
+    if n < 3 {
+        bail!("bcast needs at least 3 ranks (--np 3 or more), not {n}");
+    }
+    if args.reps == 0 || args.max_measurements == 0 || args.min_measurements > args.max_measurements
+    {
+        bail!("--reps must be positive and --min-measurements at most --max-measurements");
+    }
+    let size = args.msgsize.bytes();
+    let buf = comm.alloc(size.max(1))?;
+    let ctrl = Ctrl::new(comm)?;
+    let mut bc = Bc {
+        comm,
+        buf,
+        size,
+        alg: args.algorithm,
+        ctrl,
+    };
+    let mut out = Output {
+        algorithm: args.algorithm,
+        size,
+        reps: args.reps,
+        ranks: n,
+        figures: Vec::new(),
+        oli: Vec::new(),
+        per_processor: Vec::new(),
+        max_ol_ns: None,
+        max_ol_rank: None,
+        max_ol_verdict: None,
+    };
+    let mut ticks = Vec::with_capacity(args.reps as usize + 2);
+    let title = format!(
+        "{} broadcast of {size} B over {n} ranks, M = {}",
+        format!("{:?}", args.algorithm).to_lowercase(),
+        args.reps
+    );
+    let all = args.method == Method::All;
+    // Only rank 0's sink prints: at 1024 ranks, formatting the discarded
+    // rows elsewhere cost a twentieth of the run.
+    let printer = bc.me() == 0;
+
+    if all || args.method == Method::Oli {
+        // The gaps first: OL_i's assumption is checked against them.
+        let delay = bc.settle_delay()?;
+        let (o, g) = bc.per_processor(args, delay)?;
+        for (r, (o, g)) in o.iter().zip(&g).enumerate() {
+            let r = r as Rank;
+            let mut v = Verdict::default();
+            v.check(o.mean >= 0.0 && g.mean >= 0.0, || "time < 0".into());
+            v.check(o.converged && g.converged, || {
+                format!(
+                    "stddev {:.2}% (o_i), {:.2}% (g_i) of the mean, twice (cutoff {:.2}%)",
+                    o.stddev_pct,
+                    g.stddev_pct,
+                    args.max_cv * 100.0
+                )
+            });
+            out.per_processor.push(PerProcessor {
+                rank: r,
+                children: algo::children(args.algorithm, r, 0, n).len(),
+                o_ns: o.mean,
+                g_ns: g.mean,
+                measurements: o.measurements.max(g.measurements),
+                verdict: v,
+            });
+        }
+        if printer {
+            report::per_processor(sink, &title, &out.per_processor, delay);
+        }
+        if printer {
+            report::oli_table(sink, &title);
+        }
+        for i in 1..n {
+            let (rtl, e) = bc.oli(i, args, &mut ticks)?;
+            let ol = e.mean - rtl.mean / 2.0;
+            let path = Some(algo::path(args.algorithm, 0, i, n));
+            let assumption = assumption(e.mean, path.as_deref(), &out.per_processor);
+            let v = oli_verdict(ol, &assumption, &rtl, &e, args);
+            let row = Oli {
+                rank: i,
+                rtl_ns: rtl.mean,
+                e_ns: e.mean,
+                ol_ns: ol,
+                measurements: rtl.measurements.max(e.measurements),
+                tries: rtl.tries.max(e.tries),
+                path,
+                assumption,
+                verdict: v,
+            };
+            if printer {
+                report::oli_row(sink, &row, size, args.reps);
+            }
+            out.oli.push(row);
+        }
+        if printer {
+            for o in &out.oli {
+                o.verdict.note(sink, &format!("OL_{}", o.rank));
+            }
+        }
+        if let Some(m) = out.oli.iter().max_by(|a, b| a.ol_ns.total_cmp(&b.ol_ns)) {
+            out.max_ol_ns = Some(m.ol_ns);
+            out.max_ol_rank = Some(m.rank);
+            out.max_ol_verdict = Some(m.verdict.clone());
+        }
+    }
+
+    let mut plan: Vec<(String, What)> = Vec::new();
+    if all || args.method == Method::SendLatency {
+        plan.push(("send-latency".into(), What::SendLatency));
+    }
+    if all || args.method == Method::Rounds {
+        plan.push(("rounds-forward".into(), What::Rounds { backward: false }));
+        plan.push(("rounds-backward".into(), What::Rounds { backward: true }));
+    }
+    if all || args.method == Method::Barrier {
+        let name = format!("barrier-{:?}", args.barrier).to_lowercase();
+        plan.push((name, What::Barrier(args.barrier)));
+    }
+    if all || args.method == Method::Ack {
+        plan.push(("ack".into(), What::Ack));
+    }
+    if !plan.is_empty() || out.max_ol_ns.is_some() {
+        sink.table(
+            &title,
+            &["method", "time[us]", "measurements", "stddev(%)", "flag"],
+        );
+    }
+    for (name, what) in plan {
+        let (m, ops) = bc.repeat(what, args, &mut ticks)?;
+        let fig = Figure {
+            method: name,
+            time_ns: m.mean,
+            measurements: m.measurements,
+            stddev_pct: m.stddev_pct,
+            tries: m.tries,
+            ops,
+            verdict: figure_verdict(&m, args),
+        };
+        if printer {
+            report::figure_row(sink, &fig, size, args.reps);
+        }
+        out.figures.push(fig);
+    }
+    if printer {
+        report::max_oli_row(sink, &out);
+        for f in &out.figures {
+            f.verdict.note(sink, &f.method);
+        }
+    }
+    bc.comm.barrier()?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: Args,
+    }
+
+    fn fine(mean: f64) -> Measured {
+        Measured {
+            mean,
+            measurements: 8,
+            stddev_pct: 1.0,
+            converged: true,
+            tries: 1,
+        }
+    }
+
+    #[test]
+    fn impossible_and_unsupported_figures_are_flagged() {
+        let args = T::try_parse_from(["x"]).unwrap().a;
+        let ok = oli_verdict(10.0, &Assumption::Holds, &fine(4.0), &fine(12.0), &args);
+        assert!(ok.valid());
+        let neg = oli_verdict(-1.0, &Assumption::Holds, &fine(30.0), &fine(14.0), &args);
+        assert!(!neg.valid() && neg.reason().contains("OL_i < 0"), "{neg:?}");
+        let gap = Assumption::Violated {
+            rank: 0,
+            g_ns: 20.0,
+        };
+        let v = oli_verdict(10.0, &gap, &fine(4.0), &fine(12.0), &args);
+        assert!(!v.valid() && v.reason().contains("g_0"), "{v:?}");
+        let unsure = Measured {
+            converged: false,
+            ..fine(12.0)
+        };
+        assert!(!oli_verdict(10.0, &Assumption::Holds, &fine(4.0), &unsure, &args).valid());
+        assert!(!figure_verdict(&fine(-3.0), &args).valid());
+        assert!(!figure_verdict(&unsure, &args).valid());
+        assert!(figure_verdict(&fine(3.0), &args).valid());
+    }
+
+    #[test]
+    fn assumption_is_checked_on_the_path() {
+        let gaps: Vec<PerProcessor> = [5.0, 1.0, 9.0]
+            .iter()
+            .enumerate()
+            .map(|(r, &g)| PerProcessor {
+                rank: r as Rank,
+                children: 0,
+                o_ns: 0.0,
+                g_ns: g,
+                measurements: 1,
+                verdict: Verdict::default(),
+            })
+            .collect();
+        assert_eq!(assumption(6.0, Some(&[0, 1]), &gaps), Assumption::Holds);
+        assert_eq!(
+            assumption(6.0, Some(&[0, 2]), &gaps),
+            Assumption::Violated { rank: 2, g_ns: 9.0 }
+        );
+        assert_eq!(assumption(6.0, None, &gaps), Assumption::NotChecked);
+    }
+}
