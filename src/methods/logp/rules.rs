@@ -229,7 +229,7 @@ mod tests {
             0.03,
             false
         ));
-        // Total 4000+ times the... round trip below 1.5 %: stops.
+        // The round trip below 1.5 % of the total: stops.
         assert!(sat_stop(
             step(1280, 100.0),
             step(2560, 100.0),
@@ -260,8 +260,8 @@ mod tests {
         ));
         // At the maximum, whatever the change.
         assert!(sat_stop(step(1280, 1.0), step(2560, 9.0), rtt, 0.03, false));
-        // The total must roughly double: a train whose total stalls is
-        // not saturated.
+        // The total must about double: one that grew by 2/3 while the
+        // train doubled is no saturated pipe yet.
         let stalled = SatStep {
             runs: 640,
             total: 1e6,
@@ -269,7 +269,7 @@ mod tests {
         };
         let prev = SatStep {
             runs: 320,
-            total: 0.4e6,
+            total: 0.6e6,
             gap: 100.0,
         };
         assert!(!sat_stop(prev, stalled, rtt, 0.03, false));
