@@ -8,7 +8,7 @@
 //! sends it, one control round trip before each round, as the original);
 //! other ranks wait.
 //!
-//! * g(0): a synchronous saturation test ([`measure::Measurer::saturation`]).
+//! * g(0): a synchronous saturation test (`Measurer::saturation`).
 //! * RTT(m): m bytes forward, 0 back; os(m) = the time of the send call.
 //! * or(m): 0 forward, m back; rank 0 spins `max(1.2·RTT(m), floor)`
 //!   (floor = 100 clock readings) so the reply has arrived, then times
@@ -17,7 +17,7 @@
 //!   L = RTT(0)/2 − g(0), unknown when not positive; G = the
 //!   least-squares slope of g(m) over the largest sizes.
 //! * Every os/or/RTT sample less the clock's call cost; rounds and
-//!   intervals as in [`measure`] and [`rules`].
+//!   intervals as in `measure.rs` and `rules.rs`.
 
 mod measure;
 mod peer;
