@@ -1,17 +1,11 @@
 //! What the methods share: unit conversion, size lists, small control
 //! messages between ranks (always outside the timed regions), and the
-//! statistics the stopping rules need (mean, standard deviation,
-//! Student-t confidence intervals).
-//!
-//! The t quantiles come from [`crate::stats::student`]; the small
-//! [`Estimate`] here adds the sample count the stopping rules and the
-//! JSON rows need, and accepts a single sample.
+//! statistics the stopping rules need (mean, standard deviation), and
+//! the [`Verdict`] that flags impossible figures.
 
 use anyhow::Context;
 use ovbench_core::{Buf, Communicator, Rank, Tag};
 use serde::Serialize;
-
-use crate::stats::student;
 
 /// Tag of control messages (commands, continue/stop flags, gathers).
 pub(crate) const TAG_CTRL: Tag = 0x4f56_0001;
@@ -138,53 +132,6 @@ pub(crate) fn stddev(x: &[f64]) -> f64 {
     (x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (x.len() - 1) as f64).sqrt()
 }
 
-/// A mean with its two-sided confidence interval.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct Estimate {
-    pub mean: f64,
-    pub lo: f64,
-    pub hi: f64,
-    pub samples: usize,
-}
-
-impl Estimate {
-    /// Student-t interval at confidence `level` (e.g. 0.9).
-    pub(crate) fn of(x: &[f64], level: f64) -> Estimate {
-        let m = mean(x);
-        if x.len() < 2 {
-            return Estimate {
-                mean: m,
-                lo: m,
-                hi: m,
-                samples: x.len(),
-            };
-        }
-        let t = student::critical(level, (x.len() - 1) as f64);
-        let half = t * stddev(x) / (x.len() as f64).sqrt();
-        Estimate {
-            mean: m,
-            lo: m - half,
-            hi: m + half,
-            samples: x.len(),
-        }
-    }
-
-    /// Whether the interval is narrower than `2·eps` of the mean.
-    pub(crate) fn narrow(&self, eps: f64) -> bool {
-        self.samples >= 2 && (self.hi - self.lo) <= 2.0 * eps * self.mean.abs()
-    }
-
-    /// The same interval moved by `d`.
-    pub(crate) fn shifted(&self, d: f64) -> Estimate {
-        Estimate {
-            mean: self.mean + d,
-            lo: self.lo + d,
-            hi: self.hi + d,
-            samples: self.samples,
-        }
-    }
-}
-
 /// Whether a row's figures can be results at all (a negative latency or
 /// overhead, an availability outside 0–100 %, a negative L or OL_i
 /// cannot): an impossible figure is flagged, never printed as a plain
@@ -262,15 +209,5 @@ mod tests {
             (Some(false), Some("overhead < 0"))
         );
         assert_eq!(v.cell(), "INVALID");
-    }
-
-    #[test]
-    fn estimate_interval() {
-        let e = Estimate::of(&[10.0, 10.0, 10.0], 0.9);
-        assert_eq!((e.lo, e.hi), (10.0, 10.0));
-        assert!(e.narrow(0.03));
-        let e = Estimate::of(&[9.0, 11.0], 0.9);
-        assert!(e.lo < 9.0 && e.hi > 11.0);
-        assert!(!e.narrow(0.03));
     }
 }

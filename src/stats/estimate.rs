@@ -63,8 +63,8 @@ impl<'a> Sample<'a> {
         (m2 / (self.0.len() - 1) as f64).sqrt()
     }
     /// The mean with a Student-t confidence interval at `level`: the
-    /// interval of the classic methods (logp-mpi.txt repeats until it is
-    /// narrower than 2·eps).
+    /// interval of the classic methods (logp_mpi repeats until it is
+    /// narrow enough).
     pub fn mean_estimate(&self, level: f64) -> Estimate {
         let n = self.0.len() as f64;
         let mean = self.mean();

@@ -4,8 +4,8 @@
 //! type every reported figure with an interval uses.
 //!
 //! Confidence intervals are two-sided Student-t intervals of the mean at
-//! [`DEFAULT_LEVEL`] (95 %) unless a method asks for another level (logp
-//! uses 90 %, as logp-mpi.txt does).
+//! [`DEFAULT_LEVEL`] (95 %) unless a method asks otherwise (logp uses
+//! one-sided 90 % intervals, as logp_mpi does).
 
 mod estimate;
 pub mod student;

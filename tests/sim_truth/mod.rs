@@ -43,7 +43,7 @@ impl LogGp {
     /// (G in ps with three decimals: the sim takes no fs unit).
     pub fn sim_arg(&self) -> String {
         format!(
-            "L={}ps,os={}ps,or={}ps,g={}ps,G={}.{:03}ps,jitter=0ps,progress=poll",
+            "L={}ps,os={}ps,or={}ps,g={}ps,G={}.{:03}ps/B,jitter=0ps,progress=poll",
             self.l_ps,
             self.os_ps,
             self.or_ps,

@@ -1,0 +1,385 @@
+//! LogP parameters as logp_mpi measures them: Kielmann, Bal and
+//! Verstoep, "Fast Measurement of LogP Parameters for Message Passing
+//! Platforms" (IPDPS 2000 workshops), and their logp_mpi.c / logp_stats.c
+//! (the logp_test program). docs/methods/logp.md describes the method,
+//! its output and where ovbench departs from the original.
+//!
+//! Rank 0 measures, rank 1 mirrors (it executes the commands rank 0
+//! sends it, one control round trip before each round, as the original);
+//! other ranks wait.
+//!
+//! * g(0): a synchronous saturation test (`Measurer::saturation`).
+//! * RTT(m): m bytes forward, 0 back; os(m) = the time of the send call.
+//! * or(m): 0 forward, m back; rank 0 spins `max(1.2·RTT(m), floor)`
+//!   (floor = 100 clock readings) so the reply has arrived, then times
+//!   the receive.
+//! * g(m) = RTT(m) − RTT(0) + g(0) (by saturation with `--flood`);
+//!   L = RTT(0)/2 − g(0), unknown when not positive; G = the
+//!   least-squares slope of g(m) over the largest sizes.
+//! * Every os/or/RTT sample less the clock's call cost; rounds and
+//!   intervals as in `measure.rs` and `rules.rs`.
+
+mod measure;
+mod peer;
+mod rules;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+
+use anyhow::bail;
+use ovbench_core::Communicator;
+use serde::Serialize;
+
+use super::common::{us, Ctrl};
+use crate::report::Sink;
+use crate::sizes::ByteSize;
+pub use measure::SizeResult;
+use measure::{next_k_max, probe_nonlinear, Measurer};
+use peer::{Peer, OP_STOP};
+pub use rules::Figure;
+
+/// The send primitive rank 0 measures with (the mirror always answers
+/// with plain blocking calls).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SendKind {
+    /// Blocking standard send (logp_test: -Send).
+    Send,
+    /// Isend; os times the isend call only, its wait follows outside
+    /// the clock (logp_test: -Isend).
+    Isend,
+    /// Synchronous send: the call includes the receiver's match
+    /// acknowledgement (logp_test: -Ssend).
+    Ssend,
+}
+
+/// The receive primitive of or(m)'s timed receive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecvKind {
+    /// Blocking receive (logp_test: -Recv).
+    Recv,
+    /// Irecv posted before the spin; or times its wait only
+    /// (logp_test: -Irecv).
+    Irecv,
+}
+
+/// `ovbench logp`: logp_test's parameters.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Allowed relative error: a half-width within 2·eps of the mean
+    /// stops the repetitions (logp_test: -eps).
+    #[arg(long, default_value_t = 0.03)]
+    pub eps: f64,
+    /// Confidence level of the intervals (logp_test: -conf-int).
+    #[arg(long, default_value_t = 0.9)]
+    pub conf_int: f64,
+    /// Base repetition cap, ×4 up to 1 KiB, ×2 up to 64 KiB (logp_test: -max-its).
+    #[arg(long, default_value_t = 18)]
+    pub max_its: usize,
+    /// Smallest size measured besides 0 (logp_test: -min-size).
+    #[arg(long, default_value = "0")]
+    pub min_size: ByteSize,
+    /// Largest size of the initial sweep; k_max may go up to 8× beyond it
+    /// (logp_test: -max-size).
+    #[arg(long, default_value = "256K")]
+    pub max_size: ByteSize,
+    /// Measure g(m) by saturation at every size, not only 0 (logp_test: -flood).
+    #[arg(long)]
+    pub flood: bool,
+    /// Extrapolation miss that triggers a probe between sizes (logp_test: -max-diff).
+    #[arg(long, default_value_t = 0.03)]
+    pub max_diff: f64,
+    /// Send primitive (logp_test: -Send, -Isend, -Ssend).
+    #[arg(long, value_enum, default_value = "send")]
+    pub send_mode: SendKind,
+    /// Receive primitive (logp_test: -Recv, -Irecv).
+    #[arg(long, value_enum, default_value = "recv")]
+    pub recv_mode: RecvKind,
+    /// Print the saturation steps (logp_test: -verbose).
+    #[arg(long)]
+    pub verbose: bool,
+}
+
+/// The run's result (meaningful on rank 0).
+#[derive(Debug, Clone, Serialize)]
+pub struct Output {
+    pub clock_overhead_ns: f64,
+    pub g0_ns: f64,
+    pub g0_messages: u64,
+    pub rtt0_ns: f64,
+    /// L = RTT(0)/2 − g(0); `None` (unknown) when not positive.
+    #[serde(rename = "L_ns")]
+    pub l_ns: Option<f64>,
+    /// RTT(0)/2 − g(0) whatever its sign.
+    pub l_raw_ns: f64,
+    #[serde(rename = "G_ns_per_byte")]
+    pub g_ns_per_byte: f64,
+    /// The largest size measured (beyond --max-size when g was still
+    /// decreasing there).
+    pub k_max: usize,
+    pub sizes: Vec<SizeResult>,
+}
+
+fn emit(r: &SizeResult, l: Option<(f64, &str)>, sink: &mut dyn Sink) {
+    let mut remarks = r.remarks.join(" ");
+    if r.probed {
+        remarks = format!("probe {remarks}").trim().to_string();
+    }
+    if r.extended {
+        remarks = format!("{remarks} k_max extended").trim().to_string();
+    }
+    let f = |x: &Figure| (x.mean, x.lo, x.hi, x.min);
+    let ((os, os_lo, os_hi, os_min), (or, or_lo, or_hi, or_min)) = (f(&r.os), f(&r.or));
+    let (g, g_lo, g_hi, _) = f(&r.g);
+    let (rtt, rtt_lo, rtt_hi, rtt_min) = f(&r.rtt);
+    let mut json = serde_json::json!({
+        "size": r.size,
+        "os_ns": os, "os_lo_ns": os_lo, "os_hi_ns": os_hi, "os_min_ns": os_min,
+        "os_samples": r.os.samples,
+        "or_ns": or, "or_lo_ns": or_lo, "or_hi_ns": or_hi, "or_min_ns": or_min,
+        "or_samples": r.or.samples,
+        "g_ns": g, "g_lo_ns": g_lo, "g_hi_ns": g_hi,
+        "rtt_ns": rtt, "rtt_lo_ns": rtt_lo, "rtt_hi_ns": rtt_hi, "rtt_min_ns": rtt_min,
+        "samples": r.os.samples + r.or.samples,
+        "probed": r.probed,
+        "extended": r.extended,
+        "remarks": r.remarks,
+        "ops": r.ops,
+    });
+    let mut l_cell = String::new();
+    if let Some((l, why)) = l {
+        if why.is_empty() {
+            json["L_ns"] = l.into();
+            l_cell = us(l);
+        } else {
+            json["L_ns"] = serde_json::Value::Null;
+            json["L_reason"] = why.into();
+            l_cell = "unknown".into();
+        }
+    }
+    r.verdict.mark(&mut json);
+    sink.row(
+        &[
+            r.size.to_string(),
+            us(r.os.mean),
+            r.os.samples.to_string(),
+            us(r.or.mean),
+            r.or.samples.to_string(),
+            us(r.g.mean),
+            l_cell,
+            r.verdict.cell(),
+            remarks,
+        ],
+        json,
+    );
+    r.verdict.note(sink, &format!("size {}", r.size));
+}
+
+/// The sizes of the initial sweep after 0: `--min-size` when it is no
+/// power of two, the powers of two from it up to `--max-size`, and
+/// `--max-size` itself (as logp_mpi.c adds it).
+fn sweep(min_size: usize, max_size: usize) -> Vec<usize> {
+    let mut sizes = Vec::new();
+    if min_size > 0 && !min_size.is_power_of_two() {
+        sizes.push(min_size);
+    }
+    let mut k = 1usize;
+    while k <= max_size {
+        if k >= min_size {
+            sizes.push(k);
+        }
+        k *= 2;
+    }
+    if max_size > 0 && sizes.last() != Some(&max_size) {
+        sizes.push(max_size);
+    }
+    sizes
+}
+
+/// Run the method on every rank; rank 0's sink prints.
+pub fn run(
+    comm: &mut dyn Communicator,
+    args: &Args,
+    sink: &mut dyn Sink,
+) -> anyhow::Result<Output> {
+    if comm.size() < 2 {
+        bail!("logp needs at least 2 ranks (rank 0 measures, rank 1 mirrors)");
+    }
+    if !(args.eps > 0.0 && args.conf_int > 0.0 && args.conf_int < 1.0 && args.max_diff > 0.0) {
+        bail!("--eps and --max-diff must be positive and --conf-int inside (0, 1)");
+    }
+    if args.max_its == 0 {
+        bail!("--max-its must be at least 1");
+    }
+    let min_size = args.min_size.bytes();
+    let max_size = args.max_size.bytes();
+    if min_size > max_size {
+        bail!("--min-size {min_size} is above --max-size {max_size}");
+    }
+    // k_max may grow to 8× --max-size (logp_mpi.c's LOGP_MAX_BUF_EXT).
+    let limit = max_size
+        .checked_mul(8)
+        .filter(|&b| b <= 1 << 32)
+        .ok_or_else(|| anyhow::anyhow!("--max-size {max_size} is too large (at most 512 MiB)"))?;
+    let me = comm.rank();
+    let clock_ns = comm.clock().info().call_cost_ns;
+    let mut out = Output {
+        clock_overhead_ns: clock_ns,
+        g0_ns: 0.0,
+        g0_messages: 0,
+        rtt0_ns: 0.0,
+        l_ns: None,
+        l_raw_ns: 0.0,
+        g_ns_per_byte: 0.0,
+        k_max: 0,
+        sizes: Vec::new(),
+    };
+    let buf = comm.alloc(limit.max(1))?;
+    let ctrl = Ctrl::new(comm)?;
+    comm.barrier()?;
+    if me > 1 {
+        comm.barrier()?;
+        return Ok(out);
+    }
+    let mut p = Peer {
+        comm,
+        ctrl,
+        buf,
+        peer: 1 - me,
+        send: args.send_mode,
+        recv: args.recv_mode,
+        clock_ns,
+    };
+    if me == 1 {
+        p.mirror()?;
+        p.comm.barrier()?;
+        return Ok(out);
+    }
+    sink.note("rank 0 measures with peer 1; rank 1 mirrors");
+    sink.note(&format!("Clock overhead is {:.3} us", clock_ns / 1000.0));
+
+    let mut ms = Measurer {
+        p,
+        args,
+        floor_ns: 100.0 * clock_ns,
+        rtt0: Figure::default(),
+        g0: Figure::default(),
+    };
+    let g0 = ms.saturation(0, sink)?;
+    ms.g0 = g0;
+    out.g0_ns = g0.mean;
+    out.g0_messages = g0.samples as u64;
+    sink.note(&format!(
+        "g(0) = {} us from {} messages in a row",
+        us(g0.mean),
+        g0.samples
+    ));
+    sink.table(
+        &format!(
+            "LogP parameters ({:?}/{:?}), {:.0}% confidence",
+            args.send_mode,
+            args.recv_mode,
+            args.conf_int * 100.0
+        ),
+        &[
+            "size", "os[us]", "os#", "or[us]", "or#", "g[us]", "L[us]", "flag", "remarks",
+        ],
+    );
+    let mut results: BTreeMap<usize, SizeResult> = BTreeMap::new();
+    let mut r0 = ms.measure(0, sink)?;
+    ms.rtt0 = r0.rtt;
+    out.rtt0_ns = r0.rtt.mean;
+    out.l_raw_ns = r0.rtt.mean / 2.0 - g0.mean;
+    // logp_mpi.c: L not positive is unknown.
+    let l_why = if out.l_raw_ns > 0.0 {
+        out.l_ns = Some(out.l_raw_ns);
+        String::new()
+    } else {
+        format!(
+            "RTT(0)/2 = {} us is not above g(0) = {} us: L unknown",
+            us(r0.rtt.mean / 2.0),
+            us(g0.mean)
+        )
+    };
+    r0.verdict.check(l_why.is_empty(), || l_why.clone());
+    emit(&r0, Some((out.l_raw_ns, &l_why)), sink);
+    results.insert(0, r0);
+
+    for m in sweep(min_size, max_size) {
+        let r = ms.measure(m, sink)?;
+        emit(&r, None, sink);
+        results.insert(m, r);
+    }
+
+    // k_max: on while g at the largest size is still falling below the
+    // line through the two before it.
+    while let Some((next, d)) = next_k_max(&results, args.eps, limit) {
+        let top = results.keys().next_back().copied().unwrap_or(0);
+        sink.note(&format!(
+            "g({top}) is {:.1}% below the extrapolation: k_max extended to {next} (past --max-size {max_size})",
+            d * 100.0
+        ));
+        let mut r = ms.measure(next, sink)?;
+        r.extended = true;
+        emit(&r, None, sink);
+        results.insert(next, r);
+    }
+    out.k_max = results.keys().next_back().copied().unwrap_or(0);
+
+    probe_nonlinear(&mut ms, &mut results, sink, |r, s| emit(r, None, s))?;
+
+    // G: the least-squares slope of g(m) over the largest swept sizes.
+    let big: Vec<(f64, f64)> = results
+        .values()
+        .filter(|r| r.size > 0 && !r.probed)
+        .rev()
+        .take(4)
+        .map(|r| (r.size as f64, r.g.mean))
+        .collect();
+    out.g_ns_per_byte = rules::slope(&big);
+    out.sizes = results.into_values().collect();
+    ms.p.command(OP_STOP, 0, 0)?;
+    ms.p.comm.barrier()?;
+    let mut lines = vec![
+        match out.l_ns {
+            Some(l) => format!("L = RTT(0)/2 - g(0) = {} us", us(l)),
+            None => format!("L unknown: {l_why}"),
+        },
+        format!(
+            "G = {:.6} ns/byte ({} largest sizes)",
+            out.g_ns_per_byte,
+            big.len()
+        ),
+        format!(
+            "g(0) = {} us, RTT(0) = {} us",
+            us(out.g0_ns),
+            us(out.rtt0_ns)
+        ),
+    ];
+    if out.k_max > max_size {
+        lines.push(format!(
+            "k_max = {} bytes: extended past --max-size {max_size} while g(m) was still decreasing",
+            out.k_max
+        ));
+    }
+    let mut summary = serde_json::json!({
+        "L_ns": out.l_ns,
+        "L_raw_ns": out.l_raw_ns,
+        "G_ns_per_byte": out.g_ns_per_byte,
+        "g0_ns": out.g0_ns,
+        "g0_lo_ns": g0.lo,
+        "g0_hi_ns": g0.hi,
+        "g0_messages": out.g0_messages,
+        "rtt0_ns": out.rtt0_ns,
+        "clock_overhead_ns": out.clock_overhead_ns,
+        "k_max": out.k_max,
+        "k_max_extended": out.k_max > max_size,
+    });
+    if out.l_ns.is_none() {
+        summary["L_reason"] = l_why.into();
+    }
+    sink.summary(summary, &lines);
+    Ok(out)
+}
