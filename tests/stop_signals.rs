@@ -120,6 +120,7 @@ impl Drop for Job {
 #[test]
 fn a_rank_given_sigterm_unwinds_and_exits() {
     let _g = serial();
+    #[cfg_attr(not(any(feature = "ucx", feature = "ofi")), allow(unused_mut))]
     let mut cases: Vec<(&[&str], &str)> = vec![(&["--transport", "tcp"], "eager")];
     // The native path waits inside the UCX transport (trecv_wait).
     #[cfg(feature = "ucx")]

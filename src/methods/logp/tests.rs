@@ -238,6 +238,18 @@ impl Communicator for Script {
     fn op_counts(&self) -> OpCounts {
         OpCounts::default()
     }
+    fn set_bare_op(
+        &mut self,
+        _: Option<ovbench_core::engine_comm::RawOp>,
+    ) -> Result<(), TransportError> {
+        Err(TransportError::Unsupported(
+            "the script has no engine".into(),
+        ))
+    }
+    /// The script records no transfers.
+    fn drain_transfers(&mut self) -> Result<(), TransportError> {
+        Ok(())
+    }
 }
 
 #[derive(Default)]
