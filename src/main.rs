@@ -17,7 +17,13 @@ fn main() -> ExitCode {
             Some(sig) => ExitCode::from((128 + sig).clamp(0, 255) as u8),
             None => {
                 eprintln!("ovbench: error: {e:#}");
-                ExitCode::from(1)
+                // 2 for a command line that cannot run (found before any
+                // rank starts), 1 for a failure at run time.
+                if e.is::<ovbench::run::UsageError>() {
+                    ExitCode::from(2)
+                } else {
+                    ExitCode::from(1)
+                }
             }
         },
     }

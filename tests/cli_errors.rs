@@ -86,6 +86,6 @@ fn latency_needs_two_ranks() {
         &["latency", "--transport", "sim", "--np", "1", "--sizes", "8"],
         LIMIT,
     );
-    assert_eq!(r.code, Some(1), "{r:?}");
+    assert_eq!(r.code, Some(2), "{r:?}");
     assert!(r.stderr.contains("--np 2"), "{}", r.stderr);
 }

@@ -415,7 +415,7 @@ fn bcast_rank_count_default_and_check() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        !out.status.success() && err.contains("at least 3 ranks"),
+        out.status.code() == Some(2) && err.contains("at least 3 ranks"),
         "{err}"
     );
     assert!(

@@ -32,6 +32,23 @@ use crate::header::{self, RunFacts};
 use crate::methods::MethodCommand;
 use crate::output::ReportSink;
 
+/// A command line that cannot run, found before any rank starts: the
+/// process exits 2, as for the parser's own errors.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+fn usage(e: anyhow::Error) -> anyhow::Error {
+    anyhow::Error::new(UsageError(format!("{e:#}")))
+}
+
 /// Run the parsed command line; the process's exit code on success.
 pub fn run(cli: &Cli) -> Result<i32> {
     features::check(cli.common.transport)?;
@@ -43,21 +60,21 @@ pub fn run(cli: &Cli) -> Result<i32> {
         && !(cli.common.transport == TransportKind::Sim
             && matches!(cli.command, Command::Method(MethodCommand::Bcast(_))))
     {
-        bail!(
+        return Err(usage(anyhow::anyhow!(
             "a list of rank counts (--np {}) is bcast's sweep under --transport sim; give one --np here",
             nps.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
-        );
+        )));
     }
     #[cfg(feature = "sim")]
     if cli.common.transport == TransportKind::Sim {
         for &np in &nps {
-            preflight(cli, np)?;
+            preflight(cli, np).map_err(usage)?;
         }
         return sim::run(cli).map(|()| 0);
     }
     match ovbench_launcher::detect(Some(cli.np()))? {
         Role::Launcher { np } => {
-            preflight(cli, np)?;
+            preflight(cli, np).map_err(usage)?;
             launch(cli, np)
         }
         Role::Rank(env) => rank::run(env, cli).map(|()| 0),
