@@ -210,3 +210,110 @@ fn bounds_bracket_the_truth_and_are_tight_where_the_interval_is_the_transfer() {
         failed.join("\n")
     );
 }
+
+/// xfer_time is the bare operation's, timed before the run through the
+/// same communicator: under the sim rules, a single operation on an idle
+/// NIC takes o_s (the post) + L (to the target) + m·G + L (back to the
+/// initiator: a write's or send's completion, a read's data); a train of
+/// two packets starts its second injection when both the CPU (another
+/// o_s) and the NIC (max(g, m₁·G) after the first) are free.
+#[test]
+fn xfer_time_is_the_bare_operation_in_closed_form() {
+    sim_truth::over_draws(
+        "xfer_time_is_the_bare_operation_in_closed_form",
+        20,
+        31,
+        |p| {
+            let one = |m: f64| p.os() + 2.0 * p.l() + m * p.big_g();
+            let m1 = PACKET as f64;
+            let m2 = 102400.0 - m1;
+            let train = (2.0 * p.os()).max(p.os() + p.g().max(m1 * p.big_g()))
+                + 2.0 * p.l()
+                + m2 * p.big_g();
+            let frag = 128.0 * 1024.0;
+            let rest = 1048576.0 - m1;
+            let cases: [(&str, &str, Vec<(u64, f64)>); 5] = [
+                ("eager", "10K", vec![(10240, one(10240.0))]),
+                ("eager", "100K", vec![(102400, train)]),
+                ("rdma-write", "1M", vec![(1048576, one(1048576.0))]),
+                ("rdma-read", "1M", vec![(1048576, one(1048576.0))]),
+                (
+                    "pipelined",
+                    "1M",
+                    vec![
+                        (PACKET, one(m1)),
+                        (frag as u64, one(frag)),
+                        ((rest % frag) as u64, one(rest % frag)),
+                    ],
+                ),
+            ];
+            for (proto, size, want) in cases {
+                let doc = sim_truth::sim_json(
+                    "overlap",
+                    p,
+                    2,
+                    &[
+                        "--proto",
+                        proto,
+                        "--sizes",
+                        size,
+                        "--iters",
+                        "1",
+                        "--steps",
+                        "1",
+                        "--xfer-reps",
+                        "3",
+                    ],
+                );
+                let x = &doc["summary"]["xfer_time"];
+                if x["source"] != "measured" {
+                    return Err(format!("{proto} {size}: xfer_time source {}", x["source"]));
+                }
+                for (bytes, t) in want {
+                    let got = x["points"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .find(|q| q["size"].as_u64() == Some(bytes))
+                        .ok_or_else(|| {
+                            format!("{proto} {size}: no xfer_time for {bytes} B in {x}")
+                        })?;
+                    sim_truth::close(
+                        &format!("{proto} {size}: xfer_time({bytes} B)"),
+                        sim_truth::num(got, "median_ns"),
+                        t,
+                        0.001,
+                    )?;
+                }
+            }
+            Ok(())
+        },
+    );
+}
+
+/// A --xfer-table without a size the run moves is an error naming it.
+#[test]
+fn an_xfer_table_missing_a_size_is_an_error_naming_it() {
+    let path = std::env::temp_dir().join(format!("ovbench-xfer-{}.txt", std::process::id()));
+    std::fs::write(&path, "10240 3000\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ovbench"))
+        .args([
+            "overlap",
+            "--transport",
+            "sim",
+            "--proto",
+            "rdma-read",
+            "--sizes",
+            "10K,1M",
+        ])
+        .args(["--iters", "2", "--steps", "1", "--xfer-table"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    std::fs::remove_file(&path).ok();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("1048576 bytes") && err.contains("--xfer-table"),
+        "{err}"
+    );
+}

@@ -279,16 +279,25 @@ pub fn run(
             steps: Vec::new(),
         });
     }
-    sink.note(&source.describe());
-    for (side, text) in end_sources(shape.as_ref(), &comm.info().caps, &sizes) {
-        sink.note(&format!("{side}: {text}"));
-    }
-    for p in &source.points {
-        sink.note(&format!(
+    let ends = end_sources(shape.as_ref(), &comm.info().caps, &sizes);
+    let mut lines = vec![source.describe()];
+    lines.extend(source.points.iter().map(|p| {
+        format!(
             "xfer_time({} B) = {:.1} ns ({}, {} samples)",
             p.size, p.median_ns, p.op, p.samples
-        ));
-    }
+        )
+    }));
+    lines.extend(ends.iter().map(|(side, text)| format!("{side}: {text}")));
+    sink.summary(
+        serde_json::json!({
+            "xfer_time": source,
+            "xfer_events": ends
+                .iter()
+                .map(|(side, text)| serde_json::json!({"side": side, "source": text}))
+                .collect::<Vec<_>>(),
+        }),
+        &lines,
+    );
     // Recording is switched on for each step's loop only, so the control
     // messages between steps never count as transfers.
     comm.enable_instrumentation(table.clone())
