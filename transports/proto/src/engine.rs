@@ -295,9 +295,8 @@ impl Engine {
         }
     }
 
-    /// Run later messages under `p` (the overlap method times the bare
-    /// operation of a protocol through the same engine). Only between
-    /// messages: with a request in flight it is refused.
+    /// Run later messages under `p` (xfer_time times the bare operations
+    /// through the same engine); refused with a request in flight.
     pub fn set_protocol(&mut self, p: Protocol) -> Result<(), ProtoError> {
         if self.in_flight() != 0 {
             return Err(ProtoError::Invalid(format!(
@@ -632,11 +631,8 @@ impl Engine {
         self.flush_raw();
     }
 
-    /// Whether a data-moving operation (an eager packet, a write, a read)
-    /// is posted and not yet complete. A request can finish before its
-    /// operation does — an eager send once its payload is copied — and the
-    /// overlap method waits for these at the end of each step so that
-    /// every transfer's END lands in the step that began it.
+    /// Whether a data operation (eager packet, write, read) is posted and
+    /// not complete: an eager send's request finishes before its packet.
     pub fn data_ops_open(&self) -> bool {
         self.ctxs.values().any(|u| {
             matches!(
