@@ -211,6 +211,9 @@ fn bounds_bracket_the_truth_and_are_tight_where_the_interval_is_the_transfer() {
     );
 }
 
+/// A protocol, a size, and the xfer_time points (bytes, ns) it must show.
+type Case<'a> = (&'a str, &'a str, Vec<(u64, f64)>);
+
 /// xfer_time is the bare operation's, timed before the run through the
 /// same communicator: under the sim rules, a single operation on an idle
 /// NIC takes o_s (the post) + L (to the target) + m·G + L (back to the
@@ -232,7 +235,7 @@ fn xfer_time_is_the_bare_operation_in_closed_form() {
                 + m2 * p.big_g();
             let frag = 128.0 * 1024.0;
             let rest = 1048576.0 - m1;
-            let cases: [(&str, &str, Vec<(u64, f64)>); 5] = [
+            let cases: [Case; 5] = [
                 ("eager", "10K", vec![(10240, one(10240.0))]),
                 ("eager", "100K", vec![(102400, train)]),
                 ("rdma-write", "1M", vec![(1048576, one(1048576.0))]),
