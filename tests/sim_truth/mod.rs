@@ -39,11 +39,17 @@ impl LogGp {
         self.big_g_fs as f64 / 1e6
     }
 
-    /// The `--sim` argument: these parameters, polling progress, no jitter.
+    /// The `--sim` argument: these parameters, polling progress, no jitter
+    /// (G in picoseconds with three decimals: the parser has no `fs`).
     pub fn sim_arg(&self) -> String {
         format!(
-            "L={}ps,os={}ps,or={}ps,g={}ps,G={}fs,jitter=0ps,progress=poll",
-            self.l_ps, self.os_ps, self.or_ps, self.g_ps, self.big_g_fs
+            "L={}ps,os={}ps,or={}ps,g={}ps,G={}.{:03}ps,jitter=0ps,progress=poll",
+            self.l_ps,
+            self.os_ps,
+            self.or_ps,
+            self.g_ps,
+            self.big_g_fs / 1000,
+            self.big_g_fs % 1000
         )
     }
 }
@@ -92,7 +98,12 @@ pub fn seed(default: u64) -> u64 {
 /// Check `f` over `n` parameter sets drawn from `seed`; every failure is
 /// collected and the test fails naming the seed, the set and the reason,
 /// with the command line that replays it.
-pub fn over_draws(test: &str, n: usize, default_seed: u64, f: impl Fn(&LogGp) -> Result<(), String>) {
+pub fn over_draws(
+    test: &str,
+    n: usize,
+    default_seed: u64,
+    f: impl Fn(&LogGp) -> Result<(), String>,
+) {
     let s = seed(default_seed);
     let mut d = Draw::new(s);
     let mut failed = Vec::new();
@@ -139,7 +150,8 @@ pub fn ovbench_json(args: &[&str]) -> serde_json::Value {
         out.status.code(),
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("JSON of ovbench {}: {e}", args.join(" ")))
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("JSON of ovbench {}: {e}", args.join(" ")))
 }
 
 /// `ovbench CMD --transport sim --sim P ARGS`, its JSON.

@@ -42,7 +42,7 @@ pub struct Run {
 impl Run {
     /// What makes this measurement impossible (empty when possible).
     pub fn problems(&self) -> Vec<String> {
-        problems(self.overhead_ns, self.avail_pct, self.base_ns)
+        problems(self.overhead_ns, self.avail_pct, self.base_ns, self.work_ns)
     }
 }
 

@@ -186,6 +186,8 @@ pub fn run(
     let cpus = crate::env::core_map().len();
     let load_start = load1();
     let level = coverage(args.repeats as usize);
+    let virtual_clock = comm.clock().info().source == "virtual";
+    let cause = rules::likely_cause(virtual_clock, load_start, cpus, n);
 
     if !args.nohdr {
         header(comm, args, sink, direction, half, load_start, cpus, level);
@@ -265,7 +267,7 @@ pub fn run(
             }
             runs.push(r);
         }
-        let res = summarize(size, iters, runs, rejected, load_start, cpus, n);
+        let res = summarize(size, iters, runs, rejected, &cause);
         if args.verbose {
             sink.table(&format!("{direction} overhead"), &columns);
         }
@@ -330,9 +332,7 @@ fn summarize(
     iters: u64,
     runs: Vec<Run>,
     rejected: Vec<Run>,
-    load: Option<f64>,
-    cpus: usize,
-    ranks: u32,
+    cause: &str,
 ) -> SizeResult {
     let of = |f: fn(&Run) -> f64| Spread::of(&runs.iter().map(f).collect::<Vec<_>>());
     let (overhead, avail, base) = (
@@ -341,7 +341,7 @@ fn summarize(
         of(|r| r.base_ns),
     );
     let per: Vec<Vec<String>> = runs.iter().map(Run::problems).collect();
-    let verdict = rules::verdict(&per, RETRIES, &rules::likely_cause(load, cpus, ranks));
+    let verdict = rules::verdict(&per, RETRIES, cause);
     SizeResult {
         size,
         iterations: iters,
