@@ -169,8 +169,8 @@ fn check(p: &LogGp, recv: bool) -> Result<(), String> {
             if recv { "o_r" } else { "o_s" }
         ));
     }
-    // The loop's start is a transient the iterations average out.
-    close("base_t", num(row, "base_ns"), base, 0.004)?;
+    // Exact in steady state; near the knee the loop settles slowly.
+    close("base_t", num(row, "base_ns"), base, 0.001)?;
     close("base_t (small work)", num(row, "base_ns"), m.base0(), 0.025)?;
     close("iter_t", num(row, "iter_ns"), m.iter_t(w as f64), 0.002)?;
     close("work_t", num(row, "work_ns"), m.work_t(w as f64), 0.002)?;

@@ -143,6 +143,11 @@ impl Loop<'_> {
         // This rank's final (iter_t, work) once it crossed thresh·base_t.
         let mut done: Option<(f64, u64, OpCounts)> = None;
         let mut steps = Vec::new();
+        // A whole untimed loop first (not in the original): the first
+        // sample seeds base_t's filter, and a cold one (first
+        // registrations, socket buffers still growing) would inflate
+        // base_t for the rest of the measurement.
+        self.messaging(size, iters, work)?;
         loop {
             let (iter_t, ops) = self.messaging(size, iters, work)?;
             if done.is_none() && self.measuring {

@@ -23,7 +23,8 @@
 //! its receive; with `--recv` the measuring rank posts its receive before
 //! the barrier and the partner sends with a blocking send. Each timed loop
 //! is preceded by one untimed iteration of itself, so it starts in the
-//! steady state it ends in.
+//! steady state it ends in, and each measurement by one untimed loop at
+//! work 1, so the sample that seeds base_t's filter is not a cold one.
 //!
 //! Beyond the original: the whole measurement is repeated (`--repeats`,
 //! default 5) and reported as the median with the min–max of the repeats;
@@ -275,7 +276,12 @@ pub fn run(
         out.sizes.push(res);
     }
     lp.comm.barrier().context("final barrier")?;
-    sink.summary(serde_json::json!({ "load1_end": load1() }), &[]);
+    let end = load1();
+    let line = match (end, args.nohdr) {
+        (Some(l), false) => vec![format!("load average (1 min) at end: {l:.2}")],
+        _ => vec![],
+    };
+    sink.summary(serde_json::json!({ "load1_end": end }), &line);
     Ok(out)
 }
 
