@@ -63,7 +63,15 @@ fn finite(v: &serde_json::Value, key: &str) -> f64 {
 
 #[test]
 fn overhead_over_tcp() {
-    let (stdout, doc) = ovbench(&["overhead", "--sizes", "8,4K", "--iterations", "50"]);
+    let (stdout, doc) = ovbench(&[
+        "overhead",
+        "--sizes",
+        "8,4K",
+        "--iterations",
+        "50",
+        "--repeats",
+        "2",
+    ]);
     for col in [
         "msgsize",
         "iterations",
@@ -72,16 +80,24 @@ fn overhead_over_tcp() {
         "overhead",
         "base_t",
         "avail(%)",
+        "flag",
     ] {
         assert!(stdout.contains(col), "{col} missing:\n{stdout}");
     }
+    assert!(stdout.contains("load average (1 min)"), "{stdout}");
     let r = rows(&doc, 0);
     assert_eq!(r.len(), 2);
     for row in &r {
         assert!(finite(row, "iter_ns") > 0.0 && finite(row, "base_ns") > 0.0);
-        finite(row, "overhead_ns");
-        finite(row, "avail_pct");
+        let o = finite(row, "overhead_ns");
+        let a = finite(row, "avail_pct");
+        assert!(finite(row, "overhead_lo_ns") <= o && o <= finite(row, "overhead_hi_ns"));
         assert_eq!(row["samples"], 50);
+        assert_eq!(row["runs"].as_array().map(Vec::len), Some(2));
+        // Timings on a shared loopback are noise: an impossible figure may
+        // occur, but never unflagged.
+        let valid = row["valid"].as_bool().expect("valid");
+        assert!(!valid || (o >= 0.0 && (0.0..=100.0).contains(&a)), "{row}");
     }
     assert_eq!(r[1]["size"], 4096);
 }

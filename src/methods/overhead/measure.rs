@@ -1,0 +1,204 @@
+//! One whole measurement of one message size: the post-work-wait loop with
+//! work doubling from 1 until `iter_t > thresh·base_t`, then the same loop
+//! without messaging (`work_t`). Loop shape and partner roles follow
+//! Sandia SMB's mpi_overhead.c.
+
+use anyhow::bail;
+use ovbench_core::{Buf, Communicator, OpCounts, Rank, Tag};
+use serde::Serialize;
+
+use super::rules::{problems, BaseFilter};
+use crate::methods::common::{ns, us, Ctrl};
+use crate::report::Sink;
+
+const TAG_DATA: Tag = 0x4f56_0101;
+/// Work never doubles past this (2^40 units); reaching it is an error.
+const MAX_WORK: u64 = 1 << 40;
+
+/// One work value of the doubling loop (the `--verbose` rows).
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkStep {
+    pub work: u64,
+    pub iter_ns: f64,
+    pub base_ns: f64,
+}
+
+/// One whole measurement (one repeat) of one size.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Run {
+    /// Work units of the last loop, the one that crossed thresh·base_t.
+    pub work: u64,
+    pub iter_ns: f64,
+    pub work_ns: f64,
+    pub overhead_ns: f64,
+    pub base_ns: f64,
+    pub avail_pct: f64,
+    /// Operations this rank posted in the final messaging loop.
+    pub ops: OpCounts,
+    #[serde(skip)]
+    pub steps: Vec<WorkStep>,
+}
+
+impl Run {
+    /// What makes this measurement impossible (empty when possible).
+    pub fn problems(&self) -> Vec<String> {
+        problems(self.overhead_ns, self.avail_pct, self.base_ns, self.work_ns)
+    }
+}
+
+/// The loop's fixed parts for one rank.
+pub(crate) struct Loop<'a> {
+    pub comm: &'a mut dyn Communicator,
+    pub ctrl: Ctrl,
+    pub buf: Buf,
+    pub partner: Rank,
+    pub measuring: bool,
+    pub recv_mode: bool,
+    pub thresh: f64,
+    pub bthresh: f64,
+}
+
+impl Loop<'_> {
+    /// `iters` post-work-wait iterations with `work` units, timed whole,
+    /// barrier included (the original's timed loop).
+    fn messaging(&mut self, size: usize, iters: u64, work: u64) -> anyhow::Result<(f64, OpCounts)> {
+        let c = &mut *self.comm;
+        let (buf, p) = (self.buf, self.partner);
+        let mut before = c.op_counts();
+        let mut t0 = c.now();
+        // One untimed iteration first, so the timed loop starts in the
+        // steady state it ends in (the partner's messages of the previous
+        // iteration already in flight).
+        for i in 0..=iters {
+            if i == 1 {
+                before = c.op_counts();
+                t0 = c.now();
+            }
+            match (self.measuring, self.recv_mode) {
+                (true, false) => {
+                    c.barrier()?;
+                    let r = c.isend(buf, 0, size, p, TAG_DATA)?;
+                    c.work(work);
+                    c.wait(r)?;
+                }
+                (false, false) => {
+                    let r = c.irecv(buf, 0, size, Some(p), Some(TAG_DATA))?;
+                    c.barrier()?;
+                    c.wait(r)?;
+                }
+                (true, true) => {
+                    let r = c.irecv(buf, 0, size, Some(p), Some(TAG_DATA))?;
+                    c.barrier()?;
+                    c.work(work);
+                    c.wait(r)?;
+                }
+                (false, true) => {
+                    c.barrier()?;
+                    c.send(buf, 0, size, p, TAG_DATA)?;
+                }
+            }
+        }
+        let t1 = c.now();
+        Ok((ns(c, t1 - t0) / iters as f64, c.op_counts().since(&before)))
+    }
+
+    /// The same loop without messaging: barrier and work only.
+    fn work_only(&mut self, iters: u64, work: u64) -> anyhow::Result<f64> {
+        let c = &mut *self.comm;
+        let mut t0 = c.now();
+        for i in 0..=iters {
+            if i == 1 {
+                t0 = c.now();
+            }
+            c.barrier()?;
+            if self.measuring {
+                c.work(work);
+            }
+        }
+        let t1 = c.now();
+        Ok(ns(c, t1 - t0) / iters as f64)
+    }
+
+    /// Whether `flag` holds on every rank (gathered at rank 0, which
+    /// sends the verdict back; outside every timed loop).
+    pub(crate) fn all(&mut self, flag: bool) -> anyhow::Result<bool> {
+        let gathered = self.ctrl.gather(self.comm, f64::from(u8::from(flag)))?;
+        let verdict = gathered.map(|v| u64::from(v.iter().all(|&f| f != 0.0)));
+        let w = self.ctrl.bcast(self.comm, &[verdict.unwrap_or(0)])?;
+        Ok(w.first().copied().unwrap_or(0) != 0)
+    }
+
+    /// One whole measurement of `size`. Rows per work value go to `sink`
+    /// when `verbose` (its table already started). The partner's `Run`
+    /// is empty.
+    pub(crate) fn measure(
+        &mut self,
+        size: usize,
+        iters: u64,
+        verbose: bool,
+        sink: &mut dyn Sink,
+    ) -> anyhow::Result<Run> {
+        let mut work = 1u64;
+        let mut filter = BaseFilter::new(self.thresh, self.bthresh);
+        // This rank's final (iter_t, work) once it crossed thresh·base_t.
+        let mut done: Option<(f64, u64, OpCounts)> = None;
+        let mut steps = Vec::new();
+        // A whole untimed loop first (not in the original): the first
+        // sample seeds base_t's filter, and a cold one (first
+        // registrations, socket buffers still growing) would inflate
+        // base_t for the rest of the measurement.
+        self.messaging(size, iters, work)?;
+        loop {
+            let (iter_t, ops) = self.messaging(size, iters, work)?;
+            if done.is_none() && self.measuring {
+                let stop = filter.offer(iter_t);
+                let base = filter.base();
+                steps.push(WorkStep {
+                    work,
+                    iter_ns: iter_t,
+                    base_ns: base,
+                });
+                if verbose {
+                    sink.row(
+                        &[work.to_string(), us(iter_t), us(base)],
+                        serde_json::json!({
+                            "size": size, "work": work, "iter_ns": iter_t, "base_ns": base,
+                        }),
+                    );
+                }
+                if stop {
+                    done = Some((iter_t, work, ops));
+                }
+            }
+            // Every pair runs the same number of barriers: continue until
+            // all measuring ranks are done (rank 0 decides, outside timing).
+            if self.all(!self.measuring || done.is_some())? {
+                break;
+            }
+            if work >= MAX_WORK {
+                bail!(
+                    "msgsize {size}: iter_t never exceeded {}·base_t up to {MAX_WORK} work units; raise --iterations or lower --thresh",
+                    self.thresh
+                );
+            }
+            work *= 2;
+        }
+        let (iter_t, my_work, ops) = done.unwrap_or_default();
+        let work_t = self.work_only(iters, my_work)?;
+        if !self.measuring {
+            return Ok(Run::default());
+        }
+        let base = filter.base();
+        let overhead = iter_t - work_t;
+        Ok(Run {
+            work: my_work,
+            iter_ns: iter_t,
+            work_ns: work_t,
+            overhead_ns: overhead,
+            base_ns: base,
+            avail_pct: 100.0 * (1.0 - overhead / base),
+            ops,
+            steps,
+        })
+    }
+}
