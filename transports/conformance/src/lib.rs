@@ -36,6 +36,11 @@
 //!   [`post_send_inline`](Transport::post_send_inline) or
 //!   [`tsend_inline`](Transport::tsend_inline)) never completes
 //!   through `poll`, and one in flight (`Ok(false)`) completes once;
+//! * every posted send is reported exactly once, inside the call or by a
+//!   later poll, and a completion the transport stamps
+//!   ([`completion_time`](Transport::completion_time)) is not stamped
+//!   later than the poll that returned it (what the overlap method's
+//!   XFER_END relies on: [`send_completions_reported`]);
 //! * a [`trecv_wait`](Transport::trecv_wait) is `Unsupported`, or
 //!   receives, times out, withdraws and refuses truncation without ever
 //!   queueing a completion;
@@ -124,7 +129,7 @@ macro_rules! conformance_tests {
             out_of_range_rejected, deregistered_key_rejected, garbled_key_rejected,
             many_outstanding, key_through_the_wire, block_returns_when_ready,
             tagged_or_unsupported, inline_send_contract, inline_tsend_contract,
-            trecv_wait_contract, arrivals_contract,
+            send_completions_reported, trecv_wait_contract, arrivals_contract,
             peer_dropped_reported);
     };
     (@consts; $($name:ident),* $(,)?) => {

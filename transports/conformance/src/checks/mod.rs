@@ -2,6 +2,7 @@
 //! they share.
 
 mod arrivals;
+mod completion;
 mod endpoint;
 mod inline;
 mod messages;
@@ -11,6 +12,7 @@ mod rma;
 mod wait;
 
 pub use arrivals::arrivals_contract;
+pub use completion::send_completions_reported;
 pub use endpoint::{identity_and_caps, regions};
 pub use inline::{inline_send_contract, inline_tsend_contract};
 pub use messages::{
