@@ -11,7 +11,7 @@ fn main() -> ExitCode {
     ovbench::env::fabric_env();
     match ovbench::run::run(&cli) {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
-        Err(e) => match ovbench_core::stop::requested() {
+        Err(e) => match ovbench_launcher::signals::requested() {
             // Asked to stop by a signal: the launcher (or the user) already
             // said why; exit as the signal would have, after the cleanup.
             Some(sig) => ExitCode::from((128 + sig).clamp(0, 255) as u8),

@@ -7,6 +7,8 @@
 //!   every rank down when one fails.
 //! - [`Bootstrap`] is a rank's client of that service: put/get, barrier and
 //!   allgather, used to exchange transport addresses.
+//! - [`signals`] turns a rank's SIGTERM, SIGINT and SIGHUP into a stop
+//!   request its wait loops honour, and says which signal came.
 //!
 //! The environment variables involved are listed in [`role`].
 //!
@@ -48,6 +50,7 @@ mod pinning;
 pub mod role;
 mod secret;
 mod service;
+pub mod signals;
 mod spawn;
 mod wire;
 

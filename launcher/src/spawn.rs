@@ -28,6 +28,7 @@ use nix::unistd::Pid;
 use crate::output::{drain, forward, Sink};
 use crate::pinning::plan_pinning;
 use crate::service::Service;
+use crate::signals::ignored;
 
 /// How [`launch_local`] runs the job.
 #[derive(Clone, Debug)]
@@ -174,22 +175,12 @@ fn watched_signals() -> SigSet {
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGCHLD);
     for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        if !ignored(s) {
+        // A disposition that cannot be read is taken as not ignored.
+        if !ignored(s).unwrap_or(false) {
             mask.add(s);
         }
     }
     mask
-}
-
-/// Whether `sig`'s disposition is SIG_IGN.
-fn ignored(sig: Signal) -> bool {
-    // SAFETY: with a null new action, sigaction only writes the current
-    // one into `old`, a valid zeroed struct.
-    unsafe {
-        let mut old: nix::libc::sigaction = std::mem::zeroed();
-        nix::libc::sigaction(sig as i32, std::ptr::null(), &mut old) == 0
-            && old.sa_sigaction == nix::libc::SIG_IGN
-    }
 }
 
 /// Restores the signal mask [`launch_local`] found.

@@ -34,7 +34,7 @@ pub fn run(env: RankEnv, cli: &Cli) -> Result<()> {
     // library, where no stop request is seen: those ranks keep dying on
     // the signal.
     if common.transport != TransportKind::Mpi {
-        ovbench_core::stop::catch()
+        ovbench_launcher::signals::catch()
             .with_context(|| format!("rank {rank}: catching SIGTERM, SIGINT and SIGHUP"))?;
     }
     let boot = Bootstrap::connect(&env, timeout)

@@ -5,7 +5,8 @@
 //! transport-owned pre-posted buffers, one-sided write/read against a
 //! peer's [`RemoteKey`], and non-blocking completion polling. Every fabric
 //! crate (tcp, verbs, ucx, ofi, mpi, sim) implements it, and every one runs
-//! the generic [`conformance`] suite.
+//! the generic conformance suite of the `ovbench-conformance` crate (a
+//! dev-dependency only: no test harness is compiled into this crate).
 //!
 //! Layer 3 is the [`Communicator`]: the point-to-point API every method in
 //! `src/` is written against, plus the clock and work loop, so that under
@@ -34,7 +35,6 @@ mod caps;
 pub mod clock;
 pub mod clock_sync;
 mod comm;
-pub mod conformance;
 pub mod engine_comm;
 mod error;
 pub mod fabric;

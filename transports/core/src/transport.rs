@@ -1,7 +1,7 @@
 //! The transport contract (DESIGN.md § Layers 1).
 //!
-//! Semantics every implementation must honour — the [`crate::conformance`]
-//! suite checks each one:
+//! Semantics every implementation must honour — the conformance suite
+//! (the `ovbench-conformance` crate) checks each one:
 //!
 //! * **Memory** is allocated by the transport ([`Transport::alloc`]) so it
 //!   can be pinned, registered and reached by a progress thread; callers

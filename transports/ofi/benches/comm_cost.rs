@@ -1,10 +1,10 @@
 //! What ovbench's own eager protocol adds to a small message over a
 //! libfabric provider, against its tagged messages (see
-//! `ovbench_core::fabric::comm_cost`).
+//! `ovbench_conformance::comm_cost`).
 //!
 //! `cargo bench -p ovbench-ofi --bench comm_cost [-- provider]` (default shm)
 
-use ovbench_core::fabric::comm_cost;
+use ovbench_conformance::comm_cost;
 use ovbench_core::Progress;
 use ovbench_ofi::{OfiOptions, OfiTransport};
 

@@ -9,7 +9,7 @@ use ovbench_core::Transport;
 use ovbench_ofi::{OfiOptions, OfiTransport};
 
 fn main() {
-    ovbench_core::fabric::pingpong::main("ofi", "shm", |r, tls| {
+    ovbench_conformance::pingpong::main("ofi", "shm", |r, tls| {
         let opts = OfiOptions {
             provider: tls.into(),
             ..OfiOptions::default()

@@ -2,7 +2,7 @@
 //! tcp;ofi_rxm and shm, three ranks over tcp;ofi_rxm, and tcp;ofi_rxm with
 //! a progress thread.
 
-use ovbench_core::conformance::Endpoints;
+use ovbench_conformance::Endpoints;
 use ovbench_core::{Progress, Transport};
 use ovbench_ofi::{OfiOptions, OfiTransport};
 
@@ -43,10 +43,10 @@ fn shm(n: u32) -> Endpoints {
 }
 
 mod tcp_2 {
-    ovbench_core::conformance_tests!(super::tcp, 2);
+    ovbench_conformance::conformance_tests!(super::tcp, 2);
 }
 mod tcp_3 {
-    ovbench_core::conformance_tests!(super::tcp, 3);
+    ovbench_conformance::conformance_tests!(super::tcp, 3);
 }
 /// Every check but `peer_dropped_reported`: in one process, shm maps each
 /// peer's region into the same address space, and a dropped rank unmaps
@@ -54,7 +54,7 @@ mod tcp_3 {
 /// processes (a real run) each rank keeps its own mapping; shm has no
 /// peer-failure detection, so the caller's deadline reports a dead peer.
 mod shm_2 {
-    ovbench_core::conformance_tests!(@each super::shm, 2;
+    ovbench_conformance::conformance_tests!(@each super::shm, 2;
         identity_and_caps, regions, send_order_and_max_size, zero_length_messages,
         oversize_send_rejected, write_visible_on_completion, read_returns_target_bytes,
         out_of_range_rejected, deregistered_key_rejected, garbled_key_rejected,
@@ -64,9 +64,9 @@ mod shm_2 {
 }
 /// With a progress thread sleeping on the completion queue's fd.
 mod tcp_thread_2 {
-    ovbench_core::conformance_tests!(super::tcp_thread, 2);
+    ovbench_conformance::conformance_tests!(super::tcp_thread, 2);
 }
 /// The sockets provider (threads of its own, automatic progress).
 mod sockets_2 {
-    ovbench_core::conformance_tests!(super::sockets, 2);
+    ovbench_conformance::conformance_tests!(super::sockets, 2);
 }

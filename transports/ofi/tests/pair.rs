@@ -2,7 +2,7 @@
 //! tcp;ofi_rxm, shm and sockets: messages, ordering, one-sided visibility,
 //! key checks and the native tagged path with wildcards.
 
-use ovbench_core::fabric::pair::{self, one_at_a_time};
+use ovbench_conformance::pair::{self, one_at_a_time};
 use ovbench_core::{Progress, RmaProgress, Transport};
 use ovbench_ofi::{OfiOptions, OfiTransport};
 

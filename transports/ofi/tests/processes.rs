@@ -5,7 +5,7 @@
 //! within 5 s, naming it (libfabric itself says nothing; the transport
 //! watches the peer's pid).
 
-use ovbench_core::fabric::processes;
+use ovbench_conformance::processes;
 use ovbench_core::Transport;
 use ovbench_ofi::{OfiOptions, OfiTransport};
 

@@ -18,12 +18,12 @@ mod offloaded {
     fn make(n: u32) -> Vec<Box<dyn ovbench_core::Transport>> {
         super::make("", n)
     }
-    ovbench_core::conformance_tests!(make, 3);
+    ovbench_conformance::conformance_tests!(make, 3);
 }
 
 mod target_progress {
     fn make(n: u32) -> Vec<Box<dyn ovbench_core::Transport>> {
         super::make("offload=no,jitter=300ns,seed=3", n)
     }
-    ovbench_core::conformance_tests!(make, 2);
+    ovbench_conformance::conformance_tests!(make, 2);
 }

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use ovbench_core::conformance::connect_all;
+use ovbench_conformance::connect_all;
 use ovbench_core::{Completion, Progress, Rank, Transport};
 use ovbench_tcp::{TcpOptions, TcpTransport};
 

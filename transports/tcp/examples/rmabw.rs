@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ovbench_core::conformance::connect_all;
+use ovbench_conformance::connect_all;
 use ovbench_core::{Completion, LocalSlice, Progress, Transport};
 use ovbench_tcp::{TcpOptions, TcpTransport};
 

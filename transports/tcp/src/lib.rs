@@ -10,7 +10,8 @@
 //! the application computes.
 //!
 //! ```
-//! use ovbench_core::{conformance::connect_all, Completion, Transport};
+//! use ovbench_conformance::connect_all; // a test helper (dev-dependency)
+//! use ovbench_core::{Completion, Transport};
 //! use ovbench_tcp::{TcpOptions, TcpTransport};
 //!
 //! // Two ranks in one process; across processes, exchange `address()`

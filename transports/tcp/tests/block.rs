@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use ovbench_core::conformance::{connect_all, Endpoints};
+use ovbench_conformance::{connect_all, Endpoints};
 use ovbench_core::{Completion, Progress, Transport};
 use ovbench_tcp::{TcpOptions, TcpTransport};
 

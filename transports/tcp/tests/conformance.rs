@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ovbench_core::conformance::Endpoints;
+use ovbench_conformance::Endpoints;
 use ovbench_core::{Progress, Transport};
 use ovbench_tcp::{TcpOptions, TcpTransport};
 
@@ -30,31 +30,31 @@ fn thread(n: u32) -> Endpoints {
 }
 
 mod poll_2 {
-    ovbench_core::conformance_tests!(super::poll, 2);
+    ovbench_conformance::conformance_tests!(super::poll, 2);
 }
 mod poll_3 {
-    ovbench_core::conformance_tests!(super::poll, 3);
+    ovbench_conformance::conformance_tests!(super::poll, 3);
 }
 /// Five ranks: four live peers each, so progress goes through epoll.
 mod poll_5 {
-    ovbench_core::conformance_tests!(super::poll, 5);
+    ovbench_conformance::conformance_tests!(super::poll, 5);
 }
 mod thread_2 {
-    ovbench_core::conformance_tests!(super::thread, 2);
+    ovbench_conformance::conformance_tests!(super::thread, 2);
 }
 mod thread_3 {
-    ovbench_core::conformance_tests!(super::thread, 3);
+    ovbench_conformance::conformance_tests!(super::thread, 3);
 }
 
 mod thread_5 {
-    ovbench_core::conformance_tests!(super::thread, 5);
+    ovbench_conformance::conformance_tests!(super::thread, 5);
 }
 
 /// `run_all` reports every check, so a new transport can print a table.
 #[test]
 fn run_all_reports_every_check() {
-    let results = ovbench_core::conformance::run_all(&poll, 2);
-    assert_eq!(results.len(), ovbench_core::conformance::CHECKS.len());
+    let results = ovbench_conformance::run_all(&poll, 2);
+    assert_eq!(results.len(), ovbench_conformance::CHECKS.len());
     for (name, r) in results {
         assert!(r.is_ok(), "{name}: {r:?}");
     }

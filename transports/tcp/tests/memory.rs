@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use ovbench_core::conformance::{connect_all, Endpoints};
+use ovbench_conformance::{connect_all, Endpoints};
 use ovbench_core::{Completion, LocalSlice, Transport};
 use ovbench_tcp::{TcpOptions, TcpTransport};
 

@@ -1,10 +1,10 @@
 //! What ovbench's own eager protocol adds to a small message over UCX
 //! shared memory, against UCX's tag protocol (see
-//! `ovbench_core::fabric::comm_cost`).
+//! `ovbench_conformance::comm_cost`).
 //!
 //! `cargo bench -p ovbench-ucx --bench comm_cost [-- tls]` (default posix)
 
-use ovbench_core::fabric::comm_cost;
+use ovbench_conformance::comm_cost;
 use ovbench_core::Progress;
 use ovbench_ucx::{UcxOptions, UcxTransport};
 

@@ -9,7 +9,7 @@ use ovbench_core::{Progress, Transport};
 use ovbench_ucx::{UcxOptions, UcxTransport};
 
 fn main() {
-    ovbench_core::fabric::pingpong::main("ucx", "posix", |r, tls| {
+    ovbench_conformance::pingpong::main("ucx", "posix", |r, tls| {
         let opts = UcxOptions {
             tls: Some(tls.into()),
             net_devices: None,

@@ -3,7 +3,7 @@
 //! thread. posix and shm skip `peer_dropped_reported` (one process cannot
 //! drop a shared-memory rank safely; tests/processes.rs covers it).
 
-use ovbench_core::conformance::Endpoints;
+use ovbench_conformance::Endpoints;
 use ovbench_core::{Progress, Transport};
 use ovbench_ucx::{UcxOptions, UcxTransport};
 
@@ -43,10 +43,10 @@ fn shm(n: u32) -> Endpoints {
 }
 
 mod tcp_2 {
-    ovbench_core::conformance_tests!(super::tcp, 2);
+    ovbench_conformance::conformance_tests!(super::tcp, 2);
 }
 mod tcp_3 {
-    ovbench_core::conformance_tests!(super::tcp, 3);
+    ovbench_conformance::conformance_tests!(super::tcp, 3);
 }
 // posix and shm run every check but `peer_dropped_reported`. In one
 // process the dropped rank's shared-memory segments are gone under the
@@ -63,7 +63,7 @@ mod tcp_3 {
 // survivor reports it (by the pid watch) within 5 s.
 macro_rules! shm_lane_checks {
     ($make:expr) => {
-        ovbench_core::conformance_tests!(@each $make, 2;
+        ovbench_conformance::conformance_tests!(@each $make, 2;
             identity_and_caps, regions, send_order_and_max_size, zero_length_messages,
             oversize_send_rejected, write_visible_on_completion, read_returns_target_bytes,
             out_of_range_rejected, deregistered_key_rejected, garbled_key_rejected,
@@ -82,5 +82,5 @@ mod shm_2 {
 }
 /// With a progress thread blocked on the worker's event fd.
 mod tcp_thread_2 {
-    ovbench_core::conformance_tests!(super::tcp_thread, 2);
+    ovbench_conformance::conformance_tests!(super::tcp_thread, 2);
 }

@@ -2,7 +2,7 @@
 //! posix and shm: messages, ordering, one-sided visibility, key checks and
 //! the native tag path with wildcards.
 
-use ovbench_core::fabric::pair::{self, one_at_a_time};
+use ovbench_conformance::pair::{self, one_at_a_time};
 use ovbench_core::{Progress, RmaProgress, Transport};
 use ovbench_ucx::{UcxOptions, UcxTransport};
 

@@ -5,7 +5,7 @@
 //! 5 s, naming it (over tcp by UCX's peer-failure mode or the pid watch,
 //! over shared memory by the pid watch alone).
 
-use ovbench_core::fabric::processes;
+use ovbench_conformance::processes;
 use ovbench_core::{Progress, Transport};
 use ovbench_ucx::{UcxOptions, UcxTransport};
 

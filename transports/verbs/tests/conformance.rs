@@ -1,10 +1,10 @@
-//! The contract's conformance suite (ovbench_core::conformance) on real
+//! The contract's conformance suite (ovbench_conformance) on real
 //! verbs: 2 and 3 ranks in one process over one device (rxe loops the
 //! traffic back), with the extended and the classic CQ.
 
 mod common;
 
-use ovbench_core::conformance;
+use ovbench_conformance as conformance;
 use ovbench_verbs::VerbsOptions;
 
 fn run(name: &str, size: u32, opts: VerbsOptions) {

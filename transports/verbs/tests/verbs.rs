@@ -6,7 +6,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use ovbench_core::{conformance::connect_all, Completion, LocalSlice, OpKind, Transport};
+use ovbench_conformance::connect_all;
+use ovbench_core::{Completion, LocalSlice, OpKind, Transport};
 use ovbench_verbs::{DeviceList, VerbsOptions, VerbsTransport};
 
 #[test]

@@ -1,21 +1,11 @@
-//! Transport-independent pieces shared by the fabric crates (UCX,
-//! libfabric).
-//!
-//! - Run time: the sealed-key envelope ([`seal`]), the same-host
-//!   peer-process watch ([`peer_watch`]) and the region/registration
-//!   tables ([`regions`]). All safe code; what touches raw memory or the
-//!   libraries stays in the fabric crate.
-//! - Tests and examples, generic over [`Transport`](crate::Transport) like
-//!   [`conformance`](crate::conformance): two ranks in one process
-//!   ([`pair`]), two real processes ([`processes`]), the by-hand
-//!   latency check ([`pingpong`]) and the benches' per-message software
-//!   cost ([`comm_cost`]).
+//! Transport-independent run-time pieces shared by the fabric crates
+//! (UCX, libfabric): the sealed-key envelope ([`seal`]), the same-host
+//! peer-process watch ([`peer_watch`]) and the region/registration
+//! tables ([`regions`]). All safe code; what touches raw memory or the
+//! libraries stays in the fabric crate. The test and bench harnesses
+//! (pair, processes, pingpong, comm_cost) live in `ovbench-conformance`.
 
-pub mod comm_cost;
-pub mod pair;
 pub mod peer_watch;
-pub mod pingpong;
-pub mod processes;
 pub mod regions;
 pub mod seal;
 

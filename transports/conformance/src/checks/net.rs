@@ -4,8 +4,10 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::{Endpoints, WAIT_DEADLINE};
-use crate::{Completion, Ctx, LocalSlice, MrHandle, OpKind, Rank, RemoteKey, TransportError};
+use crate::{Endpoints, WAIT_DEADLINE};
+use ovbench_core::{
+    Completion, Ctx, LocalSlice, MrHandle, OpKind, Rank, RemoteKey, TransportError,
+};
 
 /// Drives all endpoints from one thread and sorts their completions.
 pub(super) struct Net<'a> {

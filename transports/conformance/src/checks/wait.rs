@@ -7,9 +7,9 @@
 use std::time::{Duration, Instant};
 
 use super::net::{ctx_of, first_diff, patterned, Net};
-use super::Endpoints;
-use super::WAIT_DEADLINE;
-use crate::{Ctx, LocalSlice, Rank, Tag, Waited};
+use crate::Endpoints;
+use crate::WAIT_DEADLINE;
+use ovbench_core::{Ctx, LocalSlice, Rank, Tag, Waited};
 
 /// The timeout of the probe that asks whether `trecv_wait` is offered.
 const PROBE: Duration = Duration::from_millis(1);

@@ -1,64 +1,64 @@
-//! The contract's conformance suite, generic over [`crate::Transport`].
+//! The transport contract's conformance suite and the fabric crates'
+//! test harnesses, generic over [`Transport`].
 //!
-//! Every fabric crate runs it against its own transport, in one process:
+//! Test-only code: every fabric crate takes this crate as a
+//! dev-dependency (tests, benches, examples), so none of it is linked
+//! into a release build of `ovbench`.
+//!
+//! - The suite: every fabric crate runs it against its own transport, in
+//!   one process.
+//! - Harnesses: two ranks in one process ([`pair`]), two real processes
+//!   ([`processes`]), the by-hand latency check ([`pingpong`]) and the
+//!   benches' per-message software cost ([`comm_cost`]).
 //!
 //! ```ignore
 //! fn make(n: u32) -> Vec<Box<dyn Transport>> { /* n unconnected endpoints */ }
-//! mod two_ranks { ovbench_core::conformance_tests!(super::make, 2); }
+//! mod two_ranks { ovbench_conformance::conformance_tests!(super::make, 2); }
 //! ```
 //!
-//! [`conformance_tests!`](crate::conformance_tests) generates one `#[test]`
-//! per check; [`run_all`] runs them all and reports each result. A check
-//! gets freshly made endpoints, already connected by [`connect_all`], and
-//! drives all of them from one thread by polling them in turn (every loop
-//! has a deadline), so a target that needs its progress engine to serve a
+//! [`conformance_tests!`] generates one `#[test]` per check; [`run_all`]
+//! runs them all and reports each result. A check gets freshly made
+//! endpoints, already connected by [`connect_all`], and drives all of
+//! them from one thread by polling them in turn (every loop has a
+//! deadline), so a target that needs its progress engine to serve a
 //! one-sided request gets it. What the checks pin, beyond the contract's
-//! module docs:
+//! module docs (`ovbench_core::Transport`):
 //!
 //! * an `Err` from a transport names the peer as `rank N` in its message,
-//!   and a [`Completion::Error`](crate::Completion::Error) carries the peer, the operation and the
-//!   context of the failed operation;
+//!   and a [`Completion::Error`](ovbench_core::Completion::Error) carries
+//!   the peer, the operation and the context of the failed operation;
 //! * a one-sided access outside a live registration, through a
 //!   deregistered key or through a garbled key is refused (an `Err` at
 //!   post or an error completion) and leaves the target's memory untouched;
 //! * a peer whose transport was dropped is reported within
 //!   [`PEER_LOSS_DEADLINE`], and the other peers keep working;
 //! * a send that finished inside the call (`Ok(true)` from
-//!   [`post_send_inline`](crate::Transport::post_send_inline) or
-//!   [`tsend_inline`](crate::Transport::tsend_inline)) never completes
+//!   [`post_send_inline`](Transport::post_send_inline) or
+//!   [`tsend_inline`](Transport::tsend_inline)) never completes
 //!   through `poll`, and one in flight (`Ok(false)`) completes once;
-//! * a [`trecv_wait`](crate::Transport::trecv_wait) is `Unsupported`, or
+//! * every posted send is reported exactly once, inside the call or by a
+//!   later poll, and a completion the transport stamps
+//!   ([`completion_time`](Transport::completion_time)) is not stamped
+//!   later than the poll that returned it (what the overlap method's
+//!   XFER_END relies on: [`send_completions_reported`]);
+//! * a [`trecv_wait`](Transport::trecv_wait) is `Unsupported`, or
 //!   receives, times out, withdraws and refuses truncation without ever
 //!   queueing a completion;
-//! * messages taken through [`poll_arrivals`](crate::Transport::poll_arrivals)
+//! * messages taken through [`poll_arrivals`](Transport::poll_arrivals)
 //!   arrive once each and in order whether handed over or queued, and a
 //!   taker's error fails that poll without losing what follows.
 
 use std::time::Duration;
 
-use crate::{Transport, TransportError};
+use ovbench_core::{Transport, TransportError};
 
-mod arrivals;
-mod endpoint;
-mod inline;
-mod messages;
-mod net;
-mod progress;
-mod rma;
-mod wait;
+mod checks;
+pub mod comm_cost;
+pub mod pair;
+pub mod pingpong;
+pub mod processes;
 
-pub use arrivals::arrivals_contract;
-pub use endpoint::{identity_and_caps, regions};
-pub use inline::{inline_send_contract, inline_tsend_contract};
-pub use messages::{
-    oversize_send_rejected, send_order_and_max_size, tagged_or_unsupported, zero_length_messages,
-};
-pub use progress::{block_returns_when_ready, many_outstanding, peer_dropped_reported};
-pub use rma::{
-    deregistered_key_rejected, garbled_key_rejected, key_through_the_wire, out_of_range_rejected,
-    read_returns_target_bytes, write_visible_on_completion,
-};
-pub use wait::trecv_wait_contract;
+pub use checks::*;
 
 /// A job's endpoints, index = rank.
 pub type Endpoints = Vec<Box<dyn Transport>>;
@@ -129,7 +129,8 @@ macro_rules! conformance_tests {
             out_of_range_rejected, deregistered_key_rejected, garbled_key_rejected,
             many_outstanding, key_through_the_wire, block_returns_when_ready,
             tagged_or_unsupported, inline_send_contract, inline_tsend_contract,
-            trecv_wait_contract, arrivals_contract, peer_dropped_reported);
+            send_completions_reported, trecv_wait_contract, arrivals_contract,
+            peer_dropped_reported);
     };
     (@consts; $($name:ident),* $(,)?) => {
         /// Every check, by name.
@@ -139,7 +140,7 @@ macro_rules! conformance_tests {
         $(
             #[test]
             fn $name() {
-                if let Err(e) = $crate::conformance::run_check($crate::conformance::$name, &$make, $size) {
+                if let Err(e) = $crate::run_check($crate::$name, &$make, $size) {
                     panic!("conformance check `{}` failed: {e}", stringify!($name));
                 }
             }

@@ -17,10 +17,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::pair;
-use crate::clock::best_clock;
-use crate::engine_comm::Protocol;
-use crate::{
+use crate::pair;
+use ovbench_core::clock::best_clock;
+use ovbench_core::engine_comm::Protocol;
+use ovbench_core::{
     Buf, Clock, Communicator, EngineComm, EngineConfig, NativeComm, Rank, Transport, WorkLoop,
 };
 

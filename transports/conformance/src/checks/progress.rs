@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use super::net::{ctx_of, patterned, Net};
-use super::{Endpoints, PEER_LOSS_DEADLINE, WAIT_DEADLINE};
-use crate::{Completion, Rank};
+use crate::{Endpoints, PEER_LOSS_DEADLINE, WAIT_DEADLINE};
+use ovbench_core::{Completion, Rank};
 
 /// A thousand sends, writes and reads posted back to back all
 /// complete, once each, with their contexts; data and order intact.

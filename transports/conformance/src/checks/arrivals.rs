@@ -6,10 +6,10 @@
 use std::time::Instant;
 
 use super::net::{first_diff, min_eager_buf, patterned, Net};
-use super::WAIT_DEADLINE;
-use crate::{Arrivals, Completion, LocalSlice, Placement, Rank, TransportError};
+use crate::WAIT_DEADLINE;
+use ovbench_core::{Arrivals, Completion, LocalSlice, Placement, Rank, TransportError};
 
-use super::Endpoints;
+use crate::Endpoints;
 
 /// Messages sent: enough to overrun any batch a transport hands over at once.
 const N: usize = 240;

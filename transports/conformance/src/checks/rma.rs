@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use super::net::{expect_refused, first_diff, patterned, Net};
-use super::Endpoints;
-use crate::{Completion, Ctx, LocalSlice, OpKind, Rank, RemoteKey};
+use crate::Endpoints;
+use ovbench_core::{Completion, Ctx, LocalSlice, OpKind, Rank, RemoteKey};
 
 /// A write's completion means the data is visible at the target: read it
 /// there right after, without polling the target again.

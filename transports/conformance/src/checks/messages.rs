@@ -2,8 +2,8 @@
 //! messages.
 
 use super::net::{ctx_of, first_diff, min_eager_buf, patterned, Net};
-use super::{Endpoints, WAIT_DEADLINE};
-use crate::{Completion, Ctx, LocalSlice, Rank, TransportError};
+use crate::{Endpoints, WAIT_DEADLINE};
+use ovbench_core::{Completion, Ctx, LocalSlice, Rank, TransportError};
 
 /// Every rank sends to every other a train of messages up to the largest
 /// size; each peer's messages arrive in order and intact, the payload was

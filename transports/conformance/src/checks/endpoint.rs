@@ -1,8 +1,8 @@
 //! Checks on one endpoint alone: identity, capabilities, regions.
 
 use super::net::{first_diff, pattern};
-use super::Endpoints;
-use crate::{LocalSlice, Rank};
+use crate::Endpoints;
+use ovbench_core::{LocalSlice, Rank};
 
 /// Ranks, sizes and capability axes are self-consistent.
 pub fn identity_and_caps(ts: &mut Endpoints) -> Result<(), String> {
@@ -22,7 +22,9 @@ pub fn identity_and_caps(ts: &mut Endpoints) -> Result<(), String> {
                 c.eager_buf_size
             ));
         }
-        if c.rma_progress == crate::RmaProgress::Offloaded && c.rma == crate::RmaKind::Emulated {
+        if c.rma_progress == ovbench_core::RmaProgress::Offloaded
+            && c.rma == ovbench_core::RmaKind::Emulated
+        {
             return Err(format!("rank {r}: emulated RMA cannot be offloaded"));
         }
         if c.native_sync_send && !c.native_tagged {

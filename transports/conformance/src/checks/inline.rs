@@ -6,8 +6,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use super::net::{ctx_of, first_diff, min_eager_buf, patterned, Net};
-use super::{Endpoints, WAIT_DEADLINE};
-use crate::{Completion, Ctx, Rank, Tag, TransportError};
+use crate::{Endpoints, WAIT_DEADLINE};
+use ovbench_core::{Completion, Ctx, Rank, Tag, TransportError};
 
 /// Messages per check: enough to fill an inject queue or a send window, so
 /// both answers (inline and in flight) can show up on one transport.

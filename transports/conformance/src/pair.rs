@@ -8,7 +8,7 @@
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::{Completion, LocalSlice, OpKind, Transport, TransportError};
+use ovbench_core::{Completion, LocalSlice, OpKind, Transport, TransportError};
 
 /// How long any one step may take.
 pub const DEADLINE: Duration = Duration::from_secs(20);

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{Completion, LocalSlice, MrHandle, RemoteKey, Transport};
+use ovbench_core::{Completion, LocalSlice, MrHandle, RemoteKey, Transport};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 const LEN: usize = 1 << 20;

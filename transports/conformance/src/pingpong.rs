@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::conformance::connect_all;
-use crate::{Completion, LocalSlice, Rank, Transport};
+use crate::connect_all;
+use ovbench_core::{Completion, LocalSlice, Rank, Transport};
 
 const WARMUP: usize = 1000;
 const SIZE: usize = 8;
