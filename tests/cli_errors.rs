@@ -89,3 +89,31 @@ fn latency_needs_two_ranks() {
     assert_eq!(r.code, Some(2), "{r:?}");
     assert!(r.stderr.contains("--np 2"), "{}", r.stderr);
 }
+
+#[test]
+fn an_option_that_does_not_apply_is_refused_naming_where_it_belongs() {
+    let _g = serial();
+    for (args, want) in [
+        (&["latency", "--mtu", "4096"][..], "--transport verbs"),
+        (
+            &["latency", "--transport", "sim", "--provider", "shm"][..],
+            "--transport ofi",
+        ),
+        (&["latency", "--ucx-tls", "posix"][..], "--transport ucx"),
+        (&["latency", "--sim", "L=1us"][..], "--transport sim"),
+        (
+            &["latency", "--transport", "sim", "--op", "write"][..],
+            "--proto raw",
+        ),
+        (
+            &["latency", "--transport", "sim", "--frag-size", "64K"][..],
+            "--proto pipelined",
+        ),
+    ] {
+        let r = ovbench(args, LIMIT);
+        assert_eq!(r.code, Some(2), "{args:?}: {r:?}");
+        let first = r.stderr.lines().next().unwrap_or("");
+        assert!(first.contains(want), "{args:?}: {first}");
+        assert!(r.stdout.is_empty(), "nothing ran: {}", r.stdout);
+    }
+}
