@@ -117,3 +117,35 @@ fn an_option_that_does_not_apply_is_refused_naming_where_it_belongs() {
         assert!(r.stdout.is_empty(), "nothing ran: {}", r.stdout);
     }
 }
+
+#[test]
+fn more_ranks_than_the_host_can_start_are_refused_at_once() {
+    let _g = serial();
+    for args in [
+        &["latency", "--np", "100000", "--sizes", "8"][..],
+        &[
+            "latency",
+            "--transport",
+            "sim",
+            "--np",
+            "100000",
+            "--sizes",
+            "8",
+        ][..],
+    ] {
+        let t0 = std::time::Instant::now();
+        let r = ovbench(args, LIMIT);
+        assert_eq!(r.code, Some(2), "{args:?}: {r:?}");
+        assert!(
+            r.stderr.contains("--np 100000") && r.stderr.contains("fewer ranks"),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "{args:?} took {:?}",
+            t0.elapsed()
+        );
+        assert!(r.stdout.is_empty(), "nothing ran: {}", r.stdout);
+    }
+}

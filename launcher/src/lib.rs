@@ -42,6 +42,7 @@
 //! }
 //! ```
 
+pub mod capacity;
 mod client;
 mod output;
 mod pinning;

@@ -69,12 +69,14 @@ pub fn run(cli: &Cli) -> Result<i32> {
     if cli.common.transport == TransportKind::Sim {
         for &np in &nps {
             preflight(cli, np).map_err(usage)?;
+            ovbench_sim::capacity::check(np).map_err(|e| usage(anyhow::anyhow!(e)))?;
         }
         return sim::run(cli).map(|()| 0);
     }
     match ovbench_launcher::detect(Some(cli.np()))? {
         Role::Launcher { np } => {
             preflight(cli, np).map_err(usage)?;
+            ovbench_launcher::capacity::check_local(np).map_err(|e| usage(anyhow::anyhow!(e)))?;
             launch(cli, np)
         }
         Role::Rank(env) => rank::run(env, cli).map(|()| 0),
