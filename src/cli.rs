@@ -3,7 +3,8 @@
 //! before or after the subcommand, and one subcommand per benchmark and
 //! method.
 
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::bench::latency::LatencyArgs;
 use crate::bench::window::WindowArgs;
@@ -26,6 +27,11 @@ pub struct Cli {
     pub common: CommonArgs,
     #[command(subcommand)]
     pub command: Command,
+    /// The options the user gave (their clap ids), for the checks of
+    /// options that do not apply to the run; empty when not parsed by
+    /// [`Cli::parse_args`].
+    #[arg(skip)]
+    pub given: Vec<String>,
 }
 
 /// What to measure.
@@ -44,6 +50,20 @@ pub enum Command {
 }
 
 impl Cli {
+    /// Parse the process's arguments (exiting as clap does on an error),
+    /// noting which options were given on the command line.
+    pub fn parse_args() -> Cli {
+        let m = Cli::command().get_matches();
+        let mut cli = Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit());
+        cli.given = given_ids(&m);
+        cli
+    }
+
+    /// Whether the user gave option `id` (its clap id, e.g. `ucx_tls`).
+    pub fn gave(&self, id: &str) -> bool {
+        self.given.iter().any(|g| g == id)
+    }
+
     /// The rank counts of `--np`, or the command's default: 4 for bcast
     /// (the reference's smallest figure; it needs 3), else 2.
     pub fn nps(&self) -> Vec<u32> {
@@ -58,6 +78,26 @@ impl Cli {
     pub fn np(&self) -> u32 {
         self.nps().first().copied().unwrap_or(2)
     }
+}
+
+/// The ids of the options given on the command line, at the top level and
+/// in the subcommand (global options are seen in both).
+fn given_ids(m: &ArgMatches) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut add = |m: &ArgMatches| {
+        for id in m.ids() {
+            let id = id.as_str();
+            if m.value_source(id) == Some(ValueSource::CommandLine) && !out.iter().any(|o| o == id)
+            {
+                out.push(id.to_string());
+            }
+        }
+    };
+    add(m);
+    if let Some((_, sub)) = m.subcommand() {
+        add(sub);
+    }
+    out
 }
 
 impl Command {

@@ -2,11 +2,10 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use ovbench::cli::Cli;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_args();
     // The user's fabric variables, before a transport sets any.
     ovbench::env::fabric_env();
     match ovbench::run::run(&cli) {

@@ -89,3 +89,63 @@ fn latency_needs_two_ranks() {
     assert_eq!(r.code, Some(2), "{r:?}");
     assert!(r.stderr.contains("--np 2"), "{}", r.stderr);
 }
+
+#[test]
+fn an_option_that_does_not_apply_is_refused_naming_where_it_belongs() {
+    let _g = serial();
+    for (args, want) in [
+        (&["latency", "--mtu", "4096"][..], "--transport verbs"),
+        (
+            &["latency", "--transport", "sim", "--provider", "shm"][..],
+            "--transport ofi",
+        ),
+        (&["latency", "--ucx-tls", "posix"][..], "--transport ucx"),
+        (&["latency", "--sim", "L=1us"][..], "--transport sim"),
+        (
+            &["latency", "--transport", "sim", "--op", "write"][..],
+            "--proto raw",
+        ),
+        (
+            &["latency", "--transport", "sim", "--frag-size", "64K"][..],
+            "--proto pipelined",
+        ),
+    ] {
+        let r = ovbench(args, LIMIT);
+        assert_eq!(r.code, Some(2), "{args:?}: {r:?}");
+        let first = r.stderr.lines().next().unwrap_or("");
+        assert!(first.contains(want), "{args:?}: {first}");
+        assert!(r.stdout.is_empty(), "nothing ran: {}", r.stdout);
+    }
+}
+
+#[test]
+fn more_ranks_than_the_host_can_start_are_refused_at_once() {
+    let _g = serial();
+    for args in [
+        &["latency", "--np", "100000", "--sizes", "8"][..],
+        &[
+            "latency",
+            "--transport",
+            "sim",
+            "--np",
+            "100000",
+            "--sizes",
+            "8",
+        ][..],
+    ] {
+        let t0 = std::time::Instant::now();
+        let r = ovbench(args, LIMIT);
+        assert_eq!(r.code, Some(2), "{args:?}: {r:?}");
+        assert!(
+            r.stderr.contains("--np 100000") && r.stderr.contains("fewer ranks"),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "{args:?} took {:?}",
+            t0.elapsed()
+        );
+        assert!(r.stdout.is_empty(), "nothing ran: {}", r.stdout);
+    }
+}

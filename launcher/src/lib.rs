@@ -44,6 +44,7 @@
 //! }
 //! ```
 
+pub mod capacity;
 mod client;
 mod output;
 mod pinning;

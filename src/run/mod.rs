@@ -69,20 +69,86 @@ pub fn run(cli: &Cli) -> Result<i32> {
     if cli.common.transport == TransportKind::Sim {
         for &np in &nps {
             preflight(cli, np).map_err(usage)?;
+            ovbench_sim::capacity::check(np).map_err(|e| usage(anyhow::anyhow!(e)))?;
         }
         return sim::run(cli).map(|()| 0);
     }
     match ovbench_launcher::detect(Some(cli.np()))? {
         Role::Launcher { np } => {
             preflight(cli, np).map_err(usage)?;
+            ovbench_launcher::capacity::check_local(np).map_err(|e| usage(anyhow::anyhow!(e)))?;
             launch(cli, np)
         }
         Role::Rank(env) => rank::run(env, cli).map(|()| 0),
     }
 }
 
+/// The options that belong to one transport, by clap id and flag.
+const TRANSPORT_FLAGS: &[(TransportKind, &[(&str, &str)])] = &[
+    (
+        TransportKind::Verbs,
+        &[
+            ("device", "--device"),
+            ("port", "--port"),
+            ("gid_index", "--gid-index"),
+            ("cm", "--cm"),
+            ("tx_depth", "--tx-depth"),
+            ("rx_depth", "--rx-depth"),
+            ("inline_size", "--inline-size"),
+            ("mtu", "--mtu"),
+            ("sl", "--sl"),
+            ("tclass", "--tclass"),
+            ("eager_buf", "--eager-buf"),
+        ],
+    ),
+    (
+        TransportKind::Ucx,
+        &[
+            ("ucx_tls", "--ucx-tls"),
+            ("ucx_net_devices", "--ucx-net-devices"),
+        ],
+    ),
+    (
+        TransportKind::Ofi,
+        &[("provider", "--provider"), ("ofi_node", "--ofi-node")],
+    ),
+    (TransportKind::Sim, &[("sim", "--sim")]),
+];
+
+/// An option that has no effect in this run is a mistake to point out,
+/// not to ignore: a fabric's option on another transport, `--op` without
+/// `--proto raw`, `--frag-size` without pipelined.
+fn check_flags(cli: &Cli) -> Result<()> {
+    let c = &cli.common;
+    for (kind, flags) in TRANSPORT_FLAGS {
+        if *kind == c.transport {
+            continue;
+        }
+        if let Some((_, flag)) = flags.iter().find(|(id, _)| cli.gave(id)) {
+            bail!(
+                "{flag} is an option of --transport {kind}, but this run uses --transport {}: add --transport {kind} or drop {flag}",
+                c.transport
+            );
+        }
+    }
+    if cli.gave("op") && c.proto != ProtoArg::Raw {
+        bail!(
+            "--op chooses the operation of --proto raw, but this run uses --proto {}: add --proto raw or drop --op",
+            c.proto.name()
+        );
+    }
+    if cli.gave("frag_size") && c.proto != ProtoArg::Pipelined {
+        bail!(
+            "--frag-size sets the fragments of --proto pipelined, but this run uses --proto {}: add --proto pipelined or drop --frag-size",
+            c.proto.name()
+        );
+    }
+    Ok(())
+}
+
 /// Errors that need no rank to find, reported once before any starts.
 pub fn preflight(cli: &Cli, np: u32) -> Result<()> {
+    check_flags(cli)?;
     let c = &cli.common;
     if c.proto == ProtoArg::Native && matches!(c.transport, TransportKind::Tcp | TransportKind::Sim)
     {

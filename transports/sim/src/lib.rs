@@ -34,6 +34,7 @@
 //! about 0.8 µs per message, much of it cache misses on 1024 ranks'
 //! state (ci/bench/methods).
 
+pub mod capacity;
 mod clock;
 mod engine;
 mod memory;
