@@ -80,15 +80,10 @@ pub fn build(env: &Environment, f: &RunFacts<'_>) -> Header {
         lines.push(format!("transport {k}: {v}"));
     }
     lines.push(format!(
-        "protocol: {} (eager limit {}, registration cache {}){}",
+        "protocol: {} (eager limit {}, registration cache {})",
         f.comm.protocol,
         format_bytes(f.comm.eager_limit),
         if c.reg_cache.is_on() { "on" } else { "off" },
-        if f.comm.protocol == "raw" {
-            format!(", op {:?}", c.op).to_lowercase()
-        } else {
-            String::new()
-        }
     ));
     lines.push(axes(&f.comm.caps));
     lines.push(format!(
@@ -167,7 +162,7 @@ mod tests {
                 native_tagged: false,
                 native_sync_send: false,
             },
-            protocol: "auto".into(),
+            protocol: ovbench_core::CommPath::Engine(ovbench_core::engine_comm::Protocol::Auto),
             eager_limit: 16384,
         };
         let clock = ClockInfo {

@@ -14,10 +14,10 @@ use super::instrumented;
 use super::rankreport::{collect, deposit, round2, row_fields, CpuTotals, Meter};
 use super::verify;
 use super::{data_tag, BenchCtx, Counts, SweepArgs, HUGE, LARGE};
-use crate::common::RawOp;
 use crate::output::{us, ProgressLine};
 use crate::sizes::format_bytes;
 use crate::stats::{Summary, DEFAULT_LEVEL};
+use ovbench_core::engine_comm::RawOp;
 
 /// `ovbench latency` options.
 #[derive(Clone, Debug, Args)]

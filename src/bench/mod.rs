@@ -16,10 +16,10 @@ pub mod window;
 use clap::Args;
 use ovbench_core::{Communicator, Tag};
 
-use crate::common::RawOp;
 use crate::control::Control;
 use crate::report::Sink;
 use crate::sizes::Sizes;
+use ovbench_core::engine_comm::RawOp;
 
 pub use rankreport::{Ops, RankReport};
 

@@ -14,10 +14,10 @@ use serde_json::{json, Value};
 use super::rankreport::{collect, deposit, round2, row_fields, CpuTotals, Meter, RankReport};
 use super::verify;
 use super::{data_tag, BenchCtx, Counts, SweepArgs, ACK_TAG, LARGE};
-use crate::common::RawOp;
 use crate::output::{mbps, us, ProgressLine};
 use crate::sizes::format_bytes;
 use crate::stats::{Estimate, Sample, Summary, DEFAULT_LEVEL};
+use ovbench_core::engine_comm::RawOp;
 
 /// Which of the three windowed benchmarks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -60,7 +60,7 @@ pub fn run_method(
 /// lands whatever the sender's buffer holds by then, a raw write needs
 /// equal sizes on both sides.
 pub fn check_protocol(cmd: &MethodCommand, comm: &dyn Communicator) -> anyhow::Result<()> {
-    if comm.info().protocol.starts_with("raw") && !matches!(cmd, MethodCommand::Overlap(_)) {
+    if comm.info().protocol.raw_op().is_some() && !matches!(cmd, MethodCommand::Overlap(_)) {
         anyhow::bail!(
             "the methods run over a protocol (eager, rdma-write, rdma-read, pipelined, auto, native), not --proto raw: raw is for latency, bw and `overlap --write-xfer-table`"
         );

@@ -7,7 +7,7 @@ use ovbench_core::Communicator;
 use crate::bench::window::{self, Kind};
 use crate::bench::{latency, with_cpu_use, BenchCtx};
 use crate::cli::Command;
-use crate::common::{CommonArgs, ProtoArg};
+use crate::common::CommonArgs;
 use crate::control::Control;
 use crate::methods::run_method;
 use crate::report::Sink;
@@ -22,7 +22,8 @@ pub fn execute(
     progress_line: bool,
     real_time: bool,
 ) -> Result<()> {
-    let raw = (common.proto == ProtoArg::Raw).then_some(common.op);
+    // Raw mode as the communicator runs it, not as the command line said.
+    let raw = comm.info().protocol.raw_op();
     let raw_send_max = comm
         .info()
         .caps

@@ -308,7 +308,7 @@ fn mock_info() -> CommInfo {
             native_tagged: false,
             native_sync_send: false,
         },
-        protocol: "eager".into(),
+        protocol: ovbench_core::CommPath::Engine(ovbench_core::engine_comm::Protocol::Eager),
         eager_limit: usize::MAX,
     }
 }

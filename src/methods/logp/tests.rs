@@ -130,7 +130,7 @@ impl Communicator for Script {
                 native_tagged: false,
                 native_sync_send: false,
             },
-            protocol: "eager".into(),
+            protocol: ovbench_core::CommPath::Engine(ovbench_core::engine_comm::Protocol::Eager),
             eager_limit: usize::MAX,
         }
     }

@@ -234,7 +234,7 @@ pub fn run(
     let me = comm.rank();
     let sizes = args.sizes.as_slice().to_vec();
     let protocol = comm.info().protocol;
-    if protocol.starts_with("raw") && args.write_xfer_table.is_none() {
+    if protocol.raw_op().is_some() && args.write_xfer_table.is_none() {
         bail!(
             "under --proto raw, overlap measures xfer_time only: add --write-xfer-table FILE, then run the protocols with --xfer-table FILE"
         );
@@ -272,7 +272,7 @@ pub fn run(
         }
         comm.barrier()?;
         return Ok(Output {
-            protocol,
+            protocol: protocol.to_string(),
             xfer_table: table.points().to_vec(),
             xfer_measured: true,
             xfer_source: source,
@@ -304,7 +304,7 @@ pub fn run(
         .context("overlap needs a communicator that records transfer events")?;
     comm.disable_instrumentation();
     let mut out = Output {
-        protocol: protocol.clone(),
+        protocol: protocol.to_string(),
         xfer_table: table.points().to_vec(),
         xfer_measured: measured,
         xfer_source: source.clone(),

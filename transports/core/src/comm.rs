@@ -83,13 +83,48 @@ impl OpCounts {
     }
 }
 
+/// How a communicator moves messages: ovbench's engine under a protocol
+/// (`Protocol::Raw` carrying the bare operation), or a library's native
+/// path. Printed and serialized by its name (`eager`, `raw-read`, `native`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommPath {
+    Engine(crate::engine_comm::Protocol),
+    Native,
+}
+
+impl CommPath {
+    /// The bare operation of `--proto raw`, if that is the path.
+    pub fn raw_op(self) -> Option<crate::engine_comm::RawOp> {
+        match self {
+            CommPath::Engine(crate::engine_comm::Protocol::Raw(op)) => Some(op),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for CommPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CommPath::Engine(p) => crate::engine_comm::protocol_name(*p),
+            CommPath::Native => "native",
+        })
+    }
+}
+
+impl Serialize for CommPath {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 /// Facts about a communicator for headers and JSON.
 #[derive(Clone, Debug, Serialize)]
 pub struct CommInfo {
     pub transport: TransportInfo,
     pub caps: Caps,
-    /// Protocol in use (`eager`, `rdma-read`, …, `native`).
-    pub protocol: String,
+    /// How messages move: an engine protocol (with its raw operation) or
+    /// the library's native path.
+    pub protocol: CommPath,
     pub eager_limit: usize,
 }
 

@@ -49,8 +49,8 @@ pub use caps::{Caps, Progress, RmaKind, RmaProgress};
 pub use clock::{Clock, ClockInfo};
 pub use clock_sync::ClockSync;
 pub use comm::{
-    Buf, CommInfo, Communicator, OpCounts, Req, SendMode, Source, Status, TagSel, ANY_SOURCE,
-    ANY_TAG,
+    Buf, CommInfo, CommPath, Communicator, OpCounts, Req, SendMode, Source, Status, TagSel,
+    ANY_SOURCE, ANY_TAG,
 };
 pub use engine_comm::{EngineComm, EngineConfig, NativeComm};
 pub use error::{OpKind, TransportError};

@@ -309,7 +309,7 @@ impl Communicator for EngineComm {
         CommInfo {
             transport: self.info.clone(),
             caps: self.caps.clone(),
-            protocol: protocol_name(self.cfg.protocol).to_string(),
+            protocol: crate::CommPath::Engine(self.cfg.protocol),
             eager_limit: self.cfg.eager_limit,
         }
     }

@@ -488,7 +488,7 @@ impl Communicator for NativeComm {
         CommInfo {
             transport: self.info.clone(),
             caps: self.caps.clone(),
-            protocol: "native".into(),
+            protocol: crate::CommPath::Native,
             eager_limit: self.cfg.eager_limit,
         }
     }
