@@ -5,7 +5,7 @@
 use ovbench_core::{Caps, ClockInfo, CommInfo, RmaKind, RmaProgress};
 use serde_json::{json, Value};
 
-use crate::common::CommonArgs;
+use crate::cli::common::CommonArgs;
 use crate::env::Environment;
 use crate::sizes::format_bytes;
 

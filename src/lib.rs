@@ -18,7 +18,6 @@
 
 pub mod bench;
 pub mod cli;
-pub mod common;
 pub mod control;
 pub mod cpu;
 pub mod env;

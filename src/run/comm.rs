@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use ovbench_core::engine_comm::{Protocol, RawOp as EngineRawOp};
 use ovbench_core::{Clock, Communicator, EngineComm, EngineConfig, NativeComm, Transport, Work};
 
-use crate::common::{CommonArgs, ProtoArg, RawOp};
+use crate::cli::common::{CommonArgs, ProtoArg, RawOp};
 
 /// The engine's protocol for `--proto` (`None` for native).
 pub fn protocol(common: &CommonArgs) -> Option<Protocol> {

@@ -6,8 +6,8 @@ use ovbench_core::Communicator;
 
 use crate::bench::window::{self, Kind};
 use crate::bench::{latency, with_cpu_use, BenchCtx};
+use crate::cli::common::CommonArgs;
 use crate::cli::Command;
-use crate::common::CommonArgs;
 use crate::control::Control;
 use crate::methods::run_method;
 use crate::report::Sink;

@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Result};
 
-use crate::common::TransportKind;
+use crate::cli::common::TransportKind;
 
 /// The cargo feature and the system packages a transport needs.
 pub fn requirement(kind: TransportKind) -> (&'static str, &'static str) {

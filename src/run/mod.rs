@@ -24,8 +24,8 @@ use serde_json::Value;
 
 pub use command::execute;
 
+use crate::cli::common::{ProtoArg, TransportKind};
 use crate::cli::{Cli, Command};
-use crate::common::{ProtoArg, TransportKind};
 use crate::env::{Environment, RankFacts};
 use crate::export::FileExports;
 use crate::header::{self, RunFacts};

@@ -11,8 +11,8 @@ use ovbench_core::{Clock, Progress, Transport, WorkLoop};
 use ovbench_launcher::{Bootstrap, JobSource, RankEnv};
 
 use super::{comm, execute, rank0_sink};
+use crate::cli::common::TransportKind;
 use crate::cli::Cli;
-use crate::common::TransportKind;
 use crate::control::{collect_values, deposit_value, BootstrapControl};
 use crate::env::RankFacts;
 use crate::report::NullSink;

@@ -1,5 +1,5 @@
 //! The fabric transports' own options (verbs, UCX, libfabric), flattened
-//! into [`crate::common::CommonArgs`] as its `fabric` field, and their
+//! into [`crate::cli::common::CommonArgs`] as its `fabric` field, and their
 //! mapping onto each transport crate's options struct. Every option is
 //! optional on the command line: an absent one keeps the crate's default,
 //! so the defaults live in one place (the crate) and the help says what

@@ -1,14 +1,17 @@
 //! The command line (clap derive): the common options of
-//! [`crate::common::CommonArgs`], global so they may stand
+//! [`crate::cli::common::CommonArgs`], global so they may stand
 //! before or after the subcommand, and one subcommand per benchmark and
 //! method.
+
+pub mod common;
+pub mod fabric_args;
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::bench::latency::LatencyArgs;
 use crate::bench::window::WindowArgs;
-use crate::common::CommonArgs;
+use crate::cli::common::CommonArgs;
 use crate::methods::MethodCommand;
 
 /// Measures what communication really costs: latency, bandwidth, host

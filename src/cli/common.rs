@@ -9,11 +9,7 @@ use ovbench_core::Progress;
 
 use crate::sizes::{ByteSize, Seconds};
 
-// The fabric transports' options live in their own file (src/fabric_args.rs),
-// declared here so that CommonArgs can flatten them.
-#[path = "fabric_args.rs"]
-pub mod fabric_args;
-pub use fabric_args::FabricArgs;
+pub use super::fabric_args::FabricArgs;
 
 /// Which fabric carries the traffic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
@@ -159,7 +155,7 @@ pub struct CommonArgs {
     /// Record transfer events and report overlap bounds (off by default).
     #[arg(long, global = true, help_heading = "Output")]
     pub instrument: bool,
-    /// The verbs, UCX and libfabric options (src/fabric_args.rs).
+    /// The verbs, UCX and libfabric options (src/cli/fabric_args.rs).
     #[command(flatten)]
     pub fabric: FabricArgs,
 }
