@@ -29,16 +29,16 @@
 //! arrived (an access racing the revocation is performed). Each RMA post
 //! progresses the worker once so that arrived revocations are seen.
 
+mod ffi;
 mod handover;
 mod lanes;
 mod liveness;
-mod memory;
 mod ops;
 mod progress;
 mod seal;
+mod settings;
 mod status;
 mod transport;
-mod ucp;
 
 pub use lanes::RmaPath;
 pub use transport::{UcxTransport, EAGER_BUF_SIZE};

@@ -1,5 +1,7 @@
-//! Transport-owned memory, its UCX mappings (`ucp_mem_map`), packed
-//! remote keys (`ucp_rkey_pack`) and the cache of unpacked peer keys.
+//! Transport-owned memory, its UCX mappings (`ucp_mem_map`, unmapped on
+//! drop), packed remote keys (`ucp_rkey_pack`) and the cache of unpacked
+//! peer keys; and the buffer tokens ([`RegionBuf`], [`RmaBuf`]) through
+//! which the rest of this layer hands the transport's memory to UCX.
 
 use std::alloc::{self, Layout};
 use std::collections::HashMap;
@@ -11,6 +13,9 @@ use ovbench_core::{
 };
 use ovbench_ucx_sys as sys;
 
+use super::context::Context;
+use super::endpoint::Endpoint;
+use super::rkey::Rkey;
 use crate::seal::{Sealed, SEAL, SEAL_LEN};
 use crate::status::local;
 
@@ -41,15 +46,80 @@ impl Drop for Region {
     }
 }
 
+// SAFETY: the block is plain memory exclusively owned by this value.
+unsafe impl Send for Region {}
+
+/// A range inside one of the transport's regions, checked when made (only
+/// [`Memory`] makes them): what the posting calls of this layer hand to
+/// UCX. The region stays allocated while an operation on it is in flight
+/// (see `ffi`).
+#[derive(Clone, Copy)]
+pub(crate) struct RegionBuf {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl RegionBuf {
+    pub(super) fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+/// A [`RegionBuf`] inside a live registration, with its memory handle.
+#[derive(Clone, Copy)]
+pub(crate) struct RmaBuf {
+    buf: RegionBuf,
+    memh: sys::ucp_mem_h,
+}
+
+impl RmaBuf {
+    pub(super) fn buf(&self) -> RegionBuf {
+        self.buf
+    }
+    pub(super) fn memh(&self) -> sys::ucp_mem_h {
+        self.memh
+    }
+}
+
+/// A `ucp_mem_map`, unmapped on drop; keeps its context alive.
+pub(crate) struct MemMap {
+    memh: sys::ucp_mem_h,
+    ctx: Context,
+}
+
+// SAFETY: a memory handle is used by one thread at a time (the transport's).
+unsafe impl Send for MemMap {}
+
+impl MemMap {
+    /// Unmap now, reporting the status (drop unmaps silently).
+    fn unmap(mut self) -> sys::ucs_status_t {
+        let memh = std::mem::replace(&mut self.memh, ptr::null_mut());
+        // SAFETY: memh is live and, taken out of self, unmapped once.
+        unsafe { sys::ucp_mem_unmap(self.ctx.raw(), memh) }
+    }
+}
+
+impl Drop for MemMap {
+    fn drop(&mut self) {
+        if !self.memh.is_null() {
+            // SAFETY: memh is live and unmapped once; its context is held.
+            unsafe { sys::ucp_mem_unmap(self.ctx.raw(), self.memh) };
+        }
+    }
+}
+
 /// A live `ucp_mem_map` of a slice, with its sealed packed key.
-pub(crate) type Mr = regions::Mr<sys::ucp_mem_h>;
+pub(crate) type Mr = regions::Mr<MemMap>;
 
 /// All regions, registrations and unpacked peer keys of one transport.
 #[derive(Default)]
 pub(crate) struct Memory {
-    table: Regions<Region, sys::ucp_mem_h>,
-    /// Per peer: packed blob → unpacked key.
-    rkeys: HashMap<Rank, HashMap<u64, sys::ucp_rkey_h>>,
+    table: Regions<Region, MemMap>,
+    /// Per peer: packed blob's checksum → unpacked key.
+    rkeys: HashMap<Rank, HashMap<u64, Rkey>>,
     /// Serial number of the next registration (part of its sealed key, so
     /// a re-registration of the same memory gets a key of its own).
     serial: u64,
@@ -69,10 +139,35 @@ impl Memory {
     /// Inlined: on the native path's every send and receive, the slice
     /// passed through memory stalled store forwarding (`perf annotate`).
     #[inline]
-    pub fn ptr(&self, s: LocalSlice) -> Result<*mut u8, TransportError> {
+    fn ptr(&self, s: LocalSlice) -> Result<*mut u8, TransportError> {
         let r = self.table.holding(s)?;
         // SAFETY: offset is within the allocation (checked by holding).
         Ok(unsafe { r.ptr.as_ptr().add(s.offset) })
+    }
+
+    /// `s` as a buffer to hand to UCX, after checking it lies in its region.
+    #[inline]
+    pub fn buf(&self, s: LocalSlice) -> Result<RegionBuf, TransportError> {
+        Ok(RegionBuf {
+            ptr: self.ptr(s)?,
+            len: s.len,
+        })
+    }
+
+    /// Copy `src` into `dst` (checked to lie in its region), through the
+    /// shared table: no Rust borrow of region bytes may exist meanwhile,
+    /// which holds during a poll (the only caller, a lent taker).
+    #[inline]
+    pub fn place(&self, dst: LocalSlice, src: &[u8]) -> Result<(), TransportError> {
+        let p = self.ptr(LocalSlice {
+            len: src.len(),
+            ..dst
+        })?;
+        // SAFETY: ptr() checked p..p+src.len() lies in a live region; no
+        // Rust borrow of that region exists during a poll; src is UCX's
+        // buffer, which cannot overlap transport memory.
+        unsafe { ptr::copy_nonoverlapping(src.as_ptr(), p, src.len()) };
+        Ok(())
     }
 
     pub fn slice(&self, s: LocalSlice) -> Result<&[u8], TransportError> {
@@ -91,11 +186,7 @@ impl Memory {
     }
 
     /// `ucp_mem_map` the slice and pack its remote key.
-    pub fn register(
-        &mut self,
-        ctx: sys::ucp_context_h,
-        s: LocalSlice,
-    ) -> Result<MrHandle, TransportError> {
+    pub fn register(&mut self, ctx: &Context, s: LocalSlice) -> Result<MrHandle, TransportError> {
         let p = self.ptr(s)?;
         let params = sys::ucp_mem_map_params_t {
             field_mask: (sys::UCP_MEM_MAP_PARAM_FIELD_ADDRESS | sys::UCP_MEM_MAP_PARAM_FIELD_LENGTH)
@@ -105,8 +196,9 @@ impl Memory {
             ..Default::default()
         };
         let mut memh: sys::ucp_mem_h = ptr::null_mut();
-        // SAFETY: ctx is live; the address range lies inside a live region.
-        let st = unsafe { sys::ucp_mem_map(ctx, &params, &mut memh) };
+        // SAFETY: ctx is live; the address range lies inside a live region,
+        // which cannot be freed while a registration covers it.
+        let st = unsafe { sys::ucp_mem_map(ctx.raw(), &params, &mut memh) };
         if st != sys::UCS_OK {
             return Err(local(
                 OpKind::Register,
@@ -115,13 +207,15 @@ impl Memory {
                 "; raise the locked-memory limit (ulimit -l) if the transport pins memory",
             ));
         }
+        let map = MemMap {
+            memh,
+            ctx: ctx.clone(),
+        };
         let mut buf: *mut libc::c_void = ptr::null_mut();
         let mut blen = 0usize;
         // SAFETY: memh was just mapped on ctx; buf/blen receive a UCX buffer.
-        let st = unsafe { sys::ucp_rkey_pack(ctx, memh, &mut buf, &mut blen) };
+        let st = unsafe { sys::ucp_rkey_pack(ctx.raw(), memh, &mut buf, &mut blen) };
         if st != sys::UCS_OK {
-            // SAFETY: memh is live and unmapped once here.
-            unsafe { sys::ucp_mem_unmap(ctx, memh) };
             return Err(local(OpKind::Register, "ucp_rkey_pack", st, ""));
         }
         // SAFETY: UCX returned blen readable bytes at buf.
@@ -129,8 +223,6 @@ impl Memory {
         // SAFETY: buf came from ucp_rkey_pack and is released once.
         unsafe { sys::ucp_rkey_buffer_release(buf) };
         if blob.len() + SEAL_LEN > MAX_KEY_BLOB {
-            // SAFETY: as above.
-            unsafe { sys::ucp_mem_unmap(ctx, memh) };
             return Err(TransportError::Local {
                 op: OpKind::Register,
                 detail: format!(
@@ -141,7 +233,7 @@ impl Memory {
             });
         }
         Ok(self.table.add_mr(Mr {
-            handle: memh,
+            handle: map,
             slice: s,
             key: RemoteKey {
                 addr: p as u64,
@@ -155,88 +247,74 @@ impl Memory {
         self.table.mr(h)
     }
 
-    pub fn deregister(
-        &mut self,
-        ctx: sys::ucp_context_h,
-        h: MrHandle,
-    ) -> Result<(), TransportError> {
+    pub fn deregister(&mut self, h: MrHandle) -> Result<(), TransportError> {
         let mr = self.table.take_mr(h)?;
-        // SAFETY: memh is live (taken out of the table, so unmapped once).
-        let st = unsafe { sys::ucp_mem_unmap(ctx, mr.handle) };
-        crate::status::check(OpKind::Register, "ucp_mem_unmap", st)
+        crate::status::check(OpKind::Register, "ucp_mem_unmap", mr.handle.unmap())
     }
 
-    /// Check that `local` lies inside registration `h`; returns its memh
-    /// and pointer.
-    pub fn local_rma(
-        &self,
-        h: MrHandle,
-        local: LocalSlice,
-    ) -> Result<(sys::ucp_mem_h, *mut u8), TransportError> {
+    /// Check that `local` lies inside registration `h`; the buffer with
+    /// its memory handle.
+    pub fn local_rma(&self, h: MrHandle, local: LocalSlice) -> Result<RmaBuf, TransportError> {
         let mr = self.table.covering(h, local)?;
-        Ok((mr.handle, self.ptr(local)?))
+        Ok(RmaBuf {
+            buf: self.buf(local)?,
+            memh: mr.handle.memh,
+        })
     }
 
-    /// The unpacked form of `peer`'s key, unpacked on first use and cached.
-    /// The blob was checked ([`crate::seal::SEAL`]) before UCX parses it.
+    /// Make sure `peer`'s key is unpacked (on first use, through `ep`)
+    /// and cached; [`cached_rkey`](Self::cached_rkey) then has it. The
+    /// blob was checked ([`crate::seal::SEAL`]) before UCX parses it.
     pub fn rkey(
         &mut self,
-        ep: sys::ucp_ep_h,
+        ep: &Endpoint,
         peer: Rank,
         sealed: &Sealed<'_>,
         rma_in_flight: usize,
-    ) -> Result<sys::ucp_rkey_h, TransportError> {
-        let (sum, packed) = (sealed.sum, sealed.packed);
-        if let Some(r) = self.rkeys.get(&peer).and_then(|m| m.get(&sum)) {
-            return Ok(*r);
+    ) -> Result<(), TransportError> {
+        if self.cached_rkey(peer, sealed.sum).is_some() {
+            return Ok(());
         }
         if self.rkey_count >= RKEY_CACHE_MAX && rma_in_flight == 0 {
             self.clear_rkeys();
         }
-        let mut rkey: sys::ucp_rkey_h = ptr::null_mut();
-        // SAFETY: ep is a live endpoint to `peer`; `packed` passed the seal
-        // check (exact length and checksum of what ucp_rkey_pack produced),
-        // so UCX parses bytes it wrote itself and reads none past the end.
-        let st = unsafe { sys::ucp_ep_rkey_unpack(ep, packed.as_ptr().cast(), &mut rkey) };
-        if st != sys::UCS_OK {
-            return Err(TransportError::BadKey {
-                peer,
-                detail: format!(
-                    "ucp_ep_rkey_unpack returned {}; the key was packed by a different UCX configuration",
-                    crate::status::status_str(st)
-                ),
-            });
-        }
-        self.rkeys.entry(peer).or_default().insert(sum, rkey);
+        let rkey = Rkey::unpack(ep, sealed).map_err(|st| TransportError::BadKey {
+            peer,
+            detail: format!(
+                "ucp_ep_rkey_unpack returned {}; the key was packed by a different UCX configuration",
+                crate::status::status_str(st)
+            ),
+        })?;
+        self.rkeys.entry(peer).or_default().insert(sealed.sum, rkey);
         self.rkey_count += 1;
-        Ok(rkey)
+        Ok(())
+    }
+
+    /// `peer`'s unpacked key with checksum `sum`, if cached.
+    pub fn cached_rkey(&self, peer: Rank, sum: u64) -> Option<&Rkey> {
+        self.rkeys.get(&peer).and_then(|m| m.get(&sum))
     }
 
     /// Forget `peer`'s key with checksum `sum` (revoked by its owner).
     pub fn forget_rkey(&mut self, peer: Rank, sum: u64) {
-        if let Some(r) = self.rkeys.get_mut(&peer).and_then(|m| m.remove(&sum)) {
+        if self
+            .rkeys
+            .get_mut(&peer)
+            .and_then(|m| m.remove(&sum))
+            .is_some()
+        {
             self.rkey_count = self.rkey_count.saturating_sub(1);
-            // SAFETY: r was unpacked by ucp_ep_rkey_unpack and is destroyed
-            // once; no operation is posted through a revoked key.
-            unsafe { sys::ucp_rkey_destroy(r) };
         }
     }
 
-    /// Destroy every unpacked peer key.
+    /// Destroy every unpacked peer key (before the endpoints close).
     pub fn clear_rkeys(&mut self) {
         self.rkey_count = 0;
-        for (_, r) in self.rkeys.drain().flat_map(|(_, m)| m) {
-            // SAFETY: r was unpacked by ucp_ep_rkey_unpack and is destroyed
-            // once, with no operation in flight using it.
-            unsafe { sys::ucp_rkey_destroy(r) };
-        }
+        self.rkeys.clear();
     }
 
-    /// Unmap every registration (before the context goes).
-    pub fn unmap_all(&mut self, ctx: sys::ucp_context_h) {
-        for mr in self.table.take_all_mrs() {
-            // SAFETY: each memh is live and unmapped once.
-            unsafe { sys::ucp_mem_unmap(ctx, mr.handle) };
-        }
+    /// Unmap every registration.
+    pub fn unmap_all(&mut self) {
+        self.table.take_all_mrs().for_each(drop);
     }
 }
