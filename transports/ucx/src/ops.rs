@@ -206,6 +206,7 @@ impl Shared {
 
     /// An active message arrived: check the header, copy the data into a
     /// transport buffer and deliver it in the peer's posting order.
+    #[inline]
     pub(crate) fn deliver(&self, header: &[u8], data: &[u8]) {
         if header.len() != AM_HDR_LEN {
             self.push(Completion::Error {

@@ -396,10 +396,6 @@ pub(crate) struct Taker {
     mem: *const Memory,
 }
 
-// SAFETY: a taker exists only inside Worker::lending, whose callbacks run
-// on the lending thread; it never crosses threads while alive.
-unsafe impl Send for Taker {}
-
 impl Taker {
     /// Hand `data` from `peer` over and copy the placement it asks for.
     /// Not from inside the taker itself (it never calls UCX).
