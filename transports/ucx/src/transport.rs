@@ -300,7 +300,7 @@ impl UcxTransport {
             (g.revoked.contains(&(peer, sealed.sum)), g.rma_in_flight)
         };
         if revoked {
-            self.mem.forget_rkey(peer, sealed.sum);
+            self.mem.forget_rkey(peer, sealed.sum, in_flight);
             return Err(TransportError::BadKey {
                 peer,
                 detail: format!("{op} through a key whose registration rank {peer} has dropped"),

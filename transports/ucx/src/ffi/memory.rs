@@ -120,6 +120,9 @@ pub(crate) struct Memory {
     table: Regions<Region, MemMap>,
     /// Per peer: packed blob's checksum → unpacked key.
     rkeys: HashMap<Rank, HashMap<u64, Rkey>>,
+    /// Keys revoked while one-sided operations were in flight (a get or
+    /// put may still use its key): destroyed once none is.
+    retired: Vec<Rkey>,
     /// Serial number of the next registration (part of its sealed key, so
     /// a re-registration of the same memory gets a key of its own).
     serial: u64,
@@ -275,8 +278,11 @@ impl Memory {
         if self.cached_rkey(peer, sealed.sum).is_some() {
             return Ok(());
         }
-        if self.rkey_count >= RKEY_CACHE_MAX && rma_in_flight == 0 {
-            self.clear_rkeys();
+        if rma_in_flight == 0 {
+            self.retired.clear();
+            if self.rkey_count >= RKEY_CACHE_MAX {
+                self.clear_rkeys();
+            }
         }
         let rkey = Rkey::unpack(ep, sealed).map_err(|st| TransportError::BadKey {
             peer,
@@ -295,15 +301,16 @@ impl Memory {
         self.rkeys.get(&peer).and_then(|m| m.get(&sum))
     }
 
-    /// Forget `peer`'s key with checksum `sum` (revoked by its owner).
-    pub fn forget_rkey(&mut self, peer: Rank, sum: u64) {
-        if self
-            .rkeys
-            .get_mut(&peer)
-            .and_then(|m| m.remove(&sum))
-            .is_some()
-        {
+    /// Forget `peer`'s key with checksum `sum` (revoked by its owner);
+    /// with one-sided operations in flight it is destroyed only once none
+    /// is.
+    pub fn forget_rkey(&mut self, peer: Rank, sum: u64, rma_in_flight: usize) {
+        if let Some(r) = self.rkeys.get_mut(&peer).and_then(|m| m.remove(&sum)) {
             self.rkey_count = self.rkey_count.saturating_sub(1);
+            self.retired.push(r);
+        }
+        if rma_in_flight == 0 {
+            self.retired.clear();
         }
     }
 
@@ -311,6 +318,7 @@ impl Memory {
     pub fn clear_rkeys(&mut self) {
         self.rkey_count = 0;
         self.rkeys.clear();
+        self.retired.clear();
     }
 
     /// Unmap every registration.

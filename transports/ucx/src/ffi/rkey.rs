@@ -50,8 +50,9 @@ impl Rkey {
 impl Drop for Rkey {
     fn drop(&mut self) {
         // SAFETY: raw was unpacked by ucp_ep_rkey_unpack and is destroyed
-        // once; its worker is alive (held above). The transport drops keys
-        // only with no operation in flight through them, or once revoked.
+        // once; its worker is alive (held above). Memory drops keys only
+        // with no one-sided operation in flight (a revoked one waits), or
+        // at teardown.
         unsafe { sys::ucp_rkey_destroy(self.raw) };
     }
 }
