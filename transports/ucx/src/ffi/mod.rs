@@ -13,13 +13,23 @@
 //! raw pointers UCX hands back and the callbacks it runs are handled in
 //! these files alone, each such block with its `SAFETY` line.
 //!
-//! Buffers handed to UCX past the call (a tagged send or receive, a put or
-//! get) are [`memory::RegionBuf`]s: a range checked to lie inside one of
-//! the transport's own regions, made only by [`memory::Memory`]. Those
-//! regions stay allocated while an operation on them is in flight because
-//! the transport's user frees a region only after its operations completed
-//! (the contract's rule for every transport, which UCX relies on as the
-//! verbs NIC does).
+//! What the types here do not enforce, and the rest of the crate keeps:
+//!
+//! - Buffers handed to UCX past the call (a tagged send or receive, a put
+//!   or get) are [`memory::RegionBuf`]s: a range checked, when made by
+//!   [`memory::Memory`], to lie inside one of the transport's regions.
+//!   The region must stay allocated until the operation completes: the
+//!   transport's user does not free a region with operations on it in
+//!   flight (as with every transport whose device or library reads the
+//!   memory later; `Transport::free` does not say it in words yet).
+//! - Without a progress thread the callbacks' state is reached without a
+//!   lock ([`worker::CallbackCell`]): no guard of it may live across a
+//!   UCX call.
+//! - A [`worker::Taker`] is reachable only while [`worker::Worker::lending`]
+//!   runs; nothing takes it out of the callback state.
+//! - [`rkey::Rkey::unpack`] parses a key that `seal`'s `unseal` checked
+//!   (length and checksum of what `ucp_rkey_pack` wrote): UCX's parser
+//!   takes no length.
 
 pub(crate) mod context;
 pub(crate) mod endpoint;
