@@ -45,7 +45,7 @@ fn native_ping_pong_moves_data_and_counts_tagged_sends() {
         c.barrier().unwrap();
         (c.op_counts(), c.info().protocol)
     });
-    assert_eq!(out[0].1, "native");
+    assert_eq!(out[0].1.to_string(), "native");
     // 3 data sends plus the barrier's one round.
     assert_eq!(out[0].0.tagged_sends, 4);
     assert_eq!(out[0].0.sends, 0);

@@ -12,7 +12,8 @@
 //! (`tests/pair.rs` checks it), so the target's progress serves it.
 
 use ovbench_core::RmaProgress;
-use ovbench_ucx_sys as sys;
+
+use crate::ffi::endpoint::Endpoint;
 
 /// UCT transports whose put/get need no CPU at the target (RDMA NICs).
 const OFFLOADED: &[&str] = &[
@@ -104,35 +105,8 @@ pub(crate) fn from_lane_table(table: &str) -> RmaPath {
 }
 
 /// Read the endpoint's lane table and classify its RMA lanes.
-pub(crate) fn probe(ep: sys::ucp_ep_h) -> Option<RmaPath> {
-    // SAFETY: ep is a live endpoint; the stream is an open FILE* (libc's
-    // and UCX's FILE are the same C type).
-    printed(|f| unsafe { sys::ucp_ep_print_info(ep, f.cast()) }).map(|t| from_lane_table(&t))
-}
-
-/// What a UCX `*_print_info(…, FILE*)` call writes, as a string.
-pub(crate) fn printed(print: impl FnOnce(*mut libc::FILE)) -> Option<String> {
-    let mut buf: *mut libc::c_char = std::ptr::null_mut();
-    let mut len: libc::size_t = 0;
-    // SAFETY: open_memstream allocates a growing buffer; buf/len are
-    // updated on fflush/fclose.
-    let f = unsafe { libc::open_memstream(&mut buf, &mut len) };
-    if f.is_null() {
-        return None;
-    }
-    print(f);
-    // SAFETY: f is closed once; afterwards buf holds len bytes.
-    unsafe { libc::fclose(f) };
-    if buf.is_null() {
-        return None;
-    }
-    // SAFETY: buf holds len initialised bytes written by the stream.
-    let text =
-        String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(buf as *const u8, len) })
-            .into_owned();
-    // SAFETY: buf was malloc'd by open_memstream and is freed once.
-    unsafe { libc::free(buf.cast()) };
-    Some(text)
+pub(crate) fn probe(ep: &Endpoint) -> Option<RmaPath> {
+    ep.print_info().map(|t| from_lane_table(&t))
 }
 
 /// The transport/device pairs of a context, from `ucp_context_print_info`

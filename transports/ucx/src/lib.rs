@@ -23,22 +23,28 @@
 //! [`Offloaded`](ovbench_core::RmaProgress). The lane table is read after
 //! `connect` ([`UcxTransport::rma_path`]).
 //!
+//! **Layers.** Every call into UCX is in the private `ffi` module, one
+//! file per resource (context, worker, endpoint, rkey, memory, request),
+//! each owning its handle and releasing it on drop, as the verbs crate
+//! does; the transport files above it call safe functions only
+//! (`tests/unsafe_confined.rs` keeps it so).
+//!
 //! **Limits.** UCX offers no target-side check of a key or range: an
 //! out-of-range offset is rejected at the initiator against the sealed
 //! range, and a dropped registration is refused once its revocation has
 //! arrived (an access racing the revocation is performed). Each RMA post
 //! progresses the worker once so that arrived revocations are seen.
 
+mod ffi;
 mod handover;
 mod lanes;
 mod liveness;
-mod memory;
 mod ops;
 mod progress;
 mod seal;
+mod settings;
 mod status;
 mod transport;
-mod ucp;
 
 pub use lanes::RmaPath;
 pub use transport::{UcxTransport, EAGER_BUF_SIZE};

@@ -6,18 +6,16 @@
 //! or on the progress thread with `--progress thread` — so everything here
 //! sits behind one mutex and a condition variable wakes a sleeping rank.
 
-use std::cell::UnsafeCell;
 use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::ffi::c_void;
-use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::Condvar;
 use std::time::Instant;
 
-use ovbench_core::{Completion, Ctx, OpKind, Rank, Tag, TransportError};
+use ovbench_core::{Completion, OpKind, Rank, Tag, TransportError};
 use ovbench_ucx_sys as sys;
 
-use crate::handover::Taker;
+use crate::ffi::request::Op;
+use crate::ffi::worker::{CallbackCell, CellGuard, Taker};
 use crate::status::status_str;
 
 /// Active-message id ovbench registers its handler under.
@@ -67,7 +65,8 @@ pub(crate) struct Inbox {
     /// thread): completions are signalled only when one is, since an
     /// unconditional notify costs a futex syscall per completion.
     pub waiters: usize,
-    /// The caller's taker while a `poll_arrivals` runs (see `handover`).
+    /// The caller's taker while a `poll_arrivals` runs (see `handover`
+    /// and `Worker::lending`).
     pub taker: Option<Taker>,
     /// Messages handed to the taker in this lend.
     pub handed: usize,
@@ -82,22 +81,19 @@ impl Inbox {
     }
 }
 
-/// State shared between the transport and its UCX callbacks.
+/// State shared between the transport and its UCX callbacks, owned by the
+/// worker (so it outlives every callback).
 ///
 /// Without a progress thread every callback runs inside a UCX call made
 /// by the rank's own thread, so the inbox needs no lock: [`Shared::lock`]
-/// then takes none (two atomic operations per lock were a visible part of
-/// a shared-memory round trip). With a progress thread it locks `mutex`.
+/// then takes none (see [`CallbackCell`]). With a progress thread it
+/// locks a mutex.
 pub(crate) struct Shared {
     pub rank: Rank,
     pub size: u32,
     /// Largest message (header included) a peer may send us.
     pub max_msg: usize,
-    /// Whether callbacks may run on another thread (`--progress thread`).
-    threaded: bool,
-    mutex: Mutex<()>,
-    /// Reached only through an [`InboxGuard`].
-    inbox: UnsafeCell<Inbox>,
+    inbox: CallbackCell<Inbox>,
     /// Set (under the inbox lock) whenever a completion is queued and
     /// cleared by the poll that drains the queue: a poll that finds it
     /// clear skips the inbox.
@@ -106,25 +102,8 @@ pub(crate) struct Shared {
     ready: Condvar,
 }
 
-/// Exclusive access to the inbox: the mutex's guard with a progress
-/// thread, none without one (see [`Shared`]).
-pub(crate) struct InboxGuard<'a> {
-    _lock: Option<MutexGuard<'a, ()>>,
-    inbox: &'a mut Inbox,
-}
-
-impl Deref for InboxGuard<'_> {
-    type Target = Inbox;
-    fn deref(&self) -> &Inbox {
-        self.inbox
-    }
-}
-
-impl DerefMut for InboxGuard<'_> {
-    fn deref_mut(&mut self) -> &mut Inbox {
-        self.inbox
-    }
-}
+/// Exclusive access to the inbox.
+pub(crate) type InboxGuard<'a> = CellGuard<'a, Inbox>;
 
 impl Shared {
     /// `threaded`: a progress thread will run callbacks.
@@ -133,67 +112,53 @@ impl Shared {
             rank,
             size,
             max_msg,
-            threaded,
-            mutex: Mutex::new(()),
-            inbox: UnsafeCell::new(Inbox {
-                completions: Vec::with_capacity(64),
-                expected: vec![0; size as usize],
-                held: (0..size).map(|_| BTreeMap::new()).collect(),
-                recv_pool: Vec::new(),
-                send_pool: Vec::new(),
-                spare: Vec::new(),
-                rma_in_flight: 0,
-                revoked: HashSet::new(),
-                revoked_order: VecDeque::new(),
-                waiters: 0,
-                taker: None,
-                handed: 0,
-                taker_err: None,
-            }),
+            inbox: CallbackCell::new(
+                Inbox {
+                    completions: Vec::with_capacity(64),
+                    expected: vec![0; size as usize],
+                    held: (0..size).map(|_| BTreeMap::new()).collect(),
+                    recv_pool: Vec::new(),
+                    send_pool: Vec::new(),
+                    spare: Vec::new(),
+                    rma_in_flight: 0,
+                    revoked: HashSet::new(),
+                    revoked_order: VecDeque::new(),
+                    waiters: 0,
+                    taker: None,
+                    handed: 0,
+                    taker_err: None,
+                },
+                threaded,
+            ),
             queued: AtomicBool::new(false),
             ready: Condvar::new(),
         }
     }
 
     /// Exclusive access to the inbox. A guard must not live across a UCX
-    /// call (whose callbacks take their own). A poisoned lock (a panic in
-    /// another thread) still holds consistent queues, so it is used as is.
+    /// call (whose callbacks take their own).
+    #[inline]
     pub fn lock(&self) -> InboxGuard<'_> {
-        let lock = self
-            .threaded
-            .then(|| self.mutex.lock().unwrap_or_else(|p| p.into_inner()));
-        // SAFETY: with a progress thread, the mutex held by `lock` excludes
-        // every other guard. Without one, guards are only made on the
-        // rank's thread — by the transport (through &mut self) or by a
-        // callback inside a UCX call the transport makes — and none lives
-        // across a UCX call, so no two exist at once.
-        let inbox = unsafe { &mut *self.inbox.get() };
-        InboxGuard { _lock: lock, inbox }
+        self.inbox.lock()
     }
 
     /// Sleep until a completion is queued or `deadline` passes (only with
-    /// a progress thread, which queues them and signals `ready`).
+    /// a progress thread, which queues them and signals `ready`). The
+    /// waiter is counted under the mutex, so a callback that queues a
+    /// completion after the check sees it and notifies.
     pub fn wait_ready(&self, deadline: Instant) {
-        let mut g = self.mutex.lock().unwrap_or_else(|p| p.into_inner());
-        // SAFETY: as in lock(): the mutex is held by `g` whenever the inbox
-        // is touched here, and the condition variable re-takes it before
-        // returning.
-        let inbox = |_: &MutexGuard<'_, ()>| unsafe { &mut *self.inbox.get() };
-        while inbox(&g).completions.is_empty() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            // Counted under the mutex, so a callback that queues a
-            // completion after this check sees the waiter and notifies.
-            inbox(&g).waiters += 1;
-            g = self
-                .ready
-                .wait_timeout(g, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-            inbox(&g).waiters -= 1;
-        }
+        self.inbox.wait(
+            &self.ready,
+            deadline,
+            |i| !i.completions.is_empty(),
+            |i, asleep| {
+                if asleep {
+                    i.waiters += 1;
+                } else {
+                    i.waiters -= 1;
+                }
+            },
+        );
     }
 
     pub fn push(&self, c: Completion) {
@@ -241,7 +206,8 @@ impl Shared {
 
     /// An active message arrived: check the header, copy the data into a
     /// transport buffer and deliver it in the peer's posting order.
-    fn deliver(&self, header: &[u8], data: &[u8]) {
+    #[inline]
+    pub(crate) fn deliver(&self, header: &[u8], data: &[u8]) {
         if header.len() != AM_HDR_LEN {
             self.push(Completion::Error {
                 ctx: None,
@@ -310,12 +276,13 @@ impl Shared {
     /// Give `data` from `src` to the lent taker (present); an error
     /// withdraws the taker, so what follows is queued.
     fn hand(&self, g: &mut Inbox, src: Rank, data: &[u8]) {
-        let t = g.taker.expect("hand() is called with a taker lent");
         g.handed += 1;
-        // SAFETY: a taker is present only while its Lend lives (the lend
-        // takes it back when dropped), and callbacks run on the lending
-        // thread without a progress thread; the taker never calls UCX.
-        if let Err(e) = unsafe { t.hand(src, data) } {
+        let r = g
+            .taker
+            .as_ref()
+            .expect("hand() is called with a taker lent")
+            .hand(src, data);
+        if let Err(e) = r {
             g.taker = None;
             g.taker_err = Some(e);
         }
@@ -347,7 +314,7 @@ impl Shared {
 
 /// A revocation arrived: `header` is the owner's rank, `data` the key's
 /// checksum.
-fn revoke(shared: &Shared, header: &[u8], data: &[u8]) {
+pub(crate) fn revoke(shared: &Shared, header: &[u8], data: &[u8]) {
     let (Ok(src), Ok(sum)) = (<[u8; 4]>::try_from(header), <[u8; 8]>::try_from(data)) else {
         shared.push(Completion::Error {
             ctx: None,
@@ -373,19 +340,7 @@ fn revoke(shared: &Shared, header: &[u8], data: &[u8]) {
     }
 }
 
-/// The context of one request in flight, boxed and passed to UCX as
-/// `user_data`; the completion callback takes it back.
-pub(crate) struct Op {
-    pub shared: *const Shared,
-    pub ctx: Ctx,
-    pub peer: Rank,
-    pub kind: OpKind,
-    /// The copied message of an active-message send.
-    pub staging: Option<Vec<u8>>,
-    /// Internal traffic (key revocations): no completion for the user.
-    pub silent: bool,
-}
-
+// The request context the callbacks finish (see `ffi::request`).
 impl Op {
     /// The completion the user sees for this operation finishing with
     /// `status` (`tag`: a tagged receive's sender tag and length); none
@@ -454,149 +409,4 @@ impl Op {
             shared.queued(g);
         }
     }
-}
-
-/// Completion callback of sends, flushes (writes) and gets.
-pub(crate) unsafe extern "C" fn send_cb(
-    request: *mut c_void,
-    status: sys::ucs_status_t,
-    user_data: *mut c_void,
-) {
-    // SAFETY: user_data is the Box<Op> leaked when the request was posted;
-    // UCX calls this callback exactly once per request.
-    let op = unsafe { Box::from_raw(user_data as *mut Op) };
-    // SAFETY: op.shared points to the transport's Shared, which outlives
-    // the worker (it is dropped after ucp_worker_destroy).
-    let shared = unsafe { &*op.shared };
-    op.finish(shared, status, None);
-    // SAFETY: request is a live request handed to this callback; freeing
-    // it here is the documented way to release it.
-    unsafe { sys::ucp_request_free(request) };
-}
-
-/// Completion callback of native tagged receives.
-pub(crate) unsafe extern "C" fn tag_recv_cb(
-    request: *mut c_void,
-    status: sys::ucs_status_t,
-    info: *const sys::ucp_tag_recv_info_t,
-    user_data: *mut c_void,
-) {
-    // SAFETY: as in send_cb: user_data is our leaked Box<Op>, called once.
-    let op = unsafe { Box::from_raw(user_data as *mut Op) };
-    // SAFETY: as in send_cb: Shared outlives the worker.
-    let shared = unsafe { &*op.shared };
-    let tag = if info.is_null() {
-        None
-    } else {
-        // SAFETY: UCX passes a valid info for the duration of the callback.
-        let i = unsafe { &*info };
-        Some((i.sender_tag, i.length))
-    };
-    op.finish(shared, status, tag);
-    // SAFETY: as in send_cb.
-    unsafe { sys::ucp_request_free(request) };
-}
-
-/// The key-revocation handler.
-pub(crate) unsafe extern "C" fn am_revoke_cb(
-    arg: *mut c_void,
-    header: *const c_void,
-    header_length: usize,
-    data: *mut c_void,
-    length: usize,
-    _param: *const sys::ucp_am_recv_param_t,
-) -> sys::ucs_status_t {
-    // SAFETY: arg is the transport's Shared (see am_recv_cb).
-    let shared = unsafe { &*(arg as *const Shared) };
-    // SAFETY: UCX guarantees header_length and length readable bytes for
-    // the duration of the callback (both tiny eager messages).
-    let (h, d) = unsafe { (bytes(header, header_length), bytes(data, length)) };
-    revoke(shared, h, d);
-    sys::UCS_OK
-}
-
-/// A byte slice from a UCX callback argument (empty for NULL).
-///
-/// # Safety
-/// `p` must point to `n` readable bytes that outlive the returned slice.
-unsafe fn bytes<'a>(p: *const c_void, n: usize) -> &'a [u8] {
-    if n == 0 || p.is_null() {
-        &[]
-    } else {
-        // SAFETY: the caller guarantees n readable bytes at p.
-        unsafe { std::slice::from_raw_parts(p as *const u8, n) }
-    }
-}
-
-/// The active-message handler: copies the whole message out (so UCX's
-/// buffer is released at once) and queues it.
-pub(crate) unsafe extern "C" fn am_recv_cb(
-    arg: *mut c_void,
-    header: *const c_void,
-    header_length: usize,
-    data: *mut c_void,
-    length: usize,
-    param: *const sys::ucp_am_recv_param_t,
-) -> sys::ucs_status_t {
-    // SAFETY: arg is the transport's Shared, registered with the handler
-    // and alive as long as the worker.
-    let shared = unsafe { &*(arg as *const Shared) };
-    // SAFETY: param is valid for the duration of the callback.
-    let attr = unsafe { (*param).recv_attr };
-    if attr & sys::UCP_AM_RECV_ATTR_FLAG_RNDV as u64 != 0 {
-        shared.push(Completion::Error {
-            ctx: None,
-            peer: shared.rank,
-            op: OpKind::Recv,
-            status: format!(
-                "an active message of {length} bytes arrived as a rendezvous; ovbench sends eager messages only, so the sender is not ovbench or uses a larger eager size"
-            ),
-        });
-        return sys::UCS_OK;
-    }
-    let hdr: &[u8] = if header_length == 0 || header.is_null() {
-        &[]
-    } else {
-        // SAFETY: UCX guarantees header_length readable bytes at header
-        // for the duration of the callback.
-        unsafe { std::slice::from_raw_parts(header as *const u8, header_length) }
-    };
-    let body: &[u8] = if length == 0 || data.is_null() {
-        &[]
-    } else {
-        // SAFETY: an eager (non-rendezvous) message's data holds `length`
-        // readable bytes for the duration of the callback.
-        unsafe { std::slice::from_raw_parts(data as *const u8, length) }
-    };
-    shared.deliver(hdr, body);
-    sys::UCS_OK
-}
-
-/// Endpoint error handler: the peer is gone or the link failed.
-pub(crate) unsafe extern "C" fn ep_err_cb(
-    arg: *mut c_void,
-    _ep: sys::ucp_ep_h,
-    status: sys::ucs_status_t,
-) {
-    // SAFETY: arg is a Box<EpErrArg> the transport keeps alive as long
-    // as the endpoint.
-    let a = unsafe { &*(arg as *const EpErrArg) };
-    // SAFETY: as in send_cb: Shared outlives the worker.
-    let shared = unsafe { &*a.shared };
-    shared.push(Completion::Error {
-        ctx: None,
-        peer: a.peer,
-        op: OpKind::Connect,
-        status: format!(
-            "the endpoint to rank {} failed: {}; the peer process died or the network path broke",
-            a.peer,
-            status_str(status)
-        ),
-    });
-}
-
-/// What the endpoint error handler needs to name the peer.
-pub(crate) struct EpErrArg {
-    pub shared: *const Shared,
-    pub peer: Rank,
 }

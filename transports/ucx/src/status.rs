@@ -1,16 +1,12 @@
 //! UCX status codes turned into messages that name what failed.
 
-use std::ffi::CStr;
-
 use ovbench_core::{OpKind, Rank, TransportError};
 use ovbench_ucx_sys as sys;
 
 /// `ucs_status_string(status)` plus the numeric code.
 pub(crate) fn status_str(status: sys::ucs_status_t) -> String {
-    // SAFETY: ucs_status_string returns a pointer to a static, NUL-terminated
-    // string for every status value (unknown codes map to a static too).
-    let s = unsafe { CStr::from_ptr(sys::ucs_status_string(status)) };
-    format!("{} (UCX status {status})", s.to_string_lossy())
+    let s = crate::ffi::context::status_string(status);
+    format!("{s} (UCX status {status})")
 }
 
 /// A failed local UCX call (context, worker, registration).

@@ -1,8 +1,6 @@
 //! [`UcxTransport`]: the contract over one UCP worker.
 
-use std::ffi::c_void;
 use std::os::fd::RawFd;
-use std::ptr;
 use std::time::{Duration, Instant};
 
 use ovbench_core::{
@@ -11,15 +9,18 @@ use ovbench_core::{
 };
 use ovbench_ucx_sys as sys;
 
-use crate::handover::Lend;
+use crate::ffi::context::{self, Context};
+use crate::ffi::endpoint::Endpoint;
+use crate::ffi::memory::{Memory, RmaBuf};
+use crate::ffi::request::{Op, Posted};
+use crate::ffi::worker::Worker;
 use crate::lanes::{self, RmaPath};
 use crate::liveness;
-use crate::memory::Memory;
-use crate::ops::{self, EpErrArg, Op, Shared, AM_ID, MAX_SPARE_OPS, REVOKE_AM_ID, TAG_SRC_SHIFT};
+use crate::ops::{self, Shared, MAX_SPARE_OPS, TAG_SRC_SHIFT};
 use crate::progress::ProgressThread;
 use crate::seal;
-use crate::status::{self, check};
-use crate::ucp::{self, Ucp};
+use crate::settings::{self, Settings};
+use crate::status;
 use crate::UcxOptions;
 use ovbench_core::fabric::peer_watch::{self, PeerWatch};
 
@@ -38,8 +39,6 @@ const ADDR_HDR: usize = 4 + peer_watch::IDENTITY_LEN;
 const MAX_ADDRESS: usize = 64 * 1024;
 /// How long connect waits for the endpoints' wire-up.
 const WIRE_UP_DEADLINE: Duration = Duration::from_secs(30);
-/// How long teardown waits for an endpoint close.
-const CLOSE_DEADLINE: Duration = Duration::from_secs(2);
 
 /// The UCX transport. See the crate docs for how each contract item maps
 /// onto UCP calls.
@@ -48,11 +47,10 @@ pub struct UcxTransport {
     size: u32,
     progress: Progress,
     thread: Option<ProgressThread>,
+    /// Unpacked peer keys (in `mem`) go before the endpoints, and the
+    /// endpoints before the registrations and the worker: see `Drop`.
     mem: Memory,
-    eps: Vec<sys::ucp_ep_h>,
-    /// Boxed so the addresses given to UCX stay put as the Vec grows.
-    #[allow(clippy::vec_box)]
-    ep_args: Vec<Box<EpErrArg>>,
+    eps: Vec<Endpoint>,
     send_seq: Vec<u32>,
     rma: RmaPath,
     /// Pids of peers on this host, to notice one that died; peers known dead.
@@ -77,18 +75,12 @@ pub struct UcxTransport {
     /// Receive buffers handed back by the user, moved to the inbox's pool
     /// by the next poll that takes the inbox lock anyway.
     recycled: Vec<Vec<u8>>,
-    /// Declared after everything that holds UCX objects and before
-    /// `shared`: the worker must be destroyed before the state its
-    /// callbacks write to.
-    ucp: Ucp,
-    shared: Box<Shared>,
+    /// Owns the state its callbacks write to ([`Shared`]) and outlives
+    /// everything above that holds UCX objects (each holds it alive).
+    worker: Worker,
+    ctx: Context,
+    settings: Settings,
 }
-
-// SAFETY: the raw UCX handles are used only through &mut self (one thread
-// at a time); with `--progress thread` the worker is created in
-// UCS_THREAD_MODE_MULTI and the progress thread touches only the worker
-// and `Shared`, which is behind a mutex.
-unsafe impl Send for UcxTransport {}
 
 impl UcxTransport {
     /// Create the context and worker for `rank` of `size`. Connect with
@@ -99,39 +91,29 @@ impl UcxTransport {
                 "rank {rank} of {size} ranks"
             )));
         }
-        let settings = ucp::settings(opts.tls.as_deref(), opts.net_devices.as_deref());
+        let mut settings = settings::settings(opts.tls.as_deref(), opts.net_devices.as_deref());
         let rma = lanes::guess(&settings.tls);
-        let settings_tls = settings.tls.clone();
-        let ucp = Ucp::new(settings, opts.progress == Progress::Thread)?;
+        let ctx = Context::new(&settings.tls, &settings.net_devices)?;
+        settings.resources = ctx
+            .print_info()
+            .as_deref()
+            .map(lanes::resources)
+            .unwrap_or_default();
+        // UCX only warns about names it does not know and carries on with
+        // the rest; left with nothing but `self`, no peer is reachable.
+        let only_self = settings.resources.iter().all(|r| r.starts_with("self/"));
+        if only_self && settings.tls.split(',').any(|t| t != "self") {
+            return Err(TransportError::Local {
+                op: OpKind::Connect,
+                detail: format!(
+                    "UCX found no usable transport in UCX_TLS={} (UCX_NET_DEVICES={}) besides self; `ucx_info -d` lists the transports and devices this UCX has",
+                    settings.tls, settings.net_devices
+                ),
+            });
+        }
         let threaded = opts.progress == Progress::Thread;
-        let shared = Box::new(Shared::new(rank, size, EAGER_BUF_SIZE, threaded));
-        let arg = &*shared as *const Shared as *mut c_void;
-        let hp = sys::ucp_am_handler_param_t {
-            field_mask: (sys::UCP_AM_HANDLER_PARAM_FIELD_ID
-                | sys::UCP_AM_HANDLER_PARAM_FIELD_FLAGS
-                | sys::UCP_AM_HANDLER_PARAM_FIELD_CB
-                | sys::UCP_AM_HANDLER_PARAM_FIELD_ARG) as u64,
-            id: AM_ID,
-            flags: sys::UCP_AM_FLAG_WHOLE_MSG,
-            cb: Some(ops::am_recv_cb),
-            arg,
-        };
-        // SAFETY: the worker is live; arg points to the boxed Shared, which
-        // outlives the worker (field order of UcxTransport).
-        let st = unsafe { sys::ucp_worker_set_am_recv_handler(ucp.worker, &hp) };
-        check(OpKind::Connect, "ucp_worker_set_am_recv_handler", st)?;
-        let rp = sys::ucp_am_handler_param_t {
-            id: REVOKE_AM_ID,
-            cb: Some(ops::am_revoke_cb),
-            ..hp
-        };
-        // SAFETY: as above.
-        let st = unsafe { sys::ucp_worker_set_am_recv_handler(ucp.worker, &rp) };
-        check(
-            OpKind::Connect,
-            "ucp_worker_set_am_recv_handler(revoke)",
-            st,
-        )?;
+        let shared = Shared::new(rank, size, EAGER_BUF_SIZE, threaded);
+        let worker = Worker::new(&ctx, threaded, shared)?;
         let mut t = UcxTransport {
             rank,
             size,
@@ -139,27 +121,35 @@ impl UcxTransport {
             thread: None,
             mem: Memory::default(),
             eps: Vec::new(),
-            ep_args: Vec::new(),
             send_seq: vec![0; size as usize],
             rma,
             watch: PeerWatch::new(size, liveness::signal_zero),
             gone: vec![false; size as usize],
-            peer_failure_detection: lanes::detects_peer_failure(&settings_tls),
+            peer_failure_detection: lanes::detects_peer_failure(&settings.tls),
             wired: false,
             done: Vec::with_capacity(64),
             spare: Vec::new(),
             send_pool: Vec::new(),
             recycled: Vec::new(),
-            ucp,
-            shared,
+            worker,
+            ctx,
+            settings,
         };
-        if opts.progress == Progress::Thread {
-            t.thread = Some(ProgressThread::spawn(t.ucp.worker, t.ucp.efd)?);
+        if threaded {
+            t.thread = Some(ProgressThread::spawn(&t.worker)?);
         }
         Ok(t)
     }
 
-    fn ep(&self, peer: Rank, op: OpKind) -> Result<sys::ucp_ep_h, TransportError> {
+    /// The callbacks' state.
+    #[inline]
+    fn shared(&self) -> &Shared {
+        self.worker.shared()
+    }
+
+    /// The index of the endpoint to `peer`, after checking it is usable.
+    #[inline]
+    fn ep(&self, peer: Rank, op: OpKind) -> Result<usize, TransportError> {
         if self.gone.get(peer as usize).copied().unwrap_or(false) {
             return Err(TransportError::Peer {
                 peer,
@@ -168,7 +158,7 @@ impl UcxTransport {
             });
         }
         match self.eps.get(peer as usize) {
-            Some(ep) if !ep.is_null() => Ok(*ep),
+            Some(_) => Ok(peer as usize),
             _ if peer >= self.size => Err(TransportError::Invalid(format!(
                 "{op} to rank {peer}, but the job has {} ranks",
                 self.size
@@ -205,14 +195,11 @@ impl UcxTransport {
         Ok((utag, mask))
     }
 
-    fn shared_ptr(&self) -> *const Shared {
-        &*self.shared
-    }
-
     /// Box an operation for UCX's `user_data` (reusing a spare box).
-    fn op(&mut self, ctx: Ctx, peer: Rank, kind: OpKind, staging: Option<Vec<u8>>) -> *mut Op {
+    #[inline]
+    fn op(&mut self, ctx: Ctx, peer: Rank, kind: OpKind, staging: Option<Vec<u8>>) -> Box<Op> {
         let op = Op {
-            shared: self.shared_ptr(),
+            shared: self.worker.shared(),
             ctx,
             peer,
             kind,
@@ -221,16 +208,15 @@ impl UcxTransport {
         };
         if self.spare.is_empty() {
             // The callbacks' boxes, all at once.
-            std::mem::swap(&mut self.spare, &mut self.shared.lock().spare);
+            std::mem::swap(&mut self.spare, &mut self.worker.shared().lock().spare);
         }
-        let b = match self.spare.pop() {
+        match self.spare.pop() {
             Some(mut b) => {
                 *b = op;
                 b
             }
             None => Box::new(op),
-        };
-        Box::into_raw(b)
+        }
     }
 
     /// A send staging buffer: from this thread's pool, refilled from the
@@ -239,19 +225,19 @@ impl UcxTransport {
         if let Some(b) = self.send_pool.pop() {
             return b;
         }
-        std::mem::swap(&mut self.send_pool, &mut self.shared.lock().send_pool);
+        std::mem::swap(
+            &mut self.send_pool,
+            &mut self.worker.shared().lock().send_pool,
+        );
         self.send_pool.pop().unwrap_or_default()
     }
 
     /// Take back an operation UCX did not keep (done inline, or failed):
     /// its staging buffer and box are kept for reuse; one-sided operations
     /// leave the in-flight count (the only part that needs the inbox).
-    fn reclaim(&mut self, op: *mut Op) -> Box<Op> {
-        // SAFETY: UCX did not keep `op` (the call completed inline or
-        // failed, so no callback will run); it is ours again.
-        let mut op = unsafe { Box::from_raw(op) };
+    fn reclaim(&mut self, mut op: Box<Op>) -> Box<Op> {
         if op.is_rma() {
-            let mut g = self.shared.lock();
+            let mut g = self.worker.shared().lock();
             g.rma_in_flight = g.rma_in_flight.saturating_sub(1);
         }
         if let Some(b) = op.staging.take() {
@@ -260,63 +246,30 @@ impl UcxTransport {
         op
     }
 
-    /// Settle what an `*_nbx` call returned: NULL means done at once (the
-    /// callback will not run), an error pointer means it failed (the
-    /// callback will not run either), anything else is in flight.
-    fn settle(
-        &mut self,
-        r: sys::ucs_status_ptr_t,
-        op: *mut Op,
-        call: &str,
-        tag: Option<(u64, usize)>,
-    ) -> Result<(), TransportError> {
-        if r.is_null() {
-            let op = self.reclaim(op);
-            self.done.extend(op.completion(sys::UCS_OK, tag));
-            if self.spare.len() < MAX_SPARE_OPS {
-                self.spare.push(op);
+    /// Settle a posted operation: done at once queues its completion here
+    /// (the callback will not run), a failure is returned (the callback
+    /// will not run either), in flight completes through the callback.
+    fn settle(&mut self, posted: Posted, call: &str) -> Result<(), TransportError> {
+        match posted {
+            Posted::InFlight => Ok(()),
+            Posted::Done(op) => {
+                let op = self.reclaim(op);
+                self.done.extend(op.completion(sys::UCS_OK, None));
+                if self.spare.len() < MAX_SPARE_OPS {
+                    self.spare.push(op);
+                }
+                Ok(())
             }
-            Ok(())
-        } else if sys::ptr_is_err(r) {
-            let op = self.reclaim(op);
-            Err(status::peer(op.peer, op.kind, call, sys::ptr_status(r)))
-        } else {
-            Ok(())
+            Posted::Failed(op, st) => {
+                let op = self.reclaim(op);
+                Err(status::peer(op.peer, op.kind, call, st))
+            }
         }
     }
 
-    /// The parameters of a tagged receive whose callback `cb` gets
-    /// `user_data`. UCX 1.13 does not fill RECV_INFO when a receive
-    /// matches an unexpected message inside the call, so immediate
-    /// completion is turned off: the callback always runs and always has
-    /// the envelope.
-    fn tag_recv_params(
-        user_data: *mut c_void,
-        cb: sys::ucp_tag_recv_nbx_callback_t,
-    ) -> sys::ucp_request_param_t {
-        let mut p = sys::ucp_request_param_t {
-            op_attr_mask: sys::UCP_OP_ATTR_FIELD_CALLBACK
-                | sys::UCP_OP_ATTR_FIELD_USER_DATA
-                | sys::UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
-            user_data,
-            ..Default::default()
-        };
-        p.cb.recv = cb;
-        p
-    }
-
-    fn cb_params(op: *mut Op) -> sys::ucp_request_param_t {
-        let mut p = sys::ucp_request_param_t {
-            op_attr_mask: sys::UCP_OP_ATTR_FIELD_CALLBACK | sys::UCP_OP_ATTR_FIELD_USER_DATA,
-            user_data: op.cast(),
-            ..Default::default()
-        };
-        p.cb.send = Some(ops::send_cb);
-        p
-    }
-
-    /// Common checks of a one-sided operation; returns the endpoint, the
-    /// local memh and pointer, the unpacked rkey and the remote address.
+    /// Common checks of a one-sided operation; returns the endpoint's
+    /// index, the local buffer, the key's checksum (its unpacked form is
+    /// then cached: [`Memory::cached_rkey`]) and the remote address.
     fn rma_prep(
         &mut self,
         peer: Rank,
@@ -325,9 +278,8 @@ impl UcxTransport {
         mr: MrHandle,
         remote: &RemoteKey,
         remote_offset: u64,
-    ) -> Result<(sys::ucp_ep_h, sys::ucp_mem_h, *mut u8, sys::ucp_rkey_h, u64), TransportError>
-    {
-        let ep = self.ep(peer, op)?;
+    ) -> Result<(usize, RmaBuf, u64, u64), TransportError> {
+        let i = self.ep(peer, op)?;
         let sealed = seal::SEAL
             .unseal(remote)
             .map_err(|detail| TransportError::BadKey {
@@ -340,22 +292,22 @@ impl UcxTransport {
                 peer,
                 detail: format!("{op}: {detail}"),
             })?;
-        let (memh, lp) = self.mem.local_rma(mr, local)?;
+        let buf = self.mem.local_rma(mr, local)?;
         // Let revocations that have arrived be seen before the key is used.
-        self.ucp.progress();
+        self.worker.progress();
         let (revoked, in_flight) = {
-            let g = self.shared.lock();
+            let g = self.shared().lock();
             (g.revoked.contains(&(peer, sealed.sum)), g.rma_in_flight)
         };
         if revoked {
-            self.mem.forget_rkey(peer, sealed.sum);
+            self.mem.forget_rkey(peer, sealed.sum, in_flight);
             return Err(TransportError::BadKey {
                 peer,
                 detail: format!("{op} through a key whose registration rank {peer} has dropped"),
             });
         }
-        let rkey = self.mem.rkey(ep, peer, &sealed, in_flight)?;
-        Ok((ep, memh, lp, rkey, remote.addr + remote_offset))
+        self.mem.rkey(&self.eps[i], peer, &sealed, in_flight)?;
+        Ok((i, buf, sealed.sum, remote.addr + remote_offset))
     }
 
     /// Which UCX transports serve RMA to the first peer (after connect).
@@ -366,11 +318,11 @@ impl UcxTransport {
 
 impl Transport for UcxTransport {
     fn info(&self) -> TransportInfo {
-        let s = &self.ucp.settings;
+        let s = &self.settings;
         TransportInfo {
             name: "ucx".into(),
             device: s.tls.clone(),
-            library: format!("UCX {}", ucp::version()),
+            library: format!("UCX {}", context::version()),
             extra: vec![
                 ("UCX_TLS".into(), s.tls.clone()),
                 ("UCX_NET_DEVICES".into(), s.net_devices.clone()),
@@ -411,10 +363,10 @@ impl Transport for UcxTransport {
 
     /// `OVUA`, pid, host/pid-namespace identity, then UCX's worker address.
     fn address(&self) -> Vec<u8> {
-        let mut a = Vec::with_capacity(ADDR_HDR + self.ucp.address.len());
+        let mut a = Vec::with_capacity(ADDR_HDR + self.worker.address().len());
         a.extend_from_slice(ADDR_MAGIC);
         a.extend_from_slice(&peer_watch::identity());
-        a.extend_from_slice(&self.ucp.address);
+        a.extend_from_slice(self.worker.address());
         a
     }
 
@@ -444,50 +396,16 @@ impl Transport for UcxTransport {
             }
             self.watch.note(peer, &a[4..ADDR_HDR]);
             let a = &a[ADDR_HDR..];
-            let arg = Box::new(EpErrArg {
-                shared: self.shared_ptr(),
-                peer,
-            });
-            let mut params = sys::ucp_ep_params_t {
-                field_mask: (sys::UCP_EP_PARAM_FIELD_REMOTE_ADDRESS
-                    | sys::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE
-                    | sys::UCP_EP_PARAM_FIELD_ERR_HANDLER) as u64,
-                address: a.as_ptr().cast(),
-                err_mode: sys::UCP_ERR_HANDLING_MODE_PEER,
-                err_handler: sys::ucp_err_handler_t {
-                    cb: Some(ops::ep_err_cb),
-                    arg: &*arg as *const EpErrArg as *mut c_void,
-                },
-                ..Default::default()
-            };
-            if !self.peer_failure_detection {
-                params.field_mask = sys::UCP_EP_PARAM_FIELD_REMOTE_ADDRESS as u64;
-            }
-            let mut ep: sys::ucp_ep_h = ptr::null_mut();
-            // SAFETY: worker is live; the address bytes stay valid for the
-            // call (UCX unpacks them); the error-handler arg is boxed and
-            // kept in ep_args as long as the endpoint.
-            let mut st = unsafe { sys::ucp_ep_create(self.ucp.worker, &params, &mut ep) };
-            if st == sys::UCS_ERR_UNREACHABLE && self.peer_failure_detection {
-                // Shared-memory transports without keepalive (posix, sysv)
-                // refuse peer-failure detection: connect without it and
-                // rely on the callers' deadlines instead.
-                let mut plain = params;
-                plain.field_mask = sys::UCP_EP_PARAM_FIELD_REMOTE_ADDRESS as u64;
-                // SAFETY: as above.
-                st = unsafe { sys::ucp_ep_create(self.ucp.worker, &plain, &mut ep) };
-                self.peer_failure_detection = false;
-            }
-            if st != sys::UCS_OK {
-                return Err(status::peer(peer, OpKind::Connect, "ucp_ep_create", st));
-            }
+            let (ep, detecting) =
+                Endpoint::create(&self.worker, a, peer, self.peer_failure_detection)
+                    .map_err(|st| status::peer(peer, OpKind::Connect, "ucp_ep_create", st))?;
+            self.peer_failure_detection = detecting;
             self.eps.push(ep);
-            self.ep_args.push(arg);
         }
         self.wire_up()?;
         self.wired = true;
         let probe = (self.rank + 1) % self.size;
-        if let Some(path) = lanes::probe(self.eps[probe as usize]) {
+        if let Some(path) = lanes::probe(&self.eps[probe as usize]) {
             self.rma = path;
         }
         Ok(())
@@ -516,12 +434,12 @@ impl Transport for UcxTransport {
     }
 
     fn register(&mut self, s: LocalSlice) -> Result<MrHandle, TransportError> {
-        self.mem.register(self.ucp.context, s)
+        self.mem.register(&self.ctx, s)
     }
 
     fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
         let sum = seal::sum_of(&self.mem.mr(mr)?.key.blob);
-        self.mem.deregister(self.ucp.context, mr)?;
+        self.mem.deregister(mr)?;
         // UCX cannot refuse an access at the target, so tell every peer
         // the key is dead; they refuse it once this has arrived (an access
         // racing the revocation is still performed).
@@ -570,37 +488,21 @@ impl Transport for UcxTransport {
         remote_offset: u64,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        let (ep, memh, lp, rkey, raddr) =
+        let (i, buf, sum, raddr) =
             self.rma_prep(peer, OpKind::Write, local, mr, remote, remote_offset)?;
-        let put = sys::ucp_request_param_t {
-            op_attr_mask: sys::UCP_OP_ATTR_FIELD_MEMH,
-            memh,
-            ..Default::default()
-        };
-        // SAFETY: ep and rkey are live; lp..lp+len lies in registration mr;
-        // the remote range was checked against the key.
-        let r = unsafe { sys::ucp_put_nbx(ep, lp.cast(), local.len, raddr, rkey, &put) };
-        if sys::ptr_is_err(r) {
-            return Err(status::peer(
-                peer,
-                OpKind::Write,
-                "ucp_put_nbx",
-                sys::ptr_status(r),
-            ));
-        }
-        if !r.is_null() {
-            // SAFETY: a live request without a callback; UCX releases it
-            // when it completes. The flush below reports completion.
-            unsafe { sys::ucp_request_free(r) };
-        }
+        let rkey = self
+            .mem
+            .cached_rkey(peer, sum)
+            .expect("unpacked by rma_prep");
+        self.eps[i]
+            .put(buf, raddr, rkey)
+            .map_err(|st| status::peer(peer, OpKind::Write, "ucp_put_nbx", st))?;
         // The put's own completion is only local: the flush completes once
         // the data is placed at the target, which is the contract's rule.
-        self.shared.lock().rma_in_flight += 1;
+        self.shared().lock().rma_in_flight += 1;
         let op = self.op(ctx, peer, OpKind::Write, None);
-        let p = Self::cb_params(op);
-        // SAFETY: ep is live; op is owned by UCX until the callback.
-        let r = unsafe { sys::ucp_ep_flush_nbx(ep, &p) };
-        self.settle(r, op, "ucp_ep_flush_nbx", None)
+        let posted = self.eps[i].flush_op(op);
+        self.settle(posted, "ucp_ep_flush_nbx")
     }
 
     fn post_read(
@@ -612,17 +514,16 @@ impl Transport for UcxTransport {
         remote_offset: u64,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        let (ep, memh, lp, rkey, raddr) =
+        let (i, buf, sum, raddr) =
             self.rma_prep(peer, OpKind::Read, local, mr, remote, remote_offset)?;
-        self.shared.lock().rma_in_flight += 1;
+        self.shared().lock().rma_in_flight += 1;
         let op = self.op(ctx, peer, OpKind::Read, None);
-        let mut p = Self::cb_params(op);
-        p.op_attr_mask |= sys::UCP_OP_ATTR_FIELD_MEMH;
-        p.memh = memh;
-        // SAFETY: ep and rkey are live; lp..lp+len lies in registration mr
-        // and stays allocated (regions with registrations cannot be freed).
-        let r = unsafe { sys::ucp_get_nbx(ep, lp.cast(), local.len, raddr, rkey, &p) };
-        self.settle(r, op, "ucp_get_nbx", None)
+        let rkey = self
+            .mem
+            .cached_rkey(peer, sum)
+            .expect("unpacked by rma_prep");
+        let posted = self.eps[i].get(buf, raddr, rkey, op);
+        self.settle(posted, "ucp_get_nbx")
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
@@ -639,12 +540,9 @@ impl Transport for UcxTransport {
             return self.poll(out);
         }
         let (p, mem) = self.poll_parts();
-        // SAFETY: the lend ends below, before `arrivals` is used again;
-        // nothing changes `mem` meanwhile (the poll borrows other fields)
-        // and callbacks run on this thread.
-        let lend = unsafe { Lend::new(p.shared, arrivals, mem) };
-        let r = p.poll(out);
-        let handed = lend.end()?;
+        let worker = p.worker;
+        let (r, handed) = worker.lending(arrivals, mem, || p.poll(out));
+        let handed = handed?;
         Ok(r? + handed)
     }
 
@@ -656,7 +554,7 @@ impl Transport for UcxTransport {
 
     fn wait_fd(&self) -> Option<RawFd> {
         // With a progress thread, that thread owns the fd's arming.
-        (self.thread.is_none()).then_some(self.ucp.efd)
+        (self.thread.is_none()).then_some(self.worker.efd())
     }
 
     fn block(&mut self, timeout: Duration) -> Result<(), TransportError> {
@@ -667,28 +565,20 @@ impl Transport for UcxTransport {
             if !self.done.is_empty() {
                 return Ok(());
             }
-            self.shared.wait_ready(deadline);
+            self.shared().wait_ready(deadline);
             return Ok(());
         }
         // (The queued flag, not a lock on the inbox: a guard alive across
         // `progress` would deadlock with the callbacks it runs.)
         if !self.done.is_empty()
-            || self.shared.has_queued()
-            || self.ucp.progress()
-            || !self.ucp.arm()?
+            || self.shared().has_queued()
+            || self.worker.progress()
+            || !self.worker.arm()?
         {
             return Ok(());
         }
-        let mut pfd = libc::pollfd {
-            fd: self.ucp.efd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
         let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
-        // SAFETY: pfd is a valid pollfd array of length 1.
-        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if rc < 0 {
-            let e = std::io::Error::last_os_error();
+        if let Err(e) = self.worker.wait(ms) {
             if e.kind() != std::io::ErrorKind::Interrupted {
                 return Err(TransportError::io("poll on the UCX worker's event fd", e));
             }
@@ -739,14 +629,9 @@ impl Transport for UcxTransport {
         ctx: Ctx,
     ) -> Result<(), TransportError> {
         let (utag, mask) = self.recv_selector(src, tag)?;
-        let p = self.mem.ptr(dst)?;
+        let buf = self.mem.buf(dst)?;
         let op = self.op(ctx, src.unwrap_or(self.rank), OpKind::TaggedRecv, None);
-        let params = Self::tag_recv_params(op.cast(), Some(ops::tag_recv_cb));
-        // SAFETY: the worker is live; dst lies in a live region that the
-        // caller keeps until this receive's completion.
-        let r = unsafe {
-            sys::ucp_tag_recv_nbx(self.ucp.worker, p.cast(), dst.len, utag, mask, &params)
-        };
-        self.settle(r, op, "ucp_tag_recv_nbx", None)
+        let posted = self.worker.tag_recv(buf, utag, mask, op);
+        self.settle(posted, "ucp_tag_recv_nbx")
     }
 }

@@ -6,15 +6,15 @@ use ovbench_core::fabric::peer_watch::PeerWatch;
 use ovbench_core::{Completion, TransportError};
 
 use super::UcxTransport;
-use crate::memory::Memory;
+use crate::ffi::memory::Memory;
+use crate::ffi::worker::Worker;
 use crate::ops::Shared;
-use crate::ucp::Ucp;
 
 /// Most `ucp_worker_progress` calls in one poll.
 const MAX_PROGRESS: usize = 64;
 
 pub(super) struct PollParts<'a> {
-    pub ucp: &'a Ucp,
+    pub worker: &'a Worker,
     pub shared: &'a Shared,
     pub done: &'a mut Vec<Completion>,
     pub watch: &'a mut PeerWatch,
@@ -27,8 +27,8 @@ impl UcxTransport {
     /// places into.
     pub(super) fn poll_parts(&mut self) -> (PollParts<'_>, &Memory) {
         let p = PollParts {
-            ucp: &self.ucp,
-            shared: &self.shared,
+            worker: &self.worker,
+            shared: self.worker.shared(),
             done: &mut self.done,
             watch: &mut self.watch,
             gone: &mut self.gone,
@@ -47,7 +47,7 @@ impl PollParts<'_> {
         // caller that much latency.
         if self.done.is_empty() {
             for _ in 0..MAX_PROGRESS {
-                if !self.ucp.progress() || self.shared.has_queued() {
+                if !self.worker.progress() || self.shared.has_queued() {
                     break;
                 }
             }

@@ -5,10 +5,10 @@
 //! `Transport::tsend_inline`).
 
 use ovbench_core::{Ctx, LocalSlice, OpKind, Rank, Tag, TransportError};
-use ovbench_ucx_sys as sys;
 
 use super::{UcxTransport, EAGER_BUF_SIZE};
-use crate::ops::{Op, AM_HDR_LEN, AM_ID, MAX_SPARE_OPS, TAG_SRC_SHIFT};
+use crate::ffi::request::Posted;
+use crate::ops::{AM_HDR_LEN, AM_ID, MAX_SPARE_OPS, TAG_SRC_SHIFT};
 use crate::status;
 
 /// Largest message (AM header included) tried from the stack, sent only
@@ -52,29 +52,11 @@ impl UcxTransport {
         am_layout(&mut buf, self.rank, seq, header, body);
         self.send_seq[peer as usize] = seq.wrapping_add(1);
         // The header must stay valid until completion (UCX 1.13 has no
-        // COPY_HEADER flag), so it lives in the staging buffer too; the
-        // Vec's heap block does not move when the Vec moves into the Op.
-        let base = buf.as_ptr();
-        let len = buf.len();
+        // COPY_HEADER flag), so it lives in the staging buffer too, which
+        // the op owns until its completion.
         let op = self.op(ctx, peer, OpKind::Send, Some(buf));
-        let mut p = Self::cb_params(op);
-        p.op_attr_mask |= sys::UCP_OP_ATTR_FIELD_FLAGS;
-        p.flags = sys::UCP_AM_SEND_FLAG_EAGER;
-        // SAFETY: ep is live; header and data point into the staging buffer
-        // owned by `op`, which lives until the completion callback (or
-        // until settle_inline() takes it back when UCX completes inline).
-        let r = unsafe {
-            sys::ucp_am_send_nbx(
-                ep,
-                AM_ID,
-                base.cast(),
-                AM_HDR_LEN,
-                base.add(AM_HDR_LEN).cast(),
-                len - AM_HDR_LEN,
-                &p,
-            )
-        };
-        self.settle_inline(r, op, "ucp_am_send_nbx")
+        let posted = self.eps[ep].am_send(AM_ID, AM_HDR_LEN, op);
+        self.settle_inline(posted, "ucp_am_send_nbx")
     }
 
     /// UCX's tagged send (`sync`: the synchronous one), the source rank in
@@ -88,37 +70,24 @@ impl UcxTransport {
         ctx: Ctx,
     ) -> Result<bool, TransportError> {
         let ep = self.ep(peer, OpKind::TaggedSend)?;
-        let p = self.mem.ptr(src)?;
+        let buf = self.mem.buf(src)?;
         let utag = (u64::from(self.rank) << TAG_SRC_SHIFT) | u64::from(tag);
-        if !sync {
-            // First without a request: done inside the call or refused.
-            let params = sys::ucp_request_param_t {
-                op_attr_mask: sys::UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL,
-                ..Default::default()
-            };
-            // SAFETY: as below; nothing outlives the call.
-            let r = unsafe { sys::ucp_tag_send_nbx(ep, p.cast(), src.len, utag, &params) };
-            if self.immediate(r, peer, OpKind::TaggedSend, "ucp_tag_send_nbx")? {
-                return Ok(true);
-            }
-        }
-        let op = self.op(ctx, peer, OpKind::TaggedSend, None);
-        let params = Self::cb_params(op);
-        // SAFETY: ep is live; src lies in a live region that cannot be freed
-        // while the caller still waits for this completion (contract).
-        let r = unsafe {
-            if sync {
-                sys::ucp_tag_send_sync_nbx(ep, p.cast(), src.len, utag, &params)
-            } else {
-                sys::ucp_tag_send_nbx(ep, p.cast(), src.len, utag, &params)
-            }
-        };
         let call = if sync {
             "ucp_tag_send_sync_nbx"
         } else {
             "ucp_tag_send_nbx"
         };
-        self.settle_inline(r, op, call)
+        // First without a request: done inside the call or refused.
+        if !sync
+            && self.eps[ep]
+                .tag_send_imm(buf, utag)
+                .map_err(|st| status::peer(peer, OpKind::TaggedSend, call, st))?
+        {
+            return Ok(true);
+        }
+        let op = self.op(ctx, peer, OpKind::TaggedSend, None);
+        let posted = self.eps[ep].tag_send(buf, utag, sync, op);
+        self.settle_inline(posted, call)
     }
 
     /// The active message of [`am_send`](Self::am_send) from a stack
@@ -128,7 +97,7 @@ impl UcxTransport {
     /// would have to keep it (the caller then stages it).
     fn am_send_now(
         &mut self,
-        ep: sys::ucp_ep_h,
+        ep: usize,
         peer: Rank,
         seq: u32,
         header: &[u8],
@@ -141,84 +110,28 @@ impl UcxTransport {
         };
         let end = AM_HDR_LEN + header.len() + body.len();
         am_layout(&mut msg[..end], self.rank, seq, header, body);
-        let mut params = sys::ucp_request_param_t {
-            op_attr_mask: sys::UCP_OP_ATTR_FIELD_FLAGS | sys::UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL,
-            ..Default::default()
-        };
-        params.flags = sys::UCP_AM_SEND_FLAG_EAGER;
-        // SAFETY: ep is live; `msg` outlives the call, and with
-        // FORCE_IMM_CMPL UCX either sends it inside the call or refuses.
-        let r = unsafe {
-            sys::ucp_am_send_nbx(
-                ep,
-                AM_ID,
-                msg.as_ptr().cast(),
-                AM_HDR_LEN,
-                msg.as_ptr().add(AM_HDR_LEN).cast(),
-                end - AM_HDR_LEN,
-                &params,
-            )
-        };
-        self.immediate(r, peer, OpKind::Send, "ucp_am_send_nbx")
-    }
-
-    /// What a `FORCE_IMM_CMPL` call returned: true when done, false when
-    /// UCX refused to finish it inside the call (`UCS_ERR_NO_RESOURCE`),
-    /// an error otherwise.
-    fn immediate(
-        &mut self,
-        r: sys::ucs_status_ptr_t,
-        peer: Rank,
-        op: OpKind,
-        call: &str,
-    ) -> Result<bool, TransportError> {
-        if r.is_null() {
-            return Ok(true);
-        }
-        if sys::ptr_is_err(r) {
-            let st = sys::ptr_status(r);
-            if st == sys::UCS_ERR_NO_RESOURCE {
-                return Ok(false);
-            }
-            return Err(status::peer(peer, op, call, st));
-        }
-        // A request despite FORCE_IMM_CMPL (not seen with UCX 1.13): it
-        // may still read the caller's stack buffer, so finish it here.
-        // SAFETY: r is a live request of this worker.
-        while unsafe { sys::ucp_request_check_status(r) } == sys::UCS_INPROGRESS {
-            self.ucp.progress();
-        }
-        // SAFETY: as above; released once, after completion.
-        let st = unsafe { sys::ucp_request_check_status(r) };
-        // SAFETY: the request is complete and released exactly once.
-        unsafe { sys::ucp_request_free(r) };
-        if st == sys::UCS_OK {
-            Ok(true)
-        } else {
-            Err(status::peer(peer, op, call, st))
-        }
+        self.eps[ep]
+            .am_send_imm(AM_ID, &msg[..end], AM_HDR_LEN)
+            .map_err(|st| status::peer(peer, OpKind::Send, "ucp_am_send_nbx", st))
     }
 
     /// [`settle`](Self::settle) for a send whose inline completion the
     /// caller takes itself: true (and nothing queued) when UCX finished it
     /// inside the call, false when it is in flight, an error when it failed.
-    fn settle_inline(
-        &mut self,
-        r: sys::ucs_status_ptr_t,
-        op: *mut Op,
-        call: &str,
-    ) -> Result<bool, TransportError> {
-        if r.is_null() {
-            let op = self.reclaim(op);
-            if self.spare.len() < MAX_SPARE_OPS {
-                self.spare.push(op);
+    fn settle_inline(&mut self, posted: Posted, call: &str) -> Result<bool, TransportError> {
+        match posted {
+            Posted::InFlight => Ok(false),
+            Posted::Done(op) => {
+                let op = self.reclaim(op);
+                if self.spare.len() < MAX_SPARE_OPS {
+                    self.spare.push(op);
+                }
+                Ok(true)
             }
-            Ok(true)
-        } else if sys::ptr_is_err(r) {
-            let op = self.reclaim(op);
-            Err(status::peer(op.peer, op.kind, call, sys::ptr_status(r)))
-        } else {
-            Ok(false)
+            Posted::Failed(op, st) => {
+                let op = self.reclaim(op);
+                Err(status::peer(op.peer, op.kind, call, st))
+            }
         }
     }
 }
