@@ -181,7 +181,11 @@ pub trait Transport: Send {
 
     /// Allocate `len` bytes of zeroed, page-aligned memory.
     fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError>;
-    /// Release a region (its registrations must be gone).
+    /// Release a region. Its registrations must be gone, and no operation
+    /// posted on it (a send, receive, write or read, tagged or not) may
+    /// still be in flight: the library may be reading or writing it until
+    /// the operation's completion is polled. Transports that hand the
+    /// region to a library by pointer rely on this rule for their safety.
     fn free(&mut self, region: RegionId) -> Result<(), TransportError>;
     /// Read a range of local memory.
     fn read_region(&self, s: LocalSlice, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError>;
