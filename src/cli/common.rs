@@ -25,8 +25,6 @@ pub enum TransportKind {
     Ucx,
     /// libfabric.
     Ofi,
-    /// An MPI library (run under mpirun).
-    Mpi,
 }
 
 impl TransportKind {
@@ -37,7 +35,6 @@ impl TransportKind {
             TransportKind::Verbs => "verbs",
             TransportKind::Ucx => "ucx",
             TransportKind::Ofi => "ofi",
-            TransportKind::Mpi => "mpi",
         }
     }
 }
@@ -64,7 +61,7 @@ pub enum ProtoArg {
     Auto,
     /// The bare data-moving operation (--op), no protocol.
     Raw,
-    /// The library's own tagged protocol (UCX, libfabric, MPI).
+    /// The library's own tagged protocol (UCX, libfabric).
     Native,
 }
 
@@ -108,7 +105,7 @@ impl OnOff {
 /// Options shared by every command.
 #[derive(Clone, Debug, Args)]
 pub struct CommonArgs {
-    /// Fabric to use (verbs, ucx, ofi and mpi need their cargo feature).
+    /// Fabric to use (verbs, ucx and ofi need their cargo feature).
     #[arg(long, global = true, value_enum, default_value_t = TransportKind::Tcp, help_heading = "Transport")]
     pub transport: TransportKind,
     /// Number of ranks to start on this host (ignored under mpirun/srun);

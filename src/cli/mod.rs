@@ -15,9 +15,9 @@ use crate::cli::common::CommonArgs;
 use crate::methods::MethodCommand;
 
 /// Measures what communication really costs: latency, bandwidth, host
-/// overhead, overlap, LogP and broadcast over verbs, UCX, libfabric, TCP
-/// and MPI, with ovbench's own eager/rendezvous protocols or the
-/// library's.
+/// overhead, overlap, LogP and broadcast over verbs, UCX, libfabric and
+/// TCP (and a LogGP model), with ovbench's own eager/rendezvous protocols
+/// or the library's.
 #[derive(Debug, Parser)]
 #[command(
     name = "ovbench",

@@ -14,17 +14,10 @@ pub fn requirement(kind: TransportKind) -> (&'static str, &'static str) {
         TransportKind::Verbs => ("verbs", "libibverbs-dev librdmacm-dev"),
         TransportKind::Ucx => ("ucx", "libucx-dev"),
         TransportKind::Ofi => ("ofi", "libfabric-dev"),
-        TransportKind::Mpi => ("mpi", "libopenmpi-dev (or libmpich-dev) and openmpi-bin"),
     }
 }
 
-/// Why `--transport mpi` cannot run in any build yet: the `mpi` feature
-/// exists so the flag and the docs are stable, but transports/mpi has not
-/// been written (no issue covers it so far), so `full` leaves it out.
-pub const MPI_NOT_YET: &str = "the mpi transport is not part of this build yet: its crate (transports/mpi, an MPI library through rsmpi) has not been written, so no ovbench build can start it, with or without --features mpi (the feature is a placeholder and --features full leaves it out). Run the same methods over --transport tcp, verbs, ucx or ofi, or --proto native over ucx or ofi for a library's own tagged protocol";
-
-/// Whether the transport's feature was enabled at build time (and the
-/// transport exists: `mpi` never is, see [`MPI_NOT_YET`]).
+/// Whether the transport's feature was enabled at build time.
 pub fn compiled_in(kind: TransportKind) -> bool {
     match kind {
         TransportKind::Tcp => cfg!(feature = "tcp"),
@@ -32,14 +25,13 @@ pub fn compiled_in(kind: TransportKind) -> bool {
         TransportKind::Verbs => cfg!(feature = "verbs"),
         TransportKind::Ucx => cfg!(feature = "ucx"),
         TransportKind::Ofi => cfg!(feature = "ofi"),
-        TransportKind::Mpi => false,
     }
 }
 
 /// The transports this binary can run.
 pub fn available() -> Vec<TransportKind> {
     use TransportKind::*;
-    [Tcp, Sim, Verbs, Ucx, Ofi, Mpi]
+    [Tcp, Sim, Verbs, Ucx, Ofi]
         .into_iter()
         .filter(|k| compiled_in(*k))
         .collect()
@@ -49,9 +41,6 @@ pub fn available() -> Vec<TransportKind> {
 pub fn check(kind: TransportKind) -> Result<()> {
     if compiled_in(kind) {
         return Ok(());
-    }
-    if kind == TransportKind::Mpi {
-        bail!("{MPI_NOT_YET}");
     }
     let (feature, packages) = requirement(kind);
     let have: Vec<&str> = available().iter().map(|k| k.name()).collect();
@@ -83,13 +72,11 @@ mod tests {
     }
 
     #[test]
-    fn mpi_says_it_is_not_in_any_build_yet() {
-        assert!(!compiled_in(TransportKind::Mpi));
-        assert!(!available().contains(&TransportKind::Mpi));
-        let e = check(TransportKind::Mpi).unwrap_err().to_string();
-        assert!(e.contains("not part of this build yet"), "{e}");
-        assert!(e.contains("transports/mpi"), "{e}");
-        assert!(!e.contains("rebuild with"), "{e}");
+    fn mpi_is_no_transport_value_until_it_exists() {
+        use clap::ValueEnum;
+        assert!(TransportKind::value_variants()
+            .iter()
+            .all(|k| k.name() != "mpi"));
     }
 
     #[test]

@@ -30,13 +30,9 @@ pub fn run(env: RankEnv, cli: &Cli) -> Result<()> {
         ovbench_launcher::pin_self(cpu).with_context(|| format!("rank {rank}"))?;
     }
     // A teardown's SIGTERM (or Ctrl-C) unwinds the rank, closing its
-    // transports and their shared-memory files. MPI waits inside the
-    // library, where no stop request is seen: those ranks keep dying on
-    // the signal.
-    if common.transport != TransportKind::Mpi {
-        ovbench_launcher::signals::catch()
-            .with_context(|| format!("rank {rank}: catching SIGTERM, SIGINT and SIGHUP"))?;
-    }
+    // transports and their shared-memory files.
+    ovbench_launcher::signals::catch()
+        .with_context(|| format!("rank {rank}: catching SIGTERM, SIGINT and SIGHUP"))?;
     let boot = Bootstrap::connect(&env, timeout)
         .with_context(|| format!("rank {rank}: joining the job's bootstrap service"))?;
     let mut ctl = BootstrapControl::new(boot);
