@@ -15,7 +15,7 @@ use anyhow::{anyhow, Result};
 use ovbench_core::{Communicator, XferTable};
 use serde_json::{json, Value};
 
-use super::latency::{pingpong, PingPong};
+use super::pingpong::{pingpong, PingPong};
 use super::rankreport::{round2, RankReport};
 use crate::methods::common::Ctrl;
 use crate::output::us;

@@ -9,6 +9,7 @@
 
 mod instrumented;
 pub mod latency;
+mod pingpong;
 mod rankreport;
 mod verify;
 pub mod window;

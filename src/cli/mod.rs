@@ -111,13 +111,7 @@ impl Command {
             Command::Bw(_) => "bw".into(),
             Command::Bibw(_) => "bibw".into(),
             Command::Msgrate(_) => "msgrate".into(),
-            // The methods' variants are named as their subcommands
-            // (clap's default: the variant name in lower case).
-            Command::Method(m) => {
-                let debug = format!("{m:?}");
-                let variant = debug.split(['(', ' ', '{']).next().unwrap_or("method");
-                variant.to_lowercase()
-            }
+            Command::Method(m) => m.name().into(),
         }
     }
 }

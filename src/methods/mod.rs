@@ -39,6 +39,20 @@ pub enum MethodCommand {
     Overlap(overlap::Args),
 }
 
+impl MethodCommand {
+    /// The subcommand's name, as clap derives it from the variant (a test
+    /// checks the two agree).
+    pub fn name(&self) -> &'static str {
+        match self {
+            MethodCommand::Overhead(_) => "overhead",
+            MethodCommand::Logp(_) => "logp",
+            MethodCommand::Bcast(_) => "bcast",
+            MethodCommand::Commtest(_) => "commtest",
+            MethodCommand::Overlap(_) => "overlap",
+        }
+    }
+}
+
 /// Run `cmd` on this rank. Every rank must call it; only rank 0's `sink`
 /// should print (others pass a [`crate::report::NullSink`]).
 pub fn run_method(
@@ -112,6 +126,19 @@ mod tests {
         T::try_parse_from(std::iter::once("ovbench").chain(args.iter().copied()))
             .unwrap()
             .cmd
+    }
+
+    #[test]
+    fn names_are_clap_subcommand_names() {
+        use clap::CommandFactory;
+        let names: Vec<String> = T::command()
+            .get_subcommands()
+            .map(|s| s.get_name().to_string())
+            .collect();
+        for n in &names {
+            assert_eq!(cmd(&[n.as_str()]).name(), n);
+        }
+        assert_eq!(names.len(), 5);
     }
 
     #[test]
