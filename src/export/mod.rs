@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-pub use self::csv::CsvExporter;
+pub use self::csv::{table_paths, CsvExporter};
 pub use document::{Document, Table, SCHEMA};
 pub use json::JsonExporter;
 
@@ -66,41 +66,69 @@ pub fn check_writable(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The files a run writes, each with its format.
-#[derive(Default)]
+/// The files a run writes: the JSON document, and a CSV file per table.
+#[derive(Debug, Default)]
 pub struct FileExports {
-    files: Vec<(PathBuf, Box<dyn Exporter>)>,
-}
-
-impl std::fmt::Debug for FileExports {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list()
-            .entries(self.files.iter().map(|(p, _)| p))
-            .finish()
-    }
+    json: Option<PathBuf>,
+    csv: Option<PathBuf>,
 }
 
 impl FileExports {
     pub fn new(json: Option<&Path>, csv: Option<&Path>) -> FileExports {
-        let mut files: Vec<(PathBuf, Box<dyn Exporter>)> = Vec::new();
-        if let Some(p) = json {
-            files.push((p.to_path_buf(), Box::new(JsonExporter)));
+        FileExports {
+            json: json.map(Path::to_path_buf),
+            csv: csv.map(Path::to_path_buf),
         }
-        if let Some(p) = csv {
-            files.push((p.to_path_buf(), Box::new(CsvExporter)));
-        }
-        FileExports { files }
     }
     pub fn is_empty(&self) -> bool {
-        self.files.is_empty()
+        self.json.is_none() && self.csv.is_none()
     }
-    /// Rewrite every file from `doc`.
+    /// Rewrite every file from `doc`; the JSON header lists the CSV files.
     pub fn write(&self, doc: &Document) -> anyhow::Result<()> {
-        for (path, ex) in &self.files {
-            write_atomic(path, &ex.render(doc))?;
+        let titles: Vec<&str> = doc.tables.iter().map(|t| t.title.as_str()).collect();
+        let csv_paths = self
+            .csv
+            .as_ref()
+            .map(|base| table_paths(base, &titles))
+            .unwrap_or_default();
+        for (t, path) in doc.tables.iter().zip(&csv_paths) {
+            write_atomic(path, &CsvExporter.render_table(t))?;
+        }
+        if let Some(path) = &self.json {
+            let mut doc = doc.clone();
+            if let serde_json::Value::Object(h) = &mut doc.header {
+                let files: Vec<serde_json::Value> = titles
+                    .iter()
+                    .zip(&csv_paths)
+                    .map(|(t, p)| serde_json::json!({"table": t, "file": p.display().to_string()}))
+                    .collect();
+                h.insert("csv_files".into(), files.into());
+            }
+            write_atomic(path, &JsonExporter.render(&doc))?;
         }
         Ok(())
     }
+}
+
+/// `--json` and `--csv` (with the CSV's table files) must name different
+/// files: checked before any rank starts.
+pub fn check_distinct(json: Option<&Path>, csv: Option<&Path>) -> anyhow::Result<()> {
+    if let (Some(j), Some(c)) = (json, csv) {
+        let stem = c.with_extension("");
+        let table_file = j
+            .to_str()
+            .zip(stem.to_str())
+            .is_some_and(|(j, s)| j.starts_with(&format!("{s}.")) && j.ends_with(".csv"));
+        if j == c || table_file {
+            anyhow::bail!(
+                "--json {} and --csv {} would write the same file (the CSV's further tables go to {}.<table>.csv): give them different names",
+                j.display(),
+                c.display(),
+                stem.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

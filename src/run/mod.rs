@@ -52,6 +52,8 @@ fn usage(e: anyhow::Error) -> anyhow::Error {
 /// Run the parsed command line; the process's exit code on success.
 pub fn run(cli: &Cli) -> Result<i32> {
     features::check(cli.common.transport)?;
+    crate::export::check_distinct(cli.common.json.as_deref(), cli.common.csv.as_deref())
+        .map_err(usage)?;
     for path in [&cli.common.json, &cli.common.csv].into_iter().flatten() {
         crate::export::check_writable(path)?;
     }

@@ -1,0 +1,107 @@
+//! The files a run writes open in the tools users read them with: each
+//! CSV file is one table with its header row first (Python's
+//! `csv.DictReader` takes its column names from it), the JSON header lists
+//! every CSV file, and `--json` and `--csv` naming one file is refused
+//! before anything runs.
+#![cfg(feature = "sim")]
+
+use std::path::Path;
+use std::process::Command;
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("ovbench-export-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The column names Python's csv.DictReader reads from `path`, and its
+/// row count.
+fn dict_reader(path: &Path) -> (Vec<String>, usize) {
+    let py = "import csv,sys,json\nr=csv.DictReader(open(sys.argv[1]))\nrows=list(r)\nprint(json.dumps([r.fieldnames,len(rows)]))";
+    let out = Command::new("python3")
+        .args(["-c", py])
+        .arg(path)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names = v[0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_string())
+        .collect();
+    (names, v[1].as_u64().unwrap() as usize)
+}
+
+#[test]
+fn every_table_is_a_csv_file_python_reads_and_the_json_lists_them() {
+    let dir = scratch("tables");
+    let (json, csv) = (dir.join("o.json"), dir.join("o.csv"));
+    let out = Command::new(env!("CARGO_BIN_EXE_ovbench"))
+        .args([
+            "overlap",
+            "--transport",
+            "sim",
+            "--sizes",
+            "10K",
+            "--iters",
+            "2",
+            "--steps",
+            "1",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .arg("--csv")
+        .arg(&csv)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let files = doc["header"]["csv_files"].as_array().unwrap();
+    let tables = doc["tables"].as_array().unwrap();
+    assert_eq!(files.len(), tables.len());
+    assert!(files.len() >= 3, "{files:?}");
+    for (f, t) in files.iter().zip(tables) {
+        let path = Path::new(f["file"].as_str().unwrap());
+        assert!(path.exists(), "{path:?}");
+        let (names, rows) = dict_reader(path);
+        assert_eq!(rows, t["rows"].as_array().unwrap().len(), "{path:?}");
+        let first = t["rows"][0].as_object().unwrap();
+        // Flat keys keep their names; nested objects flatten to a_b.
+        for k in first.keys().filter(|k| !first[k.as_str()].is_object()) {
+            assert!(names.contains(k), "{path:?}: {k} not in {names:?}");
+        }
+    }
+    assert_eq!(files[0]["file"], csv.display().to_string());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn json_and_csv_on_one_file_is_refused_before_anything_runs() {
+    let dir = scratch("same");
+    for (j, c) in [("x.csv", "x.csv"), ("x.totals.csv", "x.csv")] {
+        let out = Command::new(env!("CARGO_BIN_EXE_ovbench"))
+            .args(["latency", "--transport", "sim", "--sizes", "8"])
+            .arg("--json")
+            .arg(dir.join(j))
+            .arg("--csv")
+            .arg(dir.join(c))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("same file"), "{err}");
+        assert!(out.stdout.is_empty());
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
