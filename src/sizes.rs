@@ -1,4 +1,4 @@
-//! Message sizes and durations as users type them (DESIGN.md § Conventions,
+//! Message sizes and durations as users type them (docs/architecture.md § Conventions,
 //! Units): bytes with `K`/`M`/`G` suffixes (powers of 1024), `MIN:MAX` for
 //! MIN then the powers of two up to MAX, and comma lists such as `8,1K,1M`.
 

@@ -1,4 +1,4 @@
-//! bcast against truths derived here from the sim's rules (DESIGN.md § The
+//! bcast against truths derived here from the sim's rules (docs/architecture.md § The
 //! sim model), over LogGP sets drawn from the ranges. Nothing is
 //! taken from src/methods: the binomial tree is built from its definition
 //! (MPICH: a root over a span of 2^k ranks sends first to the root of the
@@ -253,7 +253,7 @@ fn linear_oli_equals_the_chain_timeline() {
     );
 }
 
-/// DESIGN.md's form for the last rank of a linear broadcast, with m·G:
+/// docs/architecture.md's form for the last rank of a linear broadcast, with m·G:
 /// OL = (P − 1)·h, h = o_s + L + m·G + o_r, and E = OL + h₀ with h₀ the
 /// 0-byte hop, wherever successive broadcasts leave each other alone.
 #[test]

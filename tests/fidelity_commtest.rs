@@ -1,5 +1,5 @@
 //! COMMTEST's times against forms derived here from the sim's rules
-//! (DESIGN.md § The sim model), over LogGP sets drawn from the issue's
+//! (docs/architecture.md § The simulator), over LogGP sets drawn from the issue's
 //! ranges; nothing is taken from src/methods.
 //!
 //! Rules used: a send costs its CPU o_s and completes for the caller then

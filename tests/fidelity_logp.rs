@@ -1,7 +1,8 @@
 //! `ovbench logp --transport sim` against closed forms of the sim's LogGP
 //! rules, for every send/receive mode pair, over parameter sets drawn at
 //! random (tests/sim_truth). The truth is written out below from the
-//! rules of DESIGN.md's sim model; nothing comes from the method's code.
+//! simulator's rules (docs/architecture.md § The simulator); nothing
+//! comes from the method's code.
 //!
 //! The rules used (progress=poll, no jitter, m = 0 so m·G = 0):
 //! a posted message costs its sender o_s and leaves when the NIC is free

@@ -1,6 +1,6 @@
 //! `ovbench overhead` (Sandia SMB's mpi_overhead) under the LogGP sim,
 //! against closed forms derived below from the sim's rules alone
-//! (DESIGN.md § The sim model): nothing here comes from src/methods.
+//! (docs/architecture.md § The simulator): nothing here comes from src/methods.
 //!
 //! The sim's rules used: a post costs the poster o_s of CPU; its NIC
 //! starts an injection no earlier than max(g, m·G) after its previous one

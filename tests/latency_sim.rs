@@ -1,5 +1,5 @@
 //! The benchmarks under the simulator, where the truth is known in closed
-//! form (DESIGN.md § The sim model): one-way latency = o_s + L + o_r.
+//! form (docs/architecture.md § The simulator): one-way latency = o_s + L + o_r.
 
 mod common;
 

@@ -1,5 +1,5 @@
 //! The methods' accuracy under the deterministic sim, against the closed
-//! forms of DESIGN.md § The sim model (written out here, not computed by
+//! forms of docs/architecture.md § The simulator (written out here, not computed by
 //! running sim code). Defaults: L = 1 µs, o_s = o_r = 300 ns, g = 500 ns,
 //! G = 0.1 ns/B, offload, progress=poll.
 #![cfg(feature = "sim")]

@@ -1,5 +1,5 @@
 //! Every method end to end over TCP: the real binary spawns its local
-//! ranks (2; 4 for bcast, oversubscribed on small machines as DESIGN.md
+//! ranks (2; 4 for bcast, oversubscribed on small machines as docs/architecture.md
 //! allows), prints the originals' columns and writes the JSON document.
 //! Timings on a shared loopback are noise; these tests check that the
 //! ranks agree, rows arrive complete and the figures are finite. One

@@ -4,7 +4,7 @@ fi_pingpong) with each process on its own core, alternating runs, medians,
 and the `ratio ...` lines (the median of per-run ratios) with both command
 lines.
 
-Conventions (DESIGN.md, Conventions): ovbench's ranks are pinned by its
+Conventions (docs/architecture.md, Conventions): ovbench's ranks are pinned by its
 launcher to cores 0 and 1, the peer tool's two processes by taskset to the
 same cores; the same sizes, iterations and warm-up on both sides (where
 the peer has a warm-up option); latency headline p50 against

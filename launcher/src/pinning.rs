@@ -1,4 +1,4 @@
-//! Which core each local rank runs on (DESIGN.md § Conventions "Ranks vs
+//! Which core each local rank runs on (docs/architecture.md § Conventions "Ranks vs
 //! cores"): its own physical core while there are any, then the SMT
 //! siblings, then round-robin with a warning so waits turn into yields.
 

@@ -1,6 +1,6 @@
 //! `--instrument` for latency: after each size's reported (uninstrumented)
 //! pass, a second pass of the same iterations with the communicator's
-//! event recorder on (DESIGN.md § Instrumentation), so the recorder's
+//! event recorder on (docs/architecture.md § Instrumentation), so the recorder's
 //! cost is measured rather than assumed: the instrumented p50 against
 //! the plain one, and the events each rank recorded per iteration.
 //!

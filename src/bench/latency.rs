@@ -1,5 +1,5 @@
 //! `latency`: ping-pong between ranks 0 and 1, one-way latency = RTT/2
-//! per iteration (DESIGN.md § Conventions, Latency); under `--proto raw
+//! per iteration (docs/architecture.md § Conventions, Latency); under `--proto raw
 //! --op read` the whole read operation, as ib_read_lat times it. Each
 //! iteration's tick difference goes into a pre-allocated array; the
 //! histogram is built afterwards. Other ranks only join the barriers.

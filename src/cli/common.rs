@@ -45,7 +45,7 @@ impl std::fmt::Display for TransportKind {
     }
 }
 
-/// Which protocol moves a message (DESIGN.md § Layers 2).
+/// Which protocol moves a message (docs/architecture.md § Layers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ProtoArg {

@@ -1,4 +1,4 @@
-//! The environment every header and JSON file records (DESIGN.md §
+//! The environment every header and JSON file records (docs/architecture.md §
 //! Conventions): command line, version and commit, date, hosts, CPU
 //! model, core map, each rank's affinity, governor, kernel, library
 //! versions and `UCX_*`/`FI_*` variables — and the warnings a careful
@@ -139,7 +139,7 @@ impl Environment {
     }
 }
 
-/// The checks of DESIGN.md § Conventions, on facts passed in (pure).
+/// The checks of docs/architecture.md § Conventions, on facts passed in (pure).
 pub fn warnings(
     ranks: &[RankFacts],
     map: &[CpuPlace],

@@ -19,7 +19,7 @@ pub struct Table {
 #[derive(Clone, Debug)]
 pub struct Document {
     pub schema: &'static str,
-    /// The environment of DESIGN.md § Conventions (command line, version,
+    /// The environment of docs/architecture.md § Conventions (command line, version,
     /// hosts, CPU, clock, transport, ...).
     pub header: Value,
     pub tables: Vec<Table>,

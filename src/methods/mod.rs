@@ -1,4 +1,4 @@
-//! The five methods of DESIGN.md (overhead, overlap, commtest, logp,
+//! The five methods of docs/architecture.md (overhead, overlap, commtest, logp,
 //! bcast), each a plain function of (communicator, options): `run(comm,
 //! args, sink)` on every rank, rows to the sink as they complete, and a
 //! result struct that derives `Serialize`.

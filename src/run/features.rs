@@ -1,6 +1,6 @@
 //! Which transports this binary was built with. A transport that is not
 //! compiled in is an error naming the cargo feature and the Debian
-//! packages to install (DESIGN.md § Layout, Features).
+//! packages to install (docs/architecture.md § Conventions).
 
 use anyhow::{bail, Result};
 

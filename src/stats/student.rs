@@ -1,5 +1,5 @@
 //! Student's t distribution: the quantiles behind a confidence interval of
-//! a mean from few samples (logp_mpi's repetition rule, DESIGN.md's
+//! a mean from few samples (logp_mpi's repetition rule, docs/architecture.md's
 //! "every result carries its spread").
 //!
 //! The CDF is written through the regularised incomplete beta function,

@@ -1,5 +1,5 @@
 //! Running the real `ovbench` binary from end-to-end tests: one run at a
-//! time (DESIGN.md: end-to-end tests run one at a time, the ranks need
+//! time (docs/architecture.md: end-to-end tests run one at a time, the ranks need
 //! the cores), each with a deadline after which it is killed.
 
 #![allow(dead_code)]

@@ -67,7 +67,7 @@ pub type Check = fn(&mut Endpoints) -> Result<(), String>;
 
 /// Longest any single wait of a check may take.
 pub const WAIT_DEADLINE: Duration = Duration::from_secs(20);
-/// How soon the survivors must report a dropped peer (DESIGN.md: a killed
+/// How soon the survivors must report a dropped peer (docs/architecture.md: a killed
 /// rank stops the job within 5 s).
 pub const PEER_LOSS_DEADLINE: Duration = Duration::from_secs(5);
 

@@ -1,4 +1,4 @@
-//! What one recorded instrumentation event costs (DESIGN.md budget:
+//! What one recorded instrumentation event costs (docs/architecture.md budget:
 //! < 20 ns per event), and what an 8-byte eager ping-pong iteration
 //! records. Run with `cargo bench -p ovbench-core --bench event_cost`.
 

@@ -1,5 +1,5 @@
 //! The communicator: the point-to-point API every method is written
-//! against (DESIGN.md § Layers 3), plus the clock and work loop.
+//! against (docs/architecture.md § Layers), plus the clock and work loop.
 //!
 //! Methods in `src/` see only this trait, so the same code runs over the
 //! engine's own protocols on any transport, over a library's native
@@ -189,7 +189,7 @@ pub trait Communicator {
     // ---- provided: instrumentation (off unless enabled) ----
 
     /// Start recording CALL/XFER events, with `table` as xfer_time(size)
-    /// (DESIGN.md § Instrumentation). Communicators that cannot record
+    /// (docs/architecture.md § Instrumentation). Communicators that cannot record
     /// say so.
     fn enable_instrumentation(
         &mut self,

@@ -1,6 +1,6 @@
 //! The ovbench transport contract and the communicator built on it.
 //!
-//! Layer 1 of `DESIGN.md`: a [`Transport`] is a connected set of endpoints,
+//! Layer 1 of `docs/architecture.md`: a [`Transport`] is a connected set of endpoints,
 //! one per peer rank, with registered memory, two-sided sends into
 //! transport-owned pre-posted buffers, one-sided write/read against a
 //! peer's [`RemoteKey`], and non-blocking completion polling. Every fabric

@@ -1,4 +1,4 @@
-//! The transport contract (DESIGN.md § Layers 1).
+//! The transport contract (docs/architecture.md § Layers).
 //!
 //! Semantics every implementation must honour — the conformance suite
 //! (the `ovbench-conformance` crate) checks each one:

@@ -1,5 +1,5 @@
 //! The ovbench protocol engine: eager and rendezvous protocols as pure
-//! state machines, with no I/O and no clock reads (DESIGN.md § Layers 2).
+//! state machines, with no I/O and no clock reads (docs/architecture.md § Layers).
 //!
 //! In the style of quinn-proto, the caller feeds the [`Engine`] what
 //! happened — a user call ([`Engine::isend`], [`Engine::irecv`]), an

@@ -134,7 +134,7 @@ pub struct Config {
 }
 
 impl Config {
-    /// Defaults of DESIGN.md for a job of `size` ranks.
+    /// Defaults of docs/architecture.md for a job of `size` ranks.
     pub fn new(rank: Rank, size: u32, eager_buf_size: usize) -> Config {
         Config {
             rank,

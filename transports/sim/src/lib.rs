@@ -1,4 +1,4 @@
-//! ovbench-sim: the deterministic LogGP model (DESIGN.md § The sim model).
+//! ovbench-sim: the deterministic LogGP model (docs/architecture.md § The simulator).
 //!
 //! N ranks run in one process on virtual time (integer picoseconds). Each
 //! rank is a stackful coroutine on the caller's thread, and a baton lets

@@ -1,4 +1,4 @@
-//! The model's parameters, parsed from `--sim KEY=VAL,…` (DESIGN.md § The
+//! The model's parameters, parsed from `--sim KEY=VAL,…` (docs/architecture.md § The
 //! sim model). Keys are case-sensitive; durations need a unit (ps, ns, us,
 //! ms, s) and are kept as integer picoseconds so closed forms in tests hold
 //! exactly. G is kept in femtoseconds per byte so sub-picosecond gaps

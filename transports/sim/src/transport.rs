@@ -3,7 +3,7 @@
 //! first syncs with the scheduler, so it takes effect at the rank's
 //! virtual time in global time order; memory access is local and free.
 //!
-//! Costs (DESIGN.md § The sim model): each post charges o_s to the
+//! Costs (docs/architecture.md § The simulator): each post charges o_s to the
 //! caller; each two-sided message consumed by [`Transport::poll`] charges
 //! o_r (progress=poll), as does each one-sided request served there
 //! (offload=no). A message's size m is its payload: header bytes are free,

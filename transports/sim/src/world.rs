@@ -1,4 +1,4 @@
-//! The model's state and its cost rules (DESIGN.md § The sim model): NICs
+//! The model's state and its cost rules (docs/architecture.md § The simulator): NICs
 //! injecting at most one message per max(g, m·G), wires of latency L (+
 //! seeded jitter), one-sided requests served by the target's NIC or by its
 //! next library call, and completions that cost no CPU. Events run in

@@ -1,5 +1,5 @@
 //! The engine's communicator on the simulated machine, against closed
-//! forms from DESIGN.md § The sim model (defaults: L 1 µs, o_s = o_r =
+//! forms from docs/architecture.md § The simulator (defaults: L 1 µs, o_s = o_r =
 //! 300 ns, g 500 ns, G 0.1 ns/B).
 
 use std::time::Instant;

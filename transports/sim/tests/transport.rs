@@ -1,5 +1,5 @@
 //! The cost rules on the bare transport, against closed forms from
-//! DESIGN.md § The sim model (defaults: L 1 µs, o_s = o_r = 300 ns,
+//! docs/architecture.md § The simulator (defaults: L 1 µs, o_s = o_r = 300 ns,
 //! g 500 ns, G 0.1 ns/B).
 
 mod common;

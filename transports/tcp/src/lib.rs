@@ -1,4 +1,4 @@
-//! ovbench's TCP transport (DESIGN.md § Layers 1).
+//! ovbench's TCP transport (docs/architecture.md § Layers).
 //!
 //! One nonblocking, `TCP_NODELAY` connection per peer pair. Two-sided
 //! messages are framed and copied; one-sided write and read are emulated

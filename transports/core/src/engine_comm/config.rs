@@ -54,7 +54,7 @@ pub fn protocol_name(p: Protocol) -> &'static str {
     }
 }
 
-/// Whether auto picks rdma-read: RMA native and offloaded (DESIGN.md).
+/// Whether auto picks rdma-read: RMA native and offloaded (docs/architecture.md).
 pub fn prefers_read(caps: &Caps) -> bool {
     caps.rma == RmaKind::Native && caps.rma_progress == RmaProgress::Offloaded
 }

@@ -1,5 +1,5 @@
 //! The communicator over the protocol engine ([`EngineComm`]) and over a
-//! library's native tagged path ([`NativeComm`]): DESIGN.md § Layers 3.
+//! library's native tagged path ([`NativeComm`]): docs/architecture.md § Layers.
 //!
 //! Both own a connected [`Transport`], the communicator's [`Clock`] and
 //! [`Work`] loop; every wait honours [`EngineConfig::timeout`] and a

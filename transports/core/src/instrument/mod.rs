@@ -1,4 +1,4 @@
-//! Instrumentation and overlap bounds (DESIGN.md § Instrumentation,
+//! Instrumentation and overlap bounds (docs/architecture.md § Instrumentation,
 //! overlap-characterization.txt §2): CALL_ENTER/CALL_EXIT around every
 //! communicator call, XFER_BEGIN/XFER_END where the protocol moves data,
 //! recorded into a fixed ring and folded into bounds when it fills.
