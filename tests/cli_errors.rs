@@ -149,3 +149,22 @@ fn more_ranks_than_the_host_can_start_are_refused_at_once() {
         assert!(r.stdout.is_empty(), "nothing ran: {}", r.stdout);
     }
 }
+
+#[test]
+fn a_negative_number_is_refused_naming_its_option() {
+    let _g = serial();
+    for (args, flag) in [
+        (&["latency", "--sizes", "-1"][..], "--sizes"),
+        (&["latency", "--warmup", "-1"][..], "--warmup"),
+        (&["latency", "--timeout", "-5"][..], "--timeout"),
+        (&["latency", "--np", "-2"][..], "--np"),
+    ] {
+        let r = ovbench(args, LIMIT);
+        assert_eq!(r.code, Some(2), "{args:?}: {r:?}");
+        let first = r.stderr.lines().next().unwrap_or("");
+        assert!(
+            first.contains(flag) && !first.contains("unexpected argument"),
+            "{args:?}: {first}"
+        );
+    }
+}

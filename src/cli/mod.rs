@@ -56,10 +56,25 @@ impl Cli {
     /// Parse the process's arguments (exiting as clap does on an error),
     /// noting which options were given on the command line.
     pub fn parse_args() -> Cli {
-        let m = Cli::command().get_matches();
+        let m = Cli::command_checked().get_matches();
         let mut cli = Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit());
         cli.given = given_ids(&m);
         cli
+    }
+
+    /// The command, with negative numbers taken as values everywhere, so
+    /// that `--warmup -1` or `--sizes -1` is refused by the option's own
+    /// parser, naming the option, rather than read as an unknown flag.
+    pub fn command_checked() -> clap::Command {
+        let mut cmd = Cli::command().allow_negative_numbers(true);
+        let names: Vec<String> = cmd
+            .get_subcommands()
+            .map(|s| s.get_name().to_string())
+            .collect();
+        for n in names {
+            cmd = cmd.mut_subcommand(n, |s| s.allow_negative_numbers(true));
+        }
+        cmd
     }
 
     /// Whether the user gave option `id` (its clap id, e.g. `ucx_tls`).
