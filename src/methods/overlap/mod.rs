@@ -73,28 +73,36 @@ pub struct Args {
     pub pair: Vec<Pair>,
     /// Transfers per step: the paper's 1000 (a default run over tcp
     /// takes about 15 s on a 2-core host; use fewer for a quick look).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub iters: u64,
     /// Message sizes (the paper: 10K eager, 1M rendezvous).
     #[arg(long, default_value = "10K,1M")]
     pub sizes: Sizes,
     /// Computation steps after the zero step.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
     pub steps: u32,
     /// Largest computation, as a multiple of xfer_time(size).
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = non_negative)]
     pub max_comp: f64,
     /// xfer_time per size: lines `SIZE_BYTES NS` (e.g. from --proto raw runs).
     #[arg(long, value_name = "FILE")]
     pub xfer_table: Option<PathBuf>,
     /// Repetitions per size when measuring xfer_time without a table.
-    #[arg(long, default_value_t = 21)]
+    #[arg(long, default_value_t = 21, value_parser = clap::value_parser!(u32).range(1..))]
     pub xfer_reps: u32,
     /// Measure xfer_time per size, write it to FILE (rank 0) and stop: run
     /// it with `--proto raw --op read|write|send` for the bare operation's
     /// times, then pass FILE to `--xfer-table`.
     #[arg(long, value_name = "FILE")]
     pub write_xfer_table: Option<PathBuf>,
+}
+
+/// A finite number, 0 or more.
+fn non_negative(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("`{s}` is not a number of 0 or more")),
+    }
 }
 
 /// One side's figures in one step.
