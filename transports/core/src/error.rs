@@ -87,7 +87,7 @@ pub enum TransportError {
         peer: Option<Rank>,
         /// The operation, peer and size waited for, in words.
         what: String,
-        /// The deadline that passed, in seconds.
+        /// The timeout that ran out (`--timeout`), in seconds.
         secs: f64,
     },
     /// A signal asked this rank to stop ([`crate::stop`]): the job is

@@ -67,8 +67,9 @@ pub struct ReqId(pub u64);
 /// MPI's send modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
-    /// The protocol decides: eager sends complete once their packets have
-    /// left, rendezvous sends once the data has moved.
+    /// The protocol decides: an eager send completes as posted (the
+    /// transport copies its bytes), a rendezvous send once its data has
+    /// reached the receiver.
     Standard,
     /// Complete once copied out: always eager.
     Buffered,
