@@ -1,5 +1,8 @@
-//! Capabilities: the two axes the overlap paper cares about (RMA offload
-//! and two-sided progress) plus the sizes the engine must respect.
+//! Capabilities: the two axes the overlap paper (Shet, Sadayappan,
+//! Bernholdt, Nieplocha and Tipparaju, "A Framework for Characterizing
+//! Overlap of Communication and Computation in Parallel Applications")
+//! cares about — RMA offload and two-sided progress — plus the sizes the
+//! engine must respect.
 
 use serde::Serialize;
 
@@ -59,8 +62,14 @@ impl std::str::FromStr for Progress {
 /// What a transport can do; printed in every header.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Caps {
+    /// Whether writes and reads are real RDMA or emulated by messages.
     pub rma: RmaKind,
+    /// Who serves one-sided operations at the target; with
+    /// [`RmaKind::Native`] and [`RmaProgress::Offloaded`] auto prefers
+    /// rdma-read.
     pub rma_progress: RmaProgress,
+    /// How two-sided traffic progresses, as the transport was opened
+    /// (`--progress`).
     pub progress: Progress,
     /// Largest payload sent inline (no local buffer needed); 0 if none.
     pub max_inline: usize,

@@ -1,5 +1,6 @@
 //! The communicator: the point-to-point API every method is written
-//! against (docs/architecture.md § Layers), plus the clock and work loop.
+//! against (layer 3, above the transports and the protocol engine), plus
+//! the clock and work loop.
 //!
 //! Methods in `src/` see only this trait, so the same code runs over the
 //! engine's own protocols on any transport, over a library's native
@@ -21,7 +22,10 @@ pub type TagSel = Option<Tag>;
 /// A communicator-owned buffer (transport memory), cheap to copy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Buf {
+    /// The transport region behind the buffer.
     pub region: RegionId,
+    /// The buffer's size in bytes; every `off + len` an operation names
+    /// must stay within it.
     pub len: usize,
 }
 
@@ -47,8 +51,11 @@ pub enum SendMode {
 /// A completed receive's (or send's) envelope.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Status {
+    /// The sender's rank (for a send, the destination).
     pub source: Rank,
+    /// The message's tag (a wildcard receive learns it here).
     pub tag: Tag,
+    /// Bytes the message carried (at most the receive's `len`).
     pub len: usize,
 }
 
@@ -88,7 +95,10 @@ impl OpCounts {
 /// path. Printed and serialized by its name (`eager`, `raw-read`, `native`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CommPath {
+    /// ovbench's protocol engine over the transport, running this protocol.
     Engine(crate::engine_comm::Protocol),
+    /// The library's own tagged protocol ([`crate::Transport::tsend`] /
+    /// [`crate::Transport::trecv`]); ovbench sees no transfer inside it.
     Native,
 }
 
@@ -120,19 +130,25 @@ impl Serialize for CommPath {
 /// Facts about a communicator for headers and JSON.
 #[derive(Clone, Debug, Serialize)]
 pub struct CommInfo {
+    /// The transport underneath: name, device, library.
     pub transport: TransportInfo,
+    /// What the transport can do.
     pub caps: Caps,
     /// How messages move: an engine protocol (with its raw operation) or
     /// the library's native path.
     pub protocol: CommPath,
+    /// Largest message, in bytes, that auto sends eagerly (`--eager-limit`).
     pub eager_limit: usize,
 }
 
 /// The point-to-point API. Errors name the peer; every wait honours the
 /// communicator's timeout.
 pub trait Communicator {
+    /// This process's rank, `0..size`.
     fn rank(&self) -> Rank;
+    /// Number of ranks in the job.
     fn size(&self) -> u32;
+    /// Transport, capabilities and protocol, for headers and JSON.
     fn info(&self) -> CommInfo;
 
     /// The communicator's clock (cycle counter, or virtual under sim).
@@ -189,8 +205,8 @@ pub trait Communicator {
     // ---- provided: instrumentation (off unless enabled) ----
 
     /// Start recording CALL/XFER events, with `table` as xfer_time(size)
-    /// (docs/architecture.md § Instrumentation). Communicators that cannot record
-    /// say so.
+    /// for the overlap bounds (see [`crate::instrument`]). Communicators
+    /// that cannot record say so.
     fn enable_instrumentation(
         &mut self,
         table: crate::instrument::XferTable,
@@ -240,6 +256,8 @@ pub trait Communicator {
 
     // ---- provided: the rest of the MPI-style API ----
 
+    /// Start a standard-mode send of `buf[off..off+len]` to `dst`
+    /// (`MPI_Isend`); finish it with [`Self::wait`] or [`Self::test`].
     fn isend(
         &mut self,
         buf: Buf,
@@ -250,6 +268,8 @@ pub trait Communicator {
     ) -> Result<Req, TransportError> {
         self.isend_mode(buf, off, len, dst, tag, SendMode::Standard)
     }
+    /// Start a synchronous send (`MPI_Issend`): it completes only once the
+    /// matching receive is posted.
     fn issend(
         &mut self,
         buf: Buf,
@@ -260,6 +280,9 @@ pub trait Communicator {
     ) -> Result<Req, TransportError> {
         self.isend_mode(buf, off, len, dst, tag, SendMode::Synchronous)
     }
+    /// Start a ready-mode send (`MPI_Irsend`): the matching receive must
+    /// already be posted, else the receiver reports an error naming this
+    /// rank.
     fn irsend(
         &mut self,
         buf: Buf,
@@ -270,6 +293,8 @@ pub trait Communicator {
     ) -> Result<Req, TransportError> {
         self.isend_mode(buf, off, len, dst, tag, SendMode::Ready)
     }
+    /// Start a buffered send (`MPI_Ibsend`): always eager, complete once
+    /// the data is copied out of `buf`.
     fn ibsend(
         &mut self,
         buf: Buf,
@@ -280,6 +305,7 @@ pub trait Communicator {
     ) -> Result<Req, TransportError> {
         self.isend_mode(buf, off, len, dst, tag, SendMode::Buffered)
     }
+    /// Standard-mode send, waited for (`MPI_Send`).
     fn send(
         &mut self,
         buf: Buf,
@@ -291,6 +317,8 @@ pub trait Communicator {
         let r = self.isend(buf, off, len, dst, tag)?;
         self.wait(r).map(|_| ())
     }
+    /// Synchronous send, waited for (`MPI_Ssend`): returns once the
+    /// receive has matched.
     fn ssend(
         &mut self,
         buf: Buf,
@@ -302,6 +330,7 @@ pub trait Communicator {
         let r = self.issend(buf, off, len, dst, tag)?;
         self.wait(r).map(|_| ())
     }
+    /// Ready-mode send, waited for (`MPI_Rsend`).
     fn rsend(
         &mut self,
         buf: Buf,
@@ -313,6 +342,7 @@ pub trait Communicator {
         let r = self.irsend(buf, off, len, dst, tag)?;
         self.wait(r).map(|_| ())
     }
+    /// Buffered send, waited for (`MPI_Bsend`).
     fn bsend(
         &mut self,
         buf: Buf,
@@ -324,6 +354,8 @@ pub trait Communicator {
         let r = self.ibsend(buf, off, len, dst, tag)?;
         self.wait(r).map(|_| ())
     }
+    /// Receive up to `len` bytes into `buf[off..]` and wait for it
+    /// (`MPI_Recv`); the status says who sent how much with which tag.
     fn recv(
         &mut self,
         buf: Buf,

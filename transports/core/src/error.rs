@@ -5,14 +5,24 @@ use crate::Rank;
 /// The operation an error or completion belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum OpKind {
+    /// A two-sided send ([`crate::Transport::post_send`]).
     Send,
+    /// A two-sided arrival, or the connection it came on.
     Recv,
+    /// A one-sided RDMA write ([`crate::Transport::post_write`]).
     Write,
+    /// A one-sided RDMA read ([`crate::Transport::post_read`]).
     Read,
+    /// A memory registration or deregistration, or an allocation.
     Register,
+    /// Opening the device or library, or connecting to a peer.
     Connect,
+    /// A native tagged send ([`crate::Transport::tsend`]).
     TaggedSend,
+    /// A native tagged receive ([`crate::Transport::trecv`]).
     TaggedRecv,
+    /// Driving progress or waiting for it ([`crate::Transport::poll`],
+    /// [`crate::Transport::block`]).
     Poll,
 }
 
@@ -40,16 +50,29 @@ pub enum TransportError {
     /// The peer misbehaved or vanished (closed socket, QP in error, bad header).
     #[error("{op} with rank {peer} failed: {status}")]
     Peer {
+        /// The rank the operation was with.
         peer: Rank,
+        /// What was being done.
         op: OpKind,
+        /// The library's status or what was seen, in words.
         status: String,
     },
     /// A remote key or offset from the wire did not check out.
     #[error("rank {peer} sent an invalid remote key or range: {detail}")]
-    BadKey { peer: Rank, detail: String },
+    BadKey {
+        /// The rank the key or range came from.
+        peer: Rank,
+        /// Which check failed, in words.
+        detail: String,
+    },
     /// A local resource problem (registration, allocation, device).
     #[error("{op} failed: {detail}")]
-    Local { op: OpKind, detail: String },
+    Local {
+        /// What was being done.
+        op: OpKind,
+        /// What went wrong and what to do about it.
+        detail: String,
+    },
     /// The transport cannot do this (e.g. native tagged path missing).
     #[error("{0}")]
     Unsupported(String),
@@ -60,18 +83,26 @@ pub enum TransportError {
     /// operation, the peer and the size.
     #[error("timed out after {secs} s: {what}; a peer may have died or be stuck (raise --timeout if it is only slow)")]
     Timeout {
+        /// The peer waited for, when there is one.
         peer: Option<Rank>,
+        /// The operation, peer and size waited for, in words.
         what: String,
+        /// The timeout that ran out (`--timeout`), in seconds.
         secs: f64,
     },
     /// A signal asked this rank to stop ([`crate::stop`]): the job is
     /// being torn down, and this rank unwinds so its transports close.
     #[error("stopped by {}", crate::stop::signal_name(*signal))]
-    Stopped { signal: i32 },
+    Stopped {
+        /// The signal's number (`SIGINT`, `SIGTERM`, …).
+        signal: i32,
+    },
     /// Operating system error with context.
     #[error("{context}: {source}")]
     Io {
+        /// What was being done, in words.
         context: String,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },

@@ -23,12 +23,26 @@ pub struct RemoteKey {
 /// Why a key from the wire was rejected.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {
+    /// The encoding ends before the fixed fields or the declared blob.
     #[error("remote key truncated: {have} bytes, need {need}")]
-    Truncated { have: usize, need: usize },
+    Truncated {
+        /// Bytes available.
+        have: usize,
+        /// Bytes the encoding needs.
+        need: usize,
+    },
+    /// The declared blob length (the value, in bytes) is over
+    /// [`MAX_KEY_BLOB`].
     #[error("remote key blob of {0} bytes exceeds the {MAX_KEY_BLOB}-byte cap")]
     TooLong(usize),
+    /// `addr + len` does not fit in 64 bits.
     #[error("remote key range {addr:#x}+{len} overflows")]
-    Overflow { addr: u64, len: u64 },
+    Overflow {
+        /// The key's base address.
+        addr: u64,
+        /// The key's length in bytes.
+        len: u64,
+    },
 }
 
 impl RemoteKey {

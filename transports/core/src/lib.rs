@@ -1,6 +1,6 @@
 //! The ovbench transport contract and the communicator built on it.
 //!
-//! Layer 1 of `docs/architecture.md`: a [`Transport`] is a connected set of endpoints,
+//! Layer 1 of the stack: a [`Transport`] is a connected set of endpoints,
 //! one per peer rank, with registered memory, two-sided sends into
 //! transport-owned pre-posted buffers, one-sided write/read against a
 //! peer's [`RemoteKey`], and non-blocking completion polling. Every fabric
@@ -30,6 +30,8 @@
 //! | [`Transport::post_send_inline`] / [`Transport::tsend_inline`] (done inside the call: no completion queued) | never (default) | `FORCE_IMM_CMPL` sends | `fi_inject` / `fi_tinject` |
 //! | [`Transport::trecv_wait`] (a blocking native receive waited for inside the transport) | — | `ucp_tag_recv_nbx` into a stack slot, then `ucp_worker_progress` until its callback ran | — (posted and polled) |
 //! | [`Transport::address`] / [`Transport::connect`] | LID, GID, QPN, PSN → `ibv_modify_qp` RTR/RTS | `ucp_worker_get_address` → `ucp_ep_create` | `fi_getname` → `fi_av_insert` |
+
+#![deny(missing_docs)]
 
 mod caps;
 pub mod clock;

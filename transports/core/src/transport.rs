@@ -1,4 +1,4 @@
-//! The transport contract (docs/architecture.md § Layers).
+//! The transport contract (layer 1: what every fabric crate implements).
 //!
 //! Semantics every implementation must honour — the conformance suite
 //! (the `ovbench-conformance` crate) checks each one:
@@ -56,12 +56,17 @@ pub struct RegionId(pub u32);
 /// A range of a region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LocalSlice {
+    /// The region the range lies in.
     pub region: RegionId,
+    /// Start of the range, in bytes from the start of the region.
     pub offset: usize,
+    /// Length of the range in bytes.
     pub len: usize,
 }
 
 impl LocalSlice {
+    /// The `len` bytes at `offset` of `region` (not checked against the
+    /// region's size; the transport checks on use).
     pub fn new(region: RegionId, offset: usize, len: usize) -> Self {
         LocalSlice {
             region,
@@ -97,7 +102,14 @@ pub struct TransportInfo {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Waited {
     /// The receive matched a message from `peer` with `tag`, of `len` bytes.
-    Done { peer: Rank, tag: Tag, len: usize },
+    Done {
+        /// The sender's rank.
+        peer: Rank,
+        /// The message's tag.
+        tag: Tag,
+        /// Bytes received into the slice.
+        len: usize,
+    },
     /// Nothing matched within the time allowed; the receive was withdrawn.
     TimedOut,
     /// The transport has no such path: post and poll instead.
@@ -108,28 +120,54 @@ pub enum Waited {
 #[derive(Debug)]
 pub enum Completion {
     /// A [`Transport::post_send`] has left; its buffer is reusable.
-    Send { ctx: Ctx },
+    Send {
+        /// The context the send was posted with.
+        ctx: Ctx,
+    },
     /// A [`Transport::post_write`] is visible at the target.
-    Write { ctx: Ctx },
+    Write {
+        /// The context the write was posted with.
+        ctx: Ctx,
+    },
     /// A [`Transport::post_read`]'s data is in local memory.
-    Read { ctx: Ctx },
+    Read {
+        /// The context the read was posted with.
+        ctx: Ctx,
+    },
     /// A two-sided message arrived from `peer`. Hand `data` back with
     /// [`Transport::recycle`] when done so its allocation is reused.
-    Recv { peer: Rank, data: Vec<u8> },
+    Recv {
+        /// The sender's rank.
+        peer: Rank,
+        /// The whole message, header included, as the peer posted it.
+        data: Vec<u8>,
+    },
     /// A native tagged send completed.
-    TaggedSend { ctx: Ctx },
+    TaggedSend {
+        /// The context the send was posted with.
+        ctx: Ctx,
+    },
     /// A native tagged receive completed with this envelope.
     TaggedRecv {
+        /// The context the receive was posted with.
         ctx: Ctx,
+        /// The matched sender's rank.
         peer: Rank,
+        /// The matched message's tag.
         tag: Tag,
+        /// Bytes received.
         len: usize,
     },
     /// An operation failed.
     Error {
+        /// The failed operation's context; `None` when the failure belongs
+        /// to no posted operation (a broken connection, a bad arrival).
         ctx: Option<Ctx>,
+        /// The peer the operation was with.
         peer: Rank,
+        /// What kind of operation failed.
         op: OpKind,
+        /// The library's status, in words.
         status: String,
     },
 }
@@ -139,7 +177,9 @@ pub enum Completion {
 /// `data` ([`Arrivals::arrived`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Placement {
+    /// The local slice the bytes go to; `dst.len` bytes are copied.
     pub dst: LocalSlice,
+    /// Index in the message's bytes where the copied range starts.
     pub src_start: usize,
 }
 

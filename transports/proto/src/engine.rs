@@ -240,6 +240,8 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// An engine with nothing in flight. Refused when `cfg.eager_buf_size`
+    /// is below [`MIN_EAGER_BUF`] or `cfg.frag_size` is zero.
     pub fn new(cfg: Config) -> Result<Engine, ProtoError> {
         if cfg.eager_buf_size < MIN_EAGER_BUF {
             return Err(ProtoError::Invalid(format!(
@@ -283,6 +285,8 @@ impl Engine {
         })
     }
 
+    /// The configuration in force (its protocol and instrumentation as
+    /// last set).
     pub fn config(&self) -> &Config {
         &self.cfg
     }

@@ -7,18 +7,39 @@ use crate::Rank;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ProtoError {
     /// A message from `peer` failed a check (header, sequence, state).
-    BadMessage { peer: Rank, detail: String },
+    BadMessage {
+        /// The rank the message came from.
+        peer: Rank,
+        /// Which check failed, in words.
+        detail: String,
+    },
     /// A key or range from `peer` did not check out.
-    BadKey { peer: Rank, detail: String },
+    BadKey {
+        /// The rank the key came from.
+        peer: Rank,
+        /// Which check failed, in words.
+        detail: String,
+    },
     /// A message from `peer` does not fit the matching receive.
     Truncated {
+        /// The sender.
         peer: Rank,
+        /// The message's tag.
         tag: u32,
+        /// The message's length in bytes.
         len: u64,
+        /// The matching receive's size in bytes (less than `len`).
         capacity: usize,
     },
     /// A ready-mode message from `peer` arrived with no receive posted.
-    NotReady { peer: Rank, tag: u32, len: u64 },
+    NotReady {
+        /// The sender.
+        peer: Rank,
+        /// The message's tag.
+        tag: u32,
+        /// The message's length in bytes.
+        len: u64,
+    },
     /// The caller asked for something this configuration cannot do.
     Invalid(String),
 }

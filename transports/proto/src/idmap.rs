@@ -19,7 +19,7 @@ const MIN_SLOTS: usize = 2;
 /// power of two), so a lookup is an index and a compare instead of a hash
 /// probe. An id whose slot is held by an older, longer-lived id goes to a
 /// small hash map, `spill`, which lookups consult only on a miss. The
-/// table doubles when half full (up to [`MAX_SLOTS`]), so it stays about
+/// table doubles when half full (up to 4096 slots), so it stays about
 /// twice the number of ids live at once.
 #[derive(Debug)]
 pub struct IdMap<V> {
@@ -45,16 +45,19 @@ impl<V> IdMap<V> {
         (id as usize) & (self.slots.len().wrapping_sub(1))
     }
 
+    /// Number of ids held.
     #[inline]
     pub fn len(&self) -> usize {
         self.direct + self.spill.len()
     }
 
+    /// Whether no id is held.
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// The value of `id`, if held.
     #[inline]
     pub fn get(&self, id: &u64) -> Option<&V> {
         if !self.slots.is_empty() {
@@ -70,6 +73,7 @@ impl<V> IdMap<V> {
         self.spill.get(id)
     }
 
+    /// The value of `id` to modify, if held.
     #[inline]
     pub fn get_mut(&mut self, id: &u64) -> Option<&mut V> {
         if !self.slots.is_empty() {
@@ -111,6 +115,7 @@ impl<V> IdMap<V> {
         None
     }
 
+    /// Take `id` out of the table, returning its value if it was held.
     #[inline]
     pub fn remove(&mut self, id: &u64) -> Option<V> {
         if !self.slots.is_empty() {
@@ -126,8 +131,6 @@ impl<V> IdMap<V> {
         self.spill.remove(id)
     }
 
-    /// Double the slots. Ids in distinct slots stay in distinct slots
-    /// (one more bit of each id picks among twice as many).
     /// Drop the entry for `id`, if any, where it lies ([`remove`](Self::remove)
     /// without moving a large value out first); true if there was one.
     #[inline]
@@ -152,6 +155,8 @@ impl<V> IdMap<V> {
             .chain(self.spill.values())
     }
 
+    /// Double the slots. Ids in distinct slots stay in distinct slots
+    /// (one more bit of each id picks among twice as many).
     fn grow(&mut self) {
         let n = self.slots.len() * 2;
         let old = std::mem::take(&mut self.slots);

@@ -1,5 +1,6 @@
 //! The ovbench protocol engine: eager and rendezvous protocols as pure
-//! state machines, with no I/O and no clock reads (docs/architecture.md § Layers).
+//! state machines, with no I/O and no clock reads (layer 2, between the
+//! transport contract and the communicator of `ovbench-core`).
 //!
 //! In the style of quinn-proto, the caller feeds the [`Engine`] what
 //! happened — a user call ([`Engine::isend`], [`Engine::irecv`]), an
@@ -28,8 +29,10 @@
 //! * **pipelined** — the first fragment travels eagerly with the request;
 //!   the receiver acknowledges, then per `frag_size` fragment registers it
 //!   and sends PUT with its key; the sender registers its fragment, writes
-//!   it and sends FIN. Registrations are never cached here (the paper's
-//!   default Open MPI scheme).
+//!   it and sends FIN. Registrations are never cached here (the default
+//!   Open MPI scheme studied by Shet, Sadayappan, Bernholdt, Nieplocha and
+//!   Tipparaju, "A Framework for Characterizing Overlap of Communication
+//!   and Computation in Parallel Applications").
 //! * **auto** — eager up to `eager_limit`, above it rdma-read where RMA is
 //!   native and offloaded ([`Config::prefer_read`]), else rdma-write.
 //! * **raw** — one bare data operation per message, see [`RawOp`].
@@ -37,6 +40,8 @@
 //! Zero-length messages, internal ([`Space::Internal`]) messages and
 //! [`Mode::Buffered`] sends always go eager: there is nothing to move by
 //! RDMA, or the mode promises the data is copied out at once.
+
+#![deny(missing_docs)]
 
 mod describe;
 mod engine;

@@ -9,12 +9,17 @@ pub type Tag = u32;
 /// A range of caller-owned memory (mirrors `ovbench_core::LocalSlice`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Slice {
+    /// The caller's region (its `RegionId`) the range lies in; the engine
+    /// only passes it back, never interprets it.
     pub region: u32,
+    /// Start of the range, in bytes from the start of the region.
     pub offset: usize,
+    /// Length of the range in bytes.
     pub len: usize,
 }
 
 impl Slice {
+    /// The `len` bytes at `offset` of `region`.
     pub fn new(region: u32, offset: usize, len: usize) -> Slice {
         Slice {
             region,
@@ -44,8 +49,14 @@ pub struct MrId(pub u32);
 /// `ovbench_core::RemoteKey`: addr, len, u16 blob length, blob).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Key {
+    /// Base address (or offset origin) of the registered range at its
+    /// owner; remote offsets ([`Op::Write`], [`Op::Read`]) count from it.
     pub addr: u64,
+    /// Length in bytes of the registered range; the engine refuses any
+    /// access that reaches past it.
     pub len: u64,
+    /// Opaque transport-specific bytes (verbs rkey, packed UCX rkey, …), at
+    /// most [`crate::wire::MAX_KEY_BLOB`] bytes.
     pub blob: Vec<u8>,
 }
 
@@ -56,6 +67,9 @@ pub struct ReqId(pub u64);
 /// MPI's send modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
+    /// The protocol decides: an eager send completes as posted (the
+    /// transport copies its bytes), a rendezvous send once its data has
+    /// reached the receiver.
     Standard,
     /// Complete once copied out: always eager.
     Buffered,
@@ -69,7 +83,10 @@ pub enum Mode {
 /// communicator's barrier) never matches a user receive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Space {
+    /// The program's own messages, matched by source and tag.
     User,
+    /// The communicator's own traffic (barrier); always eager, and matched
+    /// only by internal receives.
     Internal,
 }
 
@@ -103,19 +120,34 @@ pub enum RawOp {
 /// The protocol the engine runs for user messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
+    /// Every message in two-sided packets, copied out of bounce buffers.
     Eager,
+    /// Rendezvous: RTS, the receiver answers CTS with its key, the sender
+    /// writes and sends FIN.
     RdmaWrite,
+    /// Rendezvous: RTS carries the sender's key, the receiver reads and
+    /// sends FIN back.
     RdmaRead,
+    /// The first fragment eagerly with the request, then per
+    /// [`Config::frag_size`] fragment a registration, PUT, write and FIN.
     Pipelined,
+    /// Eager up to [`Config::eager_limit`], above it rdma-read when
+    /// [`Config::prefer_read`], else rdma-write.
     Auto,
+    /// One bare data operation per message (`--proto raw`), no protocol
+    /// around it.
     Raw(RawOp),
 }
 
 /// Engine configuration.
 #[derive(Clone, Debug)]
 pub struct Config {
+    /// This process's rank, `0..size`.
     pub rank: Rank,
+    /// Number of ranks in the job; peers at or above it are refused.
     pub size: u32,
+    /// The protocol user messages run (see [`crate::Engine::set_protocol`]
+    /// to change it between phases).
     pub protocol: Protocol,
     /// Largest two-sided message, header included (`Caps::eager_buf_size`).
     pub eager_buf_size: usize,
@@ -134,7 +166,10 @@ pub struct Config {
 }
 
 impl Config {
-    /// Defaults of docs/architecture.md for a job of `size` ranks.
+    /// The defaults for rank `rank` of a job of `size` ranks over eager
+    /// buffers of `eager_buf_size` bytes: auto protocol, 16 KiB eager
+    /// limit, 128 KiB fragments, rdma-write above the limit, registration
+    /// cache on, instrumentation off, 1 GiB of unexpected messages.
     pub fn new(rank: Rank, size: u32, eager_buf_size: usize) -> Config {
         Config {
             rank,
@@ -156,37 +191,75 @@ impl Config {
 pub enum Op {
     /// Two-sided send of `header` then `payload`; complete with `ctx`.
     Send {
+        /// Destination rank.
         peer: Rank,
+        /// The encoded wire header (and key); hand it back with
+        /// [`crate::Engine::recycle_header`] once posted.
         header: Vec<u8>,
+        /// User bytes that follow the header in the same message, if any.
         payload: Option<Slice>,
+        /// Context to report to [`crate::Engine::on_completion`] when the
+        /// send has left (may carry [`crate::QUIET_CTX`]).
         ctx: u64,
     },
     /// One-sided write of `local` (registered as `mr`) to `key` at `remote_offset`.
     Write {
+        /// Target rank.
         peer: Rank,
+        /// Local source bytes.
         local: Slice,
+        /// The registration that covers `local`.
         mr: MrId,
+        /// The target's key, as it announced it.
         key: Key,
+        /// Byte offset into the key's range where the data lands.
         remote_offset: u64,
+        /// Context to report to [`crate::Engine::on_completion`] once the
+        /// data is visible at the target (not merely sent).
         ctx: u64,
     },
     /// One-sided read into `local` from `key` at `remote_offset`.
     Read {
+        /// Rank whose memory is read.
         peer: Rank,
+        /// Local destination bytes; `local.len` bytes are read.
         local: Slice,
+        /// The registration that covers `local`.
         mr: MrId,
+        /// The owner's key, as it announced it.
         key: Key,
+        /// Byte offset into the key's range where the read starts.
         remote_offset: u64,
+        /// Context to report to [`crate::Engine::on_completion`] once the
+        /// data is in local memory.
         ctx: u64,
     },
     /// Register `slice`; answer with [`crate::Engine::on_registered`].
-    Register { slice: Slice, token: u64 },
+    Register {
+        /// The local range to register.
+        slice: Slice,
+        /// Engine-chosen token to pass back with the result.
+        token: u64,
+    },
     /// Drop a registration.
-    Deregister { mr: MrId },
+    Deregister {
+        /// A handle the caller issued in [`crate::Engine::on_registered`].
+        mr: MrId,
+    },
     /// Copy buffered bytes (an unexpected message) into a user slice.
-    Deliver { dst: Slice, data: Vec<u8> },
+    Deliver {
+        /// Where the bytes go; `dst.len == data.len()`.
+        dst: Slice,
+        /// The buffered bytes.
+        data: Vec<u8>,
+    },
     /// Store one byte (a raw write's marker) into local memory.
-    StampByte { at: Slice, value: u8 },
+    StampByte {
+        /// The one-byte slice to store into (the message's last byte).
+        at: Slice,
+        /// The marker, 1..=255.
+        value: u8,
+    },
 }
 
 /// Where the payload of the message just handed to
@@ -194,7 +267,9 @@ pub enum Op {
 /// into `dst` before anything else.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Placement {
+    /// The user slice the payload goes to; `dst.len` bytes are copied.
     pub dst: Slice,
+    /// Index in the arrived message's bytes where the payload starts.
     pub src_start: usize,
 }
 
@@ -202,22 +277,32 @@ pub struct Placement {
 /// changes, report it with [`crate::Engine::on_raw_byte`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Watch {
+    /// The receive that completes when the marker arrives.
     pub req: ReqId,
+    /// The one-byte slice (the receive's last byte) the peer's write
+    /// stamps its marker into.
     pub at: Slice,
 }
 
 /// A completed request's envelope.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Status {
+    /// The sender's rank (for a send, the destination).
     pub source: Rank,
+    /// The message's tag.
     pub tag: Tag,
+    /// The message's length in bytes (for a receive, what arrived, not the
+    /// capacity posted).
     pub len: usize,
 }
 
 /// XFER_BEGIN or XFER_END.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventKind {
+    /// The data transfer began: its first data operation (a packet, a
+    /// write or a read) was handed to the caller to post.
     XferBegin,
+    /// The data transfer ended: its last data operation completed.
     XferEnd,
 }
 
@@ -225,21 +310,31 @@ pub enum EventKind {
 /// or ended at `at` (the `now` of the input that caused it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Event {
+    /// Begin or end.
     pub kind: EventKind,
+    /// Id pairing a begin with its end; unique within this engine.
     pub xfer: u64,
+    /// Payload bytes the transfer moves.
     pub bytes: usize,
+    /// When, in the caller's clock ticks.
     pub at: u64,
 }
 
 /// What the engine has asked for so far.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Counts {
+    /// Two-sided sends ([`Op::Send`]): eager packets and control messages,
+    /// the communicator's internal traffic (barrier) excluded.
     pub sends: u64,
+    /// One-sided writes ([`Op::Write`]).
     pub writes: u64,
+    /// One-sided reads ([`Op::Read`]).
     pub reads: u64,
     /// Payload bytes of the operations above.
     pub bytes: u64,
+    /// Registrations asked for ([`Op::Register`]); cache hits excluded.
     pub registrations: u64,
+    /// Registrations dropped ([`Op::Deregister`]).
     pub deregistrations: u64,
 }
 
@@ -249,8 +344,12 @@ pub struct Counts {
 /// reported with `ctx`. `req` is the send, done as posted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Direct {
+    /// The send request, already done.
     pub req: ReqId,
+    /// Destination rank.
     pub peer: Rank,
+    /// User bytes that follow the header, if any.
     pub payload: Option<Slice>,
+    /// Context to report to [`crate::Engine::on_completion`].
     pub ctx: u64,
 }

@@ -20,7 +20,10 @@
 
 use crate::Key;
 
+/// First two bytes of every packet, little-endian; anything else is not an
+/// ovbench peer.
 pub const MAGIC: u16 = 0x4F56;
+/// Wire format version; both sides must speak the same one.
 pub const VERSION: u8 = 1;
 /// Bytes of the fixed header.
 pub const HEADER_LEN: usize = 36;
@@ -103,13 +106,25 @@ impl Kind {
 /// A decoded header.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
+    /// What the packet is.
     pub kind: Kind,
+    /// The message's number from sender to receiver (one counter per
+    /// ordered pair of ranks); control packets carry the number of the
+    /// message they are about (a raw key carries 0).
     pub seq: u32,
+    /// The message's tag.
     pub tag: u32,
+    /// The whole message's length in bytes (not this packet's).
     pub len: u64,
+    /// Byte offset in the message of this packet's payload, or of the
+    /// fragment a PUT or FIN is about.
     pub offset: u64,
+    /// Payload bytes in this packet, after the header and key.
     pub payload_len: u32,
+    /// [`FLAG_SYNC`], [`FLAG_READY`], [`FLAG_INTERNAL`], or'ed.
     pub flags: u8,
+    /// The key carried: present exactly for kinds that need one (RTS-read,
+    /// CTS, PUT, raw key).
     pub key: Option<Key>,
 }
 
@@ -268,13 +283,22 @@ pub fn decode_key(b: &[u8]) -> Result<Key, String> {
 /// [`Header`] through the arrival path was a visible part of its cost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fixed {
+    /// As [`Header::kind`].
     pub kind: Kind,
+    /// As [`Header::seq`].
     pub seq: u32,
+    /// As [`Header::tag`].
     pub tag: u32,
+    /// As [`Header::len`].
     pub len: u64,
+    /// As [`Header::offset`].
     pub offset: u64,
+    /// As [`Header::payload_len`].
     pub payload_len: u32,
+    /// As [`Header::flags`].
     pub flags: u8,
+    /// Bytes of the encoded key after the fixed header; 0 for a kind
+    /// without one.
     pub key_len: usize,
 }
 

@@ -54,7 +54,8 @@ pub fn protocol_name(p: Protocol) -> &'static str {
     }
 }
 
-/// Whether auto picks rdma-read: RMA native and offloaded (docs/architecture.md).
+/// Whether auto picks rdma-read above the eager limit: RMA native and
+/// offloaded, so the receiver's read needs no CPU at the sender.
 pub fn prefers_read(caps: &Caps) -> bool {
     caps.rma == RmaKind::Native && caps.rma_progress == RmaProgress::Offloaded
 }
@@ -66,11 +67,17 @@ pub struct EngineShape {
     /// A library's native path: its messages move by the library's own
     /// protocol; `protocol` is the engine's over the same transport.
     pub native: bool,
+    /// The engine's protocol for this communicator's messages (on a
+    /// native path, the one its transport's engine would run).
     pub protocol: Protocol,
+    /// Bytes up to which auto sends eagerly (`--eager-limit`).
     pub eager_limit: usize,
     /// Largest payload of one packet (one bounce buffer less its header).
     pub max_payload: usize,
+    /// Pipelined: bytes per fragment after the first (`--frag-size`).
     pub frag_size: usize,
+    /// Auto: rdma-read rather than rdma-write above the eager limit (see
+    /// [`prefers_read`]).
     pub prefer_read: bool,
 }
 

@@ -1,5 +1,6 @@
 //! The communicator over the protocol engine ([`EngineComm`]) and over a
-//! library's native tagged path ([`NativeComm`]): docs/architecture.md § Layers.
+//! library's native tagged path ([`NativeComm`]): layer 3, over layer 1's
+//! [`crate::Transport`] and layer 2's protocol engine.
 //!
 //! Both own a connected [`Transport`], the communicator's [`Clock`] and
 //! [`Work`] loop; every wait honours [`EngineConfig::timeout`] and a

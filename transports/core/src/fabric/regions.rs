@@ -31,8 +31,11 @@ pub fn out_of_memory(len: usize) -> TransportError {
 /// its sealed key.
 #[derive(Debug)]
 pub struct Mr<H> {
+    /// The library's registration handle (released by the fabric crate).
     pub handle: H,
+    /// The local range the registration covers.
     pub slice: LocalSlice,
+    /// The key peers use to reach it, its blob sealed ([`super::seal`]).
     pub key: RemoteKey,
 }
 
@@ -108,6 +111,8 @@ impl<A, H> Regions<A, H> {
         MrHandle(put(&mut self.mrs, mr) as u32)
     }
 
+    /// The live registration `h`; an error naming it when there is none
+    /// (never registered, or already taken out).
     pub fn mr(&self, h: MrHandle) -> Result<&Mr<H>, TransportError> {
         self.mrs
             .get(h.0 as usize)

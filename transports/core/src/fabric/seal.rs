@@ -30,7 +30,10 @@ pub struct KeySeal {
 /// A checked key: its checksum (which names it) and the library's bytes.
 #[derive(Debug)]
 pub struct Sealed<'a> {
+    /// The envelope's checksum: names this key (e.g. to find it again when
+    /// the registration is revoked, see [`sum_of`]).
     pub sum: u64,
+    /// The library's own packed key, checked, ready to unpack.
     pub packed: &'a [u8],
 }
 

@@ -1,4 +1,6 @@
-//! The bounds processor of overlap-characterization.txt §2.2: folds
+//! The bounds processor of §2.2 of Shet, Sadayappan, Bernholdt, Nieplocha
+//! and Tipparaju, "A Framework for Characterizing Overlap of Communication
+//! and Computation in Parallel Applications": folds
 //! CALL/XFER events into per-process and per-size-bucket totals.
 //!
 //! Per transfer, with xfer = xfer_time(size):
@@ -21,25 +23,42 @@ use super::XferTable;
 /// Totals for transfers of sizes in `(size_max/2, size_max]` (0 and 1 alone).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct BucketTotals {
+    /// Largest transfer size of the bucket, in bytes (a power of two, or 0).
     pub size_max: u64,
+    /// Transfers counted in the bucket.
     pub transfers: u64,
+    /// Sum of xfer_time(size) over those transfers, in ns.
     pub data_transfer_ns: f64,
+    /// Sum of their lower overlap bounds, in ns.
     pub min_overlap_ns: f64,
+    /// Sum of their upper overlap bounds, in ns.
     pub max_overlap_ns: f64,
 }
 
 /// What one process's events add up to.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct OverlapReport {
+    /// Data transfers counted (ended ones, plus those still open).
     pub transfers: u64,
+    /// Sum of xfer_time(size) over the transfers, in ns: the time the data
+    /// movement itself takes, from the [`XferTable`], not as observed.
     pub data_transfer_ns: f64,
+    /// Sum of the per-transfer lower bounds on overlapped time, in ns.
     pub min_overlap_ns: f64,
+    /// Sum of the per-transfer upper bounds on overlapped time, in ns;
+    /// `min ≤ max ≤ data_transfer_ns` always holds.
     pub max_overlap_ns: f64,
+    /// Time outside communicator calls (CALL_EXIT to the next
+    /// CALL_ENTER) since the last reset, in ns.
     pub computation_ns: f64,
+    /// Time inside communicator calls since the last reset, in ns.
     pub call_ns: f64,
     /// Transfers where only BEGIN or only END was seen (case 3).
     pub one_sided_transfers: u64,
+    /// Events folded so far.
     pub events: u64,
+    /// The same totals per size bucket, smallest first; empty buckets
+    /// left out.
     pub buckets: Vec<BucketTotals>,
 }
 
@@ -134,6 +153,8 @@ fn bucket_max(index: usize) -> u64 {
 }
 
 impl Bounds {
+    /// Empty totals, with `table` as xfer_time(size) and `ns_per_tick`
+    /// converting the events' clock ticks to nanoseconds.
     pub fn new(table: XferTable, ns_per_tick: f64) -> Bounds {
         Bounds {
             table,
@@ -153,6 +174,8 @@ impl Bounds {
         }
     }
 
+    /// Use `table` as xfer_time(size) for the transfers that end from now
+    /// on.
     pub fn set_table(&mut self, table: XferTable) {
         self.table = table;
     }

@@ -1,5 +1,8 @@
-//! Instrumentation and overlap bounds (docs/architecture.md § Instrumentation,
-//! overlap-characterization.txt §2): CALL_ENTER/CALL_EXIT around every
+//! Instrumentation and overlap bounds (§2 of Aniruddha G. Shet,
+//! P. Sadayappan, David E. Bernholdt, Jarek Nieplocha and Vinod Tipparaju,
+//! "A Framework for Characterizing Overlap of Communication and
+//! Computation in Parallel Applications"; the method is described in
+//! `docs/methods/overlap.md`): CALL_ENTER/CALL_EXIT around every
 //! communicator call, XFER_BEGIN/XFER_END where the protocol moves data,
 //! recorded into a fixed ring and folded into bounds when it fills.
 
@@ -28,6 +31,8 @@ impl Instrumentation {
         Instrumentation::with_capacity(table, ns_per_tick, RING_EVENTS)
     }
 
+    /// [`Self::new`] with a ring of `events` records instead of
+    /// [`RING_EVENTS`] (tests use a small one to exercise folding).
     pub fn with_capacity(table: XferTable, ns_per_tick: f64, events: usize) -> Instrumentation {
         Instrumentation {
             ring: EventRing::new(events),
@@ -122,6 +127,8 @@ impl Instrumentation {
         self.bounds.reset(now);
     }
 
+    /// Use `table` as xfer_time(size) for transfers that end from now on;
+    /// the events recorded so far are folded with the old one first.
     pub fn set_table(&mut self, table: XferTable) {
         self.fold();
         self.bounds.set_table(table);

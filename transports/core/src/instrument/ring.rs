@@ -6,21 +6,30 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum EventKind {
+    /// A communicator call began (outermost only: nested calls count once).
     CallEnter = 0,
+    /// That call returned; until the next CALL_ENTER the rank computes.
     CallExit = 1,
+    /// A data transfer was posted (not a protocol's control message).
     XferBegin = 2,
+    /// A data transfer completed, as this rank learned it.
     XferEnd = 3,
 }
 
 /// One stamped event. `id` pairs a transfer's BEGIN with its END.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Record {
+    /// When, in ticks of the communicator's clock.
     pub at: u64,
+    /// The transfer's id (unique among the rank's open transfers); 0 for
+    /// call events.
     pub id: u64,
+    /// The transfer's payload in bytes; 0 for call events.
     pub bytes: u64,
+    /// Which event this is.
     pub kind: EventKind,
     /// Native library path: the transfer is bounded by calls (case 3 of
-    /// the paper for its minimum).
+    /// the overlap paper for its minimum).
     pub call_bounded: bool,
 }
 
@@ -40,6 +49,7 @@ pub struct EventRing {
 }
 
 impl EventRing {
+    /// An empty ring holding `capacity` records (at least one).
     pub fn new(capacity: usize) -> EventRing {
         EventRing {
             buf: vec![EMPTY; capacity.max(1)].into_boxed_slice(),
@@ -68,6 +78,7 @@ impl EventRing {
         self.len = 0;
     }
 
+    /// Records the ring holds before it must be folded.
     pub fn capacity(&self) -> usize {
         self.buf.len()
     }

@@ -71,6 +71,8 @@ impl XferTable {
         s
     }
 
+    /// The measured (size in bytes, time in ns) points, sorted by size
+    /// with no size twice.
     pub fn points(&self) -> &[(u64, f64)] {
         &self.points
     }
