@@ -4,7 +4,6 @@
 use std::collections::VecDeque;
 use std::collections::{BTreeMap, HashSet};
 use std::os::fd::RawFd;
-use std::ptr;
 use std::time::Duration;
 
 use ovbench_core::{
@@ -14,7 +13,9 @@ use ovbench_core::{
 use ovbench_ofi_sys as sys;
 
 use crate::cma::{self, CmaStatus};
-use crate::fabric::Fabric;
+use crate::fabric::Libfabric;
+use crate::fi::endpoint::CQ_BATCH;
+use crate::fi::Completed;
 use crate::memory::{remote_target, Memory};
 use crate::ops::{Fence, Kind, Op, SRC_HDR, TAG_SRC_SHIFT};
 use crate::OfiOptions;
@@ -24,7 +25,7 @@ mod control;
 mod cq;
 mod sends;
 
-use backlog::{Deferred, Post};
+use backlog::{Call, Deferred, Post};
 use cq::Sink;
 
 /// Largest two-sided message (ovbench header plus payload).
@@ -42,12 +43,17 @@ const EAGAIN: isize = -(sys::FI_EAGAIN as isize);
 const EAVAIL: isize = -(sys::FI_EAVAIL as isize);
 
 /// The libfabric transport. See the crate docs for the mapping.
+///
+/// Fields drop in order (see `Drop`): the libfabric objects first, the
+/// memory they may still touch after.
 pub(crate) struct Endpoint {
+    /// Endpoint (with its receive slots), queue, address vector, domain
+    /// and fabric.
+    fabric: Libfabric,
     /// Writes ask for `FI_DELIVERY_COMPLETE` (else the fence read).
     write_dc: bool,
     rank: Rank,
     size: u32,
-    mem: Memory,
     peers: Vec<sys::fi_addr_t>,
     /// Completions found while retrying a post, handed out by `poll`.
     pending: VecDeque<Completion>,
@@ -55,7 +61,6 @@ pub(crate) struct Endpoint {
     /// `poll_arrivals`' taker only while none is (one might be its peer's,
     /// ahead of it), and a counter spares scanning the queue per message.
     queued_recvs: usize,
-    recv_bufs: Vec<*mut Op>,
     recv_pool: Vec<Vec<u8>>,
     send_pool: Vec<Vec<u8>>,
     in_flight: usize,
@@ -85,12 +90,11 @@ pub(crate) struct Endpoint {
     /// a malloc and a free per message.
     #[allow(clippy::vec_box)]
     spare: Vec<Box<Op>>,
-    fabric: Fabric,
+    /// Completions of one CQ read (kept for its capacity).
+    batch: Vec<Completed>,
+    /// Regions and registrations: dropped after the libfabric objects.
+    mem: Memory,
 }
-
-// SAFETY: the libfabric objects are used only through &mut self, one
-// thread at a time (domain threading FI_THREAD_DOMAIN).
-unsafe impl Send for Endpoint {}
 
 impl Endpoint {
     /// Open the provider for `rank` of `size`. Connect with
@@ -110,7 +114,7 @@ impl Endpoint {
         };
         // A wait fd only for the progress thread, which sleeps on it; the
         // rank's own polls (and block(), which then yields) need none.
-        let fabric = Fabric::open(
+        let fabric = Libfabric::open(
             &opts.provider,
             node,
             opts.progress == Progress::Thread,
@@ -138,7 +142,6 @@ impl Endpoint {
             peers: Vec::new(),
             pending: VecDeque::new(),
             queued_recvs: 0,
-            recv_bufs: Vec::new(),
             recv_pool: Vec::new(),
             send_pool: Vec::new(),
             in_flight: 0,
@@ -157,22 +160,22 @@ impl Endpoint {
             cma,
             waiters: 0,
             spare: Vec::new(),
+            batch: Vec::with_capacity(CQ_BATCH),
             fabric,
         };
-        for _ in 0..RECV_BUFS {
-            let op = Op::boxed(Kind::RecvBuf, 0, 0, vec![0u8; t.eager_size()]);
-            t.recv_bufs.push(op);
+        for slot in 0..RECV_BUFS {
+            let op = Op::boxed(Kind::RecvBuf, slot as Ctx, 0, vec![0u8; t.eager_size()]);
             t.post_recv_buf(op)?;
         }
         Ok(t)
     }
 
     /// A fresh operation context for the provider (a spare box if any).
-    pub(crate) fn op(&mut self, kind: Kind, ctx: Ctx, peer: Rank, buf: Vec<u8>) -> *mut Op {
+    pub(crate) fn op(&mut self, kind: Kind, ctx: Ctx, peer: Rank, buf: Vec<u8>) -> Box<Op> {
         match self.spare.pop() {
             Some(mut b) => {
                 *b = Op::new(kind, ctx, peer, buf);
-                Box::into_raw(b)
+                b
             }
             None => Op::boxed(kind, ctx, peer, buf),
         }
@@ -215,10 +218,7 @@ impl Endpoint {
         {
             return false;
         }
-        // SAFETY: cq is open; fids is an array of one fid pointer.
-        let mut fids = [unsafe { &mut (*self.fabric.cq).fid as *mut sys::fid }];
-        // SAFETY: fabric is open; fids holds one open CQ fid.
-        unsafe { sys::fi_trywait(self.fabric.fabric, fids.as_mut_ptr(), 1) == 0 }
+        self.fabric.trywait()
     }
 
     /// The caller is about to sleep: let the next `progress` check peers
@@ -290,8 +290,7 @@ impl Endpoint {
 impl Transport for Endpoint {
     fn info(&self) -> TransportInfo {
         let a = &self.fabric.attrs;
-        // SAFETY: fi_version has no preconditions.
-        let v = unsafe { sys::fi_version() };
+        let v = crate::fi::fabric::version();
         let mut extra = vec![
             ("provider".into(), a.provider.clone()),
             ("fabric".into(), a.fabric.clone()),
@@ -400,7 +399,7 @@ impl Transport for Endpoint {
     }
 
     fn register(&mut self, s: LocalSlice) -> Result<MrHandle, TransportError> {
-        self.mem.register(self.fabric.domain, s)
+        self.mem.register(&self.fabric.domain, s)
     }
 
     fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
@@ -451,65 +450,41 @@ impl Transport for Endpoint {
     ) -> Result<(), TransportError> {
         let dest = self.addr(peer, OpKind::Write)?;
         let target = remote_target(peer, remote, remote_offset, local.len, self.mem.virt_addr)?;
-        let (mut desc, lp) = self.mem.local_rma(mr, local)?;
+        let src = self.mem.local_rma(mr, local)?;
         self.check_not_revoked(peer, target.sum, OpKind::Write)?;
         let (raddr, key) = (target.addr, target.key);
         if local.len == 0 {
             self.pending.push_back(Completion::Write { ctx });
             return Ok(());
         }
-        let ep = self.fabric.ep;
         let dc = self.write_dc;
         let kind = if dc {
             Kind::Write
         } else {
             Kind::WriteThenFence
         };
-        let op = self.op(kind, ctx, peer, Vec::new());
+        let mut op = self.op(kind, ctx, peer, Vec::new());
         if !dc {
-            // SAFETY: op is freshly boxed and ours until submitted.
-            unsafe {
-                (*op).fence = Some(Fence {
-                    addr: raddr + local.len as u64 - 1,
-                    key,
-                })
-            };
+            op.fence = Some(Fence {
+                addr: raddr + local.len as u64 - 1,
+                key,
+            });
         }
-        let len = local.len;
         let flags = u64::from(sys::FI_COMPLETION)
             | if dc {
                 u64::from(sys::FI_DELIVERY_COMPLETE)
             } else {
                 0
             };
-        self.submit(
-            Some(op),
-            Post::new(peer, OpKind::Write, "fi_writemsg", None, move || {
-                let iov = libc::iovec {
-                    iov_base: lp.cast(),
-                    iov_len: len,
-                };
-                let rma = sys::fi_rma_iov {
-                    addr: raddr,
-                    len,
-                    key,
-                };
-                let msg = sys::fi_msg_rma {
-                    msg_iov: (&iov as *const libc::iovec).cast(),
-                    desc: &mut desc,
-                    iov_count: 1,
-                    addr: dest,
-                    rma_iov: &rma,
-                    rma_iov_count: 1,
-                    context: op.cast(),
-                    data: 0,
-                };
-                // SAFETY: ep is enabled; msg and its iovs live through the
-                // call; the local range lies in registration mr; the remote
-                // range was checked against the key.
-                unsafe { sys::fi_writemsg(ep, &msg, flags) }
-            }),
-        )
+        let call = Call::Write {
+            src,
+            dest,
+            raddr,
+            key,
+            flags,
+            op,
+        };
+        self.submit(Post::new(peer, OpKind::Write, "fi_writemsg", call))
     }
 
     fn post_read(
@@ -523,20 +498,17 @@ impl Transport for Endpoint {
     ) -> Result<(), TransportError> {
         let src = self.addr(peer, OpKind::Read)?;
         let target = remote_target(peer, remote, remote_offset, local.len, self.mem.virt_addr)?;
-        let (desc, lp) = self.mem.local_rma(mr, local)?;
+        let dst = self.mem.local_rma(mr, local)?;
         self.check_not_revoked(peer, target.sum, OpKind::Read)?;
-        let (raddr, key) = (target.addr, target.key);
-        let ep = self.fabric.ep;
         let op = self.op(Kind::Read, ctx, peer, Vec::new());
-        let len = local.len;
-        self.submit(
-            Some(op),
-            Post::new(peer, OpKind::Read, "fi_read", None, move || {
-                // SAFETY: ep is enabled; the local range lies in registration
-                // mr, whose region cannot be freed while registered.
-                unsafe { sys::fi_read(ep, lp.cast(), len, desc, src, raddr, key, op.cast()) }
-            }),
-        )
+        let call = Call::Read {
+            dst,
+            src,
+            raddr: target.addr,
+            key: target.key,
+            op,
+        };
+        self.submit(Post::new(peer, OpKind::Read, "fi_read", call))
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
@@ -619,88 +591,47 @@ impl Transport for Endpoint {
                 )));
             }
         }
-        let p = self.mem.ptr(dst)?;
+        let dst = self.mem.buf(dst)?;
         let utag = (u64::from(src.unwrap_or(0)) << TAG_SRC_SHIFT) | u64::from(tag.unwrap_or(0));
         let ignore = if src.is_none() {
             0xffff_ffff_0000_0000
         } else {
             0
         } | if tag.is_none() { 0xffff_ffff } else { 0 };
-        let ep = self.fabric.ep;
         let peer = src.unwrap_or(self.rank);
         let op = self.op(Kind::TaggedRecv, ctx, peer, Vec::new());
-        let len = dst.len;
-        self.submit(
-            Some(op),
-            Post::new(peer, OpKind::TaggedRecv, "fi_trecv", None, move || {
-                // SAFETY: ep is enabled; dst lies in a live region the caller
-                // keeps until this completion.
-                unsafe {
-                    sys::fi_trecv(
-                        ep,
-                        p.cast(),
-                        len,
-                        ptr::null_mut(),
-                        sys::FI_ADDR_UNSPEC,
-                        utag,
-                        ignore,
-                        op.cast(),
-                    )
-                }
-            }),
-        )
+        let call = Call::TRecv {
+            dst,
+            tag: utag,
+            ignore,
+            op,
+        };
+        self.submit(Post::new(peer, OpKind::TaggedRecv, "fi_trecv", call))
     }
 }
 
 impl Drop for Endpoint {
     /// Teardown in libfabric's order, and our memory only after all of it:
     /// 1. goodbyes out (and whatever the peers sent read), so no peer
-    ///    keeps sending to an endpoint that is going away;
-    /// 2. the endpoint closed: the provider discards what is still posted
-    ///    (fi_endpoint(3)) and stops touching our buffers and contexts;
-    /// 3. the registrations closed, while their domain is open and the
-    ///    memory they cover still mapped (fi_mr(3));
-    /// 4. address vector, completion queue, domain and fabric closed;
-    /// 5. only then receive slots, staging buffers, operation boxes and
-    ///    regions freed (field drops after this function): a provider
-    ///    part that outlives the endpoint (rxm's connection handling,
-    ///    the domain's registration cache and its memory monitor) never
-    ///    sees memory it still tracks freed under it.
+    ///    keeps sending to an endpoint that is going away (here);
+    /// 2. the endpoint closed (field `fabric`, first): the provider
+    ///    discards what is still posted (fi_endpoint(3)) and stops
+    ///    touching our buffers and contexts; then its receive slots freed,
+    ///    its completion queue and the address vector closed;
+    /// 3. the registrations closed (field `mem`), while their domain is
+    ///    open and the memory they cover still mapped (fi_mr(3)); the last
+    ///    one closes the domain, which closes the fabric;
+    /// 4. only then regions, staging buffers and operation boxes freed: a
+    ///    provider part that outlives the endpoint (rxm's connection
+    ///    handling, the domain's registration cache and its memory
+    ///    monitor) never sees memory it still tracks freed under it.
     fn drop(&mut self) {
         self.say_goodbye();
-        // 2, 3, 4.
-        if !self.fabric.ep.is_null() {
-            // SAFETY: ep is open and closed once; Fabric::close skips it.
-            unsafe { sys::fi_close(&mut (*self.fabric.ep).fid) };
-            self.fabric.ep = ptr::null_mut();
-        }
-        self.backlog.clear();
-        self.mem.close_all();
-        self.fabric.close();
-        // 5.
-        for op in self.recv_bufs.drain(..) {
-            // SAFETY: each slot was boxed by us; every libfabric object is
-            // closed, so nothing refers to it any more.
-            drop(unsafe { Box::from_raw(op) });
-        }
     }
 }
 
 /// Sleep until `fd` is readable or `timeout` passes (EINTR is a wake-up).
 pub(crate) fn sleep_on(fd: RawFd, timeout: Duration) -> Result<(), TransportError> {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
-    // SAFETY: pfd is a valid array of one pollfd.
-    let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-    if rc < 0 {
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(TransportError::io("poll on the libfabric CQ's wait fd", e));
-        }
-    }
-    Ok(())
+    crate::fi::cq::sleep_on(fd, timeout)
+        .map_err(|e| TransportError::io("poll on the libfabric CQ's wait fd", e))
 }
