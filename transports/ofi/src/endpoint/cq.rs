@@ -3,9 +3,7 @@
 //! buffer to `poll_arrivals`' taker); receive buffers are reposted; a write
 //! without delivery completion gets its fence read.
 
-use ovbench_core::{
-    Arrivals, Completion, Ctx, OpKind, Placement, Rank, Tag, Transport, TransportError,
-};
+use ovbench_core::{Arrivals, Completion, Ctx, OpKind, Placement, Rank, Tag, TransportError};
 
 use super::control::CTRL;
 use super::{Call, Endpoint, Post, EAVAIL};
@@ -49,29 +47,32 @@ impl Endpoint {
         &mut self,
         mut sink: Option<&mut Sink<'_>>,
     ) -> Result<(), TransportError> {
-        let mut batch = std::mem::take(&mut self.batch);
-        let r = loop {
-            let n = self.fabric.ep.read_cq(&mut batch);
+        loop {
+            let n = self.fabric.ep.read_cq(&mut self.batch);
             if n > 0 {
+                // Taken out while its ops complete (which needs all of
+                // self), then put back for its capacity.
+                let mut batch = std::mem::take(&mut self.batch);
                 let mut r = Ok(());
                 for c in batch.drain(..) {
                     if r.is_ok() {
                         r = self.complete(c.op, c.len, c.tag, None, sink.as_deref_mut());
                     }
                 }
+                self.batch = batch;
                 // A partial batch drained the queue: reading again only
                 // to be told -FI_EAGAIN would run the provider's progress
                 // once more (a poll(2) on tcp) before the caller sees this.
                 if r.is_err() || (n as usize) < CQ_BATCH {
-                    break r;
+                    return r;
                 }
             } else if n == 0 {
-                break Ok(());
+                return Ok(());
             } else if n == EAVAIL {
                 let f = match self.fabric.ep.read_cq_err() {
                     Ok(f) => f,
                     Err(rc) => {
-                        break Err(crate::error::local(
+                        return Err(crate::error::local(
                             OpKind::Poll,
                             "fi_cq_readerr",
                             rc as i64,
@@ -85,21 +86,17 @@ impl Endpoint {
                     status.push_str(&format!("; {}", c.detail));
                 }
                 if let Some(op) = f.op {
-                    if let Err(e) = self.complete(op, f.len, f.tag, Some(status), None) {
-                        break Err(e);
-                    }
+                    self.complete(op, f.len, f.tag, Some(status), None)?;
                 }
             } else {
-                break Err(crate::error::local(
+                return Err(crate::error::local(
                     OpKind::Poll,
                     "fi_cq_read",
                     n as i64,
                     "",
                 ));
             }
-        };
-        self.batch = batch;
-        r
+        }
     }
 
     /// Turn one completion entry into the contract's completion, or hand
