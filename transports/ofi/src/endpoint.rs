@@ -7,8 +7,8 @@ use std::os::fd::RawFd;
 use std::time::Duration;
 
 use ovbench_core::{
-    Arrivals, Caps, Completion, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RegionId,
-    RemoteKey, RmaKind, RmaProgress, Tag, Transport, TransportError, TransportInfo,
+    Arrivals, Caps, Completion, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RemoteKey,
+    RmaKind, RmaProgress, Tag, TransportError, TransportInfo,
 };
 use ovbench_ofi_sys as sys;
 
@@ -49,11 +49,11 @@ const EAVAIL: isize = -(sys::FI_EAVAIL as isize);
 pub(crate) struct Endpoint {
     /// Endpoint (with its receive slots), queue, address vector, domain
     /// and fabric.
-    fabric: Libfabric,
+    pub(crate) fabric: Libfabric,
     /// Writes ask for `FI_DELIVERY_COMPLETE` (else the fence read).
     write_dc: bool,
-    rank: Rank,
-    size: u32,
+    pub(crate) rank: Rank,
+    pub(crate) size: u32,
     peers: Vec<sys::fi_addr_t>,
     /// Completions found while retrying a post, handed out by `poll`.
     pending: VecDeque<Completion>,
@@ -61,7 +61,7 @@ pub(crate) struct Endpoint {
     /// `poll_arrivals`' taker only while none is (one might be its peer's,
     /// ahead of it), and a counter spares scanning the queue per message.
     queued_recvs: usize,
-    recv_pool: Vec<Vec<u8>>,
+    pub(crate) recv_pool: Vec<Vec<u8>>,
     send_pool: Vec<Vec<u8>>,
     in_flight: usize,
     /// Posts the provider refused with `-FI_EAGAIN`, retried in order by
@@ -93,12 +93,13 @@ pub(crate) struct Endpoint {
     /// Completions of one CQ read (kept for its capacity).
     batch: Vec<Completed>,
     /// Regions and registrations: dropped after the libfabric objects.
-    mem: Memory,
+    pub(crate) mem: Memory,
 }
 
 impl Endpoint {
     /// Open the provider for `rank` of `size`. Connect with
-    /// [`Transport::connect`] after exchanging [`Transport::address`].
+    /// [`ovbench_core::Transport::connect`] after exchanging
+    /// [`ovbench_core::Transport::address`].
     pub fn new(rank: Rank, size: u32, opts: OfiOptions) -> Result<Endpoint, TransportError> {
         if size == 0 || rank >= size {
             return Err(TransportError::Invalid(format!(
@@ -287,8 +288,10 @@ impl Endpoint {
     }
 }
 
-impl Transport for Endpoint {
-    fn info(&self) -> TransportInfo {
+/// The contract's operations that take more than a field (called by
+/// [`crate::OfiTransport`]'s `Transport` impl, which does the rest).
+impl Endpoint {
+    pub(crate) fn info(&self) -> TransportInfo {
         let a = &self.fabric.attrs;
         let v = crate::fi::fabric::version();
         let mut extra = vec![
@@ -320,7 +323,7 @@ impl Transport for Endpoint {
         }
     }
 
-    fn caps(&self) -> Caps {
+    pub(crate) fn caps(&self) -> Caps {
         let prov = &self.fabric.attrs.provider;
         let hw = prov
             .split(';')
@@ -349,19 +352,7 @@ impl Transport for Endpoint {
         }
     }
 
-    fn rank(&self) -> Rank {
-        self.rank
-    }
-
-    fn size(&self) -> u32 {
-        self.size
-    }
-
-    fn address(&self) -> Vec<u8> {
-        self.fabric.address.clone()
-    }
-
-    fn connect(&mut self, addresses: &[Vec<u8>]) -> Result<(), TransportError> {
+    pub(crate) fn connect(&mut self, addresses: &[Vec<u8>]) -> Result<(), TransportError> {
         if addresses.len() != self.size as usize {
             return Err(TransportError::Invalid(format!(
                 "connect needs {} addresses, got {}",
@@ -376,47 +367,14 @@ impl Transport for Endpoint {
         self.hello_all()
     }
 
-    fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
-        self.mem.alloc(len)
-    }
-
-    fn free(&mut self, region: RegionId) -> Result<(), TransportError> {
-        self.mem.free(region)
-    }
-
-    fn read_region(&self, s: LocalSlice, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
-        f(self.mem.slice(s)?);
-        Ok(())
-    }
-
-    fn write_region(
-        &mut self,
-        s: LocalSlice,
-        f: &mut dyn FnMut(&mut [u8]),
-    ) -> Result<(), TransportError> {
-        f(self.mem.slice_mut(s)?);
-        Ok(())
-    }
-
-    fn register(&mut self, s: LocalSlice) -> Result<MrHandle, TransportError> {
-        self.mem.register(&self.fabric.domain, s)
-    }
-
-    fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
+    pub(crate) fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
         let sum = crate::seal::sum_of(&self.mem.mr(mr)?.key.blob);
         self.mem.deregister(mr)?;
         self.revoke_everywhere(sum);
         Ok(())
     }
 
-    fn remote_key(&self, mr: MrHandle) -> RemoteKey {
-        self.mem
-            .mr(mr)
-            .map(|m| m.key.clone())
-            .expect("remote_key of a registration this transport does not hold")
-    }
-
-    fn post_send(
+    pub(crate) fn post_send(
         &mut self,
         peer: Rank,
         header: &[u8],
@@ -429,17 +387,7 @@ impl Transport for Endpoint {
         Ok(())
     }
 
-    fn post_send_inline(
-        &mut self,
-        peer: Rank,
-        header: &[u8],
-        payload: Option<LocalSlice>,
-        ctx: Ctx,
-    ) -> Result<bool, TransportError> {
-        self.send_msg(peer, header, payload, ctx)
-    }
-
-    fn post_write(
+    pub(crate) fn post_write(
         &mut self,
         peer: Rank,
         local: LocalSlice,
@@ -487,7 +435,7 @@ impl Transport for Endpoint {
         self.submit(Post::new(peer, OpKind::Write, "fi_writemsg", call))
     }
 
-    fn post_read(
+    pub(crate) fn post_read(
         &mut self,
         peer: Rank,
         local: LocalSlice,
@@ -511,12 +459,12 @@ impl Transport for Endpoint {
         self.submit(Post::new(peer, OpKind::Read, "fi_read", call))
     }
 
-    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
+    pub(crate) fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
         self.progress(None)?;
         Ok(self.hand_out(out))
     }
 
-    fn poll_arrivals(
+    pub(crate) fn poll_arrivals(
         &mut self,
         out: &mut Vec<Completion>,
         arrivals: &mut dyn Arrivals,
@@ -528,17 +476,13 @@ impl Transport for Endpoint {
         Ok(self.hand_out(out) + handed)
     }
 
-    fn recycle(&mut self, data: Vec<u8>) {
+    pub(crate) fn recycle(&mut self, data: Vec<u8>) {
         if self.recv_pool.len() < 1024 {
             self.recv_pool.push(data);
         }
     }
 
-    fn wait_fd(&self) -> Option<RawFd> {
-        self.fabric.attrs.wait_fd
-    }
-
-    fn block(&mut self, timeout: Duration) -> Result<(), TransportError> {
+    pub(crate) fn block(&mut self, timeout: Duration) -> Result<(), TransportError> {
         // Polls after a sleep are slow: let the next one check peers.
         self.watch.soon();
         let Some(fd) = self.fabric.attrs.wait_fd else {
@@ -551,7 +495,7 @@ impl Transport for Endpoint {
         Ok(())
     }
 
-    fn tsend(
+    pub(crate) fn tsend(
         &mut self,
         peer: Rank,
         tag: Tag,
@@ -565,18 +509,7 @@ impl Transport for Endpoint {
         Ok(())
     }
 
-    fn tsend_inline(
-        &mut self,
-        peer: Rank,
-        tag: Tag,
-        src: LocalSlice,
-        sync: bool,
-        ctx: Ctx,
-    ) -> Result<bool, TransportError> {
-        self.tag_send(peer, tag, src, sync, ctx)
-    }
-
-    fn trecv(
+    pub(crate) fn trecv(
         &mut self,
         src: Option<Rank>,
         tag: Option<Tag>,

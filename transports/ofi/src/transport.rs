@@ -10,6 +10,7 @@
 //! and a condition variable wakes a rank blocked in [`Transport::block`].
 //! With polling only there is no mutex at all.
 
+use std::ops::{Deref, DerefMut};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -45,6 +46,34 @@ pub struct OfiTransport {
     mode: Mode,
 }
 
+/// The endpoint as a call gets it: the transport's own (`R` is `&` or
+/// `&mut Endpoint`), or the shared one under its lock.
+enum Held<'a, R> {
+    Own(R),
+    Locked(MutexGuard<'a, Endpoint>),
+}
+
+impl<R: Deref<Target = Endpoint>> Deref for Held<'_, R> {
+    type Target = Endpoint;
+    #[inline]
+    fn deref(&self) -> &Endpoint {
+        match self {
+            Held::Own(e) => e,
+            Held::Locked(g) => g,
+        }
+    }
+}
+
+impl DerefMut for Held<'_, &mut Endpoint> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Endpoint {
+        match self {
+            Held::Own(e) => e,
+            Held::Locked(g) => g,
+        }
+    }
+}
+
 fn lock(shared: &Shared) -> MutexGuard<'_, Endpoint> {
     // A panic on the progress thread leaves consistent queues behind.
     shared.0.lock().unwrap_or_else(|p| p.into_inner())
@@ -61,7 +90,7 @@ impl OfiTransport {
                 mode: Mode::Poll(Box::new(ep)),
             });
         }
-        let Some(fd) = ep.wait_fd() else {
+        let Some(fd) = ep.fabric.attrs.wait_fd else {
             return Err(TransportError::Unsupported(format!(
                 "provider {} offers no wait object for its completion queue, so a progress thread could only spin; use --progress poll",
                 ep.info().device
@@ -83,23 +112,26 @@ impl OfiTransport {
         })
     }
 
-    fn with<R>(&self, f: impl FnOnce(&Endpoint) -> R) -> R {
+    /// The endpoint, locked from the progress thread where there is one.
+    #[inline]
+    fn ep(&self) -> Held<'_, &Endpoint> {
         match &self.mode {
-            Mode::Poll(ep) => f(ep),
-            Mode::Thread { shared, .. } => f(&lock(shared)),
+            Mode::Poll(ep) => Held::Own(ep),
+            Mode::Thread { shared, .. } => Held::Locked(lock(shared)),
         }
     }
 
-    fn with_mut<R>(&mut self, f: impl FnOnce(&mut Endpoint) -> R) -> R {
+    #[inline]
+    fn ep_mut(&mut self) -> Held<'_, &mut Endpoint> {
         match &mut self.mode {
-            Mode::Poll(ep) => f(ep),
-            Mode::Thread { shared, .. } => f(&mut lock(shared)),
+            Mode::Poll(ep) => Held::Own(ep),
+            Mode::Thread { shared, .. } => Held::Locked(lock(shared)),
         }
     }
 
     /// How writes become visible at the target with this provider.
     pub fn write_visibility(&self) -> &'static str {
-        self.with(|e| e.write_visibility())
+        self.ep().write_visibility()
     }
 }
 
@@ -135,13 +167,15 @@ fn run(shared: &Shared, fd: RawFd, stop: &AtomicBool) {
     }
 }
 
+/// The contract: small operations done here on the endpoint's fields,
+/// the others by the `Endpoint` method of the same name.
 impl Transport for OfiTransport {
     fn info(&self) -> TransportInfo {
-        self.with(|e| e.info())
+        self.ep().info()
     }
 
     fn caps(&self) -> Caps {
-        let mut c = self.with(|e| e.caps());
+        let mut c = self.ep().caps();
         if matches!(self.mode, Mode::Thread { .. }) {
             c.progress = Progress::Thread;
         }
@@ -149,31 +183,32 @@ impl Transport for OfiTransport {
     }
 
     fn rank(&self) -> Rank {
-        self.with(|e| e.rank())
+        self.ep().rank
     }
 
     fn size(&self) -> u32 {
-        self.with(|e| e.size())
+        self.ep().size
     }
 
     fn address(&self) -> Vec<u8> {
-        self.with(|e| e.address())
+        self.ep().fabric.address.clone()
     }
 
     fn connect(&mut self, addresses: &[Vec<u8>]) -> Result<(), TransportError> {
-        self.with_mut(|e| e.connect(addresses))
+        self.ep_mut().connect(addresses)
     }
 
     fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
-        self.with_mut(|e| e.alloc(len))
+        self.ep_mut().mem.alloc(len)
     }
 
     fn free(&mut self, region: RegionId) -> Result<(), TransportError> {
-        self.with_mut(|e| e.free(region))
+        self.ep_mut().mem.free(region)
     }
 
     fn read_region(&self, s: LocalSlice, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
-        self.with(|e| e.read_region(s, f))
+        f(self.ep().mem.slice(s)?);
+        Ok(())
     }
 
     fn write_region(
@@ -181,19 +216,26 @@ impl Transport for OfiTransport {
         s: LocalSlice,
         f: &mut dyn FnMut(&mut [u8]),
     ) -> Result<(), TransportError> {
-        self.with_mut(|e| e.write_region(s, f))
+        f(self.ep_mut().mem.slice_mut(s)?);
+        Ok(())
     }
 
     fn register(&mut self, s: LocalSlice) -> Result<MrHandle, TransportError> {
-        self.with_mut(|e| e.register(s))
+        let mut ep = self.ep_mut();
+        let ep = &mut *ep;
+        ep.mem.register(&ep.fabric.domain, s)
     }
 
     fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
-        self.with_mut(|e| e.deregister(mr))
+        self.ep_mut().deregister(mr)
     }
 
     fn remote_key(&self, mr: MrHandle) -> RemoteKey {
-        self.with(|e| e.remote_key(mr))
+        self.ep()
+            .mem
+            .mr(mr)
+            .map(|m| m.key.clone())
+            .expect("remote_key of a registration this transport does not hold")
     }
 
     fn post_send(
@@ -203,7 +245,7 @@ impl Transport for OfiTransport {
         payload: Option<LocalSlice>,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        self.with_mut(|e| e.post_send(peer, header, payload, ctx))
+        self.ep_mut().post_send(peer, header, payload, ctx)
     }
 
     fn post_send_inline(
@@ -213,7 +255,7 @@ impl Transport for OfiTransport {
         payload: Option<LocalSlice>,
         ctx: Ctx,
     ) -> Result<bool, TransportError> {
-        self.with_mut(|e| e.post_send_inline(peer, header, payload, ctx))
+        self.ep_mut().send_msg(peer, header, payload, ctx)
     }
 
     fn post_write(
@@ -225,7 +267,8 @@ impl Transport for OfiTransport {
         remote_offset: u64,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        self.with_mut(|e| e.post_write(peer, local, mr, remote, remote_offset, ctx))
+        self.ep_mut()
+            .post_write(peer, local, mr, remote, remote_offset, ctx)
     }
 
     fn post_read(
@@ -237,11 +280,12 @@ impl Transport for OfiTransport {
         remote_offset: u64,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        self.with_mut(|e| e.post_read(peer, local, mr, remote, remote_offset, ctx))
+        self.ep_mut()
+            .post_read(peer, local, mr, remote, remote_offset, ctx)
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
-        self.with_mut(|e| e.poll(out))
+        self.ep_mut().poll(out)
     }
 
     fn poll_arrivals(
@@ -253,17 +297,17 @@ impl Transport for OfiTransport {
             Mode::Poll(ep) => ep.poll_arrivals(out, arrivals),
             // The progress thread queues most arrivals before the rank
             // polls, so a hand-over would rarely happen: plain poll.
-            Mode::Thread { .. } => self.poll(out),
+            Mode::Thread { shared, .. } => lock(shared).poll(out),
         }
     }
 
     fn recycle(&mut self, data: Vec<u8>) {
-        self.with_mut(|e| e.recycle(data))
+        self.ep_mut().recycle(data)
     }
 
     fn wait_fd(&self) -> Option<RawFd> {
         match &self.mode {
-            Mode::Poll(ep) => ep.wait_fd(),
+            Mode::Poll(ep) => ep.fabric.attrs.wait_fd,
             // The progress thread owns the fd's arming.
             Mode::Thread { .. } => None,
         }
@@ -301,7 +345,7 @@ impl Transport for OfiTransport {
         sync: bool,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        self.with_mut(|e| e.tsend(peer, tag, src, sync, ctx))
+        self.ep_mut().tsend(peer, tag, src, sync, ctx)
     }
 
     fn tsend_inline(
@@ -312,7 +356,7 @@ impl Transport for OfiTransport {
         sync: bool,
         ctx: Ctx,
     ) -> Result<bool, TransportError> {
-        self.with_mut(|e| e.tsend_inline(peer, tag, src, sync, ctx))
+        self.ep_mut().tag_send(peer, tag, src, sync, ctx)
     }
 
     fn trecv(
@@ -322,7 +366,7 @@ impl Transport for OfiTransport {
         dst: LocalSlice,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        self.with_mut(|e| e.trecv(src, tag, dst, ctx))
+        self.ep_mut().trecv(src, tag, dst, ctx)
     }
 }
 

@@ -13,7 +13,7 @@ impl Endpoint {
     /// The engine's message: source rank and per-peer sequence, then
     /// `header` and `payload`, injected when it fits (`fi_inject` copies at
     /// once: true, nothing queued), else sent from a staging buffer.
-    pub(super) fn send_msg(
+    pub(crate) fn send_msg(
         &mut self,
         peer: Rank,
         header: &[u8],
@@ -86,7 +86,7 @@ impl Endpoint {
     /// the provider can say so), the source rank in the tag's upper half.
     /// A small standard send goes by `fi_tinject`: done at once (true,
     /// nothing queued), as fi_pingpong sends its small messages.
-    pub(super) fn tag_send(
+    pub(crate) fn tag_send(
         &mut self,
         peer: Rank,
         tag: Tag,
