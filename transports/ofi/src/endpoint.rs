@@ -14,8 +14,6 @@ use ovbench_ofi_sys as sys;
 
 use crate::cma::{self, CmaStatus};
 use crate::fabric::Libfabric;
-use crate::fi::endpoint::CQ_BATCH;
-use crate::fi::Completed;
 use crate::memory::{remote_target, Memory};
 use crate::ops::{Fence, Kind, Op, SRC_HDR, TAG_SRC_SHIFT};
 use crate::OfiOptions;
@@ -90,8 +88,6 @@ pub(crate) struct Endpoint {
     /// a malloc and a free per message.
     #[allow(clippy::vec_box)]
     spare: Vec<Box<Op>>,
-    /// Completions of one CQ read (kept for its capacity).
-    batch: Vec<Completed>,
     /// Regions and registrations: dropped after the libfabric objects.
     pub(crate) mem: Memory,
 }
@@ -161,7 +157,6 @@ impl Endpoint {
             cma,
             waiters: 0,
             spare: Vec::new(),
-            batch: Vec::with_capacity(CQ_BATCH),
             fabric,
         };
         for slot in 0..RECV_BUFS {

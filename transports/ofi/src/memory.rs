@@ -140,6 +140,7 @@ impl Memory {
         Ok(unsafe { std::slice::from_raw_parts(p, s.len) })
     }
 
+    #[inline]
     pub fn slice_mut(&mut self, s: LocalSlice) -> Result<&mut [u8], TransportError> {
         let p = self.ptr(s)?;
         // SAFETY: as in slice(); &mut self excludes other Rust borrows.

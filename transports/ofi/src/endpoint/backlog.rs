@@ -82,8 +82,9 @@ enum Accepted {
 
 impl Call {
     /// Make the call: what it left to do, or the provider's code and the
-    /// call back (with its op).
-    #[inline]
+    /// call back (with its op). Inlined into each post, whose variant is
+    /// known there: the match folds to the one call.
+    #[inline(always)]
     fn issue(self, ep: &mut RdmEndpoint) -> Result<Accepted, (isize, Call)> {
         use Accepted::{InFlight, Slot};
         match self {
@@ -268,7 +269,7 @@ impl Endpoint {
     /// the post waits in the backlog and `poll` retries it after reading
     /// the CQ (tcp and shm free resources only when progressed, and in a
     /// one-process test the peer progresses only between our polls).
-    #[inline]
+    #[inline(always)]
     pub(super) fn submit(&mut self, p: Post) -> Result<(), TransportError> {
         if !self.backlog.is_empty() {
             self.defer(p);
@@ -285,12 +286,25 @@ impl Endpoint {
                 self.accepted(a);
                 Ok(())
             }
-            Err((EAGAIN, call)) => {
-                self.defer(Post::new(peer, kind, name, call));
-                Ok(())
-            }
-            Err((rc, call)) => Err(self.refused(call, peer, kind, name, rc)),
+            Err((rc, call)) => self.not_taken(Post::new(peer, kind, name, call), rc),
         }
+    }
+
+    /// A first try refused: `-FI_EAGAIN` defers the post, anything else is
+    /// its error. Out of line: the posts' fast path stays small.
+    #[inline(never)]
+    fn not_taken(&mut self, p: Post, rc: isize) -> Result<(), TransportError> {
+        if rc == EAGAIN {
+            self.defer(p);
+            return Ok(());
+        }
+        let Post {
+            peer,
+            kind,
+            name,
+            call,
+        } = p;
+        Err(self.refused(call, peer, kind, name, rc))
     }
 
     fn defer(&mut self, post: Post) {
@@ -301,7 +315,7 @@ impl Endpoint {
     }
 
     /// Book-keeping once the provider accepted a post.
-    #[inline]
+    #[inline(always)]
     fn accepted(&mut self, a: Accepted) {
         match a {
             Accepted::InFlight => self.in_flight += 1,

@@ -21,6 +21,7 @@
 //! user's `free` (the transport contract: never while an operation on it
 //! is in flight) or after the endpoint has closed.
 
+use std::mem::MaybeUninit;
 use std::ptr;
 use std::sync::Arc;
 
@@ -78,6 +79,11 @@ pub(crate) struct RdmEndpoint {
     raw: *mut sys::fid_ep,
     /// Receive slots posted now, indexed by their `ctx`.
     recvs: Vec<*mut Op>,
+    /// The last CQ read: `read` entries, each context nulled once handed
+    /// out (not zeroed: clearing 32 entries, 1.3 KB, on every poll was ~6%
+    /// of an idle poll loop; the provider fills the first n).
+    entries: [MaybeUninit<sys::fi_cq_tagged_entry>; CQ_BATCH],
+    read: usize,
     cq: CompletionQueue,
     _av: Arc<AvInner>,
     _domain: Arc<DomainInner>,
@@ -140,6 +146,8 @@ impl RdmEndpoint {
         let ep = RdmEndpoint {
             raw,
             recvs: Vec::new(),
+            entries: [MaybeUninit::uninit(); CQ_BATCH],
+            read: 0,
             _av: Arc::clone(&av.inner),
             _domain: Arc::clone(&domain.inner),
             cq,
@@ -206,6 +214,7 @@ impl RdmEndpoint {
     }
 
     /// `fi_send` of the op's own buffer.
+    #[inline]
     pub fn send(&self, op: Box<Op>, dest: sys::fi_addr_t) -> Posted {
         let (p, n) = (op.buf.as_ptr(), op.buf.len());
         post(op, |ctx| {
@@ -268,6 +277,7 @@ impl RdmEndpoint {
 
     /// `fi_tsendmsg` from `src` with `flags` (`FI_COMPLETION` and the
     /// completion level).
+    #[inline]
     pub fn tsendmsg(
         &self,
         src: LocalBuf,
@@ -321,6 +331,7 @@ impl RdmEndpoint {
 
     /// `fi_writemsg` of `src` (inside a registration: its descriptor) to
     /// `[raddr, raddr + len)` under `key` at `dest`, with `flags`.
+    #[inline]
     pub fn write(
         &self,
         src: LocalBuf,
@@ -361,6 +372,7 @@ impl RdmEndpoint {
 
     /// `fi_read` of `[raddr, raddr + dst.len)` under `key` at `src` into
     /// `dst` (inside a registration).
+    #[inline]
     pub fn read(
         &self,
         dst: LocalBuf,
@@ -388,6 +400,7 @@ impl RdmEndpoint {
     }
 
     /// `fi_read` into the op's own buffer (no registration).
+    #[inline]
     pub fn read_into(&self, src: sys::fi_addr_t, raddr: u64, key: u64, mut op: Box<Op>) -> Posted {
         let (p, n) = (op.buf.as_mut_ptr(), op.buf.len());
         post(op, |ctx| {
@@ -397,34 +410,35 @@ impl RdmEndpoint {
         .map(drop)
     }
 
-    /// Read up to [`CQ_BATCH`] completions into `out`, each with its op
-    /// back: how many entries were read (0: none waiting), `-FI_EAVAIL`
-    /// when an error entry waits ([`Self::read_cq_err`]), or another
-    /// error code.
+    /// Read up to [`CQ_BATCH`] completions, handed out by
+    /// [`Self::completed`]: how many entries were read (0: none waiting),
+    /// `-FI_EAVAIL` when an error entry waits ([`Self::read_cq_err`]), or
+    /// another error code. Entries of the previous read not handed out are
+    /// forgotten (their ops leak; a receive slot is still freed on drop).
     #[inline]
-    pub fn read_cq(&mut self, out: &mut Vec<Completed>) -> isize {
-        // Not zeroed: clearing 32 entries (1.3 KB) on every poll was ~6%
-        // of an idle poll loop; the provider fills the first n.
-        let mut entries = [std::mem::MaybeUninit::<sys::fi_cq_tagged_entry>::uninit(); CQ_BATCH];
-        let n = self.cq.read(&mut entries);
+    pub fn read_cq(&mut self) -> isize {
+        let n = self.cq.read(&mut self.entries);
+        self.read = n.max(0) as usize;
         if n == EAGAIN {
-            return 0;
+            0
+        } else {
+            n
         }
-        if n <= 0 {
-            return n;
+    }
+
+    /// Completion `i` of the last read, its op owned again; `None` past
+    /// the read, for an entry without a context, or one already taken.
+    #[inline]
+    pub fn completed(&mut self, i: usize) -> Option<Completed> {
+        if i >= self.read {
+            return None;
         }
-        for e in &entries[..n as usize] {
-            // SAFETY: fi_cq_read wrote n (> 0) whole entries.
-            let e = unsafe { e.assume_init_ref() };
-            if let Some(op) = self.claim(e.op_context) {
-                out.push(Completed {
-                    op,
-                    len: e.len,
-                    tag: e.tag,
-                });
-            }
-        }
-        n
+        // SAFETY: fi_cq_read wrote `read` whole entries.
+        let e = unsafe { self.entries[i].assume_init_mut() };
+        // Nulled so that the context is handed out once.
+        let ctx = std::mem::replace(&mut e.op_context, ptr::null_mut());
+        let (len, tag) = (e.len, e.tag);
+        self.claim(ctx).map(|op| Completed { op, len, tag })
     }
 
     /// The waiting error entry, its op back; or what `fi_cq_readerr`

@@ -21,6 +21,6 @@ pub(crate) mod mr;
 pub(crate) use av::AddressVector;
 pub(crate) use cq::CompletionQueue;
 pub(crate) use domain::Domain;
-pub(crate) use endpoint::{Completed, RdmEndpoint, Scratch};
+pub(crate) use endpoint::{RdmEndpoint, Scratch};
 pub(crate) use fabric::{Fabric, Info};
 pub(crate) use mr::MemoryRegion;
