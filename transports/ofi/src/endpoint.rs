@@ -48,6 +48,10 @@ pub(crate) struct Endpoint {
     /// Endpoint (with its receive slots), queue, address vector, domain
     /// and fabric.
     pub(crate) fabric: Libfabric,
+    /// Regions and registrations: the registrations close right after the
+    /// libfabric objects (the last one closes the domain), the regions
+    /// after that; every other buffer is freed after this field.
+    pub(crate) mem: Memory,
     /// Writes ask for `FI_DELIVERY_COMPLETE` (else the fence read).
     write_dc: bool,
     pub(crate) rank: Rank,
@@ -88,8 +92,6 @@ pub(crate) struct Endpoint {
     /// a malloc and a free per message.
     #[allow(clippy::vec_box)]
     spare: Vec<Box<Op>>,
-    /// Regions and registrations: dropped after the libfabric objects.
-    pub(crate) mem: Memory,
 }
 
 impl Endpoint {
@@ -544,15 +546,17 @@ impl Drop for Endpoint {
     ///    keeps sending to an endpoint that is going away (here);
     /// 2. the endpoint closed (field `fabric`, first): the provider
     ///    discards what is still posted (fi_endpoint(3)) and stops
-    ///    touching our buffers and contexts; then its receive slots freed,
-    ///    its completion queue and the address vector closed;
-    /// 3. the registrations closed (field `mem`), while their domain is
-    ///    open and the memory they cover still mapped (fi_mr(3)); the last
-    ///    one closes the domain, which closes the fabric;
-    /// 4. only then regions, staging buffers and operation boxes freed: a
-    ///    provider part that outlives the endpoint (rxm's connection
-    ///    handling, the domain's registration cache and its memory
-    ///    monitor) never sees memory it still tracks freed under it.
+    ///    touching our buffers and contexts; its completion queue and the
+    ///    address vector closed after it;
+    /// 3. the registrations closed (field `mem`, second), while their
+    ///    domain is open and the memory they cover still mapped (fi_mr(3));
+    ///    then the domain (freeing the endpoint's receive slots once
+    ///    closed) and the fabric;
+    /// 4. only then regions, staging buffers and operation boxes freed
+    ///    (`mem`'s regions, then the later fields): a provider part that
+    ///    outlives the endpoint (rxm's connection handling, the domain's
+    ///    registration cache and its memory monitor) never sees memory it
+    ///    still tracks freed under it.
     fn drop(&mut self) {
         self.say_goodbye();
     }

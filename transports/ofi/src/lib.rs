@@ -49,10 +49,10 @@
 //! unset ovbench sets it to the rank count (at least 16) before its first
 //! libfabric call; the header's `universe_size` says which applies.
 //!
-//! **Teardown** closes the endpoint (freeing its receive slots), its
-//! completion queue and the address vector, then the registrations, the
-//! domain and the fabric, and frees ovbench's buffers and regions only
-//! after all of them (see `Drop for Endpoint`).
+//! **Teardown** closes the endpoint, its completion queue and the address
+//! vector, then the registrations, the domain and the fabric, and frees
+//! ovbench's buffers and regions only after all of them (see `Drop for
+//! Endpoint`).
 //!
 //! **FFI.** Only the `fi` modules (one per libfabric resource, each
 //! closing itself after its children) and `memory` call C; everything

@@ -7,8 +7,9 @@
 //! the region by virtual address, otherwise by offset from its start.
 //!
 //! Teardown: [`Memory`] closes its registrations before it frees the
-//! regions they cover (its `Drop`); the transport drops it after the
-//! endpoint has closed.
+//! regions they cover (its `Drop`; the last registration closes the
+//! domain); the transport drops it right after the endpoint, queue and
+//! address vector have closed.
 
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;

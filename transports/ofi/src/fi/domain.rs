@@ -2,14 +2,22 @@
 //! queue, address vector and registrations.
 
 use std::ptr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use ovbench_ofi_sys as sys;
 
 use super::fabric::{Fabric, FabricInner, Info};
+use crate::ops::Op;
 
 pub(super) struct DomainInner {
     pub(super) raw: *mut sys::fid_domain,
+    /// Receive slots of closed endpoints, freed only once the domain has
+    /// closed (after `drop`'s body): its parts that outlive an endpoint
+    /// (rxm's connection handling, the registration cache and its memory
+    /// monitor) must not see memory they still track freed under them.
+    /// Boxed: the memory stays where the provider last saw it.
+    #[allow(clippy::vec_box)]
+    pub(super) retired: Mutex<Vec<Box<Op>>>,
     _fabric: Arc<FabricInner>,
 }
 
@@ -45,6 +53,7 @@ impl Domain {
         Ok(Domain {
             inner: Arc::new(DomainInner {
                 raw,
+                retired: Mutex::new(Vec::new()),
                 _fabric: Arc::clone(&fabric.inner),
             }),
         })

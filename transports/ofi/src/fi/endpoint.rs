@@ -8,9 +8,10 @@
 //! completion entry returns the pointer, and [`RdmEndpoint::read_cq`] turns
 //! it back into the box: so every context reaches the provider once and
 //! comes back once, and nothing else ever names one. Receive slots
-//! ([`Kind::RecvBuf`]) are also remembered here while posted: when the
+//! ([`crate::ops::Kind::RecvBuf`]) are also remembered here while posted: when the
 //! endpoint closes, the provider discards them without a completion, and
-//! `Drop` frees them after `fi_close`. Other operations still posted at
+//! `Drop` takes them back after `fi_close` and leaves them to the domain,
+//! which frees them once it has closed. Other operations still posted at
 //! close are leaked, never freed under the provider.
 //!
 //! **Memory.** A post reads or writes either the op's own buffer
@@ -32,7 +33,7 @@ use super::cq::CompletionQueue;
 use super::domain::{Domain, DomainInner};
 use super::fabric::Info;
 use crate::memory::LocalBuf;
-use crate::ops::{Kind, Op};
+use crate::ops::Op;
 
 /// Largest endpoint name read back (bytes).
 const MAX_NAME: usize = super::av::MAX_ADDR - 1;
@@ -99,9 +100,16 @@ impl Drop for RdmEndpoint {
         // SAFETY: raw is open and closed once; afterwards the provider
         // discards what is posted and touches no context or buffer.
         unsafe { sys::fi_close(&mut (*self.raw).fid) };
+        let mut retired = self
+            ._domain
+            .retired
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         for p in self.recvs.drain(..).filter(|p| !p.is_null()) {
-            // SAFETY: a slot posted and never completed, boxed by a post.
-            drop(unsafe { Box::from_raw(p) });
+            // SAFETY: a slot posted and never completed, boxed by a post;
+            // the endpoint is closed, so it is ours again. Freed when the
+            // domain has closed (see DomainInner::retired).
+            retired.push(unsafe { Box::from_raw(p) });
         }
     }
 }
@@ -231,7 +239,6 @@ impl RdmEndpoint {
     /// docs).
     #[inline]
     pub fn recv(&mut self, mut op: Box<Op>) -> Posted {
-        debug_assert_eq!(op.kind, Kind::RecvBuf);
         let slot = op.ctx as usize;
         let (p, n) = (op.buf.as_mut_ptr(), op.buf.len());
         let raw = post(op, |ctx| {
@@ -466,10 +473,9 @@ impl RdmEndpoint {
         // to its CQ) is a boxed Op leaked by `post`, and the provider
         // returns each exactly once.
         let op = unsafe { Box::from_raw(p) };
-        if op.kind == Kind::RecvBuf {
-            if let Some(s) = self.recvs.get_mut(op.ctx as usize).filter(|s| **s == p) {
-                *s = ptr::null_mut();
-            }
+        // Whatever its kind: an op posted by `recv` is remembered there.
+        if let Some(s) = self.recvs.get_mut(op.ctx as usize).filter(|s| **s == p) {
+            *s = ptr::null_mut();
         }
         Some(op)
     }
