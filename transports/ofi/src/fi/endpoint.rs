@@ -5,14 +5,15 @@
 //! takes the `Box<Op>` and hands it to the provider as the context pointer
 //! (the `Op` starts with the provider's [`Scratch`] space, as
 //! `FI_CONTEXT2` asks), or gives it back when the provider refuses. The
-//! completion entry returns the pointer, and [`RdmEndpoint::read_cq`] turns
-//! it back into the box: so every context reaches the provider once and
-//! comes back once, and nothing else ever names one. Receive slots
-//! ([`crate::ops::Kind::RecvBuf`]) are also remembered here while posted: when the
-//! endpoint closes, the provider discards them without a completion, and
-//! `Drop` takes them back after `fi_close` and leaves them to the domain,
-//! which frees them once it has closed. Other operations still posted at
-//! close are leaked, never freed under the provider.
+//! completion entry returns the pointer, and [`RdmEndpoint::completed`]
+//! turns it back into the box (nulling it in the entry): so every context
+//! reaches the provider once and comes back once, and nothing else ever
+//! names one. Receive slots ([`crate::ops::Kind::RecvBuf`]) are also
+//! remembered here while posted: when the endpoint closes, the provider
+//! discards them without a completion, and `Drop` takes them back after
+//! `fi_close` and leaves them to the domain, which frees them once it has
+//! closed. Other operations still posted at close are leaked, never freed
+//! under the provider.
 //!
 //! **Memory.** A post reads or writes either the op's own buffer
 //! (`send`, `recv`, `read_into`: the buffer lives in the box, which the
@@ -20,7 +21,10 @@
 //! returns (`inject`, `tinject`), or a [`LocalBuf`]: a checked range of a
 //! transport region, which [`crate::memory::Memory`] frees only on the
 //! user's `free` (the transport contract: never while an operation on it
-//! is in flight) or after the endpoint has closed.
+//! is in flight; a registered region cannot be freed at all) or after the
+//! endpoint and domain have closed. That contract is what makes these
+//! posting functions safe to call; it is the same one the C calls always
+//! relied on, now stated in one place.
 
 use std::mem::MaybeUninit;
 use std::ptr;
