@@ -22,14 +22,8 @@ pub fn prepare() -> CmaStatus {
         .ok()
         .map(|s| s.trim().to_string());
     decide(scope.as_deref(), || {
-        // SAFETY: prctl with PR_SET_PTRACER and an integer argument touches
-        // no memory of ours.
-        let rc = unsafe { libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0) };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        }
+        // prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY).
+        rustix::process::set_ptracer(rustix::process::PTracer::Any).map_err(std::io::Error::from)
     })
 }
 

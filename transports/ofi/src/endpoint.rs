@@ -4,17 +4,16 @@
 use std::collections::VecDeque;
 use std::collections::{BTreeMap, HashSet};
 use std::os::fd::RawFd;
-use std::ptr;
 use std::time::Duration;
 
 use ovbench_core::{
-    Arrivals, Caps, Completion, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RegionId,
-    RemoteKey, RmaKind, RmaProgress, Tag, Transport, TransportError, TransportInfo,
+    Arrivals, Caps, Completion, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RemoteKey,
+    RmaKind, RmaProgress, Tag, TransportError, TransportInfo,
 };
 use ovbench_ofi_sys as sys;
 
 use crate::cma::{self, CmaStatus};
-use crate::fabric::Fabric;
+use crate::fabric::Libfabric;
 use crate::memory::{remote_target, Memory};
 use crate::ops::{Fence, Kind, Op, SRC_HDR, TAG_SRC_SHIFT};
 use crate::OfiOptions;
@@ -24,7 +23,7 @@ mod control;
 mod cq;
 mod sends;
 
-use backlog::{Deferred, Post};
+use backlog::{Call, Deferred, Post};
 use cq::Sink;
 
 /// Largest two-sided message (ovbench header plus payload).
@@ -42,12 +41,21 @@ const EAGAIN: isize = -(sys::FI_EAGAIN as isize);
 const EAVAIL: isize = -(sys::FI_EAVAIL as isize);
 
 /// The libfabric transport. See the crate docs for the mapping.
+///
+/// Fields drop in order (see `Drop`): the libfabric objects first, the
+/// memory they may still touch after.
 pub(crate) struct Endpoint {
+    /// Endpoint (with its receive slots), queue, address vector, domain
+    /// and fabric.
+    pub(crate) fabric: Libfabric,
+    /// Regions and registrations: the registrations close right after the
+    /// libfabric objects (the last one closes the domain), the regions
+    /// after that; every other buffer is freed after this field.
+    pub(crate) mem: Memory,
     /// Writes ask for `FI_DELIVERY_COMPLETE` (else the fence read).
     write_dc: bool,
-    rank: Rank,
-    size: u32,
-    mem: Memory,
+    pub(crate) rank: Rank,
+    pub(crate) size: u32,
     peers: Vec<sys::fi_addr_t>,
     /// Completions found while retrying a post, handed out by `poll`.
     pending: VecDeque<Completion>,
@@ -55,8 +63,7 @@ pub(crate) struct Endpoint {
     /// `poll_arrivals`' taker only while none is (one might be its peer's,
     /// ahead of it), and a counter spares scanning the queue per message.
     queued_recvs: usize,
-    recv_bufs: Vec<*mut Op>,
-    recv_pool: Vec<Vec<u8>>,
+    pub(crate) recv_pool: Vec<Vec<u8>>,
     send_pool: Vec<Vec<u8>>,
     in_flight: usize,
     /// Posts the provider refused with `-FI_EAGAIN`, retried in order by
@@ -85,16 +92,12 @@ pub(crate) struct Endpoint {
     /// a malloc and a free per message.
     #[allow(clippy::vec_box)]
     spare: Vec<Box<Op>>,
-    fabric: Fabric,
 }
-
-// SAFETY: the libfabric objects are used only through &mut self, one
-// thread at a time (domain threading FI_THREAD_DOMAIN).
-unsafe impl Send for Endpoint {}
 
 impl Endpoint {
     /// Open the provider for `rank` of `size`. Connect with
-    /// [`Transport::connect`] after exchanging [`Transport::address`].
+    /// [`ovbench_core::Transport::connect`] after exchanging
+    /// [`ovbench_core::Transport::address`].
     pub fn new(rank: Rank, size: u32, opts: OfiOptions) -> Result<Endpoint, TransportError> {
         if size == 0 || rank >= size {
             return Err(TransportError::Invalid(format!(
@@ -110,7 +113,7 @@ impl Endpoint {
         };
         // A wait fd only for the progress thread, which sleeps on it; the
         // rank's own polls (and block(), which then yields) need none.
-        let fabric = Fabric::open(
+        let fabric = Libfabric::open(
             &opts.provider,
             node,
             opts.progress == Progress::Thread,
@@ -138,7 +141,6 @@ impl Endpoint {
             peers: Vec::new(),
             pending: VecDeque::new(),
             queued_recvs: 0,
-            recv_bufs: Vec::new(),
             recv_pool: Vec::new(),
             send_pool: Vec::new(),
             in_flight: 0,
@@ -159,20 +161,19 @@ impl Endpoint {
             spare: Vec::new(),
             fabric,
         };
-        for _ in 0..RECV_BUFS {
-            let op = Op::boxed(Kind::RecvBuf, 0, 0, vec![0u8; t.eager_size()]);
-            t.recv_bufs.push(op);
+        for slot in 0..RECV_BUFS {
+            let op = Op::boxed(Kind::RecvBuf, slot as Ctx, 0, vec![0u8; t.eager_size()]);
             t.post_recv_buf(op)?;
         }
         Ok(t)
     }
 
     /// A fresh operation context for the provider (a spare box if any).
-    pub(crate) fn op(&mut self, kind: Kind, ctx: Ctx, peer: Rank, buf: Vec<u8>) -> *mut Op {
+    pub(crate) fn op(&mut self, kind: Kind, ctx: Ctx, peer: Rank, buf: Vec<u8>) -> Box<Op> {
         match self.spare.pop() {
             Some(mut b) => {
                 *b = Op::new(kind, ctx, peer, buf);
-                Box::into_raw(b)
+                b
             }
             None => Op::boxed(kind, ctx, peer, buf),
         }
@@ -215,10 +216,7 @@ impl Endpoint {
         {
             return false;
         }
-        // SAFETY: cq is open; fids is an array of one fid pointer.
-        let mut fids = [unsafe { &mut (*self.fabric.cq).fid as *mut sys::fid }];
-        // SAFETY: fabric is open; fids holds one open CQ fid.
-        unsafe { sys::fi_trywait(self.fabric.fabric, fids.as_mut_ptr(), 1) == 0 }
+        self.fabric.trywait()
     }
 
     /// The caller is about to sleep: let the next `progress` check peers
@@ -287,11 +285,12 @@ impl Endpoint {
     }
 }
 
-impl Transport for Endpoint {
-    fn info(&self) -> TransportInfo {
+/// The contract's operations that take more than a field (called by
+/// [`crate::OfiTransport`]'s `Transport` impl, which does the rest).
+impl Endpoint {
+    pub(crate) fn info(&self) -> TransportInfo {
         let a = &self.fabric.attrs;
-        // SAFETY: fi_version has no preconditions.
-        let v = unsafe { sys::fi_version() };
+        let v = crate::fi::fabric::version();
         let mut extra = vec![
             ("provider".into(), a.provider.clone()),
             ("fabric".into(), a.fabric.clone()),
@@ -321,7 +320,7 @@ impl Transport for Endpoint {
         }
     }
 
-    fn caps(&self) -> Caps {
+    pub(crate) fn caps(&self) -> Caps {
         let prov = &self.fabric.attrs.provider;
         let hw = prov
             .split(';')
@@ -350,19 +349,7 @@ impl Transport for Endpoint {
         }
     }
 
-    fn rank(&self) -> Rank {
-        self.rank
-    }
-
-    fn size(&self) -> u32 {
-        self.size
-    }
-
-    fn address(&self) -> Vec<u8> {
-        self.fabric.address.clone()
-    }
-
-    fn connect(&mut self, addresses: &[Vec<u8>]) -> Result<(), TransportError> {
+    pub(crate) fn connect(&mut self, addresses: &[Vec<u8>]) -> Result<(), TransportError> {
         if addresses.len() != self.size as usize {
             return Err(TransportError::Invalid(format!(
                 "connect needs {} addresses, got {}",
@@ -377,47 +364,14 @@ impl Transport for Endpoint {
         self.hello_all()
     }
 
-    fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
-        self.mem.alloc(len)
-    }
-
-    fn free(&mut self, region: RegionId) -> Result<(), TransportError> {
-        self.mem.free(region)
-    }
-
-    fn read_region(&self, s: LocalSlice, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
-        f(self.mem.slice(s)?);
-        Ok(())
-    }
-
-    fn write_region(
-        &mut self,
-        s: LocalSlice,
-        f: &mut dyn FnMut(&mut [u8]),
-    ) -> Result<(), TransportError> {
-        f(self.mem.slice_mut(s)?);
-        Ok(())
-    }
-
-    fn register(&mut self, s: LocalSlice) -> Result<MrHandle, TransportError> {
-        self.mem.register(self.fabric.domain, s)
-    }
-
-    fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
+    pub(crate) fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
         let sum = crate::seal::sum_of(&self.mem.mr(mr)?.key.blob);
         self.mem.deregister(mr)?;
         self.revoke_everywhere(sum);
         Ok(())
     }
 
-    fn remote_key(&self, mr: MrHandle) -> RemoteKey {
-        self.mem
-            .mr(mr)
-            .map(|m| m.key.clone())
-            .expect("remote_key of a registration this transport does not hold")
-    }
-
-    fn post_send(
+    pub(crate) fn post_send(
         &mut self,
         peer: Rank,
         header: &[u8],
@@ -430,17 +384,7 @@ impl Transport for Endpoint {
         Ok(())
     }
 
-    fn post_send_inline(
-        &mut self,
-        peer: Rank,
-        header: &[u8],
-        payload: Option<LocalSlice>,
-        ctx: Ctx,
-    ) -> Result<bool, TransportError> {
-        self.send_msg(peer, header, payload, ctx)
-    }
-
-    fn post_write(
+    pub(crate) fn post_write(
         &mut self,
         peer: Rank,
         local: LocalSlice,
@@ -451,68 +395,44 @@ impl Transport for Endpoint {
     ) -> Result<(), TransportError> {
         let dest = self.addr(peer, OpKind::Write)?;
         let target = remote_target(peer, remote, remote_offset, local.len, self.mem.virt_addr)?;
-        let (mut desc, lp) = self.mem.local_rma(mr, local)?;
+        let src = self.mem.local_rma(mr, local)?;
         self.check_not_revoked(peer, target.sum, OpKind::Write)?;
         let (raddr, key) = (target.addr, target.key);
         if local.len == 0 {
             self.pending.push_back(Completion::Write { ctx });
             return Ok(());
         }
-        let ep = self.fabric.ep;
         let dc = self.write_dc;
         let kind = if dc {
             Kind::Write
         } else {
             Kind::WriteThenFence
         };
-        let op = self.op(kind, ctx, peer, Vec::new());
+        let mut op = self.op(kind, ctx, peer, Vec::new());
         if !dc {
-            // SAFETY: op is freshly boxed and ours until submitted.
-            unsafe {
-                (*op).fence = Some(Fence {
-                    addr: raddr + local.len as u64 - 1,
-                    key,
-                })
-            };
+            op.fence = Some(Fence {
+                addr: raddr + local.len as u64 - 1,
+                key,
+            });
         }
-        let len = local.len;
         let flags = u64::from(sys::FI_COMPLETION)
             | if dc {
                 u64::from(sys::FI_DELIVERY_COMPLETE)
             } else {
                 0
             };
-        self.submit(
-            Some(op),
-            Post::new(peer, OpKind::Write, "fi_writemsg", None, move || {
-                let iov = libc::iovec {
-                    iov_base: lp.cast(),
-                    iov_len: len,
-                };
-                let rma = sys::fi_rma_iov {
-                    addr: raddr,
-                    len,
-                    key,
-                };
-                let msg = sys::fi_msg_rma {
-                    msg_iov: (&iov as *const libc::iovec).cast(),
-                    desc: &mut desc,
-                    iov_count: 1,
-                    addr: dest,
-                    rma_iov: &rma,
-                    rma_iov_count: 1,
-                    context: op.cast(),
-                    data: 0,
-                };
-                // SAFETY: ep is enabled; msg and its iovs live through the
-                // call; the local range lies in registration mr; the remote
-                // range was checked against the key.
-                unsafe { sys::fi_writemsg(ep, &msg, flags) }
-            }),
-        )
+        let call = Call::Write {
+            src,
+            dest,
+            raddr,
+            key,
+            flags,
+            op,
+        };
+        self.submit(Post::new(peer, OpKind::Write, "fi_writemsg", call))
     }
 
-    fn post_read(
+    pub(crate) fn post_read(
         &mut self,
         peer: Rank,
         local: LocalSlice,
@@ -523,28 +443,25 @@ impl Transport for Endpoint {
     ) -> Result<(), TransportError> {
         let src = self.addr(peer, OpKind::Read)?;
         let target = remote_target(peer, remote, remote_offset, local.len, self.mem.virt_addr)?;
-        let (desc, lp) = self.mem.local_rma(mr, local)?;
+        let dst = self.mem.local_rma(mr, local)?;
         self.check_not_revoked(peer, target.sum, OpKind::Read)?;
-        let (raddr, key) = (target.addr, target.key);
-        let ep = self.fabric.ep;
         let op = self.op(Kind::Read, ctx, peer, Vec::new());
-        let len = local.len;
-        self.submit(
-            Some(op),
-            Post::new(peer, OpKind::Read, "fi_read", None, move || {
-                // SAFETY: ep is enabled; the local range lies in registration
-                // mr, whose region cannot be freed while registered.
-                unsafe { sys::fi_read(ep, lp.cast(), len, desc, src, raddr, key, op.cast()) }
-            }),
-        )
+        let call = Call::Read {
+            dst,
+            src,
+            raddr: target.addr,
+            key: target.key,
+            op,
+        };
+        self.submit(Post::new(peer, OpKind::Read, "fi_read", call))
     }
 
-    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
+    pub(crate) fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
         self.progress(None)?;
         Ok(self.hand_out(out))
     }
 
-    fn poll_arrivals(
+    pub(crate) fn poll_arrivals(
         &mut self,
         out: &mut Vec<Completion>,
         arrivals: &mut dyn Arrivals,
@@ -556,17 +473,13 @@ impl Transport for Endpoint {
         Ok(self.hand_out(out) + handed)
     }
 
-    fn recycle(&mut self, data: Vec<u8>) {
+    pub(crate) fn recycle(&mut self, data: Vec<u8>) {
         if self.recv_pool.len() < 1024 {
             self.recv_pool.push(data);
         }
     }
 
-    fn wait_fd(&self) -> Option<RawFd> {
-        self.fabric.attrs.wait_fd
-    }
-
-    fn block(&mut self, timeout: Duration) -> Result<(), TransportError> {
+    pub(crate) fn block(&mut self, timeout: Duration) -> Result<(), TransportError> {
         // Polls after a sleep are slow: let the next one check peers.
         self.watch.soon();
         let Some(fd) = self.fabric.attrs.wait_fd else {
@@ -579,7 +492,7 @@ impl Transport for Endpoint {
         Ok(())
     }
 
-    fn tsend(
+    pub(crate) fn tsend(
         &mut self,
         peer: Rank,
         tag: Tag,
@@ -593,18 +506,7 @@ impl Transport for Endpoint {
         Ok(())
     }
 
-    fn tsend_inline(
-        &mut self,
-        peer: Rank,
-        tag: Tag,
-        src: LocalSlice,
-        sync: bool,
-        ctx: Ctx,
-    ) -> Result<bool, TransportError> {
-        self.tag_send(peer, tag, src, sync, ctx)
-    }
-
-    fn trecv(
+    pub(crate) fn trecv(
         &mut self,
         src: Option<Rank>,
         tag: Option<Tag>,
@@ -619,88 +521,49 @@ impl Transport for Endpoint {
                 )));
             }
         }
-        let p = self.mem.ptr(dst)?;
+        let dst = self.mem.buf(dst)?;
         let utag = (u64::from(src.unwrap_or(0)) << TAG_SRC_SHIFT) | u64::from(tag.unwrap_or(0));
         let ignore = if src.is_none() {
             0xffff_ffff_0000_0000
         } else {
             0
         } | if tag.is_none() { 0xffff_ffff } else { 0 };
-        let ep = self.fabric.ep;
         let peer = src.unwrap_or(self.rank);
         let op = self.op(Kind::TaggedRecv, ctx, peer, Vec::new());
-        let len = dst.len;
-        self.submit(
-            Some(op),
-            Post::new(peer, OpKind::TaggedRecv, "fi_trecv", None, move || {
-                // SAFETY: ep is enabled; dst lies in a live region the caller
-                // keeps until this completion.
-                unsafe {
-                    sys::fi_trecv(
-                        ep,
-                        p.cast(),
-                        len,
-                        ptr::null_mut(),
-                        sys::FI_ADDR_UNSPEC,
-                        utag,
-                        ignore,
-                        op.cast(),
-                    )
-                }
-            }),
-        )
+        let call = Call::TRecv {
+            dst,
+            tag: utag,
+            ignore,
+            op,
+        };
+        self.submit(Post::new(peer, OpKind::TaggedRecv, "fi_trecv", call))
     }
 }
 
 impl Drop for Endpoint {
     /// Teardown in libfabric's order, and our memory only after all of it:
     /// 1. goodbyes out (and whatever the peers sent read), so no peer
-    ///    keeps sending to an endpoint that is going away;
-    /// 2. the endpoint closed: the provider discards what is still posted
-    ///    (fi_endpoint(3)) and stops touching our buffers and contexts;
-    /// 3. the registrations closed, while their domain is open and the
-    ///    memory they cover still mapped (fi_mr(3));
-    /// 4. address vector, completion queue, domain and fabric closed;
-    /// 5. only then receive slots, staging buffers, operation boxes and
-    ///    regions freed (field drops after this function): a provider
-    ///    part that outlives the endpoint (rxm's connection handling,
-    ///    the domain's registration cache and its memory monitor) never
-    ///    sees memory it still tracks freed under it.
+    ///    keeps sending to an endpoint that is going away (here);
+    /// 2. the endpoint closed (field `fabric`, first): the provider
+    ///    discards what is still posted (fi_endpoint(3)) and stops
+    ///    touching our buffers and contexts; its completion queue and the
+    ///    address vector closed after it;
+    /// 3. the registrations closed (field `mem`, second), while their
+    ///    domain is open and the memory they cover still mapped (fi_mr(3));
+    ///    then the domain (freeing the endpoint's receive slots once
+    ///    closed) and the fabric;
+    /// 4. only then regions, staging buffers and operation boxes freed
+    ///    (`mem`'s regions, then the later fields): a provider part that
+    ///    outlives the endpoint (rxm's connection handling, the domain's
+    ///    registration cache and its memory monitor) never sees memory it
+    ///    still tracks freed under it.
     fn drop(&mut self) {
         self.say_goodbye();
-        // 2, 3, 4.
-        if !self.fabric.ep.is_null() {
-            // SAFETY: ep is open and closed once; Fabric::close skips it.
-            unsafe { sys::fi_close(&mut (*self.fabric.ep).fid) };
-            self.fabric.ep = ptr::null_mut();
-        }
-        self.backlog.clear();
-        self.mem.close_all();
-        self.fabric.close();
-        // 5.
-        for op in self.recv_bufs.drain(..) {
-            // SAFETY: each slot was boxed by us; every libfabric object is
-            // closed, so nothing refers to it any more.
-            drop(unsafe { Box::from_raw(op) });
-        }
     }
 }
 
 /// Sleep until `fd` is readable or `timeout` passes (EINTR is a wake-up).
 pub(crate) fn sleep_on(fd: RawFd, timeout: Duration) -> Result<(), TransportError> {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
-    // SAFETY: pfd is a valid array of one pollfd.
-    let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-    if rc < 0 {
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(TransportError::io("poll on the libfabric CQ's wait fd", e));
-        }
-    }
-    Ok(())
+    crate::fi::cq::sleep_on(fd, timeout)
+        .map_err(|e| TransportError::io("poll on the libfabric CQ's wait fd", e))
 }

@@ -1,18 +1,13 @@
 //! libfabric return codes turned into messages that name what failed.
 
-use std::ffi::CStr;
-
 use ovbench_core::{OpKind, Rank, TransportError};
-use ovbench_ofi_sys as sys;
 
 /// `fi_strerror(-rc)` plus the numeric code.
 pub(crate) fn fi_str(rc: i64) -> String {
     let code = rc.unsigned_abs().min(i32::MAX as u64) as libc::c_int;
-    // SAFETY: fi_strerror returns a static NUL-terminated string for any code.
-    let s = unsafe { CStr::from_ptr(sys::fi_strerror(code)) };
     format!(
         "{} (libfabric error {})",
-        s.to_string_lossy(),
+        crate::fi::fabric::strerror(code),
         -i64::from(code)
     )
 }

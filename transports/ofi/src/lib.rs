@@ -49,9 +49,14 @@
 //! unset ovbench sets it to the rank count (at least 16) before its first
 //! libfabric call; the header's `universe_size` says which applies.
 //!
-//! **Teardown** closes the endpoint, then registrations, address vector,
-//! completion queue, domain and fabric, and frees ovbench's buffers and
-//! regions only after all of them (see `Drop for Endpoint`).
+//! **Teardown** closes the endpoint, its completion queue and the address
+//! vector, then the registrations, the domain and the fabric, and frees
+//! ovbench's buffers and regions only after all of them (see `Drop for
+//! Endpoint`).
+//!
+//! **FFI.** Only the `fi` modules (one per libfabric resource, each
+//! closing itself after its children) and `memory` call C; everything
+//! else is safe Rust over them.
 //!
 //! **shm and CMA.** shm moves large messages with cross-memory attach;
 //! Yama's ptrace scope may forbid it between sibling ranks. See [`cma`].
@@ -60,6 +65,7 @@ pub mod cma;
 mod endpoint;
 mod error;
 mod fabric;
+mod fi;
 mod liveness;
 mod memory;
 mod ops;

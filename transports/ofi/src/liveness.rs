@@ -13,10 +13,6 @@
 /// The watch's [`Probe`](ovbench_core::fabric::peer_watch::Probe):
 /// `kill(pid, 0)`, whose error (`ESRCH`) says no such process.
 pub(crate) fn signal_zero(pid: libc::pid_t) -> std::io::Result<()> {
-    // SAFETY: signal 0 only checks existence and permission; nothing is sent.
-    if unsafe { libc::kill(pid, 0) } == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    // No signal: only existence and permission are checked.
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).map_err(std::io::Error::from)
 }

@@ -5,15 +5,22 @@
 //! share one (the second gets `-FI_ENOKEY`, -266): every registration asks
 //! for its own key from a counter. With `FI_MR_VIRT_ADDR` a peer addresses
 //! the region by virtual address, otherwise by offset from its start.
+//!
+//! Teardown: [`Memory`] closes its registrations before it frees the
+//! regions they cover (its `Drop`; the last registration closes the
+//! domain); the transport drops it right after the endpoint, queue and
+//! address vector have closed.
 
 use std::alloc::{self, Layout};
-use std::ptr::{self, NonNull};
+use std::ptr::NonNull;
 
 use ovbench_core::fabric::regions::{self, Regions};
 use ovbench_core::{LocalSlice, MrHandle, OpKind, RegionId, RemoteKey, TransportError};
 use ovbench_ofi_sys as sys;
 
 use crate::error::local;
+use crate::fi::mr::Desc;
+use crate::fi::{Domain, MemoryRegion};
 use crate::seal::SEAL;
 
 /// A zeroed, page-aligned allocation.
@@ -22,6 +29,10 @@ struct Region {
     layout: Layout,
 }
 
+// SAFETY: plain memory owned by this value; moving it to another thread
+// moves that ownership.
+unsafe impl Send for Region {}
+
 impl Drop for Region {
     fn drop(&mut self) {
         // SAFETY: ptr was allocated with exactly this layout.
@@ -29,17 +40,55 @@ impl Drop for Region {
     }
 }
 
+/// A checked range of one of this transport's regions, for a post to
+/// read or write (with its registration's descriptor, for RMA). Only
+/// [`Memory`] makes one. The region stays allocated until the user frees
+/// it, which the transport contract forbids while an operation on it is in
+/// flight, or until the transport drops, after its endpoint has closed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LocalBuf {
+    ptr: *mut u8,
+    len: usize,
+    desc: Desc,
+}
+
+// SAFETY: an address and a length; the memory belongs to the transport
+// that made it and moves with it.
+unsafe impl Send for LocalBuf {}
+
+impl LocalBuf {
+    #[inline]
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    #[inline]
+    pub fn desc(&self) -> Desc {
+        self.desc
+    }
+}
+
 /// A live `fi_mr_reg` of a slice, with its sealed key.
-pub(crate) type Mr = regions::Mr<*mut sys::fid_mr>;
+pub(crate) type Mr = regions::Mr<MemoryRegion>;
 
 /// All regions and registrations of one transport.
 pub(crate) struct Memory {
-    table: Regions<Region, *mut sys::fid_mr>,
+    table: Regions<Region, MemoryRegion>,
     next_key: u64,
     /// Serial number of the next registration, sealed into its key.
     serial: u64,
     prov_key: bool,
     pub virt_addr: bool,
+}
+
+impl Drop for Memory {
+    fn drop(&mut self) {
+        // Registrations first, while the memory they cover is mapped.
+        self.table.take_all_mrs().for_each(drop);
+    }
 }
 
 impl Memory {
@@ -69,67 +118,55 @@ impl Memory {
     /// Inlined: on the native path's every send and receive, the slice
     /// passed through memory stalled store forwarding (`perf annotate`).
     #[inline]
-    pub fn ptr(&self, s: LocalSlice) -> Result<*mut u8, TransportError> {
+    fn ptr(&self, s: LocalSlice) -> Result<*mut u8, TransportError> {
         let r = self.table.holding(s)?;
         // SAFETY: offset is within the allocation (checked by holding).
         Ok(unsafe { r.ptr.as_ptr().add(s.offset) })
     }
 
+    /// `s` for a two-sided post (no registration needed).
+    #[inline]
+    pub fn buf(&self, s: LocalSlice) -> Result<LocalBuf, TransportError> {
+        Ok(LocalBuf {
+            ptr: self.ptr(s)?,
+            len: s.len,
+            desc: Desc::NONE,
+        })
+    }
+
+    #[inline]
     pub fn slice(&self, s: LocalSlice) -> Result<&[u8], TransportError> {
         let p = self.ptr(s)?;
         // SAFETY: ptr() checked the range; the region lives as long as &self.
         Ok(unsafe { std::slice::from_raw_parts(p, s.len) })
     }
 
+    #[inline]
     pub fn slice_mut(&mut self, s: LocalSlice) -> Result<&mut [u8], TransportError> {
         let p = self.ptr(s)?;
         // SAFETY: as in slice(); &mut self excludes other Rust borrows.
         Ok(unsafe { std::slice::from_raw_parts_mut(p, s.len) })
     }
 
-    pub fn register(
-        &mut self,
-        domain: *mut sys::fid_domain,
-        s: LocalSlice,
-    ) -> Result<MrHandle, TransportError> {
+    pub fn register(&mut self, domain: &Domain, s: LocalSlice) -> Result<MrHandle, TransportError> {
         let p = self.ptr(s)?;
         let requested = if self.prov_key { 0 } else { self.next_key };
-        let access = u64::from(
-            sys::FI_SEND
-                | sys::FI_RECV
-                | sys::FI_READ
-                | sys::FI_WRITE
-                | sys::FI_REMOTE_READ
-                | sys::FI_REMOTE_WRITE,
-        );
-        let mut mr: *mut sys::fid_mr = ptr::null_mut();
-        // SAFETY: domain is open; the range lies inside a live region; mr
-        // receives the handle.
-        let rc = unsafe {
-            sys::fi_mr_reg(
-                domain,
-                p.cast(),
-                s.len.max(1),
-                access,
-                0,
-                requested,
-                0,
-                &mut mr,
-                ptr::null_mut(),
-            )
-        };
-        if rc != 0 {
-            return Err(local(
-                OpKind::Register,
-                &format!("fi_mr_reg of {} bytes (requested key {requested})", s.len),
-                i64::from(rc),
-                "; raise the locked-memory limit (ulimit -l) if the provider pins memory",
-            ));
-        }
+        // SAFETY: the range lies inside a live region, which the table
+        // refuses to free while a registration covers it, and which Drop
+        // frees only after closing every registration.
+        let mr = unsafe { MemoryRegion::register(domain, p, s.len.max(1), requested) }.map_err(
+            |rc| {
+                local(
+                    OpKind::Register,
+                    &format!("fi_mr_reg of {} bytes (requested key {requested})", s.len),
+                    i64::from(rc),
+                    "; raise the locked-memory limit (ulimit -l) if the provider pins memory",
+                )
+            },
+        )?;
         self.next_key += 1;
         self.serial += 1;
-        // SAFETY: mr is a live registration.
-        let key = unsafe { sys::fi_mr_key(mr) };
+        let key = mr.key();
         Ok(self.table.add_mr(Mr {
             handle: mr,
             slice: s,
@@ -146,34 +183,22 @@ impl Memory {
     }
 
     pub fn deregister(&mut self, h: MrHandle) -> Result<(), TransportError> {
-        let m = self.table.take_mr(h)?;
-        // SAFETY: m.handle is live and closed once (taken out of the table).
-        let rc = unsafe { sys::fi_close(&mut (*m.handle).fid) };
+        let rc = self.table.take_mr(h)?.handle.close();
         crate::error::check(OpKind::Register, "fi_close(mr)", rc)
     }
 
-    /// Check that `local` lies inside registration `h`; returns its
-    /// descriptor and pointer.
-    pub fn local_rma(
-        &self,
-        h: MrHandle,
-        local: LocalSlice,
-    ) -> Result<(*mut libc::c_void, *mut u8), TransportError> {
+    /// `local` for an RMA post, after checking it lies inside
+    /// registration `h`.
+    #[inline]
+    pub fn local_rma(&self, h: MrHandle, local: LocalSlice) -> Result<LocalBuf, TransportError> {
         let m = self.table.covering(h, local)?;
-        // SAFETY: m.handle is a live registration.
-        let desc = unsafe { sys::fi_mr_desc(m.handle) };
-        Ok((desc, self.ptr(local)?))
-    }
-
-    /// Close every registration (before the domain goes).
-    pub fn close_all(&mut self) {
-        for m in self.table.take_all_mrs() {
-            // SAFETY: each mr is live and closed once.
-            unsafe { sys::fi_close(&mut (*m.handle).fid) };
-        }
+        Ok(LocalBuf {
+            ptr: self.ptr(local)?,
+            len: local.len,
+            desc: m.handle.desc(),
+        })
     }
 }
-
 /// A checked peer key: its checksum (for revocations), the MR key and the
 /// remote address of `[offset, offset+len)`. Nothing from the wire is
 /// trusted: envelope, range and length are all checked.

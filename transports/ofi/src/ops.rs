@@ -2,7 +2,8 @@
 //! `context` pointer and returned in its completion entry.
 
 use ovbench_core::{Ctx, OpKind, Rank};
-use ovbench_ofi_sys as sys;
+
+use crate::fi::Scratch;
 
 /// Bytes ovbench puts in front of every two-sided message: the source
 /// rank and a per-peer sequence number (little-endian `u32`s). tcp;ofi_rxm
@@ -47,10 +48,11 @@ impl Kind {
 
 /// One operation in flight. `repr(C)` with the provider's scratch space
 /// first: providers that ask for `FI_CONTEXT`/`FI_CONTEXT2` write into the
-/// memory the context pointer points at.
+/// memory the context pointer points at. A receive slot's `ctx` is its
+/// index (see [`crate::fi::endpoint`]).
 #[repr(C)]
 pub(crate) struct Op {
-    pub fi_ctx: sys::fi_context2,
+    pub fi_ctx: Scratch,
     pub kind: Kind,
     pub ctx: Ctx,
     pub peer: Rank,
@@ -70,7 +72,7 @@ pub(crate) struct Fence {
 impl Op {
     pub fn new(kind: Kind, ctx: Ctx, peer: Rank, buf: Vec<u8>) -> Op {
         Op {
-            fi_ctx: sys::fi_context2::default(),
+            fi_ctx: Scratch::default(),
             kind,
             ctx,
             peer,
@@ -79,7 +81,7 @@ impl Op {
         }
     }
 
-    pub fn boxed(kind: Kind, ctx: Ctx, peer: Rank, buf: Vec<u8>) -> *mut Op {
-        Box::into_raw(Box::new(Op::new(kind, ctx, peer, buf)))
+    pub fn boxed(kind: Kind, ctx: Ctx, peer: Rank, buf: Vec<u8>) -> Box<Op> {
+        Box::new(Op::new(kind, ctx, peer, buf))
     }
 }

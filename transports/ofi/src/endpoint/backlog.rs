@@ -3,7 +3,6 @@
 //! provider resources and never blocks (in a one-process test the peer
 //! progresses only between our polls).
 
-use std::ptr;
 use std::time::Instant;
 
 use ovbench_core::{Completion, Ctx, OpKind, Rank, TransportError};
@@ -11,85 +10,335 @@ use ovbench_ofi_sys as sys;
 
 use super::{Endpoint, EAGAIN, EAGAIN_DEADLINE};
 use crate::error::peer as peer_err;
-use crate::ops::{Kind, Op};
+use crate::fi::RdmEndpoint;
+use crate::memory::LocalBuf;
+use crate::ops::Op;
+
+/// One libfabric post, with everything it needs (the op it completes
+/// into, or the bytes an inject copies) owned until the provider takes it.
+pub(super) enum Call {
+    /// `fi_inject`; `ctx`: the send whose completion follows success (none
+    /// for ovbench's control messages).
+    Inject {
+        buf: Vec<u8>,
+        dest: sys::fi_addr_t,
+        ctx: Option<Ctx>,
+    },
+    Send {
+        op: Box<Op>,
+        dest: sys::fi_addr_t,
+    },
+    /// A receive slot.
+    Recv {
+        op: Box<Op>,
+    },
+    /// `fi_tsend`, or `fi_tsendmsg` with `flags`.
+    TSend {
+        src: LocalBuf,
+        dest: sys::fi_addr_t,
+        tag: u64,
+        flags: Option<u64>,
+        op: Box<Op>,
+    },
+    TRecv {
+        dst: LocalBuf,
+        tag: u64,
+        ignore: u64,
+        op: Box<Op>,
+    },
+    Write {
+        src: LocalBuf,
+        dest: sys::fi_addr_t,
+        raddr: u64,
+        key: u64,
+        flags: u64,
+        op: Box<Op>,
+    },
+    Read {
+        dst: LocalBuf,
+        src: sys::fi_addr_t,
+        raddr: u64,
+        key: u64,
+        op: Box<Op>,
+    },
+    /// A write's fence: a read into the op's own byte.
+    Fence {
+        src: sys::fi_addr_t,
+        raddr: u64,
+        key: u64,
+        op: Box<Op>,
+    },
+}
+
+/// What an accepted post leaves to do.
+enum Accepted {
+    /// An op is in flight until its completion.
+    InFlight,
+    /// A receive slot is posted again.
+    Slot,
+    /// Injected: the staging buffer is free, and `ctx`'s send is done.
+    Injected { buf: Vec<u8>, ctx: Option<Ctx> },
+}
+
+impl Call {
+    /// Make the call: what it left to do, or the provider's code and the
+    /// call back (with its op). Inlined into each post, whose variant is
+    /// known there: the match folds to the one call.
+    #[inline(always)]
+    fn issue(self, ep: &mut RdmEndpoint) -> Result<Accepted, (isize, Call)> {
+        use Accepted::{InFlight, Slot};
+        match self {
+            Call::Inject { buf, dest, ctx } => match ep.inject(&buf, dest) {
+                0 => Ok(Accepted::Injected { buf, ctx }),
+                rc => Err((rc, Call::Inject { buf, dest, ctx })),
+            },
+            Call::Send { op, dest } => ep
+                .send(op, dest)
+                .map(|()| InFlight)
+                .map_err(|(rc, op)| (rc, Call::Send { op, dest })),
+            Call::Recv { op } => ep
+                .recv(op)
+                .map(|()| Slot)
+                .map_err(|(rc, op)| (rc, Call::Recv { op })),
+            Call::TSend {
+                src,
+                dest,
+                tag,
+                flags,
+                op,
+            } => match flags {
+                None => ep.tsend(src, dest, tag, op),
+                Some(f) => ep.tsendmsg(src, dest, tag, f, op),
+            }
+            .map(|()| InFlight)
+            .map_err(|(rc, op)| {
+                let call = Call::TSend {
+                    src,
+                    dest,
+                    tag,
+                    flags,
+                    op,
+                };
+                (rc, call)
+            }),
+            Call::TRecv {
+                dst,
+                tag,
+                ignore,
+                op,
+            } => ep
+                .trecv(dst, tag, ignore, op)
+                .map(|()| InFlight)
+                .map_err(|(rc, op)| {
+                    let call = Call::TRecv {
+                        dst,
+                        tag,
+                        ignore,
+                        op,
+                    };
+                    (rc, call)
+                }),
+            Call::Write {
+                src,
+                dest,
+                raddr,
+                key,
+                flags,
+                op,
+            } => ep
+                .write(src, dest, raddr, key, flags, op)
+                .map(|()| InFlight)
+                .map_err(|(rc, op)| {
+                    let call = Call::Write {
+                        src,
+                        dest,
+                        raddr,
+                        key,
+                        flags,
+                        op,
+                    };
+                    (rc, call)
+                }),
+            Call::Read {
+                dst,
+                src,
+                raddr,
+                key,
+                op,
+            } => ep
+                .read(dst, src, raddr, key, op)
+                .map(|()| InFlight)
+                .map_err(|(rc, op)| {
+                    let call = Call::Read {
+                        dst,
+                        src,
+                        raddr,
+                        key,
+                        op,
+                    };
+                    (rc, call)
+                }),
+            Call::Fence {
+                src,
+                raddr,
+                key,
+                op,
+            } => ep
+                .read_into(src, raddr, key, op)
+                .map(|()| InFlight)
+                .map_err(|(rc, op)| {
+                    let call = Call::Fence {
+                        src,
+                        raddr,
+                        key,
+                        op,
+                    };
+                    (rc, call)
+                }),
+        }
+    }
+
+    /// The context of the operation this call posts, for its error
+    /// completion.
+    fn ctx(&self) -> Option<Ctx> {
+        match self {
+            Call::Inject { ctx, .. } => *ctx,
+            Call::Recv { .. } => None,
+            Call::Send { op, .. }
+            | Call::TSend { op, .. }
+            | Call::TRecv { op, .. }
+            | Call::Write { op, .. }
+            | Call::Read { op, .. }
+            | Call::Fence { op, .. } => Some(op.ctx),
+        }
+    }
+
+    /// The staging buffer a refused call leaves to recycle.
+    fn into_buf(self) -> Option<Vec<u8>> {
+        match self {
+            Call::Inject { buf, .. } => Some(buf),
+            // A refused receive slot is not posted again (nor was it before
+            // the slots were boxes): its buffer goes with it.
+            Call::Recv { .. } => None,
+            Call::Send { op, .. }
+            | Call::TSend { op, .. }
+            | Call::TRecv { op, .. }
+            | Call::Write { op, .. }
+            | Call::Read { op, .. }
+            | Call::Fence { op, .. } => Some(op.buf),
+        }
+    }
+}
+
+/// A post: the call, and what names it in an error.
+pub(super) struct Post {
+    peer: Rank,
+    kind: OpKind,
+    name: &'static str,
+    call: Call,
+}
+
+impl Post {
+    /// `call`, an `kind` operation towards `peer` made by the libfabric
+    /// function `name`.
+    #[inline]
+    pub(super) fn new(peer: Rank, kind: OpKind, name: &'static str, call: Call) -> Post {
+        Post {
+            peer,
+            kind,
+            name,
+            call,
+        }
+    }
+}
+
+/// A post waiting for the provider to accept it.
+pub(super) struct Deferred {
+    post: Post,
+    since: Instant,
+}
 
 impl Endpoint {
-    pub(super) fn post_recv_buf(&mut self, op: *mut Op) -> Result<(), TransportError> {
-        let ep = self.fabric.ep;
-        // SAFETY: op is one of our live receive slots; its buffer is not
-        // touched by us until its completion.
-        let (p, n) = unsafe { ((*op).buf.as_mut_ptr(), (*op).buf.len()) };
-        self.submit(
-            Some(op),
-            Post::new(self.rank, OpKind::Recv, "fi_recv", None, move || {
-                // SAFETY: ep is enabled; the buffer and context stay valid
-                // until the completion (slots are freed after the ep closes).
-                unsafe {
-                    sys::fi_recv(
-                        ep,
-                        p.cast(),
-                        n,
-                        ptr::null_mut(),
-                        sys::FI_ADDR_UNSPEC,
-                        op.cast(),
-                    )
-                }
-            }),
-        )
+    /// Post receive slot `op` (again).
+    pub(super) fn post_recv_buf(&mut self, op: Box<Op>) -> Result<(), TransportError> {
+        let call = Call::Recv { op };
+        self.submit(Post::new(self.rank, OpKind::Recv, "fi_recv", call))
     }
 
     /// Hand an operation to the provider. `-FI_EAGAIN` is not an error:
     /// the post waits in the backlog and `poll` retries it after reading
     /// the CQ (tcp and shm free resources only when progressed, and in a
-    /// one-process test the peer progresses only between our polls). Only
-    /// a deferred post is boxed; the common path allocates nothing.
-    pub(super) fn submit<F: FnMut() -> isize + 'static>(
-        &mut self,
-        op: Option<*mut Op>,
-        mut p: Post<F>,
-    ) -> Result<(), TransportError> {
-        p.op = op;
+    /// one-process test the peer progresses only between our polls).
+    #[inline(always)]
+    pub(super) fn submit(&mut self, p: Post) -> Result<(), TransportError> {
         if !self.backlog.is_empty() {
-            self.backlog.push_back(p.boxed());
+            self.defer(p);
             return Ok(());
         }
-        match (p.post)() {
-            0 => {
-                self.posted(p.op, p.inject_ctx);
+        let Post {
+            peer,
+            kind,
+            name,
+            call,
+        } = p;
+        match call.issue(&mut self.fabric.ep) {
+            Ok(a) => {
+                self.accepted(a);
                 Ok(())
             }
-            EAGAIN => {
-                self.backlog.push_back(p.boxed());
-                Ok(())
-            }
-            rc => Err(self.refused(p.op, p.peer, p.kind, p.call, rc)),
+            Err((rc, call)) => self.not_taken(Post::new(peer, kind, name, call), rc),
         }
+    }
+
+    /// A first try refused: `-FI_EAGAIN` defers the post, anything else is
+    /// its error. Out of line: the posts' fast path stays small.
+    #[inline(never)]
+    fn not_taken(&mut self, p: Post, rc: isize) -> Result<(), TransportError> {
+        if rc == EAGAIN {
+            self.defer(p);
+            return Ok(());
+        }
+        let Post {
+            peer,
+            kind,
+            name,
+            call,
+        } = p;
+        Err(self.refused(call, peer, kind, name, rc))
+    }
+
+    fn defer(&mut self, post: Post) {
+        self.backlog.push_back(Deferred {
+            post,
+            since: Instant::now(),
+        });
     }
 
     /// Book-keeping once the provider accepted a post.
-    fn posted(&mut self, op: Option<*mut Op>, inject_ctx: Option<Ctx>) {
-        match (op, inject_ctx) {
-            (Some(op), _) => {
-                // SAFETY: op is live until its completion.
-                if unsafe { (*op).kind } != Kind::RecvBuf {
-                    self.in_flight += 1;
+    #[inline(always)]
+    fn accepted(&mut self, a: Accepted) {
+        match a {
+            Accepted::InFlight => self.in_flight += 1,
+            Accepted::Slot => {}
+            Accepted::Injected { buf, ctx } => {
+                self.recycle_send(buf);
+                if let Some(ctx) = ctx {
+                    self.pending.push_back(Completion::Send { ctx });
                 }
             }
-            (None, Some(ctx)) => self.pending.push_back(Completion::Send { ctx }),
-            (None, None) => {}
         }
     }
 
-    /// The provider refused a post for good: take the op back, name it.
+    /// The provider refused a post for good: take its buffer back, name it.
     fn refused(
         &mut self,
-        op: Option<*mut Op>,
+        call: Call,
         peer: Rank,
         kind: OpKind,
-        call: &str,
+        name: &str,
         rc: isize,
     ) -> TransportError {
-        let mut e = peer_err(peer, kind, call, rc as i64);
+        let mut e = peer_err(peer, kind, name, rc as i64);
         if rc == EAGAIN {
             if let TransportError::Peer { status, .. } = &mut e {
                 status.push_str(&format!(
@@ -98,40 +347,33 @@ impl Endpoint {
                 ));
             }
         }
-        if let Some(op) = op {
-            // SAFETY: the provider did not accept the operation, so it
-            // holds no reference to op.
-            let op = unsafe { Box::from_raw(op) };
-            if op.kind == Kind::RecvBuf {
-                // A receive slot stays owned by recv_bufs; do not free it.
-                std::mem::forget(op);
-            } else {
-                self.recycle_send(op.buf);
-            }
+        if let Some(b) = call.into_buf() {
+            self.recycle_send(b);
         }
         e
     }
 
     /// Retry backlogged posts in order until one is refused again.
     pub(super) fn flush_backlog(&mut self) {
-        while let Some(mut d) = self.backlog.pop_front() {
-            match (d.post)() {
-                0 => self.posted(d.op, d.inject_ctx),
-                EAGAIN if d.since.elapsed() < EAGAIN_DEADLINE => {
-                    self.backlog.push_front(d);
+        while let Some(d) = self.backlog.pop_front() {
+            let Post {
+                peer,
+                kind,
+                name,
+                call,
+            } = d.post;
+            match call.issue(&mut self.fabric.ep) {
+                Ok(a) => self.accepted(a),
+                Err((EAGAIN, call)) if d.since.elapsed() < EAGAIN_DEADLINE => {
+                    self.backlog.push_front(Deferred {
+                        post: Post::new(peer, kind, name, call),
+                        since: d.since,
+                    });
                     return;
                 }
-                rc => {
-                    let (peer, kind, ctx) = (
-                        d.peer,
-                        d.kind,
-                        d.op.map(|o| {
-                            // SAFETY: op is live until taken back in refused().
-                            unsafe { (*o).ctx }
-                        })
-                        .or(d.inject_ctx),
-                    );
-                    let e = self.refused(d.op, d.peer, d.kind, d.call, rc);
+                Err((rc, call)) => {
+                    let ctx = call.ctx();
+                    let e = self.refused(call, peer, kind, name, rc);
                     self.pending.push_back(Completion::Error {
                         ctx,
                         peer,
@@ -148,59 +390,4 @@ impl Endpoint {
             self.send_pool.push(b);
         }
     }
-}
-
-/// A post as first tried: not boxed, so the common path allocates
-/// nothing.
-pub(super) struct Post<F> {
-    op: Option<*mut Op>,
-    inject_ctx: Option<Ctx>,
-    peer: Rank,
-    kind: OpKind,
-    call: &'static str,
-    post: F,
-}
-
-impl<F: FnMut() -> isize + 'static> Post<F> {
-    /// Describe a post: `post` makes the libfabric call and returns its code.
-    pub(super) fn new(
-        peer: Rank,
-        kind: OpKind,
-        call: &'static str,
-        inject_ctx: Option<Ctx>,
-        post: F,
-    ) -> Post<F> {
-        Post {
-            op: None,
-            inject_ctx,
-            peer,
-            kind,
-            call,
-            post,
-        }
-    }
-
-    fn boxed(self) -> Deferred {
-        Deferred {
-            op: self.op,
-            inject_ctx: self.inject_ctx,
-            peer: self.peer,
-            kind: self.kind,
-            call: self.call,
-            since: Instant::now(),
-            post: Box::new(self.post),
-        }
-    }
-}
-
-/// A post waiting for the provider to accept it.
-pub(super) struct Deferred {
-    op: Option<*mut Op>,
-    /// For `fi_inject`: the context whose Send completion follows success.
-    inject_ctx: Option<Ctx>,
-    peer: Rank,
-    kind: OpKind,
-    call: &'static str,
-    since: Instant,
-    post: Box<dyn FnMut() -> isize>,
 }

@@ -12,9 +12,8 @@
 use std::time::{Duration, Instant};
 
 use ovbench_core::{Completion, OpKind, Rank, TransportError};
-use ovbench_ofi_sys as sys;
 
-use super::{Endpoint, Post};
+use super::{Call, Endpoint, Post};
 use crate::ops::{Kind, Op, SRC_HDR};
 use ovbench_core::fabric::peer_watch;
 
@@ -42,38 +41,22 @@ impl Endpoint {
         buf.extend_from_slice(&0u32.to_le_bytes());
         buf.push(kind);
         buf.extend_from_slice(body);
-        let ep = self.fabric.ep;
         if kind != BYE && buf.len() <= self.fabric.attrs.inject_size {
-            return self.submit(
-                None,
-                Post::new(
-                    peer,
-                    OpKind::Connect,
-                    "fi_inject (control)",
-                    None,
-                    move || {
-                        // SAFETY: ep is enabled; fi_inject copies the bytes.
-                        unsafe { sys::fi_inject(ep, buf.as_ptr().cast(), buf.len(), dest) }
-                    },
-                ),
-            );
-        }
-        let (p, n) = (buf.as_ptr(), buf.len());
-        let op = Op::boxed(Kind::Control, 0, peer, buf);
-        self.submit(
-            Some(op),
-            Post::new(
+            let call = Call::Inject {
+                buf,
+                dest,
+                ctx: None,
+            };
+            return self.submit(Post::new(
                 peer,
                 OpKind::Connect,
-                "fi_send (control)",
-                None,
-                move || {
-                    // SAFETY: ep is enabled; the buffer is owned by op until its
-                    // completion.
-                    unsafe { sys::fi_send(ep, p.cast(), n, std::ptr::null_mut(), dest, op.cast()) }
-                },
-            ),
-        )
+                "fi_inject (control)",
+                call,
+            ));
+        }
+        let op = Op::boxed(Kind::Control, 0, peer, buf);
+        let call = Call::Send { op, dest };
+        self.submit(Post::new(peer, OpKind::Connect, "fi_send (control)", call))
     }
 
     /// A control message arrived from `src`.

@@ -3,17 +3,12 @@
 //! buffer to `poll_arrivals`' taker); receive buffers are reposted; a write
 //! without delivery completion gets its fence read.
 
-use std::mem::MaybeUninit;
-use std::ptr;
-
-use ovbench_core::{
-    Arrivals, Completion, Ctx, OpKind, Placement, Rank, Tag, Transport, TransportError,
-};
-use ovbench_ofi_sys as sys;
+use ovbench_core::{Arrivals, Completion, Ctx, OpKind, Placement, Rank, Tag, TransportError};
 
 use super::control::CTRL;
-use super::{Endpoint, Post, EAGAIN, EAVAIL};
+use super::{Call, Endpoint, Post, EAVAIL};
 use crate::error::fi_str;
+use crate::fi::endpoint::CQ_BATCH;
 use crate::ops::{Fence, Kind, Op, SRC_HDR, TAG_SRC_SHIFT};
 
 /// `poll_arrivals`' taker during one poll: how many messages it took, and
@@ -52,66 +47,42 @@ impl Endpoint {
         &mut self,
         mut sink: Option<&mut Sink<'_>>,
     ) -> Result<(), TransportError> {
-        // Not zeroed: clearing 32 entries (1.3 KB) on every poll was ~6%
-        // of an idle poll loop; the provider fills the first n.
-        let mut entries = [MaybeUninit::<sys::fi_cq_tagged_entry>::uninit(); 32];
         loop {
-            // SAFETY: cq is open with FI_CQ_FORMAT_TAGGED; entries has room
-            // for 32 of them.
-            let n = unsafe {
-                sys::fi_cq_read(self.fabric.cq, entries.as_mut_ptr().cast(), entries.len())
-            };
+            let n = self.fabric.ep.read_cq();
             if n > 0 {
-                for e in &entries[..n as usize] {
-                    // SAFETY: fi_cq_read wrote n (> 0) whole entries.
-                    let e = unsafe { e.assume_init_ref() };
-                    let (op, len, tag) = (e.op_context.cast(), e.len, e.tag);
-                    self.complete(op, len, tag, None, sink.as_deref_mut())?;
+                for i in 0..n as usize {
+                    if let Some(c) = self.fabric.ep.completed(i) {
+                        self.complete(c.op, c.len, c.tag, None, sink.as_deref_mut())?;
+                    }
                 }
                 // A partial batch drained the queue: reading again only
                 // to be told -FI_EAGAIN would run the provider's progress
                 // once more (a poll(2) on tcp) before the caller sees this.
-                if (n as usize) < entries.len() {
+                if (n as usize) < CQ_BATCH {
                     return Ok(());
                 }
-            } else if n == EAGAIN {
+            } else if n == 0 {
                 return Ok(());
             } else if n == EAVAIL {
-                let mut err = sys::fi_cq_err_entry::default();
-                // SAFETY: cq is open; err is a valid entry to fill.
-                let rc = unsafe { sys::fi_cq_readerr(self.fabric.cq, &mut err, 0) };
-                if rc != 1 {
-                    return Err(crate::error::local(
-                        OpKind::Poll,
-                        "fi_cq_readerr",
-                        rc as i64,
-                        "",
-                    ));
-                }
-                // SAFETY: cq is open; err came from it; the returned string
-                // is owned by the provider until the next call.
-                let s = unsafe {
-                    sys::fi_cq_strerror(
-                        self.fabric.cq,
-                        err.prov_errno,
-                        err.err_data,
-                        ptr::null_mut(),
-                        0,
-                    )
+                let f = match self.fabric.ep.read_cq_err() {
+                    Ok(f) => f,
+                    Err(rc) => {
+                        return Err(crate::error::local(
+                            OpKind::Poll,
+                            "fi_cq_readerr",
+                            rc as i64,
+                            "",
+                        ))
+                    }
                 };
-                let prov = if s.is_null() {
-                    String::new()
-                } else {
-                    // SAFETY: a NUL-terminated provider string.
-                    unsafe { std::ffi::CStr::from_ptr(s) }
-                        .to_string_lossy()
-                        .into_owned()
-                };
-                let mut status = format!("{}; provider says: {prov}", fi_str(i64::from(err.err)));
+                let mut status =
+                    format!("{}; provider says: {}", fi_str(i64::from(f.err)), f.detail);
                 if let Some(c) = self.cma.as_ref().filter(|c| !c.usable) {
                     status.push_str(&format!("; {}", c.detail));
                 }
-                self.complete(err.op_context.cast(), err.len, err.tag, Some(status), None)?;
+                if let Some(op) = f.op {
+                    self.complete(op, f.len, f.tag, Some(status), None)?;
+                }
             } else {
                 return Err(crate::error::local(
                     OpKind::Poll,
@@ -127,18 +98,13 @@ impl Endpoint {
     /// the message it carries to `sink`.
     pub(super) fn complete(
         &mut self,
-        op: *mut Op,
+        mut op: Box<Op>,
         len: usize,
         tag: u64,
         err: Option<String>,
         sink: Option<&mut Sink<'_>>,
     ) -> Result<(), TransportError> {
-        if op.is_null() {
-            return Ok(());
-        }
-        // SAFETY: every context we post is an `Op` we allocated; the
-        // provider returns it exactly once per posted operation.
-        if unsafe { (*op).kind } == Kind::RecvBuf {
+        if op.kind == Kind::RecvBuf {
             let c = match err {
                 Some(status) => Some(Completion::Error {
                     ctx: None,
@@ -147,10 +113,10 @@ impl Endpoint {
                     status,
                 }),
                 None => {
-                    // SAFETY: as above; the buffer is ours again until
-                    // reposted below. It lives in the Op box, not in self,
-                    // so self (its regions too) may change while b is read.
-                    let b = unsafe { &(*op).buf };
+                    // The buffer is ours again until reposted below. It
+                    // lives in the Op box, not in self, so self (its
+                    // regions too) may change while b is read.
+                    let b = &op.buf;
                     let n = len.min(b.len());
                     let hdr = (n >= SRC_HDR).then(|| {
                         (
@@ -190,9 +156,6 @@ impl Endpoint {
             self.pending.extend(c);
             return self.post_recv_buf(op);
         }
-        // SAFETY: a non-receive Op is owned by the provider until this
-        // completion, which returns it to us.
-        let mut op = unsafe { Box::from_raw(op) };
         self.in_flight = self.in_flight.saturating_sub(1);
         let (ctx, peer, kind, fence) = (op.ctx, op.peer, op.kind, op.fence);
         let buf = std::mem::take(&mut op.buf);
@@ -244,36 +207,20 @@ impl Endpoint {
         ctx: Ctx,
         f: Fence,
     ) -> Result<(), TransportError> {
-        let ep = self.fabric.ep;
-        let addr = self.peers[peer as usize];
+        let src = self.peers[peer as usize];
         let op = self.op(Kind::Fence, ctx, peer, vec![0u8; 1]);
-        // SAFETY: op is freshly boxed and ours until submitted.
-        let p = unsafe { (*op).buf.as_mut_ptr() };
-        self.submit(
-            Some(op),
-            Post::new(
-                peer,
-                OpKind::Write,
-                "fi_read (write fence)",
-                None,
-                move || {
-                    // SAFETY: ep is enabled; p is a 1-byte buffer owned by op
-                    // until its completion; address and key were checked.
-                    unsafe {
-                        sys::fi_read(
-                            ep,
-                            p.cast(),
-                            1,
-                            ptr::null_mut(),
-                            addr,
-                            f.addr,
-                            f.key,
-                            op.cast(),
-                        )
-                    }
-                },
-            ),
-        )
+        let call = Call::Fence {
+            src,
+            raddr: f.addr,
+            key: f.key,
+            op,
+        };
+        self.submit(Post::new(
+            peer,
+            OpKind::Write,
+            "fi_read (write fence)",
+            call,
+        ))
     }
 
     /// Hand out `src`'s message `seq` once every earlier one is out.
@@ -321,6 +268,10 @@ impl Endpoint {
     /// it takes them, then queued (after a refusal too, in order).
     fn release_held(&mut self, src: Rank, mut sink: Option<&mut Sink<'_>>) {
         let s = src as usize;
+        // Nearly always nothing is held: no out-of-line map search then.
+        if self.held[s].is_empty() {
+            return;
+        }
         while let Some(d) = self.held[s].remove(&self.expected[s]) {
             self.expected[s] = self.expected[s].wrapping_add(1);
             match sink.as_deref_mut().filter(|k| k.failed.is_none()) {

@@ -3,19 +3,17 @@
 //! is copied at once and needs no completion from the queue
 //! (`Transport::post_send_inline`, `Transport::tsend_inline`).
 
-use std::ptr;
-
 use ovbench_core::{Ctx, LocalSlice, OpKind, Rank, Tag, TransportError};
 use ovbench_ofi_sys as sys;
 
-use super::{Endpoint, Post, EAGAIN};
+use super::{Call, Endpoint, Post, EAGAIN};
 use crate::ops::{Kind, SRC_HDR, TAG_SRC_SHIFT};
 
 impl Endpoint {
     /// The engine's message: source rank and per-peer sequence, then
     /// `header` and `payload`, injected when it fits (`fi_inject` copies at
     /// once: true, nothing queued), else sent from a staging buffer.
-    pub(super) fn send_msg(
+    pub(crate) fn send_msg(
         &mut self,
         peer: Rank,
         header: &[u8],
@@ -46,14 +44,11 @@ impl Endpoint {
             }
         }
         self.send_seq[peer as usize] = self.send_seq[peer as usize].wrapping_add(1);
-        let ep = self.fabric.ep;
         if total <= self.fabric.attrs.inject_size {
             // Fast path: inject copies the bytes at once; only a refused
             // inject keeps them (in the deferred post).
             if self.backlog.is_empty() {
-                // SAFETY: ep is enabled; fi_inject copies the bytes before
-                // returning.
-                let rc = unsafe { sys::fi_inject(ep, buf.as_ptr().cast(), buf.len(), dest) };
+                let rc = self.fabric.ep.inject(&buf, dest);
                 if rc == 0 {
                     self.recycle_send(buf);
                     return Ok(true);
@@ -68,27 +63,22 @@ impl Endpoint {
                     ));
                 }
             }
+            let call = Call::Inject {
+                buf,
+                dest,
+                ctx: Some(ctx),
+            };
             return self
-                .submit(
-                    None,
-                    Post::new(peer, OpKind::Send, "fi_inject", Some(ctx), move || {
-                        // SAFETY: ep is enabled; fi_inject copies the bytes
-                        // before returning.
-                        unsafe { sys::fi_inject(ep, buf.as_ptr().cast(), buf.len(), dest) }
-                    }),
-                )
+                .submit(Post::new(peer, OpKind::Send, "fi_inject", call))
                 .map(|()| false);
         }
-        let (p, n) = (buf.as_ptr(), buf.len());
         let op = self.op(Kind::Send, ctx, peer, buf);
-        self.submit(
-            Some(op),
-            Post::new(peer, OpKind::Send, "fi_send", None, move || {
-                // SAFETY: ep is enabled; the staging buffer is owned by op
-                // until its completion (the Vec's heap block did not move).
-                unsafe { sys::fi_send(ep, p.cast(), n, ptr::null_mut(), dest, op.cast()) }
-            }),
-        )
+        self.submit(Post::new(
+            peer,
+            OpKind::Send,
+            "fi_send",
+            Call::Send { op, dest },
+        ))
         .map(|()| false)
     }
 
@@ -96,7 +86,7 @@ impl Endpoint {
     /// the provider can say so), the source rank in the tag's upper half.
     /// A small standard send goes by `fi_tinject`: done at once (true,
     /// nothing queued), as fi_pingpong sends its small messages.
-    pub(super) fn tag_send(
+    pub(crate) fn tag_send(
         &mut self,
         peer: Rank,
         tag: Tag,
@@ -116,13 +106,9 @@ impl Endpoint {
                 )));
             }
         };
-        let p = self.mem.ptr(src)?;
         let utag = (u64::from(self.rank) << TAG_SRC_SHIFT) | u64::from(tag);
-        let ep = self.fabric.ep;
         if !sync && src.len <= self.fabric.attrs.inject_size && self.backlog.is_empty() {
-            // SAFETY: ep is enabled; fi_tinject copies the bytes before
-            // returning.
-            let rc = unsafe { sys::fi_tinject(ep, p.cast(), src.len, dest, utag) };
+            let rc = self.fabric.ep.tinject(self.mem.slice(src)?, dest, utag);
             if rc == 0 {
                 return Ok(true);
             }
@@ -136,51 +122,24 @@ impl Endpoint {
             }
             // EAGAIN: the ordinary send below waits in the backlog.
         }
+        let src = self.mem.buf(src)?;
         let op = self.op(Kind::TaggedSend, ctx, peer, Vec::new());
-        let len = src.len;
-        if !sync {
-            return self
-                .submit(
-                    Some(op),
-                    Post::new(peer, OpKind::TaggedSend, "fi_tsend", None, move || {
-                        // SAFETY: ep is enabled; src lies in a live region the
-                        // caller keeps until this completion.
-                        unsafe {
-                            sys::fi_tsend(ep, p.cast(), len, ptr::null_mut(), dest, utag, op.cast())
-                        }
-                    }),
-                )
-                .map(|()| false);
-        }
-        let flags = u64::from(sys::FI_COMPLETION) | sync_flag;
-        self.submit(
-            Some(op),
-            Post::new(
-                peer,
-                OpKind::TaggedSend,
+        let (name, flags) = if sync {
+            (
                 "fi_tsendmsg (synchronous)",
-                None,
-                move || {
-                    let iov = libc::iovec {
-                        iov_base: p.cast(),
-                        iov_len: len,
-                    };
-                    let mut desc: *mut libc::c_void = ptr::null_mut();
-                    let msg = sys::fi_msg_tagged {
-                        msg_iov: (&iov as *const libc::iovec).cast(),
-                        desc: &mut desc,
-                        iov_count: 1,
-                        addr: dest,
-                        tag: utag,
-                        ignore: 0,
-                        context: op.cast(),
-                        data: 0,
-                    };
-                    // SAFETY: as for fi_tsend; msg and iov live through the call.
-                    unsafe { sys::fi_tsendmsg(ep, &msg, flags) }
-                },
-            ),
-        )
-        .map(|()| false)
+                Some(u64::from(sys::FI_COMPLETION) | sync_flag),
+            )
+        } else {
+            ("fi_tsend", None)
+        };
+        let call = Call::TSend {
+            src,
+            dest,
+            tag: utag,
+            flags,
+            op,
+        };
+        self.submit(Post::new(peer, OpKind::TaggedSend, name, call))
+            .map(|()| false)
     }
 }
