@@ -1,4 +1,4 @@
-//! The core conformance suite over libfabric: two ranks in one process over
+//! The conformance suite (ovbench-conformance) over libfabric: two ranks in one process over
 //! tcp;ofi_rxm and shm, three ranks over tcp;ofi_rxm, and tcp;ofi_rxm with
 //! a progress thread.
 
@@ -60,7 +60,7 @@ mod shm_2 {
         out_of_range_rejected, deregistered_key_rejected, garbled_key_rejected,
         many_outstanding, key_through_the_wire, block_returns_when_ready,
         tagged_or_unsupported, inline_send_contract, inline_tsend_contract,
-        trecv_wait_contract, arrivals_contract);
+        trecv_wait_contract, arrivals_contract, send_completions_reported);
 }
 /// With a progress thread sleeping on the completion queue's fd.
 mod tcp_thread_2 {

@@ -1,4 +1,4 @@
-//! The core conformance suite over TCP: 2, 3 and 5 ranks in one process, with
+//! The conformance suite (ovbench-conformance) over TCP: 2, 3 and 5 ranks in one process, with
 //! progress by polling and by thread.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! The core conformance suite over UCX: two ranks in one process over tcp,
+//! The conformance suite (ovbench-conformance) over UCX: two ranks in one process over tcp,
 //! posix and shm (CMA), three ranks over tcp, and tcp with a progress
 //! thread. posix and shm skip `peer_dropped_reported` (one process cannot
 //! drop a shared-memory rank safely; tests/processes.rs covers it).
@@ -69,7 +69,7 @@ macro_rules! shm_lane_checks {
             out_of_range_rejected, deregistered_key_rejected, garbled_key_rejected,
             many_outstanding, key_through_the_wire, block_returns_when_ready,
             tagged_or_unsupported, inline_send_contract, inline_tsend_contract,
-            trecv_wait_contract, arrivals_contract);
+            trecv_wait_contract, arrivals_contract, send_completions_reported);
     };
 }
 /// Every check but `peer_dropped_reported` (see above).
