@@ -320,3 +320,64 @@ fn an_xfer_table_missing_a_size_is_an_error_naming_it() {
         "{err}"
     );
 }
+
+/// The report of §2.3 and the wait spread: the per-size totals name the
+/// size's path, the eager/rendezvous split adds up the per-size totals,
+/// and each side's wait has its p50 and p90 beside the mean.
+#[test]
+fn report_splits_eager_and_rendezvous_and_spreads_the_waits() {
+    let p = draw(&mut Draw::new(seed(7)));
+    let doc = sim_truth::sim_json(
+        "overlap",
+        &p,
+        2,
+        &[
+            "--sizes",
+            "10K,1M",
+            "--iters",
+            "5",
+            "--steps",
+            "2",
+            "--xfer-reps",
+            "3",
+        ],
+    );
+    let steps = sim_truth::rows(&doc, "overlap, protocol");
+    assert_eq!(steps.len(), 2 * 3);
+    for st in &steps {
+        for side in ["sender", "receiver"] {
+            let s = &st[side];
+            let (p50, p90) = (
+                sim_truth::num(s, "wait_p50_ns"),
+                sim_truth::num(s, "wait_p90_ns"),
+            );
+            assert!(0.0 <= p50 && p50 <= p90, "{side}: {s}");
+        }
+    }
+    let by_size = sim_truth::rows(&doc, "per-process totals by size");
+    let split = sim_truth::rows(&doc, "eager / rendezvous");
+    assert_eq!(by_size.len(), 4);
+    for (path, size) in [("eager", 10240), ("rendezvous", 1048576)] {
+        for rank in [0, 1] {
+            let row = by_size
+                .iter()
+                .find(|r| r["size"] == size && r["rank"] == rank)
+                .expect("a per-size row");
+            assert_eq!(row["path"], path);
+            let tot = split
+                .iter()
+                .find(|r| r["path"] == path && r["rank"] == rank)
+                .expect("a split row");
+            for k in ["data_transfer_ns", "max_overlap_ns"] {
+                assert!(
+                    (sim_truth::num(tot, k) - sim_truth::num(row, k)).abs() < 1e-6,
+                    "{k}"
+                );
+            }
+            let not = sim_truth::num(tot, "not_overlapped_min_ns");
+            let want =
+                sim_truth::num(tot, "data_transfer_ns") - sim_truth::num(tot, "max_overlap_ns");
+            assert!((not - want).abs() < 1e-6);
+        }
+    }
+}
