@@ -116,6 +116,9 @@ pub struct Side {
     pub transfers: u64,
     /// Transfers of which only BEGIN or only END was seen (case 3).
     pub one_sided: u64,
+    /// Transfers whose stamped interval outlasted xfer_time by more than a
+    /// tenth (queued, or waiting for the peer): bracketed, not tight.
+    pub stretched: u64,
     pub data_transfer_ns: f64,
     pub min_overlap_ns: f64,
     pub max_overlap_ns: f64,
@@ -138,8 +141,9 @@ impl Side {
         )
     }
 
-    fn words(&self) -> [u64; 12] {
+    fn words(&self) -> [u64; 13] {
         [
+            self.stretched,
             self.wait_ns.to_bits(),
             self.wait_p50_ns.to_bits(),
             self.wait_p90_ns.to_bits(),
@@ -156,7 +160,7 @@ impl Side {
     }
 
     fn from_words(w: &[u64]) -> anyhow::Result<Side> {
-        let [wait, w50, w90, n, one, d, lo, hi, comp, call, s, e] = w[..] else {
+        let [stretched, wait, w50, w90, n, one, d, lo, hi, comp, call, s, e] = w[..] else {
             bail!("overlap: malformed figures from rank 1");
         };
         let f = f64::from_bits;
@@ -166,6 +170,7 @@ impl Side {
             wait_p90_ns: f(w90),
             transfers: n,
             one_sided: one,
+            stretched,
             data_transfer_ns: f(d),
             min_overlap_ns: f(lo),
             max_overlap_ns: f(hi),
@@ -179,6 +184,7 @@ impl Side {
     fn add(&mut self, o: &Side) {
         self.transfers += o.transfers;
         self.one_sided += o.one_sided;
+        self.stretched += o.stretched;
         self.data_transfer_ns += o.data_transfer_ns;
         self.min_overlap_ns += o.min_overlap_ns;
         self.max_overlap_ns += o.max_overlap_ns;
@@ -217,6 +223,7 @@ fn side_of(report: Option<OverlapReport>, wait_ns: f64, start: u64, end: u64) ->
         wait_p90_ns: 0.0,
         transfers: r.transfers,
         one_sided: r.one_sided_transfers,
+        stretched: r.stretched_transfers,
         data_transfer_ns: r.data_transfer_ns,
         min_overlap_ns: r.min_overlap_ns,
         max_overlap_ns: r.max_overlap_ns,
@@ -432,6 +439,16 @@ pub fn run(
                                 "sender_wait_ns": s.wait_ns, "receiver_wait_ns": r.wait_ns,
                             }),
                         );
+                        for (name, side) in [("sender", &s), ("receiver", &r)] {
+                            if side.stretched > 0 {
+                                sink.note(&format!(
+                                    "{} {size} B step {k}: {} of the {name}'s {} transfers lasted over 1.1 x xfer_time (queued behind others, or waiting for the peer): there the bounds bracket the overlap but cannot be tight",
+                                    pair.name(),
+                                    side.stretched,
+                                    side.transfers
+                                ));
+                            }
+                        }
                         tot.0.add(&s);
                         tot.1.add(&r);
                         out.steps.push(Step {

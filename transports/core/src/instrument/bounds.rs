@@ -55,6 +55,11 @@ pub struct OverlapReport {
     pub call_ns: f64,
     /// Transfers where only BEGIN or only END was seen (case 3).
     pub one_sided_transfers: u64,
+    /// Transfers whose BEGIN→END outlasted xfer_time by more than a tenth:
+    /// they queued behind others on the NIC or waited for a peer's call,
+    /// so the stamped interval is not the transfer itself and the bounds
+    /// can only bracket it.
+    pub stretched_transfers: u64,
     /// Events folded so far.
     pub events: u64,
     /// The same totals per size bucket, smallest first; empty buckets
@@ -273,6 +278,9 @@ impl Bounds {
                     // so it overlapped at most the computation in there:
                     // clamp min to max (≤ comp, ≤ xfer), which is the
                     // paper's formula with xfer cut to END − BEGIN.
+                    if comp_ns + lib_ns > 1.1 * xfer {
+                        self.report.stretched_transfers += 1;
+                    }
                     ((xfer - lib_ns).max(0.0).min(max), max)
                 };
                 self.add(b.bytes, xfer, min, max, false);

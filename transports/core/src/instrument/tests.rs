@@ -171,3 +171,20 @@ fn an_end_stamped_before_the_call_that_takes_it_is_folded_at_its_time() {
     let r = i.report(5100);
     assert_eq!((r.min_overlap_ns, r.max_overlap_ns), (0.0, 0.0));
 }
+
+#[test]
+fn a_transfer_longer_than_xfer_time_is_counted_as_stretched() {
+    // xfer 1000 ns; BEGIN→END 1050 ns is the transfer, 5000 ns is not.
+    let mut i = Instrumentation::new(table(), 1.0);
+    for (id, end) in [(1u64, 1050u64), (2, 5000)] {
+        let t0 = id * 100_000;
+        i.call_enter(t0);
+        i.xfer_begin(id, 100, t0, false);
+        i.call_exit(t0 + 10);
+        i.call_enter(t0 + end);
+        i.xfer_end(id, 100, t0 + end);
+        i.call_exit(t0 + end + 10);
+    }
+    let r = i.report(300_000);
+    assert_eq!((r.transfers, r.stretched_transfers), (2, 1));
+}
