@@ -1,23 +1,20 @@
-//! The overlap micro-benchmark of overlap-characterization.txt §3: a
-//! sender calling only Send or Isend, a receiver calling only Recv or
-//! Irecv, a loop of `--iters` transfers per step with computation growing
-//! step by step between the non-blocking post and its wait. Per step: the
-//! mean time in the wait (or the blocking call) of each side, and the
-//! minimum and maximum overlap percentages from the communicator's event
-//! instrumentation (CALL/XFER events folded into the paper's bounds);
-//! after each size, each process's totals (data transfer time, min/max
-//! overlapped time, computation time, call time).
+//! The overlap micro-benchmark of Shet, Sadayappan, Bernholdt, Nieplocha
+//! and Tipparaju ("A Framework for Characterizing Overlap of Communication
+//! and Computation in Parallel Applications", §3): a sender calling only
+//! Send or Isend, a receiver calling only Recv or Irecv, a loop of
+//! `--iters` transfers per step with computation growing step by step
+//! between the non-blocking post and its wait. Per step: each side's wait
+//! (mean, p50, p90) and its minimum and maximum overlap from the
+//! communicator's event instrumentation (CALL/XFER events folded into the
+//! paper's bounds); after each size, each process's totals, and the
+//! eager/rendezvous split of the paper's §2.3.
 //!
-//! Computation grows over `--steps` steps (16) from 0 to `--max-comp`
-//! (2) × xfer_time(size). xfer_time is read from `--xfer-table FILE`
-//! (`SIZE NS` lines): the paper measures it a priori with the network's
-//! own micro-benchmark. Under `--proto raw` the method measures it itself
-//! — the median time from posting the bare operation to its completion,
-//! over `--xfer-reps` repetitions — and `--write-xfer-table FILE` saves
-//! that table for the runs of the real protocols. Without a table on
-//! another protocol it estimates xfer_time as the median half round trip
-//! of the size — an approximation (it includes the protocol's handshakes
-//! and the host overheads), said so in a note.
+//! Computation grows over `--steps` steps (16) from 0 to `--max-comp` (2)
+//! × xfer_time(size). xfer_time comes from `crate::xfer_time`: the bare
+//! operations that move each size's data, timed before the run through
+//! the same communicator, or `--xfer-table FILE`. Under `--proto raw`
+//! with `--write-xfer-table FILE` the method writes that table and stops.
+//! See docs/methods/overlap.md.
 //!
 //! Rank 0 sends, rank 1 receives; other ranks only take part in the
 //! barriers.
