@@ -68,10 +68,11 @@ pub struct Args {
     /// The call pair(s), comma-separated.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "isend-irecv")]
     pub pair: Vec<Pair>,
-    /// Transfers per step: the paper's 1000 (a default run over tcp
-    /// takes about 15 s on a 2-core host; use fewer for a quick look).
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
-    pub iters: u64,
+    /// Transfers per step [default: the paper's 1000 for sizes up to
+    /// 64 KiB, 500 above: with 1000 at 1 MiB a default run over tcp took
+    /// 17 s on a 2-core host, with 500 it takes 7-10 s].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub iters: Option<u64>,
     /// Message sizes (the paper: 10K eager, 1M rendezvous).
     #[arg(long, default_value = "10K,1M")]
     pub sizes: Sizes,
@@ -92,6 +93,14 @@ pub struct Args {
     /// times, then pass FILE to `--xfer-table`.
     #[arg(long, value_name = "FILE")]
     pub write_xfer_table: Option<PathBuf>,
+}
+
+impl Args {
+    /// Transfers per step for messages of `size` bytes (see `--iters`).
+    pub fn iters_for(&self, size: usize) -> u64 {
+        self.iters
+            .unwrap_or(if size <= 64 * 1024 { 1000 } else { 500 })
+    }
 }
 
 /// A finite number, 0 or more.
@@ -240,7 +249,7 @@ pub fn run(
     if comm.size() < 2 {
         bail!("overlap needs 2 ranks (rank 0 sends, rank 1 receives)");
     }
-    if args.iters == 0 || args.steps == 0 || args.max_comp.is_nan() || args.max_comp < 0.0 {
+    if args.iters == Some(0) || args.steps == 0 || args.max_comp.is_nan() || args.max_comp < 0.0 {
         bail!("--iters and --steps must be positive and --max-comp non-negative");
     }
     let me = comm.rank();
@@ -342,7 +351,7 @@ pub fn run(
         ],
     );
     let mut totals: Vec<(Pair, usize, Side, Side)> = Vec::new();
-    let mut waits: Vec<u64> = Vec::with_capacity(args.iters as usize);
+    let mut waits: Vec<u64> = Vec::new();
     for &pair in &args.pair {
         for &size in &sizes {
             let xfer = table.xfer_ns(size as u64);
@@ -358,7 +367,8 @@ pub fn run(
                 }
                 let start = comm.now();
                 waits.clear();
-                for _ in 0..args.iters {
+                let iters = args.iters_for(size);
+                for _ in 0..iters {
                     match me {
                         0 if pair.sender_nb() => {
                             let r = comm.isend(buf, 0, size, 1, TAG_DATA)?;
@@ -396,7 +406,7 @@ pub fn run(
                     let k = ((waits.len() as f64 * q).ceil() as usize).clamp(1, waits.len());
                     ns(comm, waits[k - 1])
                 };
-                let wait_ns = ns(comm, waits.iter().sum::<u64>()) / args.iters as f64;
+                let wait_ns = ns(comm, waits.iter().sum::<u64>()) / iters as f64;
                 let (w50, w90) = (pct(0.5), pct(0.9));
                 let mut mine = side_of(comm.overlap_report(), wait_ns, start, end);
                 (mine.wait_p50_ns, mine.wait_p90_ns) = (w50, w90);
@@ -429,7 +439,7 @@ pub fn run(
                             ],
                             serde_json::json!({
                                 "pair": pair, "size": size, "step": k, "comp_ns": comp,
-                                "xfer_ns": xfer, "samples": args.iters,
+                                "xfer_ns": xfer, "samples": iters,
                                 "sender": s, "receiver": r,
                                 "sender_min_overlap_pct": smin, "sender_max_overlap_pct": smax,
                                 "receiver_min_overlap_pct": rmin, "receiver_max_overlap_pct": rmax,
