@@ -1,7 +1,8 @@
 //! What a request waits for, in words: the engine's part of a timeout
 //! message.
 
-use crate::engine::{Engine, Stage, Wire};
+use crate::engine::{Engine, Proto, Req, Wire};
+use crate::state::{RawStage, ReadStage, WriteStage};
 use crate::ReqId;
 
 impl Engine {
@@ -9,7 +10,7 @@ impl Engine {
     pub fn describe(&self, req: ReqId) -> String {
         // A posted receive nothing matched has no state: described from
         // what it would be given.
-        let unmatched = self.posted_receive(req).map(|p| p.request(Wire::Eager));
+        let unmatched = self.posted_receive(req).map(|p| p.request());
         let Some(r) = unmatched.as_ref().or_else(|| self.reqs.get(&req.0)) else {
             return format!("request {} (already retired)", req.0);
         };
@@ -21,32 +22,15 @@ impl Engine {
             Some(t) => format!("tag {t}"),
             None => "any tag".to_string(),
         };
-        let what = match (r.send, r.stage) {
-            (false, Stage::Queued) => "no matching message has arrived".to_string(),
-            (_, Stage::Eager) if r.send => "waiting for the synchronous-send acknowledgement".into(),
-            (_, Stage::Eager) => format!("{} of {} bytes arrived", r.done_bytes, r.len),
-            (true, Stage::Queued) => "waiting for the receiver's raw-buffer key".into(),
-            (_, Stage::Registering) => "registering the buffer".into(),
-            (_, Stage::WaitCts) => "RTS sent, waiting for CTS".into(),
-            (_, Stage::WaitFin) => "waiting for FIN".into(),
-            (_, Stage::Writing) => "RDMA write posted, waiting for its completion".into(),
-            (_, Stage::Reading) => "RDMA read posted, waiting for its completion".into(),
-            (_, Stage::Pipe) => format!(
-                "pipelined: {} of {} bytes done (first fragment {})",
-                r.done_bytes + r.first,
-                r.len,
-                r.first
-            ),
-            (_, Stage::RawWait) => format!(
-                "raw write: waiting for marker {} in the last byte (both sides must use the same size)",
-                r.marker
-            ),
-            (_, Stage::Done) => "finished".into(),
+        let what = if r.pending() {
+            waits_for(r)
+        } else {
+            "finished".into()
         };
         // A receive's protocol is known only once a message matched it.
-        let proto = match (r.send, r.stage, r.wire) {
-            (false, Stage::Queued, Wire::Eager) => String::new(),
-            (_, _, w) => format!(", {}", wire_name(w)),
+        let proto = match r.proto {
+            Proto::Unmatched => String::new(),
+            _ => format!(", {}", wire_name(r.wire())),
         };
         format!(
             "{} of {} bytes {} {who} ({tag}{proto}): {what}",
@@ -54,6 +38,48 @@ impl Engine {
             if r.send { r.len } else { r.buf.len },
             if r.send { "to" } else { "from" },
         )
+    }
+}
+
+/// What pending request `r` waits for, in words.
+fn waits_for(r: &Req) -> String {
+    let registering = || "registering the buffer".to_string();
+    match &r.proto {
+        Proto::Unmatched => "no matching message has arrived".into(),
+        Proto::Eager(_) | Proto::RawSend if r.send => {
+            "waiting for the synchronous-send acknowledgement".into()
+        }
+        Proto::Eager(e) => format!("{} of {} bytes arrived", e.arrived, r.len),
+        // A raw send's receive is whole as it matches.
+        Proto::RawSend => format!("{} of {} bytes arrived", r.len, r.len),
+        Proto::RdmaWrite(s) => match s.stage {
+            WriteStage::WaitCts => "RTS sent, waiting for CTS".into(),
+            WriteStage::Registering => registering(),
+            WriteStage::WaitFin => "waiting for FIN".into(),
+            WriteStage::Writing => "RDMA write posted, waiting for its completion".into(),
+        },
+        Proto::RdmaRead(s) => match s.stage {
+            ReadStage::Registering => registering(),
+            ReadStage::WaitFin => "waiting for FIN".into(),
+            ReadStage::Reading => "RDMA read posted, waiting for its completion".into(),
+        },
+        Proto::Pipelined(p) => format!(
+            "pipelined: {} of {} bytes done (first fragment {})",
+            p.done_bytes + p.first,
+            r.len,
+            p.first
+        ),
+        Proto::Raw(raw) => match raw.stage {
+            RawStage::Queued if r.send => "waiting for the receiver's raw-buffer key".into(),
+            RawStage::Queued => "no matching message has arrived".into(),
+            RawStage::Registering => registering(),
+            RawStage::Writing => "RDMA write posted, waiting for its completion".into(),
+            RawStage::Reading => "RDMA read posted, waiting for its completion".into(),
+            RawStage::RawWait => format!(
+                "raw write: waiting for marker {} in the last byte (both sides must use the same size)",
+                raw.marker
+            ),
+        },
     }
 }
 

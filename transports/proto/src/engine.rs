@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 pub(crate) use crate::hash::HashMap;
 use crate::idmap::IdMap;
 use crate::recv::Posted;
+pub(crate) use crate::state::{Outcome, Proto, Req};
 
 use crate::wire::{self, Header, Kind};
 use crate::{
@@ -40,108 +41,6 @@ pub(crate) enum Wire {
     RawSend,
     RawWrite,
     RawRead,
-}
-
-/// Where a request stands (both directions).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Stage {
-    /// A receive not matched yet, or a raw operation waiting for a key.
-    Queued,
-    /// Eager packets moving (or a synchronous eager waiting for its ack).
-    Eager,
-    /// Registering the buffer before RTS/CTS/read/write.
-    Registering,
-    /// rdma-write sender: RTS sent, waiting for CTS.
-    WaitCts,
-    /// Waiting for the peer's FIN (rdma-write receiver, rdma-read sender).
-    WaitFin,
-    /// rdma-write sender: write posted.
-    Writing,
-    /// rdma-read receiver: read posted.
-    Reading,
-    /// pipelined: fragments moving.
-    Pipe,
-    /// raw write receiver: watching the last byte.
-    RawWait,
-    Done,
-}
-
-/// A user request.
-#[derive(Debug)]
-pub(crate) struct Req {
-    pub send: bool,
-    /// Send: destination. Receive: source selector, then the matched source.
-    pub peer: Option<Rank>,
-    pub tag: Option<Tag>,
-    pub space: Space,
-    pub buf: Slice,
-    /// The user's whole buffer around `buf` (raw one-sided mode announces it).
-    pub whole: Slice,
-    pub seq: u32,
-    /// The message's length (receive: once matched).
-    pub len: usize,
-    pub wire: Wire,
-    pub mode: Mode,
-    pub stage: Stage,
-    /// Registration of the whole buffer: handle, key, kept by the cache.
-    pub mr: Option<(MrId, Key, bool)>,
-    pub need_ack: bool,
-    pub acked: bool,
-    /// Bytes placed (receiver) or written (pipelined sender) so far.
-    pub done_bytes: usize,
-    /// Pipelined: bytes of the first, eager fragment.
-    pub first: usize,
-    /// Pipelined sender: bytes asked for by PUTs so far.
-    pub requested: usize,
-    /// The other side's XFER bracket (rendezvous) id.
-    pub xfer: u64,
-    /// Raw: the marker this message carries or waits for.
-    pub marker: u8,
-    /// The peer's key for this message (CTS or rdma-read RTS).
-    pub peer_key: Option<Key>,
-    /// Writes and reads posted for this request and not completed.
-    pub inflight: u32,
-    pub result: Option<Result<Status, ProtoError>>,
-}
-
-impl Req {
-    /// A request nothing has happened to yet.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        send: bool,
-        peer: Option<Rank>,
-        tag: Option<Tag>,
-        space: Space,
-        buf: Slice,
-        whole: Slice,
-        wire: Wire,
-        mode: Mode,
-    ) -> Req {
-        Req {
-            send,
-            peer,
-            tag,
-            space,
-            buf,
-            whole,
-            seq: 0,
-            len: 0,
-            wire,
-            mode,
-            stage: Stage::Queued,
-            mr: None,
-            need_ack: false,
-            acked: false,
-            done_bytes: 0,
-            first: 0,
-            requested: 0,
-            xfer: 0,
-            marker: 0,
-            peer_key: None,
-            inflight: 0,
-            result: None,
-        }
-    }
 }
 
 /// What a finished operation's context stands for.
@@ -370,12 +269,18 @@ impl Engine {
             self.send_now(now, id, src, (peer, tag, seq), mode, space);
             return Ok(ReqId(id));
         }
-        let mut r = Req::new(true, Some(peer), Some(tag), space, src, whole, wire, mode);
+        let flags = crate::send::flags(mode, space);
+        let mut r = Req::new(
+            true,
+            Some(peer),
+            Some(tag),
+            src,
+            Proto::send(wire, flags, whole),
+        );
         r.seq = seq;
         r.len = src.len;
-        r.need_ack = mode == Mode::Synchronous;
         self.reqs.insert(id, r);
-        let r = self.start_send(now, id);
+        let r = self.start_send(now, id, flags);
         if r.is_err() {
             self.reqs.remove(&id);
         }
@@ -421,13 +326,12 @@ impl Engine {
         let id = self.new_id();
         let p = Posted::new(id, src, tag, space, dst, whole);
         let raw = match (self.cfg.protocol, space) {
-            (Protocol::Raw(RawOp::Write), Space::User) => Some(Wire::RawWrite),
-            (Protocol::Raw(RawOp::Read), Space::User) => Some(Wire::RawRead),
+            (Protocol::Raw(op @ (RawOp::Write | RawOp::Read)), Space::User) => Some(op),
             _ => None,
         };
         let r = match raw {
-            Some(wire) => {
-                self.reqs.insert(id, p.request(wire));
+            Some(op) => {
+                self.reqs.insert(id, p.raw_request(op));
                 self.raw_recv(now, id)
             }
             // Its request state is made only when a message matches it.
@@ -485,8 +389,8 @@ impl Engine {
             )));
         };
         if let CtxUse::Write { req, .. } | CtxUse::Read { req, .. } = &u {
-            if let Some(r) = self.reqs.get_mut(req) {
-                r.inflight = r.inflight.saturating_sub(1);
+            if let Some(n) = self.reqs.get_mut(req).and_then(|r| r.proto.inflight_mut()) {
+                *n = n.saturating_sub(1);
             }
         }
         match u {
@@ -552,7 +456,7 @@ impl Engine {
     /// Whether `req` has finished (successfully or not).
     pub fn is_done(&self, req: ReqId) -> bool {
         match self.reqs.get(&req.0) {
-            Some(r) => r.result.is_some() || r.stage == Stage::Done,
+            Some(r) => !r.pending(),
             // A posted receive nothing matched yet has no state.
             None => self.posted_receive(req).is_none(),
         }
@@ -588,17 +492,18 @@ impl Engine {
             }
         }
         let r = self.reqs.get_mut(&req.0)?;
-        let res = r.result.take()?;
-        if r.inflight > 0 {
+        let Outcome::Finished(st) = r.outcome else {
+            return None;
+        };
+        if r.proto.inflight() > 0 {
             // Keep the state for the operations still in flight; mark retired.
-            r.stage = Stage::Done;
-            r.result = None;
+            r.outcome = Outcome::Retired;
         } else {
-            // Dropped in its slot: moving the 240-byte state out only to
+            // Dropped in its slot: moving the ~190-byte state out only to
             // drop it was a good part of retiring a receive.
             self.reqs.discard(&req.0);
         }
-        Some(res)
+        Some(Ok(st))
     }
 
     /// Raw-write receives whose last byte the caller must watch.
@@ -723,10 +628,10 @@ impl Engine {
         }
     }
 
-    /// Record a posted write or read of `req` (see [`Req::inflight`]).
+    /// Record a posted write or read of `req` (see [`Proto::inflight`]).
     pub(crate) fn track_rdma(&mut self, req: u64) {
-        if let Some(r) = self.reqs.get_mut(&req) {
-            r.inflight += 1;
+        if let Some(n) = self.reqs.get_mut(&req).and_then(|r| r.proto.inflight_mut()) {
+            *n += 1;
         }
     }
 
@@ -794,13 +699,12 @@ impl Engine {
     /// Mark `req` finished successfully.
     pub(crate) fn finish(&mut self, req: u64) {
         if let Some(r) = self.reqs.get_mut(&req) {
-            if r.stage != Stage::Done {
-                r.stage = Stage::Done;
-                r.result = Some(Ok(Status {
+            if r.pending() {
+                r.outcome = Outcome::Finished(Status {
                     source: r.peer.unwrap_or(0),
                     tag: r.tag.unwrap_or(0),
                     len: r.len,
-                }));
+                });
             }
         }
     }

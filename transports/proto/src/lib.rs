@@ -51,6 +51,7 @@ mod idmap;
 mod raw;
 mod recv;
 mod send;
+mod state;
 mod types;
 pub mod wire;
 

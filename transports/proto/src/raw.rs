@@ -3,8 +3,9 @@
 //! Raw buffers stay registered (their keys are announced once and cached
 //! by the peer) until [`Engine::flush_cache`], whatever `--reg-cache` says.
 
-use crate::engine::{CtxUse, Engine, HashMap, Stage, Token, Wire};
+use crate::engine::{CtxUse, Engine, HashMap, Token};
 use crate::send::gone;
+use crate::state::{Raw, RawStage};
 use crate::wire::{Header, Kind};
 use crate::{
     EventKind, Key, MrId, Op, ProtoError, Protocol, Rank, RawOp, ReqId, Slice, Tag, Watch,
@@ -37,13 +38,28 @@ impl Engine {
     /// Peer, tag, whole buffer and direction of a raw request.
     fn raw_ends(&self, id: u64) -> Result<(Rank, Tag, Slice, bool), ProtoError> {
         let r = self.reqs.get(&id).ok_or_else(|| gone(id))?;
+        let raw = r.raw().ok_or_else(|| gone(id))?;
         match (r.peer, r.tag) {
-            (Some(p), Some(t)) => Ok((p, t, r.whole, r.send)),
+            (Some(p), Some(t)) => Ok((p, t, raw.whole, r.send)),
             _ => Err(ProtoError::Invalid(format!(
                 "--proto raw --op {} needs a specific source rank and tag: a one-sided operation carries no envelope to match",
-                if r.wire == Wire::RawWrite { "write" } else { "read" }
+                op_name(raw.op)
             ))),
         }
+    }
+
+    /// The raw state of request `id`, which is a raw one.
+    fn raw_state(&mut self, id: u64) -> &mut Raw {
+        self.reqs
+            .get_mut(&id)
+            .and_then(|r| r.raw_mut())
+            .expect("a raw request")
+    }
+
+    /// Operation and slice of raw request `id`.
+    fn raw_op_buf(&self, id: u64) -> (RawOp, Slice) {
+        let r = &self.reqs[&id];
+        (r.raw().expect("a raw request").op, r.buf)
     }
 
     /// Register a raw buffer (once), then continue in [`Self::raw_registered`].
@@ -51,22 +67,23 @@ impl Engine {
         if let Some((mr, key)) = self.raw.regs.get(&buf).cloned() {
             return self.raw_continue(now, id, buf, mr, key);
         }
-        self.reqs.get_mut(&id).ok_or_else(|| gone(id))?.stage = Stage::Registering;
+        let r = self.reqs.get_mut(&id).ok_or_else(|| gone(id))?;
+        r.raw_mut().ok_or_else(|| gone(id))?.stage = RawStage::Registering;
         self.register(now, buf, false, Token::Whole { req: id })
     }
 
     pub(crate) fn raw_send(&mut self, now: u64, id: u64) -> Result<(), ProtoError> {
         let (peer, tag, whole, _) = self.raw_ends(id)?;
-        let (wire, buf) = (self.reqs[&id].wire, self.reqs[&id].buf);
+        let (op, buf) = self.raw_op_buf(id);
         if buf.len == 0 {
             return Err(ProtoError::Invalid(format!(
                 "raw {} of 0 bytes to rank {peer}: a raw one-sided message needs at least 1 byte (its last byte is the arrival marker); start --sizes at 1",
-                if wire == Wire::RawWrite { "write" } else { "read" }
+                op_name(op)
             )));
         }
-        if wire == Wire::RawWrite {
+        if op == RawOp::Write {
             let marker = next_marker(&mut self.raw.send_marker, (peer, tag));
-            self.reqs.get_mut(&id).expect("request").marker = marker;
+            self.raw_state(id).marker = marker;
             let at = buf.sub(buf.len - 1, 1).expect("non-empty");
             self.ops.push_back(Op::StampByte { at, value: marker });
             if self.raw.peer_keys.contains_key(&(peer, tag)) {
@@ -91,7 +108,7 @@ impl Engine {
 
     pub(crate) fn raw_recv(&mut self, now: u64, id: u64) -> Result<(), ProtoError> {
         let (peer, tag, whole, _) = self.raw_ends(id)?;
-        let (wire, buf) = (self.reqs[&id].wire, self.reqs[&id].buf);
+        let (op, buf) = self.raw_op_buf(id);
         if buf.len == 0 {
             return Err(ProtoError::Invalid(format!(
                 "raw receive of 0 bytes from rank {peer}: a raw one-sided message needs at least 1 byte; start --sizes at 1"
@@ -101,7 +118,7 @@ impl Engine {
             let r = self.reqs.get_mut(&id).expect("request");
             r.len = buf.len;
         }
-        if wire == Wire::RawRead {
+        if op == RawOp::Read {
             if self.raw.peer_keys.contains_key(&(peer, tag)) {
                 return self.raw_register(now, id, whole);
             }
@@ -110,9 +127,9 @@ impl Engine {
         }
         let marker = next_marker(&mut self.raw.recv_marker, (peer, tag));
         {
-            let r = self.reqs.get_mut(&id).expect("request");
+            let r = self.raw_state(id);
             r.marker = marker;
-            r.stage = Stage::RawWait;
+            r.stage = RawStage::RawWait;
         }
         self.raw.watching.push(id);
         match self.raw.announced.get(&(peer, tag)) {
@@ -121,7 +138,7 @@ impl Engine {
             None => {
                 self.raw.announced.insert((peer, tag), whole);
                 self.raw_register(now, id, whole)?;
-                self.reqs.get_mut(&id).expect("request").stage = Stage::RawWait;
+                self.raw_state(id).stage = RawStage::RawWait;
                 Ok(())
             }
         }
@@ -149,11 +166,11 @@ impl Engine {
         key: Key,
     ) -> Result<(), ProtoError> {
         let (peer, tag, _, send) = self.raw_ends(id)?;
-        let (wire, buf) = (self.reqs[&id].wire, self.reqs[&id].buf);
+        let (op, buf) = self.raw_op_buf(id);
         // Mirrored buffers: the same offset on both sides.
         let off = (buf.offset - whole.offset) as u64;
-        match (send, wire) {
-            (true, Wire::RawWrite) | (false, Wire::RawRead) => {
+        match (send, op) {
+            (true, RawOp::Write) | (false, RawOp::Read) => {
                 let pk = self
                     .raw
                     .peer_keys
@@ -172,7 +189,7 @@ impl Engine {
                 let xfer = self.xfer_id();
                 self.event(EventKind::XferBegin, xfer, buf.len, now);
                 if send {
-                    self.reqs.get_mut(&id).expect("request").stage = Stage::Writing;
+                    self.raw_state(id).stage = RawStage::Writing;
                     let ctx = self.new_id();
                     self.ctxs.insert(
                         ctx,
@@ -197,16 +214,16 @@ impl Engine {
                         ctx,
                     });
                 } else {
-                    self.reqs.get_mut(&id).expect("request").stage = Stage::Reading;
+                    self.raw_state(id).stage = RawStage::Reading;
                     self.post_read(peer, buf, mr, pk, off, id, xfer);
                 }
             }
-            (true, Wire::RawRead) | (false, Wire::RawWrite) => {
+            (true, RawOp::Read) | (false, RawOp::Write) => {
                 let mut h = Header::ctrl(Kind::RawKey, 0, tag, whole.len as u64);
                 h.key = Some(key);
                 let req = send.then_some(id);
                 if !send {
-                    self.reqs.get_mut(&id).expect("request").stage = Stage::RawWait;
+                    self.raw_state(id).stage = RawStage::RawWait;
                 }
                 self.send_op(peer, &h, None, CtxUse::Ctrl { req });
             }
@@ -239,7 +256,7 @@ impl Engine {
             });
         self.raw.parked = rest;
         for id in ready {
-            let whole = self.reqs[&id].whole;
+            let whole = self.reqs[&id].raw().expect("a raw request").whole;
             self.raw_register(now, id, whole)?;
         }
         Ok(())
@@ -294,7 +311,10 @@ impl Engine {
         let Some(r) = self.reqs.get(&req.0) else {
             return false;
         };
-        r.stage == Stage::RawWait && (byte as u16 + 255 - r.marker as u16) % 255 < 128
+        let Some(raw) = r.raw().filter(|_| r.pending()) else {
+            return false;
+        };
+        raw.stage == RawStage::RawWait && (byte as u16 + 255 - raw.marker as u16) % 255 < 128
     }
 
     /// The watched last byte of raw-write receive `req` reads `byte`: the
@@ -326,4 +346,13 @@ fn announce_mismatch(peer: Rank, tag: Tag, had: Slice, now: Slice) -> ProtoError
         "raw mode announces one buffer per rank and tag: rank {peer} tag {tag} uses region {} offset {} ({} bytes), this call {} offset {} ({} bytes); post the same buffer each time, or use --proto rdma-write/rdma-read",
         had.region, had.offset, had.len, now.region, now.offset, now.len
     ))
+}
+
+/// The `--op` spelling of a raw one-sided operation.
+fn op_name(op: RawOp) -> &'static str {
+    if op == RawOp::Write {
+        "write"
+    } else {
+        "read"
+    }
 }

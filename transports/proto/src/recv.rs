@@ -1,10 +1,11 @@
 //! The receiver's side: matching (expected and unexpected queues, MPI's
 //! non-overtaking order, wildcards) and the receive half of each protocol.
 
-use crate::engine::{CtxUse, Engine, In, Req, Stage, Token, Unexp, Wire};
+use crate::engine::{CtxUse, Engine, In, Outcome, Proto, Req, Token, Unexp};
 use crate::send::gone;
+use crate::state::{Eager, Pipelined, Raw, RdmaRead, RdmaWrite, ReadStage, WriteStage};
 use crate::wire::{Fixed, Header, Kind, FLAG_INTERNAL, FLAG_READY, FLAG_SYNC};
-use crate::{EventKind, Key, Mode, Op, Placement, ProtoError, Rank, Slice, Space, Tag};
+use crate::{EventKind, Key, Op, Placement, ProtoError, Rank, RawOp, Slice, Space, Tag};
 
 /// What of the first packet's payload is where.
 enum Data<'a> {
@@ -72,18 +73,15 @@ impl Posted {
         (self.any & ANY_TAG == 0).then_some(self.tag)
     }
 
-    /// Its request state, for a receive that needs one.
-    pub fn request(&self, wire: Wire) -> Req {
-        Req::new(
-            false,
-            self.peer(),
-            self.tag(),
-            self.space,
-            self.buf,
-            self.whole,
-            wire,
-            Mode::Standard,
-        )
+    /// Its request state, for a receive that needs one: not matched yet.
+    pub fn request(&self) -> Req {
+        Req::new(false, self.peer(), self.tag(), self.buf, Proto::Unmatched)
+    }
+
+    /// Its request state as a raw one-sided receive (`op`: write or read).
+    pub fn raw_request(&self, op: RawOp) -> Req {
+        let raw = Raw::new(op, self.whole);
+        Req::new(false, self.peer(), self.tag(), self.buf, Proto::Raw(raw))
     }
 }
 
@@ -99,7 +97,7 @@ impl Engine {
                 let u = self.unexpected.remove(i).expect("position is in range");
                 self.unexpected_bytes -= u.data.len();
                 let id = p.id;
-                self.reqs.insert(id, p.request(Wire::Eager));
+                self.reqs.insert(id, p.request());
                 self.accept(
                     now,
                     id,
@@ -208,7 +206,7 @@ impl Engine {
                 }));
             }
             let id = p.id;
-            self.reqs.insert(id, p.request(Wire::Eager));
+            self.reqs.insert(id, p.request());
             return self.accept(
                 now,
                 id,
@@ -293,13 +291,6 @@ impl Engine {
         r.tag = Some(tag);
         r.seq = seq;
         r.len = len;
-        r.wire = match kind {
-            Kind::RtsWrite => Wire::RdmaWrite,
-            Kind::RtsRead => Wire::RdmaRead,
-            Kind::PipeRts => Wire::Pipelined,
-            Kind::RawSend => Wire::RawSend,
-            _ => Wire::Eager,
-        };
         let buf = r.buf;
         let (n, placement) = match data {
             Data::Live { bytes, start } => {
@@ -324,8 +315,11 @@ impl Engine {
         let r = self.reqs.get_mut(&id).expect("request");
         match kind {
             Kind::Eager | Kind::RawSend => {
-                r.done_bytes = n;
-                r.stage = Stage::Eager;
+                r.proto = if kind == Kind::RawSend {
+                    Proto::RawSend
+                } else {
+                    Proto::Eager(Eager { arrived: n })
+                };
                 if flags & FLAG_SYNC != 0 {
                     let h = Header::ctrl(Kind::SyncAck, seq, tag, len as u64);
                     self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
@@ -341,8 +335,11 @@ impl Engine {
                 }
             }
             Kind::RtsWrite | Kind::RtsRead => {
-                r.stage = Stage::Registering;
-                r.peer_key = key;
+                r.proto = if kind == Kind::RtsWrite {
+                    Proto::RdmaWrite(RdmaWrite::new(WriteStage::Registering, key))
+                } else {
+                    Proto::RdmaRead(RdmaRead::new(ReadStage::Registering, 0, key))
+                };
                 if kind == Kind::RtsWrite {
                     self.incoming.insert((peer, seq), In::Req(id));
                 }
@@ -350,8 +347,10 @@ impl Engine {
                 self.register(now, slice, true, Token::Whole { req: id })?;
             }
             Kind::PipeRts => {
-                r.first = n;
-                r.stage = Stage::Pipe;
+                r.proto = Proto::Pipelined(Pipelined {
+                    first: n,
+                    ..Pipelined::default()
+                });
                 let h = Header::ctrl(Kind::PipeAck, seq, tag, len as u64);
                 self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
                 if n == len {
@@ -408,23 +407,24 @@ impl Engine {
         match inc {
             In::Req(id) => {
                 let r = self.reqs.get_mut(&id).ok_or_else(|| gone(id))?;
-                if r.wire != Wire::Eager || h.len != r.len as u64 || h.offset != r.done_bytes as u64
-                {
-                    return Err(ProtoError::bad(
-                        peer,
-                        format!(
-                            "eager packet (offset {}, len {}) does not continue message {} ({} of {} bytes so far)",
-                            h.offset, h.len, h.seq, r.done_bytes, r.len
-                        ),
-                    ));
-                }
-                let dst = r
-                    .buf
-                    .sub(r.done_bytes, n)
+                let (r_len, buf, progress) = (r.len, r.buf, r.proto.progress());
+                let e = match &mut r.proto {
+                    Proto::Eager(e) if h.len == r_len as u64 && h.offset == e.arrived as u64 => e,
+                    _ => {
+                        return Err(ProtoError::bad(
+                            peer,
+                            format!(
+                                "eager packet (offset {}, len {}) does not continue message {} ({} of {} bytes so far)",
+                                h.offset, h.len, h.seq, progress, r_len
+                            ),
+                        ))
+                    }
+                };
+                let dst = buf
+                    .sub(e.arrived, n)
                     .ok_or_else(|| ProtoError::bad(peer, "eager packet beyond the receive"))?;
-                r.done_bytes += n;
-                let r_len = r.len;
-                if r.done_bytes == r_len {
+                e.arrived += n;
+                if e.arrived == r_len {
                     self.incoming.remove(&(peer, h.seq));
                     self.finish(id);
                     self.event(EventKind::XferEnd, xfer, r_len, now);
@@ -488,9 +488,10 @@ impl Engine {
                 format!("FIN says {} bytes, message {} has {}", h.len, h.seq, r.len),
             ));
         }
-        match (r.wire, r.stage) {
-            (Wire::RdmaWrite, Stage::WaitFin) => {
-                let (xfer, len, mr) = (r.xfer, r.len, r.mr.take());
+        let (pending, len) = (r.pending(), r.len);
+        match &mut r.proto {
+            Proto::RdmaWrite(s) if pending && s.stage == WriteStage::WaitFin => {
+                let (xfer, mr) = (s.xfer, s.mr.take());
                 self.incoming.remove(&(peer, h.seq));
                 self.event(EventKind::XferEnd, xfer, len, now);
                 if let Some((mr, _, false)) = mr {
@@ -498,7 +499,7 @@ impl Engine {
                 }
                 self.finish(id);
             }
-            (Wire::Pipelined, Stage::Pipe) => {
+            Proto::Pipelined(_) if pending => {
                 let Some((xfer, mr, n)) = self.frags.remove(&(id, h.offset as usize)) else {
                     return Err(ProtoError::bad(
                         peer,
@@ -508,18 +509,23 @@ impl Engine {
                 self.event(EventKind::XferEnd, xfer, n, now);
                 self.dereg(mr);
                 let r = self.reqs.get_mut(&id).expect("request");
-                r.done_bytes += n;
-                if r.first + r.done_bytes == r.len {
+                let Proto::Pipelined(p) = &mut r.proto else {
+                    unreachable!("matched above");
+                };
+                p.done_bytes += n;
+                if p.first + p.done_bytes == len {
                     self.incoming.remove(&(peer, h.seq));
                     self.finish(id);
                 }
             }
-            (w, s) => {
+            _ => {
                 return Err(ProtoError::bad(
                     peer,
                     format!(
-                        "FIN for message {} in state {s:?} of {w:?}: it came before the CTS",
-                        h.seq
+                        "FIN for message {} in state {} of {:?}: it came before the CTS",
+                        h.seq,
+                        r.stage_name(),
+                        r.wire()
                     ),
                 ))
             }
@@ -530,16 +536,14 @@ impl Engine {
     /// The receiver's read (rdma-read or raw read) landed.
     pub(crate) fn on_read_done(&mut self, now: u64, req: u64, xfer: u64) -> Result<(), ProtoError> {
         let r = self.reqs.get_mut(&req).ok_or_else(|| gone(req))?;
-        let (peer, seq, tag, len, wire) = (
-            r.peer.unwrap_or(0),
-            r.seq,
-            r.tag.unwrap_or(0),
-            r.len,
-            r.wire,
-        );
-        let mr = r.mr.take();
+        let (peer, seq, tag, len) = (r.peer.unwrap_or(0), r.seq, r.tag.unwrap_or(0), r.len);
+        // Raw reads hold no registration here (their buffers stay registered).
+        let (rdma_read, mr) = match &mut r.proto {
+            Proto::RdmaRead(s) => (true, s.mr.take()),
+            _ => (false, None),
+        };
         self.event(EventKind::XferEnd, xfer, len, now);
-        if wire == Wire::RdmaRead {
+        if rdma_read {
             if let Some((mr, _, false)) = mr {
                 self.dereg(mr);
             }
@@ -550,7 +554,7 @@ impl Engine {
         if self
             .reqs
             .get(&req)
-            .is_some_and(|r| r.stage == Stage::Done && r.result.is_none())
+            .is_some_and(|r| r.outcome == Outcome::Retired)
         {
             self.reqs.remove(&req);
         }

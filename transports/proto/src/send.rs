@@ -1,17 +1,13 @@
 //! The sender's side of every protocol, and the registration dispatch.
 
-use crate::engine::{CtxUse, Engine, Stage, Token, Wire, QUIET_CTX};
+use crate::engine::{CtxUse, Engine, Outcome, Proto, Token, Wire, QUIET_CTX};
+use crate::state::{ReadStage, WriteStage};
 use crate::wire::{self, Header, Kind, FLAG_INTERNAL, FLAG_READY, FLAG_SYNC};
 use crate::{
     Direct, EventKind, Key, Mode, MrId, Op, ProtoError, Rank, ReqId, Slice, Space, Status, Tag,
 };
 
 impl Engine {
-    /// Header flags for a send request.
-    fn flags_of(&self, id: u64) -> u8 {
-        self.reqs.get(&id).map_or(0, |r| flags(r.mode, r.space))
-    }
-
     /// An eager send that finishes as it is posted (no acknowledgement to
     /// wait for): its packets go out and its status waits in `finished`
     /// for [`Engine::take`] — no request state, so no request-table slot
@@ -181,8 +177,8 @@ impl Engine {
         }
     }
 
-    pub(crate) fn start_send(&mut self, now: u64, id: u64) -> Result<(), ProtoError> {
-        let flags = self.flags_of(id);
+    /// The first step of send request `id`, whose header flags are `flags`.
+    pub(crate) fn start_send(&mut self, now: u64, id: u64, flags: u8) -> Result<(), ProtoError> {
         let r = &self.reqs[&id];
         let (peer, tag, seq, len, buf, wire) = (
             r.peer.unwrap_or(0),
@@ -190,15 +186,14 @@ impl Engine {
             r.seq,
             r.len,
             r.buf,
-            r.wire,
+            r.wire(),
         );
         let max = self.max_payload();
         match wire {
             Wire::Eager => {
                 self.eager_packets(now, peer, tag, seq, buf, flags);
-                let r = self.reqs.get_mut(&id).expect("request just inserted");
-                if r.need_ack {
-                    r.stage = Stage::Eager;
+                if flags & FLAG_SYNC != 0 {
+                    // Waits for the receiver's ack.
                     self.outgoing.insert((peer, seq), id);
                 } else {
                     self.finish(id);
@@ -221,17 +216,16 @@ impl Engine {
                     req: Some(id),
                 };
                 self.send_op(peer, &h, Some(buf), u);
-                self.reqs.get_mut(&id).expect("request").stage = Stage::Eager;
             }
             Wire::RdmaWrite => {
                 let mut h = Header::ctrl(Kind::RtsWrite, seq, tag, len as u64);
                 h.flags = flags;
                 self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
-                self.reqs.get_mut(&id).expect("request").stage = Stage::WaitCts;
+                // Its state starts at WaitCts.
                 self.outgoing.insert((peer, seq), id);
             }
             Wire::RdmaRead => {
-                self.reqs.get_mut(&id).expect("request").stage = Stage::Registering;
+                // Its state starts at Registering.
                 self.outgoing.insert((peer, seq), id);
                 self.register(now, buf, true, Token::Whole { req: id })?;
             }
@@ -248,9 +242,9 @@ impl Engine {
                     req: None,
                 };
                 self.send_op(peer, &h, buf.sub(0, first), u);
-                let r = self.reqs.get_mut(&id).expect("request");
-                r.first = first;
-                r.stage = Stage::Pipe;
+                if let Proto::Pipelined(p) = &mut self.reqs.get_mut(&id).expect("request").proto {
+                    p.first = first;
+                }
                 self.outgoing.insert((peer, seq), id);
             }
             Wire::RawWrite | Wire::RawRead => self.raw_send(now, id)?,
@@ -376,55 +370,53 @@ impl Engine {
         cached: bool,
     ) -> Result<(), ProtoError> {
         let xfer = self.xfer_id();
-        let flags = self.flags_of(req);
         let r = self.reqs.get_mut(&req).ok_or_else(|| gone(req))?;
-        if matches!(r.wire, Wire::RawWrite | Wire::RawRead) {
+        if let Proto::Raw(_) = r.proto {
             return self.raw_registered(now, req, slice, mr, key);
         }
-        r.mr = Some((mr, key.clone(), cached));
-        let (peer, seq, tag, len, send, wire) = (
+        let (peer, seq, tag, len, send) = (
             r.peer.unwrap_or(0),
             r.seq,
             r.tag.unwrap_or(0),
             r.len,
             r.send,
-            r.wire,
         );
-        r.xfer = xfer;
-        match (send, wire) {
-            (true, Wire::RdmaRead) => {
-                r.stage = Stage::WaitFin;
+        let reg = Some((mr, key.clone(), cached));
+        match (send, &mut r.proto) {
+            (true, Proto::RdmaRead(s)) => {
+                (s.mr, s.xfer, s.stage) = (reg, xfer, ReadStage::WaitFin);
                 let mut h = Header::ctrl(Kind::RtsRead, seq, tag, len as u64);
-                h.flags = flags;
+                h.flags = s.flags;
                 h.key = Some(key);
                 // The sender does no RDMA: RTS post → FIN discovery.
                 self.event(EventKind::XferBegin, xfer, len, now);
                 self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
             }
-            (true, Wire::RdmaWrite) => {
-                r.stage = Stage::Writing;
-                let pk = r.peer_key.take().ok_or_else(|| gone(req))?;
+            (true, Proto::RdmaWrite(s)) => {
+                (s.mr, s.xfer, s.stage) = (reg, xfer, WriteStage::Writing);
+                let pk = s.peer_key.take().ok_or_else(|| gone(req))?;
                 self.event(EventKind::XferBegin, xfer, len, now);
                 self.post_write(peer, slice, mr, pk, req, xfer, 0, cached);
             }
-            (false, Wire::RdmaWrite) => {
-                r.stage = Stage::WaitFin;
+            (false, Proto::RdmaWrite(s)) => {
+                (s.mr, s.xfer, s.stage) = (reg, xfer, WriteStage::WaitFin);
                 let mut h = Header::ctrl(Kind::Cts, seq, tag, len as u64);
                 h.key = Some(key);
                 // The receiver does no RDMA: CTS post → FIN discovery.
                 self.event(EventKind::XferBegin, xfer, len, now);
                 self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
             }
-            (false, Wire::RdmaRead) => {
-                r.stage = Stage::Reading;
-                let pk = r.peer_key.take().ok_or_else(|| gone(req))?;
+            (false, Proto::RdmaRead(s)) => {
+                (s.mr, s.xfer, s.stage) = (reg, xfer, ReadStage::Reading);
+                let pk = s.peer_key.take().ok_or_else(|| gone(req))?;
                 self.event(EventKind::XferBegin, xfer, len, now);
                 self.post_read(peer, slice, mr, pk, 0, req, xfer);
             }
-            (s, w) => {
+            (s, _) => {
                 return Err(ProtoError::Invalid(format!(
-                    "internal: registration for a {} using {w:?}",
-                    if s { "send" } else { "receive" }
+                    "internal: registration for a {} using {:?}",
+                    if s { "send" } else { "receive" },
+                    r.wire()
                 )))
             }
         }
@@ -448,16 +440,16 @@ impl Engine {
         }
         let r = self.reqs.get_mut(&req).ok_or_else(|| gone(req))?;
         let (peer, seq, tag, len) = (r.peer.unwrap_or(0), r.seq, r.tag.unwrap_or(0), r.len);
-        match r.wire {
-            Wire::RdmaWrite => {
-                r.mr = None;
+        match &mut r.proto {
+            Proto::RdmaWrite(s) => {
+                s.mr = None;
                 let h = Header::ctrl(Kind::FinWrite, seq, tag, len as u64);
                 self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
                 self.finish(req);
             }
-            Wire::Pipelined => {
-                r.done_bytes += bytes;
-                let done = r.first + r.done_bytes == r.len;
+            Proto::Pipelined(p) => {
+                p.done_bytes += bytes;
+                let done = p.first + p.done_bytes == len;
                 let mut h = Header::ctrl(Kind::FinWrite, seq, tag, len as u64);
                 h.offset = offset as u64;
                 self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
@@ -470,7 +462,7 @@ impl Engine {
         if self
             .reqs
             .get(&req)
-            .is_some_and(|r| r.stage == Stage::Done && r.result.is_none())
+            .is_some_and(|r| r.outcome == Outcome::Retired)
         {
             // Retired by the user while the write was in flight.
             self.reqs.remove(&req);
@@ -490,7 +482,7 @@ impl Engine {
             )
         })?;
         let r = self.reqs.get(&id).ok_or_else(|| gone(id))?;
-        if r.wire != want || h.len != r.len as u64 || h.tag != r.tag.unwrap_or(0) {
+        if r.wire() != want || h.len != r.len as u64 || h.tag != r.tag.unwrap_or(0) {
             return Err(ProtoError::bad(
                 peer,
                 format!(
@@ -499,7 +491,7 @@ impl Engine {
                     h.len,
                     h.tag,
                     h.seq,
-                    r.wire,
+                    r.wire(),
                     r.len,
                     r.tag.unwrap_or(0)
                 ),
@@ -511,7 +503,11 @@ impl Engine {
     pub(crate) fn on_cts(&mut self, now: u64, peer: Rank, h: Header) -> Result<(), ProtoError> {
         let id = self.outgoing_req(peer, &h, Wire::RdmaWrite)?;
         let r = self.reqs.get_mut(&id).expect("outgoing request");
-        if r.stage != Stage::WaitCts {
+        let pending = r.pending();
+        let Proto::RdmaWrite(s) = &mut r.proto else {
+            unreachable!("outgoing_req checked the protocol");
+        };
+        if !pending || s.stage != WriteStage::WaitCts {
             return Err(ProtoError::bad(
                 peer,
                 format!("duplicate CTS for message {}", h.seq),
@@ -527,8 +523,7 @@ impl Engine {
                 ),
             ));
         }
-        r.peer_key = Some(key);
-        r.stage = Stage::Registering;
+        (s.peer_key, s.stage) = (Some(key), WriteStage::Registering);
         let buf = r.buf;
         self.outgoing.remove(&(peer, h.seq));
         self.register(now, buf, true, Token::Whole { req: id })
@@ -542,13 +537,17 @@ impl Engine {
     ) -> Result<(), ProtoError> {
         let id = self.outgoing_req(peer, &h, Wire::RdmaRead)?;
         let r = self.reqs.get_mut(&id).expect("outgoing request");
-        if r.stage != Stage::WaitFin {
+        let (pending, len) = (r.pending(), r.len);
+        let Proto::RdmaRead(s) = &mut r.proto else {
+            unreachable!("outgoing_req checked the protocol");
+        };
+        if !pending || s.stage != ReadStage::WaitFin {
             return Err(ProtoError::bad(
                 peer,
                 format!("FIN for message {} before its RTS", h.seq),
             ));
         }
-        let (xfer, len, mr) = (r.xfer, r.len, r.mr.take());
+        let (xfer, mr) = (s.xfer, s.mr.take());
         self.outgoing.remove(&(peer, h.seq));
         self.event(EventKind::XferEnd, xfer, len, now);
         if let Some((mr, _, false)) = mr {
@@ -566,14 +565,18 @@ impl Engine {
     ) -> Result<(), ProtoError> {
         let id = self.outgoing_req(peer, &h, Wire::Pipelined)?;
         let r = self.reqs.get_mut(&id).expect("outgoing request");
-        if r.acked {
+        let len = r.len;
+        let Proto::Pipelined(p) = &mut r.proto else {
+            unreachable!("outgoing_req checked the protocol");
+        };
+        if p.acked {
             return Err(ProtoError::bad(
                 peer,
                 format!("duplicate acknowledgement of message {}", h.seq),
             ));
         }
-        r.acked = true;
-        if r.first == r.len {
+        p.acked = true;
+        if p.first == len {
             self.outgoing.remove(&(peer, h.seq));
             self.finish(id);
         }
@@ -583,7 +586,11 @@ impl Engine {
     pub(crate) fn on_put(&mut self, now: u64, peer: Rank, h: Header) -> Result<(), ProtoError> {
         let id = self.outgoing_req(peer, &h, Wire::Pipelined)?;
         let r = self.reqs.get_mut(&id).expect("outgoing request");
-        if !r.acked {
+        let (len, buf) = (r.len, r.buf);
+        let Proto::Pipelined(p) = &mut r.proto else {
+            unreachable!("outgoing_req checked the protocol");
+        };
+        if !p.acked {
             return Err(ProtoError::bad(
                 peer,
                 format!("PUT for message {} before its acknowledgement", h.seq),
@@ -591,20 +598,20 @@ impl Engine {
         }
         let key = h.key.expect("decode checked the key");
         let n = key.len;
-        let want = (r.first + r.requested) as u64;
-        if n == 0 || h.offset != want || h.offset.saturating_add(n) > r.len as u64 {
+        let want = (p.first + p.requested) as u64;
+        if n == 0 || h.offset != want || h.offset.saturating_add(n) > len as u64 {
             return Err(ProtoError::key(
                 peer,
                 format!(
                     "PUT asks for {n} bytes at offset {} of message {} ({} bytes, next fragment at {want})",
-                    h.offset, h.seq, r.len
+                    h.offset, h.seq, len
                 ),
             ));
         }
         let (offset, n) = (h.offset as usize, n as usize);
-        r.requested += n;
-        let slice = r.buf.sub(offset, n).ok_or_else(|| gone(id))?;
-        if r.first + r.requested == r.len {
+        p.requested += n;
+        let slice = buf.sub(offset, n).ok_or_else(|| gone(id))?;
+        if p.first + p.requested == len {
             self.outgoing.remove(&(peer, h.seq));
         }
         self.register(
@@ -639,7 +646,7 @@ pub(crate) fn gone(req: u64) -> ProtoError {
 }
 
 /// Header flags of a send in `mode` from `space`.
-fn flags(mode: Mode, space: Space) -> u8 {
+pub(crate) fn flags(mode: Mode, space: Space) -> u8 {
     let mut f = 0;
     if mode == Mode::Synchronous {
         f |= FLAG_SYNC;
