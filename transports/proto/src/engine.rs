@@ -1,7 +1,7 @@
 //! The engine's state and its entry points; the protocol steps live in
 //! `send.rs` (sender side), `recv.rs` (matching, receiver side) and
 //! `raw.rs` (`--proto raw`); `describe.rs` says in words what a request
-//! waits for.
+//! waits for; `state.rs` holds a request's state, typed per protocol.
 
 use std::collections::VecDeque;
 

@@ -88,6 +88,7 @@ pub(crate) enum WriteStage {
 /// rdma-write rendezvous: RTS, CTS with the receiver's key, write, FIN.
 #[derive(Debug)]
 pub(crate) struct RdmaWrite {
+    /// Where it stands.
     pub stage: WriteStage,
     /// Registration of the whole buffer.
     pub mr: Option<Reg>,
@@ -113,6 +114,7 @@ pub(crate) enum ReadStage {
 /// rdma-read rendezvous: RTS with the sender's key, read, FIN back.
 #[derive(Debug)]
 pub(crate) struct RdmaRead {
+    /// Where it stands.
     pub stage: ReadStage,
     /// Sender: header flags of its RTS, sent once its buffer is registered.
     pub flags: u8,
@@ -161,6 +163,7 @@ pub(crate) enum RawStage {
 pub(crate) struct Raw {
     /// [`RawOp::Write`] or [`RawOp::Read`].
     pub op: RawOp,
+    /// Where it stands.
     pub stage: RawStage,
     /// The user's whole buffer around the request's slice, announced once.
     pub whole: Slice,
