@@ -98,6 +98,14 @@ pub fn run(cmd: &str) -> Run {
         .arg(&json)
         .arg("--csv")
         .arg(&csv);
+    // The user's fabric variables are recorded in the header: none here.
+    for (k, _) in std::env::vars_os() {
+        if k.to_str()
+            .is_some_and(|k| k.starts_with("UCX_") || k.starts_with("FI_"))
+        {
+            c.env_remove(&k);
+        }
+    }
     let command_line = format!("{c:?}");
     let out = c.output().expect("start ovbench");
     assert!(
