@@ -40,7 +40,7 @@ fn sigkill_of_a_rank_stops_the_job_and_keeps_completed_rows() {
             "no two completed sizes within 60 s"
         );
         if let Some(doc) = read_json(&out) {
-            let n = doc["results"].as_array().map_or(0, |a| a.len());
+            let n = doc["tables"][0]["rows"].as_array().map_or(0, |a| a.len());
             if n >= 2 {
                 let pids: Vec<i32> = doc["header"]["environment"]["ranks"]
                     .as_array()
@@ -81,7 +81,7 @@ fn sigkill_of_a_rank_stops_the_job_and_keeps_completed_rows() {
         );
     }
     let doc = read_json(&out).expect("the JSON is whole after the crash");
-    let rows = doc["results"].as_array().unwrap();
+    let rows = doc["tables"][0]["rows"].as_array().unwrap();
     assert!(rows.len() >= done, "{} rows < {done}", rows.len());
     assert_eq!(doc["complete"], false);
     std::fs::remove_dir_all(&dir).unwrap();

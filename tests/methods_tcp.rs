@@ -38,19 +38,12 @@ fn ovbench(args: &[&str]) -> (String, serde_json::Value) {
     (stdout, doc)
 }
 
-/// The JSON rows of table `table` (under `tables[].rows`, or in the flat
-/// `results` list, each naming its table).
+/// The JSON rows of table `table` (`tables[table].rows`).
 fn rows(doc: &serde_json::Value, table: usize) -> Vec<serde_json::Value> {
-    match doc["tables"][table]["rows"].as_array() {
-        Some(r) => r.clone(),
-        None => doc["results"]
-            .as_array()
-            .expect("rows under tables[].rows or results")
-            .iter()
-            .filter(|r| r["table"] == table)
-            .cloned()
-            .collect(),
-    }
+    doc["tables"][table]["rows"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no table {table} in {doc}"))
+        .clone()
 }
 
 fn finite(v: &serde_json::Value, key: &str) -> f64 {

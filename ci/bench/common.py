@@ -54,6 +54,33 @@ def build(features=None, skip=False):
                          f"(or {' '.join(cmd)})")
 
 
+# The JSON format these readers understand (src/export/document.rs SCHEMA,
+# docs/schema/ovbench.schema.json).
+SCHEMA = "ovbench/2"
+
+
+def load(path):
+    """An ovbench JSON document, refused unless it is of SCHEMA."""
+    with open(path) as f:
+        doc = json.load(f)
+    got = doc.get("schema") if isinstance(doc, dict) else None
+    if got != SCHEMA:
+        sys.exit(f"{path}: JSON schema {got!r}, but ci/bench reads {SCHEMA!r}: the binary "
+                 f"({OVBENCH}) is older or newer than this script; rebuild it from this "
+                 f"checkout (run without --no-build) or use the ci/bench of its own version")
+    return doc
+
+
+def rows(doc, table=None):
+    """The JSON rows, each once: those of table index `table`, or of every
+    table in order (each row tagged with its table's index as `table`)."""
+    out = []
+    for i, t in enumerate(doc["tables"]):
+        if table is None or i == table:
+            out += [dict(r, table=i) for r in t["rows"]]
+    return out
+
+
 def ovbench(cmd, size, iters, warmup, extra=(), env=None):
     """One ovbench run at one size: p50, mean (µs) and bandwidth, and its
     command line; `env`: variables added to the environment."""
@@ -62,9 +89,8 @@ def ovbench(cmd, size, iters, warmup, extra=(), env=None):
         args = [OVBENCH, cmd, *extra, "--sizes", str(size), "--iters", str(iters),
                 "--warmup", str(warmup), "--json", out]
         sh(args, env=dict(os.environ, **env) if env else None)
-        with open(out) as f:
-            doc = json.load(f)
-    row = [r for r in doc["results"] if r.get("size") == size and r.get("table", 0) == 0][0]
+        doc = load(out)
+    row = [r for r in rows(doc, 0) if r.get("size") == size][0]
     return {"p50_us": row.get("p50_ns", 0) / 1e3, "mean_us": row.get("mean_ns", 0) / 1e3,
             "bw_bytes_per_sec": row.get("bytes_per_sec", 0), "ops": row.get("ops", {}),
             "cmd": " ".join([f"{k}={v}" for k, v in (env or {}).items()] + ["ovbench"]
@@ -195,10 +221,9 @@ def overlap(size, iters, extra=()):
         args = [OVBENCH, "overlap", *extra, "--sizes", str(size), "--iters", str(iters),
                 "--json", out]
         sh(args)
-        with open(out) as f:
-            doc = json.load(f)
-    rows = [r for r in doc["results"] if r.get("size") == size and "step" in r]
-    last = max(rows, key=lambda r: r["step"])
+        doc = load(out)
+    steps = [r for r in rows(doc) if r.get("size") == size and "step" in r]
+    last = max(steps, key=lambda r: r["step"])
     res = {k: last.get(k, float("nan")) for k in OVERLAP_KEYS}
     res["cmd"] = " ".join(["ovbench"] + [quote(a) for a in args[1:-2]])
     return res

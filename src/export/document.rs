@@ -4,8 +4,13 @@
 
 use serde_json::{Map, Value};
 
-/// The JSON schema identifier; bump on an incompatible change.
-pub const SCHEMA: &str = "ovbench/1";
+/// The JSON schema identifier; bump on an incompatible change. The format
+/// is described by docs/schema/ovbench.schema.json.
+///
+/// - `ovbench/2`: each row appears once, under its table (`tables[].rows`);
+///   the flat `results` list of `ovbench/1`, which repeated every row with
+///   its table's index, is gone.
+pub const SCHEMA: &str = "ovbench/2";
 
 /// One table: a title, the printed column headings and the JSON rows.
 #[derive(Clone, Debug)]

@@ -1,20 +1,23 @@
-//! The JSON export, one pretty-printed object:
+//! The JSON export, one pretty-printed object (its JSON Schema is
+//! docs/schema/ovbench.schema.json):
 //!
 //! ```text
-//! { "schema": "ovbench/1",
+//! { "schema": "ovbench/2",
 //!   "header":  { command, environment, options, communicator, clock, ... },
 //!   "tables":  [ { "title", "columns", "rows": [ { "size": 8, "p50_ns": ... }, ... ] }, ... ],
-//!   "results": [ { "size": 8, "p50_ns": ..., ..., "table": 0 }, ... ],
 //!   "summary": { run-level figures }, "notes": [ ... ], "complete": bool }
 //! ```
 //!
-//! Each measured row (one per size) is a flat, unit-suffixed object. It
-//! appears under its table, and once more in `results`, the single list
-//! of every row naming its table's index, for tools that want one list
-//! (ci/bench reads it).
+//! Each measured row (one per size) is a flat, unit-suffixed object, and
+//! appears exactly once: under its table, beside the title and columns
+//! that say what it is (each table is also one CSV file). A reader that
+//! wants one list takes `tables[*].rows` in order (ci/bench/common.py's
+//! `rows`).
 
 use serde_json::{json, Value};
 
+#[cfg(test)]
+use super::SCHEMA;
 use super::{Document, Exporter};
 
 #[derive(Debug, Default)]
@@ -27,25 +30,10 @@ impl Exporter for JsonExporter {
             .iter()
             .map(|t| json!({"title": t.title, "columns": t.columns, "rows": t.rows}))
             .collect();
-        let results: Vec<Value> = doc
-            .tables
-            .iter()
-            .enumerate()
-            .flat_map(|(i, t)| {
-                t.rows.iter().map(move |r| {
-                    let mut r = r.clone();
-                    if let Value::Object(m) = &mut r {
-                        m.insert("table".into(), i.into());
-                    }
-                    r
-                })
-            })
-            .collect();
         let v = json!({
             "schema": doc.schema,
             "header": doc.header,
             "tables": tables,
-            "results": results,
             "summary": doc.summary,
             "notes": doc.notes,
             "complete": doc.complete,
@@ -72,14 +60,16 @@ mod tests {
         d.add_summary(json!({"L_ns": 700}));
         let out = JsonExporter.render(&d);
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        assert_eq!(v["schema"], "ovbench/1");
+        assert_eq!(v["schema"], SCHEMA);
+        assert_eq!(SCHEMA, "ovbench/2");
         assert_eq!(v["header"]["command"], "latency");
         assert_eq!(v["tables"][0]["rows"][1]["size"], 8);
         assert!(v["tables"][0]["rows"][1].get("table").is_none());
         assert_eq!(v["tables"][0]["columns"][1], "p50[us]");
-        assert_eq!(v["results"][1]["size"], 8);
-        assert_eq!(v["results"][1]["table"], 0);
-        assert_eq!(v["results"][2]["table"], 1);
+        assert_eq!(v["tables"][1]["rows"][0]["size"], 64);
+        // Each row once: no second, flat list of them.
+        assert!(v.get("results").is_none(), "{v}");
+        assert_eq!(out.matches("\"size\": 8").count(), 1, "{out}");
         assert_eq!(v["summary"]["L_ns"], 700);
         assert_eq!(v["complete"], false);
         // Keys keep the order the measuring code wrote them in.

@@ -157,7 +157,7 @@ mod tests {
         );
         // Written after the row, before finish: a crash now keeps it.
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        assert_eq!(v["results"][0]["p50_ns"], 1500.0);
+        assert_eq!(v["tables"][0]["rows"][0]["p50_ns"], 1500.0);
         assert_eq!(v["complete"], false);
         s.note("hello");
         s.finish().unwrap();

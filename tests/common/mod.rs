@@ -115,11 +115,11 @@ pub fn json(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}\n{text}", path.display()))
 }
 
-/// The results of the first table of an export.
+/// The rows of the first table of an export (`tables[0].rows`).
 pub fn rows(doc: &serde_json::Value) -> Vec<serde_json::Value> {
-    doc["results"]
+    doc["tables"][0]["rows"]
         .as_array()
-        .map(|a| a.iter().filter(|r| r["table"] == 0).cloned().collect())
+        .cloned()
         .unwrap_or_default()
 }
 
