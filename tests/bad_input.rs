@@ -202,9 +202,9 @@ const CASES: &[Case] = &[
     c("sim", &["latency", "--transport", "sim", "--sim", "L"], "--sim", "KEY=VAL"),
     c("sim", &["overhead", "--transport", "sim", "--sim", "os=-1us"], "--sim", ""),
     // ---- transports not compiled in (default build) -----------------
-    c("feature", &["latency", "--transport", "verbs", "--sizes", "8"], "verbs", "--features verbs"),
-    c("feature", &["bw", "--transport", "ucx", "--sizes", "8"], "ucx", "--features ucx"),
-    c("feature", &["logp", "--transport", "ofi"], "ofi", "--features ofi"),
+    c("feature", &["latency", "--transport", "verbs", "--sizes", "8"], "--transport verbs", "--features verbs"),
+    c("feature", &["bw", "--transport", "ucx", "--sizes", "8"], "--transport ucx", "--features ucx"),
+    c("feature", &["logp", "--transport", "ofi"], "--transport ofi", "--features ofi"),
     // ---- options of another transport or protocol -------------------
     c("other", &["latency", "--mtu", "4096"], "--mtu", "--transport verbs"),
     c("other", &["latency", "--device", "mlx5_0"], "--device", "--transport verbs"),
@@ -251,7 +251,7 @@ fn ovbench_processes() -> Vec<u32> {
         .collect()
 }
 
-/// The first stderr line that is not a warning.
+/// The first stderr line: it must state the problem (no warning before it).
 fn first_line(stderr: &str) -> &str {
     stderr.lines().next().unwrap_or("")
 }

@@ -397,6 +397,26 @@ mod tests {
     }
 
     #[test]
+    fn oversized_messages_and_bad_method_options_are_refused_naming_the_flag() {
+        for (args, flag) in [
+            (&["latency", "--sizes", "0:1P"][..], "--sizes"),
+            (&["overhead", "--msgsize", "1P"][..], "--msgsize"),
+            (&["commtest", "--total", "1P"][..], "--total"),
+            (&["logp", "--eps", "0"][..], "--eps"),
+            (&["bcast", "--reps", "0"][..], "--reps"),
+            (
+                &["latency", "--proto", "pipelined", "--frag-size", "0"][..],
+                "--frag-size",
+            ),
+            (&["logp", "--proto", "raw"][..], "--proto raw"),
+        ] {
+            let e = check(args, 4).unwrap_err().to_string();
+            assert!(e.starts_with(flag), "{args:?}: {e}");
+        }
+        assert!(check(&["latency", "--sizes", "0:64K"], 2).is_ok());
+    }
+
+    #[test]
     fn overhead_nohdr_leaves_out_the_header_lines() {
         let cmd = |args: &[&str]| {
             let mut v = vec!["ovbench"];
