@@ -29,12 +29,12 @@ impl fmt::Display for ByteSize {
     }
 }
 
-/// Parse one size token: digits with an optional `K`, `M` or `G` suffix
+/// Parse one size token: digits with an optional `K`, `M`, `G`, `T` or `P` suffix
 /// (either case, optionally followed by `B`/`iB`).
 pub fn parse_bytes(token: &str) -> Result<usize, String> {
     let t = token.trim();
     let bad = || {
-        format!("bad size `{token}`: use bytes with an optional K, M or G suffix (K = 1024), e.g. 64, 16K, 4M")
+        format!("bad size `{token}`: use bytes with an optional K, M, G, T or P suffix (K = 1024), e.g. 64, 16K, 4M")
     };
     if t.is_empty() {
         return Err(bad());
@@ -48,6 +48,10 @@ pub fn parse_bytes(token: &str) -> Result<usize, String> {
         Some('K') => (&body[..body.len() - 1], 1usize << 10),
         Some('M') => (&body[..body.len() - 1], 1 << 20),
         Some('G') => (&body[..body.len() - 1], 1 << 30),
+        // Never a size to run, but one to refuse as too large for memory
+        // (the preflight's check) rather than as a typo.
+        Some('T') => (&body[..body.len() - 1], 1 << 40),
+        Some('P') => (&body[..body.len() - 1], 1 << 50),
         _ => (body, 1),
     };
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {

@@ -31,7 +31,7 @@ fn transport_not_compiled_in_names_feature_and_package() {
         return; // this build has verbs compiled in: nothing missing to report
     }
     let r = ovbench(&["latency", "--transport", "verbs", "--sizes", "8"], LIMIT);
-    assert_eq!(r.code, Some(1), "{r:?}");
+    assert_eq!(r.code, Some(2), "{r:?}");
     assert!(r.stderr.contains("--features verbs"), "{}", r.stderr);
     assert!(
         r.stderr.contains("libibverbs-dev librdmacm-dev"),
@@ -70,7 +70,7 @@ fn unwritable_json_path_fails_before_measuring() {
         ],
         LIMIT,
     );
-    assert_eq!(r.code, Some(1), "{r:?}");
+    assert_eq!(r.code, Some(2), "{r:?}");
     assert!(
         r.stderr.contains("/nonexistent-ovbench-dir/out.json") && r.stderr.contains("directory"),
         "{}",

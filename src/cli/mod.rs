@@ -23,7 +23,7 @@ use crate::methods::MethodCommand;
     name = "ovbench",
     version,
     about,
-    after_help = "Sizes: bytes with K/M/G suffixes (K = 1024); MIN:MAX is MIN then powers of two up to MAX; lists like 8,1K,1M.\nTables show µs and MB/s (10^6 B/s); JSON uses ns and bytes_per_sec.\nExamples:\n  ovbench latency --sizes 0:64K --verify\n  ovbench bw --proto rdma-read --json bw.json\n  ovbench overhead --transport sim --sim L=1us,os=300ns"
+    after_help = "Sizes: bytes with K/M/G/T suffixes (K = 1024); MIN:MAX is MIN then powers of two up to MAX; lists like 8,1K,1M.\nTables show µs and MB/s (10^6 B/s); JSON uses ns and bytes_per_sec.\nExamples:\n  ovbench latency --sizes 0:64K --verify\n  ovbench bw --proto rdma-read --json bw.json\n  ovbench overhead --transport sim --sim L=1us,os=300ns"
 )]
 pub struct Cli {
     #[command(flatten)]

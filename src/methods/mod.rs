@@ -97,8 +97,14 @@ pub fn preflight(cmd: &MethodCommand, np: u32) -> anyhow::Result<()> {
             np >= 2 && np % 2 == 0,
             "overhead pairs rank r with rank r+N/2: it needs an even number of ranks",
         ),
-        MethodCommand::Logp(_) => need(np >= 2, "logp needs at least 2 ranks"),
-        MethodCommand::Bcast(_) => need(np >= 3, "bcast needs at least 3 ranks"),
+        MethodCommand::Logp(a) => {
+            logp::check_args(a)?;
+            need(np >= 2, "logp needs at least 2 ranks")
+        }
+        MethodCommand::Bcast(a) => {
+            bcast::check_args(a)?;
+            need(np >= 3, "bcast needs at least 3 ranks")
+        }
         MethodCommand::Commtest(a) => {
             commtest::check_args(a)?;
             need(np >= 2, "commtest needs at least 2 ranks")?;
@@ -107,7 +113,10 @@ pub fn preflight(cmd: &MethodCommand, np: u32) -> anyhow::Result<()> {
                 &format!("commtest --distance {} needs more ranks", a.distance),
             )
         }
-        MethodCommand::Overlap(_) => need(np >= 2, "overlap needs 2 ranks"),
+        MethodCommand::Overlap(a) => {
+            overlap::check_args(a)?;
+            need(np >= 2, "overlap needs 2 ranks")
+        }
     }
 }
 

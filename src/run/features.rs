@@ -45,7 +45,7 @@ pub fn check(kind: TransportKind) -> Result<()> {
     let (feature, packages) = requirement(kind);
     let have: Vec<&str> = available().iter().map(|k| k.name()).collect();
     bail!(
-        "the {kind} transport is not compiled into this ovbench: rebuild with --features {feature} (e.g. cargo build --release --features {feature}); it needs {packages} (ci/deps installs them). This binary has: {}",
+        "--transport {kind}: the {kind} transport is not compiled into this ovbench: rebuild with --features {feature} (e.g. cargo build --release --features {feature}); it needs {packages} (ci/deps installs them). This binary has: {}",
         have.join(", ")
     )
 }

@@ -51,12 +51,10 @@ fn usage(e: anyhow::Error) -> anyhow::Error {
 
 /// Run the parsed command line; the process's exit code on success.
 pub fn run(cli: &Cli) -> Result<i32> {
-    features::check(cli.common.transport)?;
+    features::check(cli.common.transport).map_err(usage)?;
     crate::export::check_distinct(cli.common.json.as_deref(), cli.common.csv.as_deref())
         .map_err(usage)?;
-    for path in [&cli.common.json, &cli.common.csv].into_iter().flatten() {
-        crate::export::check_writable(path)?;
-    }
+    check_outputs(cli).map_err(usage)?;
     let nps = cli.nps();
     if nps.len() > 1
         && !(cli.common.transport == TransportKind::Sim
@@ -69,6 +67,7 @@ pub fn run(cli: &Cli) -> Result<i32> {
     }
     #[cfg(feature = "sim")]
     if cli.common.transport == TransportKind::Sim {
+        sim::params(cli).map_err(usage)?;
         for &np in &nps {
             preflight(cli, np).map_err(usage)?;
             ovbench_sim::capacity::check(np).map_err(|e| usage(anyhow::anyhow!(e)))?;
@@ -83,6 +82,85 @@ pub fn run(cli: &Cli) -> Result<i32> {
         }
         Role::Rank(env) => rank::run(env, cli).map(|()| 0),
     }
+}
+
+/// `--json` and `--csv` name files that can be written: not a directory,
+/// in a directory that exists and takes new files. Checked before any rank
+/// starts, so that no run is measured and then lost.
+fn check_outputs(cli: &Cli) -> Result<()> {
+    for (flag, path) in [("--json", &cli.common.json), ("--csv", &cli.common.csv)] {
+        let Some(path) = path else { continue };
+        if path.is_dir() {
+            bail!(
+                "{flag} {} is a directory: give a file name in it, e.g. {flag} {}",
+                path.display(),
+                path.join(if flag == "--json" {
+                    "out.json"
+                } else {
+                    "out.csv"
+                })
+                .display()
+            );
+        }
+        crate::export::check_writable(path).map_err(|e| anyhow::anyhow!("{flag} {e:#}"))?;
+    }
+    Ok(())
+}
+
+/// What a rank of `cmd` allocates for its messages, and the option that
+/// sets it: the largest message's send and receive buffers (logp: eight
+/// times --max-size, its k_max may go that far; bcast and overlap: one).
+fn message_memory(cmd: &Command) -> (&'static str, usize, usize) {
+    let two = |flag, b: usize| (flag, b, b.saturating_mul(2));
+    match cmd {
+        Command::Latency(a) => two("--sizes", a.sweep.sizes.max()),
+        Command::Bw(w) | Command::Bibw(w) | Command::Msgrate(w) => {
+            two("--sizes", w.sweep.sizes.max())
+        }
+        Command::Method(m) => match m {
+            MethodCommand::Overhead(a) => match (&a.sizes, a.msgsize) {
+                (Some(s), _) => ("--sizes", s.max(), s.max()),
+                (None, Some(b)) => ("--msgsize", b.bytes(), b.bytes()),
+                (None, None) => ("--msgsize", 8, 8),
+            },
+            MethodCommand::Logp(a) => {
+                let b = a.max_size.bytes();
+                ("--max-size", b, b.saturating_mul(8))
+            }
+            MethodCommand::Bcast(a) => ("--msgsize", a.msgsize.bytes(), a.msgsize.bytes()),
+            MethodCommand::Commtest(a) => two("--total", a.total.bytes()),
+            MethodCommand::Overlap(a) => ("--sizes", a.sizes.max(), a.sizes.max()),
+        },
+    }
+}
+
+/// The memory this host has available now (MemAvailable), if known.
+fn available_memory() -> Option<usize> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
+}
+
+/// The messages of `np` ranks on this host fit in its memory: an
+/// oversized `--sizes 1024G` is refused here rather than by a rank's
+/// failed (or, under sim, aborting) allocation.
+fn check_memory(cli: &Cli, np: u32) -> Result<()> {
+    let (flag, largest, per_rank) = message_memory(&cli.command);
+    let need = per_rank.saturating_mul(np as usize);
+    let Some(avail) = available_memory() else {
+        return Ok(());
+    };
+    if need > avail {
+        bail!(
+            "{flag}: messages of {} need about {} MiB on this host ({np} ranks × {} MiB of buffers) and {} MiB are available: use smaller {flag} or fewer ranks",
+            crate::sizes::format_bytes(largest),
+            need >> 20,
+            per_rank >> 20,
+            avail >> 20
+        );
+    }
+    Ok(())
 }
 
 /// The options that belong to one transport, by clap id and flag.
@@ -159,7 +237,21 @@ pub fn preflight(cli: &Cli, np: u32) -> Result<()> {
             c.transport
         );
     }
+    if c.frag_size.is_some_and(|f| f.bytes() == 0) {
+        bail!("--frag-size 0: a fragment needs at least 1 byte: give a size such as 64K, or drop --frag-size for the engine's");
+    }
     if let Command::Method(m) = &cli.command {
+        if c.proto == ProtoArg::Raw {
+            match m {
+                MethodCommand::Overlap(a) if a.write_xfer_table.is_none() => bail!(
+                    "--proto raw: under it overlap measures xfer_time only: add --write-xfer-table FILE, then run the protocols with --xfer-table FILE"
+                ),
+                MethodCommand::Overlap(_) => {}
+                _ => bail!(
+                    "--proto raw: the methods run over a protocol (eager, rdma-write, rdma-read, pipelined, auto, native): raw is for latency, bw and `overlap --write-xfer-table`"
+                ),
+            }
+        }
         crate::methods::preflight(m, np)?;
     }
     match &cli.command {
@@ -174,8 +266,9 @@ pub fn preflight(cli: &Cli, np: u32) -> Result<()> {
             w.pairs,
             2 * w.pairs
         ),
-        _ => Ok(()),
-    }
+        _ => Ok::<(), anyhow::Error>(()),
+    }?;
+    check_memory(cli, np)
 }
 
 /// Spawn the ranks on this host and wait for them.
@@ -301,6 +394,26 @@ mod tests {
         assert!(check(&["overhead"], 2).is_ok());
         let e = check(&["bcast"], 2).unwrap_err().to_string();
         assert!(e.contains("3 ranks") && e.contains("--np 2"), "{e}");
+    }
+
+    #[test]
+    fn oversized_messages_and_bad_method_options_are_refused_naming_the_flag() {
+        for (args, flag) in [
+            (&["latency", "--sizes", "0:1P"][..], "--sizes"),
+            (&["overhead", "--msgsize", "1P"][..], "--msgsize"),
+            (&["commtest", "--total", "1P"][..], "--total"),
+            (&["logp", "--eps", "0"][..], "--eps"),
+            (&["bcast", "--reps", "0"][..], "--reps"),
+            (
+                &["latency", "--proto", "pipelined", "--frag-size", "0"][..],
+                "--frag-size",
+            ),
+            (&["logp", "--proto", "raw"][..], "--proto raw"),
+        ] {
+            let e = check(args, 4).unwrap_err().to_string();
+            assert!(e.starts_with(flag), "{args:?}: {e}");
+        }
+        assert!(check(&["latency", "--sizes", "0:64K"], 2).is_ok());
     }
 
     #[test]

@@ -246,6 +246,32 @@ fn oli_verdict(
     v
 }
 
+/// The options' own limits, checked before any rank starts (and again on
+/// every rank): each error names its option and a value that works.
+pub fn check_args(args: &Args) -> anyhow::Result<()> {
+    if args.reps == 0 {
+        bail!("--reps 0: give at least 1 broadcast per measurement, e.g. --reps 100");
+    }
+    if args.min_measurements == 0 {
+        bail!("--min-measurements 0: give at least 1, e.g. --min-measurements 8");
+    }
+    if args.max_measurements < args.min_measurements {
+        bail!(
+            "--max-measurements {} is below --min-measurements {}: give --max-measurements {} or more",
+            args.max_measurements,
+            args.min_measurements,
+            args.min_measurements
+        );
+    }
+    if !(args.max_cv.is_finite() && args.max_cv > 0.0) {
+        bail!(
+            "--max-cv {}: give a positive fraction of the mean, e.g. --max-cv 0.03",
+            args.max_cv
+        );
+    }
+    Ok(())
+}
+
 /// Run the method on every rank; rank 0's sink prints.
 pub fn run(
     comm: &mut dyn Communicator,
@@ -256,10 +282,7 @@ pub fn run(
     if n < 3 {
         bail!("bcast needs at least 3 ranks (--np 3 or more), not {n}");
     }
-    if args.reps == 0 || args.max_measurements == 0 || args.min_measurements > args.max_measurements
-    {
-        bail!("--reps must be positive and --min-measurements at most --max-measurements");
-    }
+    check_args(args)?;
     let size = args.msgsize.bytes();
     let buf = comm.alloc(size.max(1))?;
     let ctrl = Ctrl::new(comm)?;

@@ -330,6 +330,21 @@ fn chosen(args: &Args) -> anyhow::Result<Vec<&'static Protocol>> {
 
 /// What can be checked before any rank starts.
 pub fn check_args(args: &Args) -> anyhow::Result<()> {
+    let (total, min_packet) = (args.total.bytes(), args.min_packet.bytes());
+    if total == 0 {
+        bail!("--total 0: give the bytes exchanged per experiment, e.g. --total 1M");
+    }
+    if min_packet == 0 {
+        bail!("--min-packet 0: give at least 1 byte, e.g. --min-packet 1K");
+    }
+    if min_packet > total {
+        bail!(
+            "--min-packet {min_packet} is above --total {total}: give --min-packet at most --total"
+        );
+    }
+    if args.iterations == 0 {
+        bail!("--iterations 0: give at least 1 timed repetition, e.g. --iterations 5");
+    }
     chosen(args).map(drop)
 }
 
@@ -343,11 +358,9 @@ pub fn run(
     if n < 2 {
         bail!("commtest needs at least 2 ranks");
     }
+    check_args(args)?;
     let total = args.total.bytes();
-    let min_packet = args.min_packet.bytes().max(1);
-    if total == 0 || min_packet > total || args.iterations == 0 {
-        bail!("--total must be positive and at least --min-packet, --iterations at least 1");
-    }
+    let min_packet = args.min_packet.bytes();
     let protocols = chosen(args)?;
     let (dst, src, active, first) = partners(args, me, n)?;
     let ctrl = Ctrl::new(comm)?;

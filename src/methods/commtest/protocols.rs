@@ -67,7 +67,7 @@ impl Op {
 use Op::*;
 
 /// Why `--protocol 1,6` is refused.
-pub const WHY_NO_1_6: &str = "(1,6) \"synchronous\" is left out: COMMTEST's description gives it the same calls as (1,0) (processor 1 SEND then RECV, processor 2 RECV then SEND), drawn one step at a time, and no handshake or probe that would make them run differently, so it would repeat (1,0); use --protocol 1,0";
+pub const WHY_NO_1_6: &str = "--protocol 1,6: (1,6) \"synchronous\" is left out: COMMTEST's description gives it the same calls as (1,0) (processor 1 SEND then RECV, processor 2 RECV then SEND), drawn one step at a time, and no handshake or probe that would make them run differently, so it would repeat (1,0); use --protocol 1,0";
 
 /// The reference's protocols, in its order ((1,6) left out: [`WHY_NO_1_6`]).
 pub const PROTOCOLS: &[Protocol] = &[
@@ -253,7 +253,7 @@ pub(super) fn parse_protocol(s: &str) -> anyhow::Result<&'static Protocol> {
         .split_once([',', '.'])
         .and_then(|(a, b)| Some((a.trim().parse::<u32>().ok()?, b.trim().parse::<u32>().ok()?)));
     let Some((o, n)) = parsed else {
-        bail!("protocol `{s}`: write it as U,N — 0,0 … 0,9 (unordered) or 1,0 … 1,10 (ordered)");
+        bail!("--protocol {s}: write it as U,N — 0,0 … 0,9 (unordered) or 1,0 … 1,10 (ordered)");
     };
     if (o, n) == (1, 6) {
         bail!("{WHY_NO_1_6}");
@@ -263,7 +263,7 @@ pub(super) fn parse_protocol(s: &str) -> anyhow::Result<&'static Protocol> {
         .find(|p| u32::from(p.ordered) == o && p.number == n)
         .ok_or_else(|| {
             anyhow::anyhow!(
-                "no protocol ({o},{n}): unordered are 0,0 … 0,9, ordered 1,0 … 1,10 (no 1,6)"
+                "--protocol {s}: there is no protocol ({o},{n}): unordered are 0,0 … 0,9, ordered 1,0 … 1,10 (no 1,6)"
             )
         })
 }

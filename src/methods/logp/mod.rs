@@ -198,6 +198,41 @@ fn sweep(min_size: usize, max_size: usize) -> Vec<usize> {
     sizes
 }
 
+/// The options' own limits, checked before any rank starts (and again on
+/// every rank): each error names its option and a value that works.
+pub fn check_args(args: &Args) -> anyhow::Result<()> {
+    let positive = |flag: &str, v: f64| {
+        if v.is_finite() && v > 0.0 {
+            Ok(())
+        } else {
+            Err(anyhow::anyhow!(
+                "{flag} {v}: give a positive fraction, e.g. {flag} 0.03"
+            ))
+        }
+    };
+    positive("--eps", args.eps)?;
+    positive("--max-diff", args.max_diff)?;
+    if !(args.conf_int > 0.0 && args.conf_int < 1.0) {
+        bail!(
+            "--conf-int {}: a confidence level lies strictly between 0 and 1, e.g. --conf-int 0.9",
+            args.conf_int
+        );
+    }
+    if args.max_its == 0 {
+        bail!("--max-its 0: give at least 1 repetition, e.g. --max-its 18");
+    }
+    let (min_size, max_size) = (args.min_size.bytes(), args.max_size.bytes());
+    if min_size > max_size {
+        bail!(
+            "--min-size {min_size} is above --max-size {max_size}: give --min-size at most --max-size"
+        );
+    }
+    if !max_size.checked_mul(8).is_some_and(|b| b <= 1 << 32) {
+        bail!("--max-size {max_size} is too large: at most 512M (k_max may reach 8× it)");
+    }
+    Ok(())
+}
+
 /// Run the method on every rank; rank 0's sink prints.
 pub fn run(
     comm: &mut dyn Communicator,
@@ -207,22 +242,11 @@ pub fn run(
     if comm.size() < 2 {
         bail!("logp needs at least 2 ranks (rank 0 measures, rank 1 mirrors)");
     }
-    if !(args.eps > 0.0 && args.conf_int > 0.0 && args.conf_int < 1.0 && args.max_diff > 0.0) {
-        bail!("--eps and --max-diff must be positive and --conf-int inside (0, 1)");
-    }
-    if args.max_its == 0 {
-        bail!("--max-its must be at least 1");
-    }
+    check_args(args)?;
     let min_size = args.min_size.bytes();
     let max_size = args.max_size.bytes();
-    if min_size > max_size {
-        bail!("--min-size {min_size} is above --max-size {max_size}");
-    }
     // k_max may grow to 8× --max-size (logp_mpi.c's LOGP_MAX_BUF_EXT).
-    let limit = max_size
-        .checked_mul(8)
-        .filter(|&b| b <= 1 << 32)
-        .ok_or_else(|| anyhow::anyhow!("--max-size {max_size} is too large (at most 512 MiB)"))?;
+    let limit = max_size.saturating_mul(8);
     let me = comm.rank();
     let clock_ns = comm.clock().info().call_cost_ns;
     let mut out = Output {

@@ -103,6 +103,39 @@ impl Args {
     }
 }
 
+/// The files of --xfer-table and --write-xfer-table, checked before any
+/// rank starts: the table is read and parsed (whether it holds every size
+/// the run moves is known only to the ranks), the output is no directory
+/// and its directory exists.
+pub fn check_args(args: &Args) -> anyhow::Result<()> {
+    if let Some(path) = &args.xfer_table {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("--xfer-table {}: cannot read it", path.display()))?;
+        ovbench_core::XferTable::parse(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "--xfer-table {}: {e} (write it with overlap --write-xfer-table)",
+                path.display()
+            )
+        })?;
+    }
+    if let Some(path) = &args.write_xfer_table {
+        if path.is_dir() {
+            anyhow::bail!(
+                "--write-xfer-table {} is a directory: give a file name in it",
+                path.display()
+            );
+        }
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        if dir.is_some_and(|d| !d.is_dir()) {
+            anyhow::bail!(
+                "--write-xfer-table {}: its directory does not exist: create it or give another path",
+                path.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// A finite number, 0 or more.
 fn non_negative(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
