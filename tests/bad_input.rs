@@ -268,6 +268,16 @@ fn every_bad_input_is_refused_naming_its_flag() {
     let mut failures = Vec::new();
     let mut kinds: Vec<(&str, usize)> = Vec::new();
     for case in CASES {
+        // A transport that is compiled into this test build is no bad input.
+        let built = |t: &str| match t {
+            "verbs" => cfg!(feature = "verbs"),
+            "ucx" => cfg!(feature = "ucx"),
+            "ofi" => cfg!(feature = "ofi"),
+            _ => false,
+        };
+        if case.kind == "feature" && case.args.iter().any(|a| built(a)) {
+            continue;
+        }
         match kinds.iter_mut().find(|(k, _)| *k == case.kind) {
             Some((_, n)) => *n += 1,
             None => kinds.push((case.kind, 1)),
