@@ -4,12 +4,13 @@
 //! answers a wait it cannot satisfy with an error that names the rank at
 //! fault, which this client passes on verbatim.
 
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
 use crate::role::RankEnv;
+use crate::secret;
 use crate::service::Service;
 use crate::wire::{
     read_frame, write_frame, CollKind, ReadError, Request, Response, MAX_KEY, MAX_RESPONSE,
@@ -51,10 +52,13 @@ impl Bootstrap {
         let mut service = None;
         let mut addr = env.bootstrap.clone();
         if env.hosts_service {
-            let port = resolve(&env.bootstrap)?.port();
-            let bind = SocketAddr::from(([0, 0, 0, 0], port));
+            let bind = service_bind_addr(env)?;
             let s = Service::start(bind, env.size, env.secret.as_bytes())?;
-            addr = format!("127.0.0.1:{}", s.addr().port());
+            addr = if s.addr().ip().is_unspecified() {
+                format!("127.0.0.1:{}", s.addr().port())
+            } else {
+                s.addr().to_string()
+            };
             service = Some(s);
         }
         let mut b = Self::connect_to(&addr, env.rank, env.size, env.secret.as_bytes(), timeout)
@@ -69,7 +73,9 @@ impl Bootstrap {
         Ok(b)
     }
 
-    /// Connects to the service at `addr` ("host:port") as `rank` of `size`.
+    /// Connects to the service at `addr` ("host:port") as `rank` of `size`,
+    /// proving it holds `secret` by answering the service's challenge (the
+    /// secret itself is never sent).
     pub fn connect_to(
         addr: &str,
         rank: u32,
@@ -77,6 +83,9 @@ impl Bootstrap {
         secret: &[u8],
         timeout: Duration,
     ) -> Result<Bootstrap> {
+        if secret.is_empty() {
+            bail!("rank {rank} has no job secret to join the bootstrap service with (OVBENCH_SECRET is empty)");
+        }
         let deadline = Instant::now() + timeout;
         let candidates = resolve_all(addr)?;
         let (stream, sockaddr) = 'connected: loop {
@@ -110,14 +119,14 @@ impl Bootstrap {
             service: None,
             finished: false,
         };
-        let hello = Request::Hello {
-            rank,
-            size,
-            secret: secret.to_vec(),
+        let nonce = match b.call(&Request::Hello { rank, size }, Duration::ZERO)? {
+            Response::Challenge(nonce) => nonce,
+            other => return Err(unexpected(other, "hello")),
         };
-        match b.call(&hello, Duration::ZERO)? {
+        let mac = secret::proof(secret, &nonce, rank, size).to_vec();
+        match b.call(&Request::Proof { mac }, Duration::ZERO)? {
             Response::Ok => Ok(b),
-            other => Err(unexpected(other, "hello")),
+            other => Err(unexpected(other, "handshake")),
         }
     }
 
@@ -298,6 +307,22 @@ fn unexpected(resp: Response, what: &str) -> anyhow::Error {
         Response::Err(msg) => anyhow!("bootstrap {what} failed: {msg}"),
         other => anyhow!("bootstrap {what}: unexpected reply {other:?}"),
     }
+}
+
+/// Where a rank hosting the service (rank 0 under srun/mpirun) listens:
+/// loopback when the job's bootstrap address is a loopback one (the whole
+/// job is on this node), else every interface, since ranks on other hosts
+/// must reach it. This is the place a multi-host launcher would pick the
+/// interface the other hosts reach (e.g. the one `OVBENCH_BOOTSTRAP_HOST`
+/// names); the job secret's challenge–response guards it either way.
+pub fn service_bind_addr(env: &RankEnv) -> Result<SocketAddr> {
+    let addr = resolve(&env.bootstrap)?;
+    let ip = if addr.ip().is_loopback() {
+        addr.ip()
+    } else {
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+    };
+    Ok(SocketAddr::new(ip, addr.port()))
 }
 
 fn resolve(addr: &str) -> Result<SocketAddr> {
