@@ -343,3 +343,51 @@ fn resolve_all(addr: &str) -> Result<Vec<SocketAddr>> {
     all.sort_by_key(|a| !a.is_ipv4());
     Ok(all)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::role::JobSource;
+
+    fn env(bootstrap: &str) -> RankEnv {
+        RankEnv {
+            rank: 0,
+            size: 2,
+            local_rank: 0,
+            local_size: None,
+            bootstrap: bootstrap.into(),
+            secret: "s".into(),
+            cpu: None,
+            ncpus: None,
+            source: JobSource::Slurm,
+            hosts_service: true,
+            launcher_oversubscribed: false,
+            stderr_tty: None,
+        }
+    }
+
+    #[test]
+    fn the_hosting_rank_binds_loopback_unless_the_job_spans_hosts() {
+        // One node: the bootstrap address is loopback, and so is the bind.
+        let one = service_bind_addr(&env("127.0.0.1:41000")).unwrap();
+        assert_eq!(one, SocketAddr::from(([127, 0, 0, 1], 41000)));
+        assert!(service_bind_addr(&env("localhost:41000"))
+            .unwrap()
+            .ip()
+            .is_loopback());
+        // Ranks on other hosts connect to a routable address of rank 0's
+        // host: every interface, since which one they reach is unknown.
+        let many = service_bind_addr(&env("192.0.2.7:41000")).unwrap();
+        assert_eq!(many, SocketAddr::from(([0, 0, 0, 0], 41000)));
+    }
+
+    #[test]
+    fn a_hosting_rank_on_one_node_serves_on_loopback() {
+        let mut e = env("127.0.0.1:0");
+        e.size = 1;
+        let b = Bootstrap::connect(&e, Duration::from_secs(5)).unwrap();
+        let served = b.service.as_ref().unwrap().addr();
+        assert!(served.ip().is_loopback(), "{served}");
+        b.finish().unwrap();
+    }
+}
