@@ -8,7 +8,7 @@
 //! | `OVBENCH_RANK`, `OVBENCH_SIZE` | this rank and the number of ranks |
 //! | `OVBENCH_LOCAL_RANK`, `OVBENCH_LOCAL_SIZE` | the same among the ranks of this host |
 //! | `OVBENCH_BOOTSTRAP` | `host:port` of the bootstrap service |
-//! | `OVBENCH_SECRET` | the job secret every connection must present |
+//! | `OVBENCH_SECRET` | the job secret every connection must prove it holds (it is never sent) |
 //! | `OVBENCH_CPU` | the core this rank pins itself to |
 //! | `OVBENCH_NCPUS` | CPUs the launcher could use (for oversubscription) |
 //! | `OVBENCH_OVERSUBSCRIBED` | `1` when ranks plus progress threads exceed them |
