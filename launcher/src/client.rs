@@ -4,12 +4,13 @@
 //! answers a wait it cannot satisfy with an error that names the rank at
 //! fault, which this client passes on verbatim.
 
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
 use crate::role::RankEnv;
+use crate::secret;
 use crate::service::Service;
 use crate::wire::{
     read_frame, write_frame, CollKind, ReadError, Request, Response, MAX_KEY, MAX_RESPONSE,
@@ -51,10 +52,13 @@ impl Bootstrap {
         let mut service = None;
         let mut addr = env.bootstrap.clone();
         if env.hosts_service {
-            let port = resolve(&env.bootstrap)?.port();
-            let bind = SocketAddr::from(([0, 0, 0, 0], port));
+            let bind = service_bind_addr(env)?;
             let s = Service::start(bind, env.size, env.secret.as_bytes())?;
-            addr = format!("127.0.0.1:{}", s.addr().port());
+            addr = if s.addr().ip().is_unspecified() {
+                format!("127.0.0.1:{}", s.addr().port())
+            } else {
+                s.addr().to_string()
+            };
             service = Some(s);
         }
         let mut b = Self::connect_to(&addr, env.rank, env.size, env.secret.as_bytes(), timeout)
@@ -69,7 +73,9 @@ impl Bootstrap {
         Ok(b)
     }
 
-    /// Connects to the service at `addr` ("host:port") as `rank` of `size`.
+    /// Connects to the service at `addr` ("host:port") as `rank` of `size`,
+    /// proving it holds `secret` by answering the service's challenge (the
+    /// secret itself is never sent).
     pub fn connect_to(
         addr: &str,
         rank: u32,
@@ -77,6 +83,9 @@ impl Bootstrap {
         secret: &[u8],
         timeout: Duration,
     ) -> Result<Bootstrap> {
+        if secret.is_empty() {
+            bail!("rank {rank} has no job secret to join the bootstrap service with (OVBENCH_SECRET is empty)");
+        }
         let deadline = Instant::now() + timeout;
         let candidates = resolve_all(addr)?;
         let (stream, sockaddr) = 'connected: loop {
@@ -110,14 +119,14 @@ impl Bootstrap {
             service: None,
             finished: false,
         };
-        let hello = Request::Hello {
-            rank,
-            size,
-            secret: secret.to_vec(),
+        let nonce = match b.call(&Request::Hello { rank, size }, Duration::ZERO)? {
+            Response::Challenge(nonce) => nonce,
+            other => return Err(unexpected(other, "hello")),
         };
-        match b.call(&hello, Duration::ZERO)? {
+        let mac = secret::proof(secret, &nonce, rank, size).to_vec();
+        match b.call(&Request::Proof { mac }, Duration::ZERO)? {
             Response::Ok => Ok(b),
-            other => Err(unexpected(other, "hello")),
+            other => Err(unexpected(other, "handshake")),
         }
     }
 
@@ -300,6 +309,22 @@ fn unexpected(resp: Response, what: &str) -> anyhow::Error {
     }
 }
 
+/// Where a rank hosting the service (rank 0 under srun/mpirun) listens:
+/// loopback when the job's bootstrap address is a loopback one (the whole
+/// job is on this node), else every interface, since ranks on other hosts
+/// must reach it. This is the place a multi-host launcher would pick the
+/// interface the other hosts reach (e.g. the one `OVBENCH_BOOTSTRAP_HOST`
+/// names); the job secret's challenge–response guards it either way.
+pub fn service_bind_addr(env: &RankEnv) -> Result<SocketAddr> {
+    let addr = resolve(&env.bootstrap)?;
+    let ip = if addr.ip().is_loopback() {
+        addr.ip()
+    } else {
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+    };
+    Ok(SocketAddr::new(ip, addr.port()))
+}
+
 fn resolve(addr: &str) -> Result<SocketAddr> {
     Ok(resolve_all(addr)?[0])
 }
@@ -317,4 +342,52 @@ fn resolve_all(addr: &str) -> Result<Vec<SocketAddr>> {
     }
     all.sort_by_key(|a| !a.is_ipv4());
     Ok(all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::role::JobSource;
+
+    fn env(bootstrap: &str) -> RankEnv {
+        RankEnv {
+            rank: 0,
+            size: 2,
+            local_rank: 0,
+            local_size: None,
+            bootstrap: bootstrap.into(),
+            secret: "s".into(),
+            cpu: None,
+            ncpus: None,
+            source: JobSource::Slurm,
+            hosts_service: true,
+            launcher_oversubscribed: false,
+            stderr_tty: None,
+        }
+    }
+
+    #[test]
+    fn the_hosting_rank_binds_loopback_unless_the_job_spans_hosts() {
+        // One node: the bootstrap address is loopback, and so is the bind.
+        let one = service_bind_addr(&env("127.0.0.1:41000")).unwrap();
+        assert_eq!(one, SocketAddr::from(([127, 0, 0, 1], 41000)));
+        assert!(service_bind_addr(&env("localhost:41000"))
+            .unwrap()
+            .ip()
+            .is_loopback());
+        // Ranks on other hosts connect to a routable address of rank 0's
+        // host: every interface, since which one they reach is unknown.
+        let many = service_bind_addr(&env("192.0.2.7:41000")).unwrap();
+        assert_eq!(many, SocketAddr::from(([0, 0, 0, 0], 41000)));
+    }
+
+    #[test]
+    fn a_hosting_rank_on_one_node_serves_on_loopback() {
+        let mut e = env("127.0.0.1:0");
+        e.size = 1;
+        let b = Bootstrap::connect(&e, Duration::from_secs(5)).unwrap();
+        let served = b.service.as_ref().unwrap().addr();
+        assert!(served.ip().is_loopback(), "{served}");
+        b.finish().unwrap();
+    }
 }

@@ -8,7 +8,7 @@
 //! | `OVBENCH_RANK`, `OVBENCH_SIZE` | this rank and the number of ranks |
 //! | `OVBENCH_LOCAL_RANK`, `OVBENCH_LOCAL_SIZE` | the same among the ranks of this host |
 //! | `OVBENCH_BOOTSTRAP` | `host:port` of the bootstrap service |
-//! | `OVBENCH_SECRET` | the job secret every connection must present |
+//! | `OVBENCH_SECRET` | the job secret every connection must prove it holds (it is never sent) |
 //! | `OVBENCH_CPU` | the core this rank pins itself to |
 //! | `OVBENCH_NCPUS` | CPUs the launcher could use (for oversubscription) |
 //! | `OVBENCH_OVERSUBSCRIBED` | `1` when ranks plus progress threads exceed them |
@@ -62,7 +62,10 @@ impl JobSource {
 }
 
 /// A rank's identity and how to reach its job's bootstrap service.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Its `Debug` leaves the secret out, so no error or log line that prints
+/// a `RankEnv` can leak it.
+#[derive(Clone, PartialEq, Eq)]
 pub struct RankEnv {
     pub rank: u32,
     pub size: u32,
@@ -84,6 +87,25 @@ pub struct RankEnv {
     /// Whether stderr ends on a terminal, when the launcher says (a
     /// spawned rank's stderr is a pipe through the launcher).
     pub stderr_tty: Option<bool>,
+}
+
+impl std::fmt::Debug for RankEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RankEnv")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("local_rank", &self.local_rank)
+            .field("local_size", &self.local_size)
+            .field("bootstrap", &self.bootstrap)
+            .field("secret", &"(withheld)")
+            .field("cpu", &self.cpu)
+            .field("ncpus", &self.ncpus)
+            .field("source", &self.source)
+            .field("hosts_service", &self.hosts_service)
+            .field("launcher_oversubscribed", &self.launcher_oversubscribed)
+            .field("stderr_tty", &self.stderr_tty)
+            .finish()
+    }
 }
 
 impl RankEnv {
@@ -413,6 +435,8 @@ mod tests {
         assert_eq!((env.rank, env.size, env.cpu), (1, 3, Some(5)));
         assert!(env.oversubscribed(0));
         assert!(!env.hosts_service);
+        let shown = format!("{env:?} {:?}", Role::Rank(env.clone()));
+        assert!(!shown.contains("\"ab\""), "the secret leaks: {shown}");
         let bad = [("OVBENCH_RANK", "3"), ("OVBENCH_SIZE", "3")];
         assert!(role(&bad, None).is_err());
         let missing = [("OVBENCH_RANK", "0"), ("OVBENCH_SIZE", "3")];

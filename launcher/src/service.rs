@@ -1,7 +1,13 @@
 //! The bootstrap service: a key-value store with barrier and allgather for
 //! the ranks of one job, on a TCP socket guarded by the job's secret.
 //!
-//! The launcher runs it on loopback; under srun/mpirun rank 0 runs it. One
+//! A connection is served only once it has answered a fresh challenge with
+//! an HMAC of the secret (see [`crate::wire`]); the secret itself never
+//! crosses the socket.
+//!
+//! The launcher runs it on loopback; under srun/mpirun rank 0 runs it, on
+//! loopback too when the whole job is on its node (see
+//! [`crate::client::service_bind_addr`]). One
 //! thread accepts, one thread serves each rank. A rank whose connection
 //! drops without a goodbye is recorded as dead, and everyone waiting on the
 //! service gets an error naming it instead of waiting out the deadline.
@@ -17,12 +23,13 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
+use crate::secret;
 use crate::wire::{
-    read_frame, secrets_equal, write_frame, CollKind, ReadError, Request, Response, MAX_RANKS,
-    MAX_REQUEST,
+    read_frame, write_frame, CollKind, ReadError, Request, Response, MAX_RANKS, MAX_REQUEST,
 };
 
-/// How long a new connection has to present the secret.
+/// How long a new connection has for its whole handshake (hello, then the
+/// answer to the challenge).
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often blocked threads look at the stop flag.
 const TICK: Duration = Duration::from_millis(100);
@@ -92,10 +99,17 @@ impl std::fmt::Debug for Service {
 
 impl Service {
     /// Binds `bind` (port 0 for an ephemeral one) and serves a job of
-    /// `size` ranks that must present `secret`.
+    /// `size` ranks that must prove they hold `secret`.
+    ///
+    /// `bind` should be loopback unless ranks on other hosts must reach
+    /// it: the local launcher passes 127.0.0.1, a hosting rank under
+    /// srun/mpirun [`crate::client::service_bind_addr`].
     pub fn start(bind: SocketAddr, size: u32, secret: &[u8]) -> Result<Service> {
         if size == 0 || size > MAX_RANKS {
             bail!("a job needs between 1 and {MAX_RANKS} ranks, not {size}");
+        }
+        if secret.is_empty() {
+            bail!("the bootstrap service needs a non-empty job secret");
         }
         let listener = TcpListener::bind(bind).with_context(|| {
             format!("cannot open the bootstrap service on {bind}; if the port is taken, set OVBENCH_BOOTSTRAP=host:port to another one")
@@ -205,7 +219,7 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-/// Serves one connection: the secret first, then requests until goodbye.
+/// Serves one connection: the handshake first, then requests until goodbye.
 fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
     if stream.set_nonblocking(false).is_err()
         || stream.set_read_timeout(Some(TICK)).is_err()
@@ -248,35 +262,12 @@ fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
     }
 }
 
-/// Checks the hello; answers it and returns the rank, or refuses.
+/// Runs the challenge–response: reads the hello, sends a fresh nonce,
+/// checks the answer, and returns the rank, or refuses with an error frame
+/// saying why. The whole exchange must finish within [`HELLO_TIMEOUT`].
 fn handshake(stream: &mut TcpStream, shared: &Shared) -> Option<u32> {
     let deadline = Instant::now() + HELLO_TIMEOUT;
-    let body = read_frame(stream, MAX_REQUEST, Some(deadline), Some(&shared.stop)).ok()?;
-    let verdict = match Request::decode(&body) {
-        Ok(Request::Hello { rank, size, secret }) => {
-            if !secrets_equal(&secret, &shared.secret) {
-                Err("wrong job secret: this service belongs to another ovbench job".to_string())
-            } else if size != shared.size {
-                Err(format!(
-                    "this job has {} ranks, the client believes {size}",
-                    shared.size
-                ))
-            } else if rank >= size {
-                Err(format!("rank {rank} out of range for {size} ranks"))
-            } else {
-                let mut st = shared.lock();
-                let p = &mut st.presence[rank as usize];
-                if *p == Presence::NotYet {
-                    *p = Presence::Connected;
-                    Ok(rank)
-                } else {
-                    Err(format!("rank {rank} has already connected once"))
-                }
-            }
-        }
-        Ok(_) => Err("the first request must be a hello with the job secret".into()),
-        Err(e) => Err(format!("bad hello: {e:#}")),
-    };
+    let verdict = check_peer(stream, shared, deadline);
     match verdict {
         Ok(rank) => {
             if write_frame(stream, &Response::Ok.encode()).is_err() {
@@ -285,10 +276,97 @@ fn handshake(stream: &mut TcpStream, shared: &Shared) -> Option<u32> {
             }
             Some(rank)
         }
-        Err(msg) => {
+        Err(Refusal::Silent) => None,
+        Err(Refusal::Say(msg)) => {
             let _ = write_frame(stream, &Response::Err(msg).encode());
             None
         }
+    }
+}
+
+/// Why a connection is not admitted.
+enum Refusal {
+    /// Closed, timed out or the service is stopping: nobody to tell.
+    Silent,
+    /// Answer with this error.
+    Say(String),
+}
+
+impl From<String> for Refusal {
+    fn from(msg: String) -> Refusal {
+        Refusal::Say(msg)
+    }
+}
+
+fn read_request(
+    stream: &mut TcpStream,
+    shared: &Shared,
+    deadline: Instant,
+    what: &str,
+) -> Result<Request, Refusal> {
+    let body = match read_frame(stream, MAX_REQUEST, Some(deadline), Some(&shared.stop)) {
+        Ok(b) => b,
+        Err(ReadError::TimedOut) => {
+            return Err(Refusal::Say(format!(
+                "no {what} within {} s of connecting",
+                HELLO_TIMEOUT.as_secs()
+            )))
+        }
+        Err(ReadError::Closed | ReadError::Stopped) => return Err(Refusal::Silent),
+        Err(ReadError::Other(e)) => return Err(Refusal::Say(format!("bad {what}: {e:#}"))),
+    };
+    Request::decode(&body).map_err(|e| Refusal::Say(format!("bad {what}: {e:#}")))
+}
+
+/// The handshake up to the verdict; the secret is checked before anything
+/// else about the rank is believed or told.
+fn check_peer(stream: &mut TcpStream, shared: &Shared, deadline: Instant) -> Result<u32, Refusal> {
+    let (rank, size) = match read_request(stream, shared, deadline, "hello")? {
+        Request::Hello { rank, size } => (rank, size),
+        _ => {
+            return Err("the first request must be a hello (rank and job size)"
+                .to_string()
+                .into())
+        }
+    };
+    let nonce =
+        secret::nonce().map_err(|e| format!("the service cannot make a challenge: {e:#}"))?;
+    write_frame(stream, &Response::Challenge(nonce).encode()).map_err(|_| Refusal::Silent)?;
+    let mac = match read_request(stream, shared, deadline, "answer to the challenge")? {
+        Request::Proof { mac } => mac,
+        _ => {
+            return Err(format!(
+                "rank {rank}: missing proof of the job secret: the request after the hello must answer the challenge"
+            )
+            .into())
+        }
+    };
+    if mac.is_empty() {
+        return Err(format!("rank {rank}: missing job secret: the rank has none to prove").into());
+    }
+    if !secret::verify(&shared.secret, &nonce, rank, size, &mac) {
+        return Err(format!(
+            "rank {rank}: wrong job secret: the answer to this connection's challenge does not match (this service belongs to another ovbench job, or the answer was replayed from another connection)"
+        )
+        .into());
+    }
+    if size != shared.size {
+        return Err(format!(
+            "this job has {} ranks, the client believes {size}",
+            shared.size
+        )
+        .into());
+    }
+    if rank >= size {
+        return Err(format!("rank {rank} out of range for {size} ranks").into());
+    }
+    let mut st = shared.lock();
+    let p = &mut st.presence[rank as usize];
+    if *p == Presence::NotYet {
+        *p = Presence::Connected;
+        Ok(rank)
+    } else {
+        Err(format!("rank {rank} has already connected once").into())
     }
 }
 
@@ -339,7 +417,9 @@ fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
             shared.cv.notify_all();
             Response::Ok
         }
-        Request::Hello { .. } => Response::Err(format!("rank {rank}: hello sent twice")),
+        Request::Hello { .. } | Request::Proof { .. } => Response::Err(format!(
+            "rank {rank}: handshake request after the handshake"
+        )),
     }
 }
 

@@ -92,6 +92,7 @@ pub fn launch_local(np: u32, args: &[OsString], opts: &LaunchOptions) -> Result<
         .context("signalfd")?;
 
     let secret = crate::secret::generate()?;
+    // Every rank is on this host: the service listens on loopback only.
     let service = Service::start(([127, 0, 0, 1], 0).into(), np, secret.as_bytes())?;
     let plan = plan_pinning(np);
     if opts.pin {

@@ -3,7 +3,21 @@
 //! A frame is a little-endian `u32` body length followed by the body; the
 //! body's first byte says what it is. Every field is bounds-checked on
 //! arrival — a frame from the wire is never trusted, even after the secret
-//! was presented — and a bad frame is an error, never a panic.
+//! was proven — and a bad frame is an error, never a panic.
+//!
+//! A connection opens with a challenge–response that proves the rank holds
+//! the job secret without sending it (version 2; version 1 sent the secret
+//! itself):
+//!
+//! 1. rank → service: `Hello { magic "OVBS", version, rank, size }`;
+//! 2. service → rank: `Challenge { nonce }`, 32 fresh random bytes;
+//! 3. rank → service: `Proof { mac }`, HMAC-SHA256 keyed with the secret
+//!    over the nonce, the rank and the size (see [`crate::secret::proof`]);
+//! 4. service → rank: `Ok`, or `Err` saying what was wrong.
+//!
+//! The magic and version come first in the hello, where version 1 had
+//! them too, so either side of a version mismatch gets an error frame
+//! naming both versions instead of a hang.
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -14,15 +28,18 @@ use anyhow::{bail, Context, Result};
 
 /// Identifies an ovbench bootstrap connection ("OVBS").
 pub const MAGIC: [u8; 4] = *b"OVBS";
-/// Bumped whenever the frame layout changes.
-pub const VERSION: u16 = 1;
+/// Bumped whenever the frame layout changes (2: challenge–response
+/// instead of the secret in the hello).
+pub const VERSION: u16 = 2;
+/// Bytes of the service's challenge.
+pub const NONCE_LEN: usize = 32;
+/// Bytes of a rank's proof (an HMAC-SHA256 tag).
+pub const PROOF_LEN: usize = 32;
 /// Longest key a rank may store.
 pub const MAX_KEY: usize = 256;
 /// Largest value a rank may store or contribute to a collective.
 /// Transport addresses are tens to hundreds of bytes; 64 KiB leaves room.
 pub const MAX_VALUE: usize = 64 * 1024;
-/// Longest secret accepted in a hello.
-pub const MAX_SECRET: usize = 256;
 /// Most ranks one job may have.
 pub const MAX_RANKS: u32 = 1 << 20;
 /// Largest frame a client may send: a value plus its key and header fields.
@@ -46,7 +63,12 @@ pub enum Request {
     Hello {
         rank: u32,
         size: u32,
-        secret: Vec<u8>,
+    },
+    /// The answer to the service's challenge. Empty means the rank has no
+    /// secret to prove (refused as such); any other length but
+    /// [`PROOF_LEN`] is a malformed frame.
+    Proof {
+        mac: Vec<u8>,
     },
     Put {
         key: String,
@@ -68,6 +90,8 @@ pub enum Request {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Response {
     Ok,
+    /// The nonce a connecting rank must answer with a [`Request::Proof`].
+    Challenge([u8; NONCE_LEN]),
     Value(Vec<u8>),
     Gathered(Vec<Vec<u8>>),
     Err(String),
@@ -78,23 +102,28 @@ const PUT: u8 = 2;
 const GET: u8 = 3;
 const COLLECTIVE: u8 = 4;
 const BYE: u8 = 5;
+const PROOF: u8 = 6;
 const OK: u8 = 0x80;
 const VALUE: u8 = 0x81;
 const GATHERED: u8 = 0x82;
 const ERR: u8 = 0x83;
+const CHALLENGE: u8 = 0x84;
 
 impl Request {
     /// The frame body (without the length prefix).
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::new();
         match self {
-            Request::Hello { rank, size, secret } => {
+            Request::Hello { rank, size } => {
                 b.push(HELLO);
                 b.extend_from_slice(&MAGIC);
                 b.extend_from_slice(&VERSION.to_le_bytes());
                 b.extend_from_slice(&rank.to_le_bytes());
                 b.extend_from_slice(&size.to_le_bytes());
-                put_bytes16(&mut b, secret);
+            }
+            Request::Proof { mac } => {
+                b.push(PROOF);
+                put_bytes16(&mut b, mac);
             }
             Request::Put { key, value } => {
                 b.push(PUT);
@@ -135,8 +164,17 @@ impl Request {
                 }
                 let rank = c.u32()?;
                 let size = c.u32()?;
-                let secret = c.bytes16(MAX_SECRET)?.to_vec();
-                Request::Hello { rank, size, secret }
+                Request::Hello { rank, size }
+            }
+            PROOF => {
+                let mac = c.bytes16(PROOF_LEN)?.to_vec();
+                if !mac.is_empty() && mac.len() != PROOF_LEN {
+                    bail!(
+                        "a proof of the job secret is {PROOF_LEN} bytes, not {}",
+                        mac.len()
+                    );
+                }
+                Request::Proof { mac }
             }
             PUT => {
                 let key = c.key()?;
@@ -176,6 +214,10 @@ impl Response {
         let mut b = Vec::new();
         match self {
             Response::Ok => b.push(OK),
+            Response::Challenge(nonce) => {
+                b.push(CHALLENGE);
+                b.extend_from_slice(nonce);
+            }
             Response::Value(v) => {
                 b.push(VALUE);
                 put_bytes32(&mut b, v);
@@ -200,6 +242,11 @@ impl Response {
         let mut c = Cursor { buf: body, pos: 0 };
         let resp = match c.u8()? {
             OK => Response::Ok,
+            CHALLENGE => {
+                let mut nonce = [0u8; NONCE_LEN];
+                nonce.copy_from_slice(c.take(NONCE_LEN)?);
+                Response::Challenge(nonce)
+            }
             VALUE => Response::Value(c.bytes32(MAX_VALUE)?.to_vec()),
             GATHERED => {
                 let n = c.u32()?;
@@ -379,15 +426,6 @@ fn fill(
     Ok(())
 }
 
-/// Compares two secrets in time independent of where they differ.
-pub fn secrets_equal(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
-    std::hint::black_box(diff) == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,11 +433,11 @@ mod tests {
     #[test]
     fn requests_round_trip() {
         let reqs = [
-            Request::Hello {
-                rank: 3,
-                size: 8,
-                secret: b"abc".to_vec(),
+            Request::Hello { rank: 3, size: 8 },
+            Request::Proof {
+                mac: vec![5; PROOF_LEN],
             },
+            Request::Proof { mac: vec![] },
             Request::Put {
                 key: "addr/3".into(),
                 value: vec![1, 2, 3],
@@ -424,6 +462,7 @@ mod tests {
     fn responses_round_trip() {
         let resps = [
             Response::Ok,
+            Response::Challenge([7; NONCE_LEN]),
             Response::Value(vec![9; 10]),
             Response::Gathered(vec![vec![], vec![1], vec![2, 2]]),
             Response::Err("rank 2 died".into()),
@@ -448,23 +487,27 @@ mod tests {
         let mut huge = vec![PUT, 1, 0, b'k'];
         huge.extend_from_slice(&((MAX_VALUE as u32) + 1).to_le_bytes());
         assert!(Request::decode(&huge).is_err());
-        let mut hello = Request::Hello {
-            rank: 0,
-            size: 1,
-            secret: vec![],
-        }
-        .encode();
+        let mut hello = Request::Hello { rank: 0, size: 1 }.encode();
         hello[1] = b'X';
         assert!(Request::decode(&hello).is_err());
         assert!(Request::decode(&[0x42]).is_err());
         assert!(Request::decode(&[]).is_err());
         assert!(Response::decode(&[GATHERED, 0xff, 0xff, 0xff, 0xff]).is_err());
+        // A proof of the wrong length, a short challenge.
+        let short = Request::Proof { mac: vec![1; 31] }.encode();
+        assert!(Request::decode(&short).is_err());
+        assert!(Response::decode(&[CHALLENGE, 1, 2, 3]).is_err());
     }
 
     #[test]
-    fn secret_comparison() {
-        assert!(secrets_equal(b"abcd", b"abcd"));
-        assert!(!secrets_equal(b"abcd", b"abce"));
-        assert!(!secrets_equal(b"abcd", b"abc"));
+    fn an_older_hello_names_both_versions() {
+        // Version 1's hello: magic, version, rank, size, then the secret.
+        let mut v1 = vec![HELLO];
+        v1.extend_from_slice(&MAGIC);
+        v1.extend_from_slice(&1u16.to_le_bytes());
+        v1.extend_from_slice(&[0; 8]);
+        v1.extend_from_slice(&[2, 0, b'a', b'b']);
+        let e = format!("{:#}", Request::decode(&v1).unwrap_err());
+        assert!(e.contains("version 1") && e.contains("speaks 2"), "{e}");
     }
 }

@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 
 use super::Service;
 use crate::client::Bootstrap;
-use crate::wire::{Request, MAX_REQUEST};
+use crate::secret::proof;
+use crate::wire::{
+    read_frame, write_frame, Request, Response, MAX_REQUEST, MAX_RESPONSE, NONCE_LEN,
+};
 
 const SECRET: &[u8] = b"0123456789abcdef";
 
@@ -19,6 +22,42 @@ fn start(size: u32) -> (Service, String) {
 
 fn join(addr: &str, rank: u32, size: u32, timeout: Duration) -> Bootstrap {
     Bootstrap::connect_to(addr, rank, size, SECRET, timeout).unwrap()
+}
+
+fn send(raw: &mut TcpStream, req: &Request) {
+    write_frame(raw, &req.encode()).unwrap();
+}
+
+fn recv(raw: &mut TcpStream) -> Response {
+    raw.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let body = read_frame(raw, MAX_RESPONSE, Some(deadline), None)
+        .unwrap_or_else(|e| panic!("no reply from the service: {e:?}"));
+    Response::decode(&body).unwrap()
+}
+
+/// A raw connection that has said hello as `rank` of `size`, and the
+/// challenge the service answered with.
+fn hello(addr: &str, rank: u32, size: u32) -> (TcpStream, [u8; NONCE_LEN]) {
+    let mut raw = TcpStream::connect(addr).unwrap();
+    send(&mut raw, &Request::Hello { rank, size });
+    match recv(&mut raw) {
+        Response::Challenge(nonce) => (raw, nonce),
+        other => panic!("expected a challenge, got {other:?}"),
+    }
+}
+
+/// The error a refused raw connection gets, after which it is closed.
+fn refusal(raw: &mut TcpStream) -> String {
+    let Response::Err(msg) = recv(raw) else {
+        panic!("the service did not refuse")
+    };
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut rest = Vec::new();
+    raw.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "more after the refusal: {rest:?}");
+    msg
 }
 
 /// Runs `f` as every rank of a `size`-rank job, each on its own thread.
@@ -92,6 +131,127 @@ fn wrong_secret_is_refused() {
 }
 
 #[test]
+fn the_secret_is_proven_never_sent() {
+    // What a rank sends on the wire: the hello and the proof, neither of
+    // which holds the secret (a packet capture learns nothing to reuse).
+    let (_s, addr) = start(1);
+    let (mut raw, nonce) = hello(&addr, 0, 1);
+    let hello_frame = Request::Hello { rank: 0, size: 1 }.encode();
+    let mac = proof(SECRET, &nonce, 0, 1).to_vec();
+    let proof_frame = Request::Proof { mac: mac.clone() }.encode();
+    for frame in [&hello_frame, &proof_frame] {
+        assert!(!frame.windows(SECRET.len()).any(|w| w == SECRET));
+    }
+    send(&mut raw, &Request::Proof { mac });
+    assert_eq!(recv(&mut raw), Response::Ok);
+    // Each connection gets its own challenge.
+    let (_raw2, nonce2) = hello(&addr, 0, 1);
+    assert_ne!(nonce, nonce2);
+}
+
+#[test]
+fn a_wrong_secret_is_refused_and_takes_no_place() {
+    let (_s, addr) = start(2);
+    let (mut raw, nonce) = hello(&addr, 1, 2);
+    let mac = proof(b"another job's secret", &nonce, 1, 2).to_vec();
+    send(&mut raw, &Request::Proof { mac });
+    let e = refusal(&mut raw);
+    assert!(e.contains("rank 1: wrong job secret"), "{e}");
+    // The real rank 1 still joins.
+    join(&addr, 1, 2, Duration::from_secs(2));
+}
+
+#[test]
+fn a_missing_secret_is_refused() {
+    let (_s, addr) = start(2);
+    // An empty proof: the rank has no secret.
+    let (mut raw, _) = hello(&addr, 0, 2);
+    send(&mut raw, &Request::Proof { mac: Vec::new() });
+    let e = refusal(&mut raw);
+    assert!(e.contains("rank 0: missing job secret"), "{e}");
+    // Skipping the answer to go straight to work.
+    let (mut raw, _) = hello(&addr, 0, 2);
+    send(
+        &mut raw,
+        &Request::Put {
+            key: "k".into(),
+            value: vec![1],
+        },
+    );
+    let e = refusal(&mut raw);
+    assert!(e.contains("rank 0: missing proof of the job secret"), "{e}");
+    // The client itself will not try without one.
+    let e = Bootstrap::connect_to(&addr, 0, 2, b"", Duration::from_secs(2)).unwrap_err();
+    assert!(format!("{e:#}").contains("no job secret"), "{e:#}");
+    // None of these took rank 0's place.
+    join(&addr, 0, 2, Duration::from_secs(2));
+}
+
+#[test]
+fn a_replayed_answer_is_refused() {
+    let (_s, addr) = start(2);
+    // A valid answer recorded on one connection (whose rank never joins)…
+    let (first, nonce) = hello(&addr, 0, 2);
+    let recorded = proof(SECRET, &nonce, 0, 2).to_vec();
+    drop(first);
+    // …does not admit another connection: its challenge differs.
+    let (mut raw, nonce2) = hello(&addr, 0, 2);
+    assert_ne!(nonce, nonce2);
+    send(
+        &mut raw,
+        &Request::Proof {
+            mac: recorded.clone(),
+        },
+    );
+    let e = refusal(&mut raw);
+    assert!(e.contains("rank 0: wrong job secret"), "{e}");
+    assert!(e.contains("replayed"), "{e}");
+    // Nor does rank 1's answer on its own connection admit rank 0: the
+    // rank is hashed, so an answer cannot be moved to another rank.
+    let (mut raw, nonce3) = hello(&addr, 0, 2);
+    let rank1 = proof(SECRET, &nonce3, 1, 2).to_vec();
+    send(&mut raw, &Request::Proof { mac: rank1 });
+    let e = refusal(&mut raw);
+    assert!(e.contains("wrong job secret"), "{e}");
+    // Rank 0 proper still joins.
+    join(&addr, 0, 2, Duration::from_secs(2));
+}
+
+#[test]
+fn an_older_rank_is_told_the_versions_not_left_hanging() {
+    let (_s, addr) = start(2);
+    // Version 1's hello carried the secret itself after rank and size.
+    let mut v1 = vec![1u8];
+    v1.extend_from_slice(b"OVBS");
+    v1.extend_from_slice(&1u16.to_le_bytes());
+    v1.extend_from_slice(&0u32.to_le_bytes());
+    v1.extend_from_slice(&2u32.to_le_bytes());
+    v1.extend_from_slice(&(SECRET.len() as u16).to_le_bytes());
+    v1.extend_from_slice(SECRET);
+    let mut raw = TcpStream::connect(&addr).unwrap();
+    write_frame(&mut raw, &v1).unwrap();
+    let t = Instant::now();
+    let e = refusal(&mut raw);
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert!(
+        e.contains("protocol version 1, this service speaks 2")
+            && e.contains("same ovbench binary"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_silent_connection_is_dropped_at_the_handshake_deadline() {
+    let (_s, addr) = start(1);
+    // Says hello, never answers the challenge.
+    let (mut raw, _) = hello(&addr, 0, 1);
+    let t = Instant::now();
+    let e = refusal(&mut raw);
+    assert!(e.contains("no answer to the challenge within"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+}
+
+#[test]
 fn garbage_before_the_secret_is_dropped() {
     let (_s, addr) = start(1);
     let mut raw = TcpStream::connect(&addr).unwrap();
@@ -106,15 +266,10 @@ fn garbage_before_the_secret_is_dropped() {
 #[test]
 fn oversized_frame_is_refused_and_the_rank_reported() {
     let (service, addr) = start(2);
-    let mut raw = TcpStream::connect(&addr).unwrap();
-    let hello = Request::Hello {
-        rank: 1,
-        size: 2,
-        secret: SECRET.to_vec(),
-    }
-    .encode();
-    raw.write_all(&(hello.len() as u32).to_le_bytes()).unwrap();
-    raw.write_all(&hello).unwrap();
+    let (mut raw, nonce) = hello(&addr, 1, 2);
+    let mac = proof(SECRET, &nonce, 1, 2).to_vec();
+    send(&mut raw, &Request::Proof { mac });
+    assert_eq!(recv(&mut raw), Response::Ok);
     raw.write_all(&((MAX_REQUEST as u32) + 1).to_le_bytes())
         .unwrap();
     raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
