@@ -122,7 +122,12 @@ impl TcpTransport {
             Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)
                 .map_err(|e| TransportError::io("creating an epoll instance", e.into()))?,
         );
-        let engine = Engine::new(rank, size, opts.eager_buf_size, epoll.clone());
+        #[allow(unused_mut)]
+        let mut engine = Engine::new(rank, size, opts.eager_buf_size, epoll.clone());
+        #[cfg(feature = "fault-inject")]
+        {
+            engine.fault = crate::fault::Fault::from_env(rank)?;
+        }
         Ok(TcpTransport {
             rank,
             size,
@@ -228,6 +233,11 @@ impl TcpTransport {
             TxData::Region(local)
         } else {
             TxData::None
+        };
+        #[cfg(feature = "fault-inject")]
+        let data = {
+            let e = &mut *g;
+            crate::fault::apply(&mut e.fault, &e.mem, data, 0)
         };
         g.enqueue(peer, TxItem::new(h, data, None));
         Ok(())
@@ -372,10 +382,13 @@ impl Transport for TcpTransport {
         }
         let mut h = Header::new(Kind::Msg);
         h.len = total as u64;
-        g.enqueue(
-            peer,
-            TxItem::new(h, TxData::Owned(data), Some(Completion::Send { ctx })),
-        );
+        let data = TxData::Owned(data);
+        #[cfg(feature = "fault-inject")]
+        let data = {
+            let e = &mut *g;
+            crate::fault::apply(&mut e.fault, &e.mem, data, header.len())
+        };
+        g.enqueue(peer, TxItem::new(h, data, Some(Completion::Send { ctx })));
         Ok(())
     }
 
