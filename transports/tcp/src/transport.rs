@@ -122,12 +122,14 @@ impl TcpTransport {
             Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)
                 .map_err(|e| TransportError::io("creating an epoll instance", e.into()))?,
         );
-        #[allow(unused_mut)]
-        let mut engine = Engine::new(rank, size, opts.eager_buf_size, epoll.clone());
+        let engine = Engine::new(rank, size, opts.eager_buf_size, epoll.clone());
+        // The test hook, armed by OVBENCH_TCP_CORRUPT (test builds only).
         #[cfg(feature = "fault-inject")]
-        {
-            engine.fault = crate::fault::Fault::from_env(rank)?;
-        }
+        let engine = {
+            let mut e = engine;
+            e.fault = crate::fault::Fault::from_env(rank)?;
+            e
+        };
         Ok(TcpTransport {
             rank,
             size,
