@@ -3,6 +3,8 @@
 //! --op read` the whole read operation, as ib_read_lat times it. Each
 //! iteration's tick difference goes into a pre-allocated array; the
 //! histogram is built afterwards. Other ranks only join the barriers.
+//! `--verify` checks the last timed message, then every message of an
+//! untimed pass of min(iters, 1000) iterations (`verify.rs`).
 
 use anyhow::{bail, Result};
 use clap::Args;
@@ -11,7 +13,7 @@ use serde_json::{json, Value};
 use ovbench_core::Buf;
 
 use super::instrumented;
-use super::pingpong::{pingpong, PingPong};
+use super::pingpong::{pingpong, verify_pass, PingPong};
 use super::rankreport::{collect, deposit, round2, row_fields, CpuTotals, Meter};
 use super::verify;
 use super::{data_tag, BenchCtx, Counts, SweepArgs, HUGE, LARGE};
@@ -143,10 +145,19 @@ fn one_size(
     let scale = if read { ns_per_tick } else { ns_per_tick / 2.0 };
     let ns: Vec<f64> = ticks.iter().map(|&t| t as f64 * scale).collect();
     let mut report = meter.finish(cx.comm, 0.0);
-    // Under raw read only rank 0 receives (rank 1's buffer is read).
-    if verify && (rank == 0 || (rank == 1 && !read)) {
+    if verify {
+        // Under raw read only rank 0 receives (rank 1's buffer is read).
+        let receives = rank == 0 || (rank == 1 && !read);
         let checked = len - cx.marker_bytes().min(len);
-        verify::check(cx.comm, rbuf, len, 1 - rank, checked)?;
+        if receives {
+            let last = verify::Which::LastTimed(counts.iters);
+            verify::check(cx.comm, rbuf, len, 1 - rank, checked, last)?;
+            verify::clear_first(cx.comm, rbuf, checked)?;
+        }
+        // Every receive buffer is clear before the first message of the pass.
+        cx.comm.barrier()?;
+        let v = verify::pass_len(counts.iters);
+        verify_pass(cx.comm, pp, v, checked)?;
     }
     let summary = Summary::of(&ns, DEFAULT_LEVEL);
     if cx.instrument {

@@ -5,7 +5,8 @@
 //!
 //! Each size runs outside-the-loop setup (verify patterns, a barrier),
 //! the timed loop storing raw timestamps into a pre-allocated array, then
-//! analysis, verification and the per-rank report gathered to rank 0.
+//! analysis, verification (with `--verify`, an untimed pass checking each
+//! message: `verify.rs`) and the per-rank report gathered to rank 0.
 
 mod instrumented;
 pub mod latency;
@@ -50,7 +51,7 @@ pub struct SweepArgs {
     /// Untimed iterations before the timed ones (default: by size).
     #[arg(long)]
     pub warmup: Option<u64>,
-    /// Check every received byte after each size (outside the timed region).
+    /// Check received bytes outside the timed region: after each size's timed loop, the last timed message, then an untimed pass of min(iters, 1000) messages (bw, msgrate, bibw: min(iters × window, 1000)), each checked before the next arrives; a mismatch names the size, the iteration and the offset, and exits 1.
     #[arg(long)]
     pub verify: bool,
 }

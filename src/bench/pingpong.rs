@@ -1,9 +1,11 @@
 //! One size's ping-pong (or raw read) loop, stamped with the
 //! communicator's clock: the timed core of `latency` and of its
-//! `--instrument` pass.
+//! `--instrument` pass, and `--verify`'s untimed pass.
 
 use anyhow::Result;
 use ovbench_core::{Buf, Communicator};
+
+use super::verify::{self, Which};
 
 /// The buffers and tag of one size's ping-pong.
 #[derive(Clone, Copy, Debug)]
@@ -84,6 +86,61 @@ pub(crate) fn pingpong(
             // The read's target: announce the buffer, then serve reads
             // (progress) until rank 0 is done, in the caller's barrier.
             for _ in 0..n {
+                comm.send(sbuf, 0, len, 0, tag)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// `--verify`'s pass (see [`super::verify`]): `v` untimed iterations of
+/// the same exchange in which every received message's first `checked`
+/// bytes are checked, then zeroed, before the peer may send the next one
+/// (it waits for this rank's reply, or for nothing under raw read, where
+/// only rank 0 receives and each read is its own request). The receive
+/// buffer must be cleared, and every rank past a barrier, before it starts.
+pub(crate) fn verify_pass(
+    comm: &mut dyn Communicator,
+    pp: PingPong,
+    v: usize,
+    checked: usize,
+) -> Result<()> {
+    let PingPong {
+        len,
+        tag,
+        sbuf,
+        rbuf,
+        ..
+    } = pp;
+    let look = |comm: &mut dyn Communicator, i: usize, sender| -> Result<()> {
+        let which = Which::Pass { i: i + 1, of: v };
+        verify::check(comm, rbuf, len, sender, checked, which)?;
+        verify::clear_first(comm, rbuf, checked)
+    };
+    match (comm.rank(), pp.read) {
+        (0, false) => {
+            for i in 0..v {
+                comm.send(sbuf, 0, len, 1, tag)?;
+                comm.recv(rbuf, 0, len, Some(1), Some(tag))?;
+                look(comm, i, 1)?;
+            }
+        }
+        (1, false) => {
+            for i in 0..v {
+                comm.recv(rbuf, 0, len, Some(0), Some(tag))?;
+                look(comm, i, 0)?;
+                comm.send(sbuf, 0, len, 0, tag)?;
+            }
+        }
+        (0, true) => {
+            for i in 0..v {
+                comm.recv(rbuf, 0, len, Some(1), Some(tag))?;
+                look(comm, i, 1)?;
+            }
+        }
+        (1, true) => {
+            for _ in 0..v {
                 comm.send(sbuf, 0, len, 0, tag)?;
             }
         }

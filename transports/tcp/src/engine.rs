@@ -62,6 +62,9 @@ pub struct Engine {
     /// Recycled receive buffers.
     pub pool: Vec<Vec<u8>>,
     pub epoll: Arc<Epoll>,
+    /// The armed test hook (`OVBENCH_TCP_CORRUPT`), test builds only.
+    #[cfg(feature = "fault-inject")]
+    pub fault: Option<crate::fault::Fault>,
 }
 
 impl Engine {
@@ -77,6 +80,8 @@ impl Engine {
             next_id: 1,
             pool: Vec::new(),
             epoll,
+            #[cfg(feature = "fault-inject")]
+            fault: None,
         }
     }
 

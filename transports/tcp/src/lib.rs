@@ -31,6 +31,8 @@
 //! ```
 
 mod engine;
+#[cfg(feature = "fault-inject")]
+mod fault;
 mod loopback;
 mod memory;
 mod mesh;

@@ -312,6 +312,8 @@ impl Engine {
                         TxData::None
                     }
                 };
+                #[cfg(feature = "fault-inject")]
+                let data = crate::fault::apply(&mut self.fault, &self.mem, data, 0);
                 self.enqueue(peer, TxItem::new(resp, data, None));
                 Ok(State::Header)
             }

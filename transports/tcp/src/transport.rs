@@ -123,6 +123,13 @@ impl TcpTransport {
                 .map_err(|e| TransportError::io("creating an epoll instance", e.into()))?,
         );
         let engine = Engine::new(rank, size, opts.eager_buf_size, epoll.clone());
+        // The test hook, armed by OVBENCH_TCP_CORRUPT (test builds only).
+        #[cfg(feature = "fault-inject")]
+        let engine = {
+            let mut e = engine;
+            e.fault = crate::fault::Fault::from_env(rank)?;
+            e
+        };
         Ok(TcpTransport {
             rank,
             size,
@@ -228,6 +235,11 @@ impl TcpTransport {
             TxData::Region(local)
         } else {
             TxData::None
+        };
+        #[cfg(feature = "fault-inject")]
+        let data = {
+            let e = &mut *g;
+            crate::fault::apply(&mut e.fault, &e.mem, data, 0)
         };
         g.enqueue(peer, TxItem::new(h, data, None));
         Ok(())
@@ -372,10 +384,13 @@ impl Transport for TcpTransport {
         }
         let mut h = Header::new(Kind::Msg);
         h.len = total as u64;
-        g.enqueue(
-            peer,
-            TxItem::new(h, TxData::Owned(data), Some(Completion::Send { ctx })),
-        );
+        let data = TxData::Owned(data);
+        #[cfg(feature = "fault-inject")]
+        let data = {
+            let e = &mut *g;
+            crate::fault::apply(&mut e.fault, &e.mem, data, header.len())
+        };
+        g.enqueue(peer, TxItem::new(h, data, Some(Completion::Send { ctx })));
         Ok(())
     }
 
