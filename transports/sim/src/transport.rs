@@ -66,11 +66,12 @@ pub struct SimTransport {
     /// the next sends (a bounded pool, so no allocation per message).
     pool: Vec<Vec<u8>>,
     /// The last poll's completions of this rank's own operations, by
-    /// index, with the time they finished on this rank's clock: the sim's
+    /// index, with the virtual time they finished (read on this rank's
+    /// clock when asked): the sim's
     /// NIC stamps completions, as a NIC with completion timestamps does.
     /// Arrivals are not stamped: the engine's work in response to one
     /// happens when the rank takes it.
-    nic_times: Vec<(usize, u64)>,
+    nic_times: Vec<(usize, Ps)>,
     clock: SimClock,
 }
 
@@ -380,8 +381,9 @@ impl Transport for SimTransport {
         }
         self.nic_times.clear();
         while let Some((c, at)) = st.done.pop_front() {
-            self.nic_times
-                .push((out.len() - start, self.clock.reading_at(at)));
+            // The virtual time only: the clock reading is made if the
+            // caller asks (it does while recording).
+            self.nic_times.push((out.len() - start, at));
             out.push(c);
         }
         // Only quiet send completions (handed over as their sends were
@@ -405,7 +407,7 @@ impl Transport for SimTransport {
         self.nic_times
             .iter()
             .find(|&&(i, _)| i == index)
-            .map(|&(_, t)| CompletionTime::Ticks(t))
+            .map(|&(_, t)| CompletionTime::Ticks(self.clock.reading_at(t)))
     }
 
     fn recycle(&mut self, data: Vec<u8>) {
