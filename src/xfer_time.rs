@@ -25,8 +25,6 @@ use crate::methods::common::{ns, Ctrl};
 /// First of the tags of the raw measurements (one per operation timed):
 /// raw operations bind a buffer to a (peer, tag).
 pub const TAG_RAW: Tag = 0x4f57_0000;
-/// Tag of the round trips of [`estimate`].
-const TAG_ESTIMATE: Tag = 0x4f57_ff00;
 
 /// One timed operation: the median of its repetitions.
 #[derive(Debug, Clone, Serialize)]
@@ -40,9 +38,7 @@ pub struct XferPoint {
 /// Where xfer_time came from.
 #[derive(Debug, Clone, Serialize)]
 pub struct XferSource {
-    /// `measured` (the bare operations, timed here), `table` (a file),
-    /// or `estimated` (the median half round trip: only where no bare
-    /// operation can be timed, the library's native path).
+    /// `measured` (the bare operations, timed here) or `table` (a file).
     pub source: &'static str,
     /// The file of a `table` source.
     pub file: Option<String>,
@@ -52,10 +48,9 @@ pub struct XferSource {
 impl XferSource {
     /// The header line saying where xfer_time came from.
     pub fn describe(&self) -> String {
-        match self.source {
-            "measured" => "xfer_time measured before the run: the bare operation moving each message's data (--proto raw semantics), post to completion, median of the repetitions".into(),
-            "table" => format!("xfer_time from --xfer-table {}", self.file.as_deref().unwrap_or("?")),
-            _ => "xfer_time estimated as the median half round trip: the native library path has no bare operation to time; pass --xfer-table FILE (e.g. from `--proto raw --op send|write --write-xfer-table FILE` on the same transport) for the paper's bounds".into(),
+        match &self.file {
+            None => "xfer_time measured before the run: the bare operation moving each message's data (--proto raw semantics), post to completion, median of the repetitions".into(),
+            Some(f) => format!("xfer_time from --xfer-table {f}"),
         }
     }
 }
@@ -189,59 +184,6 @@ pub(crate) fn raw_median(
     comm.barrier()?;
     v.sort_by(f64::total_cmp);
     Ok(v.get(v.len() / 2).copied().unwrap_or(0.0))
-}
-
-/// xfer_time(size) as the median half round trip: where no bare operation
-/// can be timed (the native library paths).
-pub(crate) fn estimate(
-    comm: &mut dyn Communicator,
-    ctrl: &Ctrl,
-    buf: Buf,
-    sizes: &[usize],
-    reps: u32,
-) -> anyhow::Result<(XferTable, XferSource)> {
-    let me = comm.rank();
-    let mut pts = Vec::new();
-    for &size in sizes {
-        let mut v = Vec::with_capacity(reps as usize);
-        comm.barrier()?;
-        for _ in 0..reps {
-            match me {
-                0 => {
-                    let t0 = comm.now();
-                    comm.send(buf, 0, size, 1, TAG_ESTIMATE)?;
-                    comm.recv(buf, 0, size, Some(1), Some(TAG_ESTIMATE))?;
-                    let t1 = comm.now();
-                    v.push(ns(comm, t1 - t0) / 2.0);
-                }
-                1 => {
-                    comm.recv(buf, 0, size, Some(0), Some(TAG_ESTIMATE))?;
-                    comm.send(buf, 0, size, 0, TAG_ESTIMATE)?;
-                }
-                _ => {}
-            }
-        }
-        v.sort_by(f64::total_cmp);
-        pts.push((size as u64, v.get(v.len() / 2).copied().unwrap_or(0.0)));
-    }
-    let shared = share_points(comm, ctrl, &pts)?;
-    let points = shared
-        .iter()
-        .map(|&(size, t)| XferPoint {
-            op: "round-trip/2",
-            size,
-            median_ns: t,
-            samples: u64::from(reps),
-        })
-        .collect();
-    Ok((
-        XferTable::new(shared).map_err(anyhow::Error::msg)?,
-        XferSource {
-            source: "estimated",
-            file: None,
-            points,
-        },
-    ))
 }
 
 /// Rank 0's points reach every rank (eight per control message).

@@ -7,12 +7,11 @@
 //! xfer_time(size) for the overlap bounds comes from the same source as
 //! the overlap method's: the bare operations that move a message of the
 //! size, timed through this communicator before the pass
-//! ([`crate::xfer_time`]). Only the native library paths, which have no
-//! bare operation to time, fall back to this run's own uninstrumented
-//! one-way p50, and say so.
+//! ([`crate::xfer_time`]), on the native library paths too (their
+//! transport's engine path runs the bare operations).
 
 use anyhow::{anyhow, Result};
-use ovbench_core::{Communicator, XferTable};
+use ovbench_core::Communicator;
 use serde_json::{json, Value};
 
 use super::pingpong::{pingpong, PingPong};
@@ -28,23 +27,17 @@ pub(super) fn pass(
     comm: &mut dyn Communicator,
     pp: PingPong,
     n: usize,
-    p50_ns: f64,
     scale: f64,
     idx: usize,
 ) -> Result<Value> {
-    let (table, source) = match comm.engine_shape() {
-        Some(shape) => {
-            let ctrl = Ctrl::new(comm)?;
-            let need = xfer_time::needed(&shape, &[pp.len]);
-            let tags = xfer_time::TAG_RAW + 16 * idx as ovbench_core::Tag;
-            let (t, s) = xfer_time::measure(comm, &ctrl, &shape, pp.sbuf, &need, 21, tags)?;
-            (t, s.source)
-        }
-        None => (
-            XferTable::new(vec![(pp.len as u64, p50_ns)]).map_err(|e| anyhow!(e))?,
-            "latency p50 (native path: no bare operation to time)",
-        ),
-    };
+    let shape = comm.engine_shape().ok_or_else(|| {
+        anyhow!("--instrument times xfer_time through the protocol engine, which this communicator lacks")
+    })?;
+    let ctrl = Ctrl::new(comm)?;
+    let need = xfer_time::needed(&shape, &[pp.len]);
+    let tags = xfer_time::TAG_RAW + 16 * idx as ovbench_core::Tag;
+    let (table, source) = xfer_time::measure(comm, &ctrl, &shape, pp.sbuf, &need, 21, tags)?;
+    let source = source.source;
     let xfer_ns = table.xfer_ns(pp.len as u64);
     comm.enable_instrumentation(table)?;
     comm.barrier()?;
@@ -53,11 +46,7 @@ pub(super) fn pass(
         i.reset(now);
     }
     let mut ticks = vec![0u64; n];
-    let stamped = PingPong {
-        stamp_partner: false,
-        ..pp
-    };
-    pingpong(comm, stamped, n, &mut ticks)?;
+    pingpong(comm, pp, n, &mut ticks)?;
     let report = comm.overlap_report();
     comm.disable_instrumentation();
     let rep = report.ok_or_else(|| {

@@ -126,7 +126,6 @@ fn one_size(
         sbuf,
         rbuf,
         read,
-        stamp_partner: cx.instrument,
     };
     if verify || cx.raw == Some(RawOp::Write) {
         // Raw write detects arrival by a marker in the last byte: start from zero.
@@ -161,8 +160,7 @@ fn one_size(
     }
     let summary = Summary::of(&ns, DEFAULT_LEVEL);
     if cx.instrument {
-        let xfer_ns = summary.as_ref().map_or(0.0, |s| s.p50);
-        report.instrument = Some(instrumented::pass(cx.comm, pp, n, xfer_ns, scale, idx)?);
+        report.instrument = Some(instrumented::pass(cx.comm, pp, n, scale, idx)?);
     }
     deposit(cx.ctl, &report)?;
     cx.comm.barrier()?;

@@ -16,13 +16,10 @@ pub(crate) struct PingPong {
     pub rbuf: Buf,
     /// Raw read: rank 0 reads rank 1's buffer; no reply.
     pub read: bool,
-    /// Rank 1 also stamps its iterations (for --instrument's xfer time).
-    pub stamp_partner: bool,
 }
 
-/// Run `n` iterations; the last `ticks.len()` are stamped (rank 0: each
-/// round trip, or each raw read; rank 1 with `stamp_partner`: the time
-/// between its iterations' starts, one round trip).
+/// Run `n` iterations; rank 0 stamps the last `ticks.len()` (each round
+/// trip, or each raw read).
 pub(crate) fn pingpong(
     comm: &mut dyn Communicator,
     pp: PingPong,
@@ -47,18 +44,6 @@ pub(crate) fn pingpong(
             for i in 0..n {
                 comm.send(sbuf, 0, len, 1, tag)?;
                 comm.recv(rbuf, 0, len, Some(1), Some(tag))?;
-                let t = comm.now();
-                if i >= warm {
-                    ticks[i - warm] = t.wrapping_sub(prev);
-                }
-                prev = t;
-            }
-        }
-        (1, false) if pp.stamp_partner => {
-            let mut prev = comm.now();
-            for i in 0..n {
-                comm.recv(rbuf, 0, len, Some(0), Some(tag))?;
-                comm.send(sbuf, 0, len, 0, tag)?;
                 let t = comm.now();
                 if i >= warm {
                     ticks[i - warm] = t.wrapping_sub(prev);

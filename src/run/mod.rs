@@ -233,7 +233,7 @@ pub fn preflight(cli: &Cli, np: u32) -> Result<()> {
     if c.proto == ProtoArg::Native && matches!(c.transport, TransportKind::Tcp | TransportKind::Sim)
     {
         bail!(
-            "--proto native needs a library's tagged protocol, which the {} transport lacks: use --transport ucx, ofi or mpi, or --proto eager, rdma-write, rdma-read, pipelined, auto or raw",
+            "--proto native needs a library's tagged protocol, which the {} transport lacks: use --transport ucx or ofi, or --proto eager, rdma-write, rdma-read, pipelined, auto or raw",
             c.transport
         );
     }

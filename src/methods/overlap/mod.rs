@@ -308,7 +308,9 @@ pub fn run(
             let reps = args.xfer_reps.max(1);
             xfer::measure(comm, &ctrl, sh, buf, &need, reps, xfer::TAG_RAW)?
         }
-        (None, None) => xfer::estimate(comm, &ctrl, buf, &sizes, args.xfer_reps.max(1))?,
+        (None, None) => bail!(
+            "overlap measures xfer_time through the protocol engine, which this communicator lacks: pass --xfer-table FILE"
+        ),
     };
     let measured = source.source != "table";
     if let Some(path) = &args.write_xfer_table {
