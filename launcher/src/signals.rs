@@ -88,3 +88,38 @@ pub(crate) fn ignored(sig: Signal) -> io::Result<bool> {
     }
     Ok(old.sa_sigaction == nix::libc::SIG_IGN)
 }
+
+/// Set `sig` to SIG_IGN (`ignore`) or back to SIG_DFL: what `nohup` does
+/// to SIGHUP before it starts a program, for the tests that check an
+/// inherited ignore is kept. Neither disposition runs code of ours.
+pub fn set_ignored(sig: Signal, ignore: bool) -> io::Result<()> {
+    let handler = if ignore {
+        SigHandler::SigIgn
+    } else {
+        SigHandler::SigDfl
+    };
+    // SAFETY: SIG_IGN and SIG_DFL install no handler function, so no
+    // signal-safety rule can be broken; the caller owns the disposition.
+    unsafe { nix::sys::signal::signal(sig, handler) }?;
+    Ok(())
+}
+
+/// Have `cmd`'s child start with an empty signal mask. A child inherits
+/// its parent's mask, and the launcher blocks its stop signals for its
+/// signalfd: a rank started with them blocked never receives the
+/// teardown's SIGTERM.
+pub(crate) fn unblock_all_in_child(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child before exec and only
+    // calls sigprocmask, which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::signal::sigprocmask(
+                nix::sys::signal::SigmaskHow::SIG_SETMASK,
+                Some(&SigSet::empty()),
+                None,
+            )
+            .map_err(io::Error::from)
+        });
+    }
+}

@@ -12,7 +12,7 @@
 use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::os::fd::AsFd;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread::JoinHandle;
@@ -129,14 +129,7 @@ pub fn launch_local(np: u32, args: &[OsString], opts: &LaunchOptions) -> Result<
         if opts.pin {
             cmd.env("OVBENCH_CPU", plan.cpus[rank as usize].to_string());
         }
-        // SAFETY: the closure runs in the forked child before exec and only
-        // calls sigprocmask, which is async-signal-safe.
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
-                    .map_err(std::io::Error::from)
-            });
-        }
+        crate::signals::unblock_all_in_child(&mut cmd);
         cmd.stderr(Stdio::piped());
         if rank > 0 {
             cmd.stdout(Stdio::piped());
@@ -440,11 +433,9 @@ mod tests {
 
     #[test]
     fn an_ignored_signal_is_not_watched() {
-        // SAFETY: sets SIGHUP's disposition in this test process only.
-        unsafe { nix::libc::signal(nix::libc::SIGHUP, nix::libc::SIG_IGN) };
+        crate::signals::set_ignored(Signal::SIGHUP, true).unwrap();
         let mask = watched_signals();
-        // SAFETY: as above, back to the default.
-        unsafe { nix::libc::signal(nix::libc::SIGHUP, nix::libc::SIG_DFL) };
+        crate::signals::set_ignored(Signal::SIGHUP, false).unwrap();
         assert!(!mask.contains(Signal::SIGHUP));
         for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGCHLD] {
             assert!(mask.contains(s), "{s}");

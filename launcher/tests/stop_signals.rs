@@ -1,7 +1,7 @@
 //! A rank's stop signals, in a test binary of their own: catching them
 //! changes the whole process's dispositions.
 
-use nix::sys::signal::{raise, signal, SigHandler, Signal};
+use nix::sys::signal::{raise, Signal};
 use ovbench_core::{stop, TransportError};
 use ovbench_launcher::signals;
 
@@ -16,9 +16,8 @@ fn stopped_by() -> Option<i32> {
 
 #[test]
 fn stop_signals_are_caught_and_an_inherited_ignore_is_kept() {
-    // SAFETY: SIG_IGN runs no code; this test binary owns its
-    // dispositions (a shell's nohup, as a rank would inherit it).
-    unsafe { signal(Signal::SIGHUP, SigHandler::SigIgn) }.expect("ignore SIGHUP");
+    // A shell's nohup, as a rank would inherit it.
+    signals::set_ignored(Signal::SIGHUP, true).expect("ignore SIGHUP");
     signals::catch().expect("catch");
     assert_eq!(signals::requested(), None);
     assert_eq!(stopped_by(), None);
