@@ -2,7 +2,7 @@
 //! options, transport and its two capability axes, protocol, clock), as
 //! `#` lines for stdout and as the JSON `header` object.
 
-use ovbench_core::{Caps, ClockInfo, CommInfo, RmaKind, RmaProgress};
+use ovbench_core::{Caps, ClockInfo, CommInfo, CompletionStamps, RmaKind, RmaProgress};
 use serde_json::{json, Value};
 
 use crate::cli::common::CommonArgs;
@@ -38,16 +38,12 @@ fn axes(c: &Caps) -> String {
 }
 
 /// Which clock stamps XFER_END: `nic` where the transport reports NIC
-/// completion timestamps (verbs on a device that has them), else `host`.
-fn xfer_end_source(t: &ovbench_core::TransportInfo) -> &'static str {
-    let nic = t
-        .extra
-        .iter()
-        .any(|(k, v)| k == "completion_timestamps" && v == "nic");
-    if nic {
-        "nic"
-    } else {
-        "host"
+/// completion timestamps (verbs on a device that has them, sim), else
+/// `host`.
+fn xfer_end_source(c: &Caps) -> &'static str {
+    match c.completion_stamps {
+        CompletionStamps::Nic => "nic",
+        CompletionStamps::Host => "host",
     }
 }
 
@@ -79,6 +75,10 @@ pub fn build(env: &Environment, f: &RunFacts<'_>) -> Header {
     for (k, v) in &t.extra {
         lines.push(format!("transport {k}: {v}"));
     }
+    if f.comm.caps.completion_stamps == CompletionStamps::Nic {
+        // The line the transports printed before this became a capability.
+        lines.push("transport completion_timestamps: nic".into());
+    }
     lines.push(format!(
         "protocol: {} (eager limit {}, registration cache {})",
         f.comm.protocol,
@@ -96,7 +96,7 @@ pub fn build(env: &Environment, f: &RunFacts<'_>) -> Header {
     ));
     lines.push(format!(
         "XFER_END stamped by: {}",
-        xfer_end_text(xfer_end_source(t))
+        xfer_end_text(xfer_end_source(&f.comm.caps))
     ));
     lines.push(
         "units: sizes in bytes (K = 1024); tables in µs and MB/s (10^6 B/s); JSON in ns and bytes_per_sec"
@@ -123,7 +123,7 @@ pub fn build(env: &Environment, f: &RunFacts<'_>) -> Header {
         },
         "communicator": f.comm,
         "clock": f.clock,
-        "xfer_end_source": xfer_end_source(t),
+        "xfer_end_source": xfer_end_source(&f.comm.caps),
         "work_unit_ns": f.work_unit_ns,
         "units": {"time": "ns", "rate": "bytes_per_sec", "size": "bytes"},
         "warnings": warnings,

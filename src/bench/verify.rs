@@ -106,7 +106,7 @@ pub fn first_mismatch(
 /// last byte, as raw write's completion marker); `which` says which
 /// message it is, for the error.
 pub fn check(
-    comm: &dyn Communicator,
+    comm: &mut dyn Communicator,
     buf: Buf,
     size: usize,
     sender: Rank,

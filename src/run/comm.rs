@@ -48,7 +48,7 @@ pub fn build(
     oversubscribed: bool,
 ) -> Result<Box<dyn Communicator>> {
     let cfg = engine_config(common, oversubscribed);
-    let rank = transport.rank();
+    let rank = transport.info().rank;
     Ok(if common.proto == ProtoArg::Native {
         Box::new(
             NativeComm::new(transport, clock, work, cfg)

@@ -6,14 +6,33 @@
 
 use serde::Serialize;
 
-/// Whether one-sided operations are real RDMA or emulated by messages.
+/// Whether one-sided operations are real RDMA or emulated by messages,
+/// decided by what really moves the bytes, not by whether the library
+/// has a put/get call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RmaKind {
-    /// The fabric library offers put/get (verbs, UCX, libfabric).
+    /// The data moves by a direct memory access: an RDMA NIC (verbs, UCX
+    /// and libfabric over RDMA devices) or a cross-memory copy between
+    /// processes (UCX cma/knem/xpmem lanes, libfabric shm with CMA).
     Native,
-    /// Request messages served by the target (TCP).
+    /// The data moves as messages that the target's software unpacks:
+    /// ovbench's TCP transport, UCX over tcp or UCP's active-message
+    /// emulation, libfabric's tcp/sockets/udp providers.
     Emulated,
+}
+
+/// Which clock a completion's time comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum CompletionStamps {
+    /// The host's, when the caller takes the completion.
+    #[default]
+    Host,
+    /// The device's: [`crate::Transport::completion_time`] gives the
+    /// NIC's completion timestamp (verbs on a device that has them, the
+    /// simulator's virtual NIC).
+    Nic,
 }
 
 /// Who moves one-sided data at the target.
@@ -59,7 +78,8 @@ impl std::str::FromStr for Progress {
     }
 }
 
-/// What a transport can do; printed in every header.
+/// What a transport can do; printed in every header. (Whether it has the
+/// library's own tagged protocol is [`crate::Transport::tagged`].)
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Caps {
     /// Whether writes and reads are real RDMA or emulated by messages.
@@ -71,13 +91,12 @@ pub struct Caps {
     /// How two-sided traffic progresses, as the transport was opened
     /// (`--progress`).
     pub progress: Progress,
-    /// Largest payload sent inline (no local buffer needed); 0 if none.
-    pub max_inline: usize,
     /// Largest single two-sided message ([`crate::Transport::post_send`]),
     /// header included: the size of one pre-posted receive buffer.
     pub eager_buf_size: usize,
-    /// Whether the transport exposes the library's own tagged protocol.
-    pub native_tagged: bool,
-    /// Whether [`crate::Transport::tsend`] can be synchronous (ssend).
+    /// Whether [`crate::Tagged::tsend`] can be synchronous (ssend);
+    /// false where the transport has no tagged protocol.
     pub native_sync_send: bool,
+    /// Whether completions carry the NIC's timestamps.
+    pub completion_stamps: CompletionStamps,
 }

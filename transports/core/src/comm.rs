@@ -170,7 +170,7 @@ pub trait Communicator {
     /// Write into a buffer (outside any timed region).
     fn fill(&mut self, buf: Buf, f: &mut dyn FnMut(&mut [u8])) -> Result<(), TransportError>;
     /// Read a buffer (outside any timed region).
-    fn inspect(&self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError>;
+    fn inspect(&mut self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError>;
 
     /// Start sending `buf[off..off+len]` to `dst`.
     fn isend_mode(

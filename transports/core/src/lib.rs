@@ -47,7 +47,7 @@ mod transport;
 pub mod work;
 pub mod work_loop;
 
-pub use caps::{Caps, Progress, RmaKind, RmaProgress};
+pub use caps::{Caps, CompletionStamps, Progress, RmaKind, RmaProgress};
 pub use clock::{Clock, ClockInfo};
 pub use clock_sync::ClockSync;
 pub use comm::{
@@ -59,8 +59,9 @@ pub use error::{OpKind, TransportError};
 pub use instrument::{Instrumentation, OverlapReport, XferTable};
 pub use key::{RemoteKey, RemoteKeyError, MAX_KEY_BLOB};
 pub use transport::{
-    Arrivals, Completion, CompletionTime, Ctx, LocalSlice, MrHandle, Placement, Rank, RegionId,
-    Tag, Transport, TransportInfo, Waited,
+    trecv_wait_polling, Arrivals, Completion, CompletionTime, Ctx, Idle, LocalSlice, MrHandle,
+    Placement, Posted, Rank, RegionId, Registered, Rma, Tag, Tagged, Transport, TransportInfo,
+    Waited,
 };
 pub use work::Work;
 pub use work_loop::WorkLoop;

@@ -1,16 +1,21 @@
 //! The transport contract (layer 1: what every fabric crate implements).
 //!
-//! Semantics every implementation must honour — the conformance suite
-//! (the `ovbench-conformance` crate) checks each one:
+//! [`Transport`] has eleven required methods and four provided ones; the
+//! library's own tagged protocol is the optional sub-trait [`Tagged`]
+//! ([`Transport::tagged`]). Semantics every implementation must honour —
+//! the conformance suite (the `ovbench-conformance` crate) checks each one:
 //!
+//! * **What it is**: [`Transport::info`] names the transport and carries
+//!   its rank, size and [`Caps`]. It builds strings: callers read it once
+//!   (communicators cache caps, rank and size at construction), never on a
+//!   hot path.
 //! * **Memory** is allocated by the transport ([`Transport::alloc`]) so it
 //!   can be pinned, registered and reached by a progress thread; callers
-//!   touch it only through [`Transport::read_region`] /
-//!   [`Transport::write_region`]. [`Transport::register`] makes a range of
-//!   it reachable by peers through the [`RemoteKey`] of
-//!   [`Transport::remote_key`]; any one-sided access outside a live
-//!   registration is rejected at the target with an error naming the
-//!   initiator, never performed.
+//!   touch it only through [`Transport::region`].
+//!   [`Transport::register`] makes a range of it reachable by peers
+//!   through the [`RemoteKey`] it returns ([`Registered`]); any one-sided
+//!   access outside a live registration is rejected at the target with an
+//!   error naming the initiator, never performed.
 //! * **Two-sided sends** ([`Transport::post_send`]) carry one control or
 //!   eager message of at most [`Caps::eager_buf_size`] bytes (header plus
 //!   payload). The header bytes and payload are copied before the call
@@ -19,6 +24,14 @@
 //!   overruns a receiver, and posting never fails for lack of a buffer
 //!   (the transport queues internally). Messages from one peer arrive in
 //!   the order they were posted.
+//! * **When a send ends** ([`Posted`], for [`Transport::post_send`] and
+//!   [`Tagged::tsend`]): exactly one of two ways, never both, never
+//!   neither. [`Posted::Done`] — the message left inside the call, its
+//!   buffers are free, and **no** completion for its `ctx` is ever queued:
+//!   the caller records the end itself, at the time given (never later
+//!   than the call's return) or, with `None`, at its own clock's reading.
+//!   [`Posted::Queued`] — exactly one completion for `ctx` comes from a
+//!   later [`Transport::poll`].
 //! * **Completions** ([`Transport::poll`], never blocking) carry the
 //!   caller's [`Ctx`]. A send completes when the message has left for the
 //!   peer (its buffer is reusable); a **write completes only when its
@@ -26,18 +39,19 @@
 //!   early must flush or wait for the target's acknowledgement); a read
 //!   completes when its data is in local memory. An error completion names
 //!   the peer, the operation and the status.
-//! * **Hand-over** ([`Transport::poll_arrivals`]): a transport may give a
-//!   message's bytes to the caller's [`Arrivals`] while it still holds
-//!   them, instead of queueing a [`Completion::Recv`]; each message goes
-//!   one way or the other, and one peer's messages keep their order
-//!   across both.
+//! * **Hand-over** (the `arrivals` of [`Transport::poll`]): a transport
+//!   may give a message's bytes to the caller's [`Arrivals`] while it
+//!   still holds them, instead of queueing a [`Completion::Recv`]; each
+//!   message goes one way or the other, and one peer's messages keep their
+//!   order across both.
 //! * **Ordering between kinds**: a FIN message posted after a write's
 //!   completion is seen by the target only after the written data is
 //!   visible (this follows from the write rule above).
+//! * **Hints** ([`Transport::idle`]) change no result, only how the
+//!   transport spends the time between polls.
 //!
 //! [`Caps::eager_buf_size`]: crate::Caps::eager_buf_size
 
-use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use crate::{Caps, OpKind, RemoteKey, TransportError};
@@ -85,8 +99,9 @@ impl LocalSlice {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MrHandle(pub u32);
 
-/// What a transport is, for headers and JSON.
-#[derive(Clone, Debug, Default, serde::Serialize)]
+/// What a transport is, for headers and JSON, plus the facts callers
+/// cache at construction (rank, size, capabilities).
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct TransportInfo {
     /// `tcp`, `verbs`, `ucx`, `ofi`, `mpi`, `sim`.
     pub name: String,
@@ -96,9 +111,79 @@ pub struct TransportInfo {
     pub library: String,
     /// Further facts worth printing (MTU, GID index, `UCX_TLS`, …).
     pub extra: Vec<(String, String)>,
+    /// What the transport can do (printed in the JSON as the
+    /// communicator's `caps`, not here).
+    #[serde(skip)]
+    pub caps: Caps,
+    /// This process's rank.
+    #[serde(skip)]
+    pub rank: Rank,
+    /// Number of ranks in the job.
+    #[serde(skip)]
+    pub size: u32,
 }
 
-/// How a [`Transport::trecv_wait`] ended.
+/// A live registration and the key a peer needs to reach it (offsets
+/// are relative to its start).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Registered {
+    /// The registration, for [`Transport::post_rma`] and
+    /// [`Transport::deregister`].
+    pub mr: MrHandle,
+    /// What a peer needs to reach it.
+    pub key: RemoteKey,
+}
+
+/// Which way a one-sided operation moves the bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rma {
+    /// Local to remote; completes once visible at the target.
+    Write,
+    /// Remote to local; completes once the data is in local memory.
+    Read,
+}
+
+impl Rma {
+    /// The operation kind, for errors.
+    pub fn op(self) -> OpKind {
+        match self {
+            Rma::Write => OpKind::Write,
+            Rma::Read => OpKind::Read,
+        }
+    }
+}
+
+/// How a send ([`Transport::post_send`], [`Tagged::tsend`]) left the call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Posted {
+    /// It finished inside the call: its buffers are free and no
+    /// completion for its `ctx` is ever queued. The caller records the
+    /// completion itself, at this time, or (`None`) at its own clock's
+    /// reading.
+    Done(Option<CompletionTime>),
+    /// It is in flight: exactly one completion for its `ctx` comes from a
+    /// later [`Transport::poll`].
+    Queued,
+}
+
+/// Why a caller is idle ([`Transport::idle`]): hints that change no
+/// result, only the time spent between polls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Idle {
+    /// The last [`Transport::poll`] found nothing and the caller will keep
+    /// polling until something arrives (a blocking wait): a transport that
+    /// sleeps after several empty polls may sleep at the next one.
+    EmptyPoll,
+    /// The caller spins on memory a peer writes with a one-sided operation
+    /// (a raw write's last byte), whose arrival raises no completion: a
+    /// transport that sleeps after a while of empty polls must not sleep
+    /// before its next poll.
+    WatchingMemory,
+    /// Sleep until something may be ready or this much time passes.
+    Block(Duration),
+}
+
+/// How a [`Tagged::trecv_wait`] ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Waited {
     /// The receive matched a message from `peer` with `tag`, of `len` bytes.
@@ -112,24 +197,23 @@ pub enum Waited {
     },
     /// Nothing matched within the time allowed; the receive was withdrawn.
     TimedOut,
-    /// The transport has no such path: post and poll instead.
-    Unsupported,
 }
 
 /// One finished operation or one arrived message.
 #[derive(Debug)]
 pub enum Completion {
-    /// A [`Transport::post_send`] has left; its buffer is reusable.
+    /// A [`Transport::post_send`] that returned [`Posted::Queued`] has
+    /// left; its buffer is reusable.
     Send {
         /// The context the send was posted with.
         ctx: Ctx,
     },
-    /// A [`Transport::post_write`] is visible at the target.
+    /// A [`Rma::Write`] is visible at the target.
     Write {
         /// The context the write was posted with.
         ctx: Ctx,
     },
-    /// A [`Transport::post_read`]'s data is in local memory.
+    /// A [`Rma::Read`]'s data is in local memory.
     Read {
         /// The context the read was posted with.
         ctx: Ctx,
@@ -142,12 +226,12 @@ pub enum Completion {
         /// The whole message, header included, as the peer posted it.
         data: Vec<u8>,
     },
-    /// A native tagged send completed.
+    /// A [`Tagged::tsend`] that returned [`Posted::Queued`] completed.
     TaggedSend {
         /// The context the send was posted with.
         ctx: Ctx,
     },
-    /// A native tagged receive completed with this envelope.
+    /// A [`Tagged::trecv`] completed with this envelope.
     TaggedRecv {
         /// The context the receive was posted with.
         ctx: Ctx,
@@ -184,7 +268,7 @@ pub struct Placement {
 }
 
 /// The taker of messages that a transport hands over while it still holds
-/// their bytes ([`Transport::poll_arrivals`]).
+/// their bytes (the `arrivals` of [`Transport::poll`]).
 pub trait Arrivals {
     /// One whole message from `peer`. An `Err` stops the hand-over: the
     /// transport returns it from that poll.
@@ -204,14 +288,9 @@ pub enum CompletionTime {
 /// A connected set of endpoints, one per peer rank. See the module docs
 /// for the semantics every method must honour.
 pub trait Transport: Send {
-    /// Name, device and library for the header.
+    /// Name, device, library, rank, size and capabilities. Builds strings:
+    /// read it once, not on a hot path.
     fn info(&self) -> TransportInfo;
-    /// What this transport can do.
-    fn caps(&self) -> Caps;
-    /// This process's rank.
-    fn rank(&self) -> Rank;
-    /// Number of ranks in the job.
-    fn size(&self) -> u32;
 
     /// This endpoint's address bytes for the bootstrap exchange.
     fn address(&self) -> Vec<u8>;
@@ -227,61 +306,36 @@ pub trait Transport: Send {
     /// the operation's completion is polled. Transports that hand the
     /// region to a library by pointer rely on this rule for their safety.
     fn free(&mut self, region: RegionId) -> Result<(), TransportError>;
-    /// Read a range of local memory.
-    fn read_region(&self, s: LocalSlice, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError>;
-    /// Modify a range of local memory.
-    fn write_region(
-        &mut self,
-        s: LocalSlice,
-        f: &mut dyn FnMut(&mut [u8]),
-    ) -> Result<(), TransportError>;
+    /// Read or modify a range of local memory.
+    fn region(&mut self, s: LocalSlice, f: &mut dyn FnMut(&mut [u8]))
+        -> Result<(), TransportError>;
 
-    /// Register a range for one-sided access (and as a local RMA buffer).
-    fn register(&mut self, s: LocalSlice) -> Result<MrHandle, TransportError>;
+    /// Register a range for one-sided access (and as a local RMA buffer);
+    /// the returned key is what a peer needs to reach it.
+    fn register(&mut self, s: LocalSlice) -> Result<Registered, TransportError>;
     /// Drop a registration; later accesses through its key are rejected.
     fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError>;
-    /// The key a peer needs to reach `mr`; offsets are relative to its start.
-    fn remote_key(&self, mr: MrHandle) -> RemoteKey;
 
     /// Send one message: `header` then `payload` (if any), at most
     /// [`Caps::eager_buf_size`](crate::Caps::eager_buf_size) bytes together.
+    /// Says whether it finished inside the call ([`Posted`]): a small
+    /// message that a library sends at once (UCX short AM, libfabric
+    /// inject) then costs its caller no queue and no poll.
     fn post_send(
         &mut self,
         peer: Rank,
         header: &[u8],
         payload: Option<LocalSlice>,
         ctx: Ctx,
-    ) -> Result<(), TransportError>;
-    /// [`post_send`](Self::post_send) that says whether the send finished
-    /// inside the call: `Ok(true)` when the message left and its buffers
-    /// are free again before returning, and then **no** completion for
-    /// `ctx` is ever queued; `Ok(false)` when it is in flight and completes
-    /// through [`poll`](Self::poll) as usual. A small message that a
-    /// library sends at once (UCX short AM, libfabric inject) then costs
-    /// its caller no queue and no poll. The default never finishes inline.
-    fn post_send_inline(
+    ) -> Result<Posted, TransportError>;
+    /// One-sided: [`Rma::Write`] `local` (inside registration `mr`) to
+    /// `remote` at `remote_offset`, or [`Rma::Read`] `local.len` bytes from
+    /// there into `local`. Completes through [`Self::poll`].
+    #[allow(clippy::too_many_arguments)]
+    fn post_rma(
         &mut self,
         peer: Rank,
-        header: &[u8],
-        payload: Option<LocalSlice>,
-        ctx: Ctx,
-    ) -> Result<bool, TransportError> {
-        self.post_send(peer, header, payload, ctx).map(|()| false)
-    }
-    /// Write `local` (inside registration `mr`) to `remote` at `remote_offset`.
-    fn post_write(
-        &mut self,
-        peer: Rank,
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &RemoteKey,
-        remote_offset: u64,
-        ctx: Ctx,
-    ) -> Result<(), TransportError>;
-    /// Read `local.len` bytes from `remote` at `remote_offset` into `local`.
-    fn post_read(
-        &mut self,
-        peer: Rank,
+        op: Rma,
         local: LocalSlice,
         mr: MrHandle,
         remote: &RemoteKey,
@@ -290,24 +344,19 @@ pub trait Transport: Send {
     ) -> Result<(), TransportError>;
 
     /// Make progress and append finished work to `out`; never blocks.
-    /// Returns how many completions were appended.
-    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError>;
-    /// [`poll`](Self::poll) that may hand a two-sided message to
-    /// `arrivals` the moment it arrives, instead of copying it into an
-    /// owned buffer and queueing a [`Completion::Recv`]: no copy, no
-    /// queue, no [`recycle`](Self::recycle). Each message goes one way or
-    /// the other, and one peer's messages keep their order across both
-    /// (one is handed over only when none of that peer's waits in the
-    /// queue ahead of it). Returns completions appended plus messages
-    /// handed over. The default hands none over.
-    fn poll_arrivals(
+    /// With `arrivals`, a two-sided message may be handed to it the moment
+    /// it arrives instead of being copied into an owned buffer and queued
+    /// as a [`Completion::Recv`]: no copy, no queue, no
+    /// [`recycle`](Self::recycle). Each message goes one way or the other,
+    /// and one peer's messages keep their order across both (one is handed
+    /// over only when none of that peer's waits in the queue ahead of it).
+    /// Returns completions appended plus messages handed over.
+    fn poll(
         &mut self,
         out: &mut Vec<Completion>,
-        arrivals: &mut dyn Arrivals,
-    ) -> Result<usize, TransportError> {
-        let _ = arrivals;
-        self.poll(out)
-    }
+        arrivals: Option<&mut dyn Arrivals>,
+    ) -> Result<usize, TransportError>;
+
     /// When the device timestamps completions: the time at which the
     /// completion at `index` of the last [`Self::poll`]'s `out` (counted
     /// from the length `out` had before that call) finished — a NIC's
@@ -324,36 +373,31 @@ pub trait Transport: Send {
     fn recycle(&mut self, data: Vec<u8>) {
         drop(data);
     }
-
-    /// A file descriptor that becomes readable when [`Self::poll`] may
-    /// find something, for ranks that sleep instead of spinning.
-    fn wait_fd(&self) -> Option<RawFd> {
-        None
-    }
-    /// A hint from a caller whose last [`Self::poll`] found nothing and
-    /// that will keep polling until something arrives (a blocking wait):
-    /// a transport that sleeps after several empty polls may sleep at the
-    /// next one. It must change no result, only save the polls between.
-    /// The default ignores it.
-    fn waiting(&mut self) {}
-
-    /// A hint from a caller that spins on memory a peer writes with a
-    /// one-sided operation (a raw write's last byte), whose arrival raises
-    /// no completion: a transport that sleeps after a while of empty polls
-    /// ([`Self::waiting`]) must not sleep before its next poll. The default
-    /// ignores it.
-    fn watching_memory(&mut self) {}
-
-    /// Sleep until something may be ready or `timeout` passes. The
-    /// default yields the CPU once.
-    fn block(&mut self, timeout: Duration) -> Result<(), TransportError> {
-        let _ = timeout;
-        std::thread::yield_now();
+    /// A hint from an idle caller ([`Idle`]); it must change no result.
+    /// The default ignores the hints and, for [`Idle::Block`], yields the
+    /// CPU once.
+    fn idle(&mut self, why: Idle) -> Result<(), TransportError> {
+        if let Idle::Block(_) = why {
+            std::thread::yield_now();
+        }
         Ok(())
     }
+    /// The library's own tagged protocol, where the transport has one.
+    fn tagged(&mut self) -> Option<&mut dyn Tagged> {
+        None
+    }
+}
 
-    /// Native tagged send (the library's own protocol). `sync` asks for
-    /// completion only once the receive is matched (ssend).
+/// The library's own tagged protocol (UCX tag matching, libfabric
+/// tagged messages), reached through [`Transport::tagged`]. Its
+/// completions come from [`Transport::poll`].
+pub trait Tagged {
+    /// Tagged send of `src`. `sync` asks for completion only once the
+    /// receive is matched (ssend; [`Caps::native_sync_send`] says whether
+    /// the library can). Says whether it finished inside the call, as
+    /// [`Transport::post_send`] does.
+    ///
+    /// [`Caps::native_sync_send`]: crate::Caps::native_sync_send
     fn tsend(
         &mut self,
         peer: Rank,
@@ -361,56 +405,84 @@ pub trait Transport: Send {
         src: LocalSlice,
         sync: bool,
         ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        let _ = (peer, tag, src, sync, ctx);
-        Err(TransportError::Unsupported(format!(
-            "the {} transport has no native tagged protocol; use --proto eager, rdma-write, rdma-read, pipelined, auto or raw",
-            self.info().name
-        )))
-    }
-    /// [`tsend`](Self::tsend) that says whether the send finished inside
-    /// the call, with the meaning of
-    /// [`post_send_inline`](Self::post_send_inline): `Ok(true)` queues no
-    /// completion for `ctx`. The default never finishes inline.
-    fn tsend_inline(
-        &mut self,
-        peer: Rank,
-        tag: Tag,
-        src: LocalSlice,
-        sync: bool,
-        ctx: Ctx,
-    ) -> Result<bool, TransportError> {
-        self.tsend(peer, tag, src, sync, ctx).map(|()| false)
-    }
-    /// A native tagged receive completed before returning: posted, then
-    /// the library driven until it matched, for a caller with nothing else
-    /// in flight (a blocking receive). It needs no queued completion, no
-    /// request table and no poll loop of the caller's: on shared memory
-    /// those were a third of a small message's one-way time. After
-    /// `timeout` (or once the peer is found dead, an error) the receive is
-    /// withdrawn. The default is [`Waited::Unsupported`].
-    fn trecv_wait(
-        &mut self,
-        src: Option<Rank>,
-        tag: Option<Tag>,
-        dst: LocalSlice,
-        timeout: Duration,
-    ) -> Result<Waited, TransportError> {
-        let _ = (src, tag, dst, timeout);
-        Ok(Waited::Unsupported)
-    }
-    /// Native tagged receive; `None` is a wildcard.
+    ) -> Result<Posted, TransportError>;
+    /// Tagged receive into `dst`; `None` is a wildcard. Completes as a
+    /// [`Completion::TaggedRecv`].
     fn trecv(
         &mut self,
         src: Option<Rank>,
         tag: Option<Tag>,
         dst: LocalSlice,
         ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        let _ = (src, tag, dst, ctx);
-        Err(TransportError::Unsupported(format!(
-            "the {} transport has no native tagged protocol",
-            self.info().name
-        )))
+    ) -> Result<(), TransportError>;
+    /// A tagged receive completed before returning: posted, then the
+    /// library driven until it matched, for a caller with nothing else in
+    /// flight (a blocking receive). It needs no queued completion, no
+    /// request table and no poll loop of the caller's: on shared memory
+    /// those were a third of a small message's one-way time. After
+    /// `timeout` (or once the peer is found dead, an error) the receive is
+    /// withdrawn.
+    fn trecv_wait(
+        &mut self,
+        src: Option<Rank>,
+        tag: Option<Tag>,
+        dst: LocalSlice,
+        timeout: Duration,
+    ) -> Result<Waited, TransportError>;
+}
+
+/// [`Tagged::trecv_wait`] for a transport whose library has no blocking
+/// receive of its own (or cannot use it, as under a progress thread):
+/// post [`Tagged::trecv`] with a context of its own, then poll until it
+/// completes or `timeout` passes. Completions of other operations that
+/// the polls bring go to `held`, for the transport to hand out first at
+/// its next [`Transport::poll`]. A receive that timed out stays posted
+/// where the library cannot withdraw it; the caller ends the run.
+pub fn trecv_wait_polling<T: Transport + Tagged>(
+    t: &mut T,
+    held: &mut Vec<Completion>,
+    src: Option<Rank>,
+    tag: Option<Tag>,
+    dst: LocalSlice,
+    timeout: Duration,
+) -> Result<Waited, TransportError> {
+    /// The context of the waited receive: the callers' contexts count up
+    /// from small numbers.
+    const WAIT_CTX: Ctx = u64::MAX;
+    t.trecv(src, tag, dst, WAIT_CTX)?;
+    let mut got = Vec::with_capacity(4);
+    let mut start: Option<Instant> = None;
+    let mut spins = 0u32;
+    loop {
+        t.poll(&mut got, None)?;
+        let mut found = None;
+        for c in got.drain(..) {
+            match c {
+                Completion::TaggedRecv {
+                    ctx: WAIT_CTX,
+                    peer,
+                    tag,
+                    len,
+                } => found = Some(Waited::Done { peer, tag, len }),
+                Completion::Error {
+                    ctx: Some(WAIT_CTX),
+                    peer,
+                    op,
+                    status,
+                } => return Err(TransportError::Peer { peer, op, status }),
+                other => held.push(other),
+            }
+        }
+        if let Some(w) = found {
+            return Ok(w);
+        }
+        spins = spins.wrapping_add(1);
+        if spins % 1024 == 0 {
+            crate::stop::check()?;
+            if start.get_or_insert_with(Instant::now).elapsed() > timeout {
+                return Ok(Waited::TimedOut);
+            }
+        }
+        t.idle(Idle::EmptyPoll)?;
     }
 }

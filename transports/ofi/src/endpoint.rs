@@ -7,8 +7,8 @@ use std::os::fd::RawFd;
 use std::time::Duration;
 
 use ovbench_core::{
-    Arrivals, Caps, Completion, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RemoteKey,
-    RmaKind, RmaProgress, Tag, TransportError, TransportInfo,
+    Arrivals, Caps, Completion, CompletionStamps, Ctx, LocalSlice, MrHandle, OpKind, Progress,
+    Rank, RemoteKey, RmaKind, RmaProgress, Tag, TransportError, TransportInfo,
 };
 use ovbench_ofi_sys as sys;
 
@@ -317,6 +317,9 @@ impl Endpoint {
             device: format!("{} ({})", a.provider, a.domain),
             library: format!("libfabric {}.{}", v >> 16, v & 0xffff),
             extra,
+            caps: self.caps(),
+            rank: self.rank,
+            size: self.size,
         }
     }
 
@@ -328,8 +331,19 @@ impl Endpoint {
         // shm with CMA and the fence: the initiator alone moves the data.
         let cma_alone =
             prov == "shm" && !self.write_dc && self.cma.as_ref().is_some_and(|c| c.usable);
+        // tcp, sockets and udp carry RMA as messages the target's provider
+        // unpacks: emulated, whatever the API calls them.
+        let by_messages = !hw
+            && !cma_alone
+            && prov
+                .split(';')
+                .any(|p| p == "tcp" || p == "sockets" || p == "udp");
         Caps {
-            rma: RmaKind::Native,
+            rma: if by_messages {
+                RmaKind::Emulated
+            } else {
+                RmaKind::Native
+            },
             rma_progress: if hw || cma_alone {
                 RmaProgress::Offloaded
             } else {
@@ -342,10 +356,9 @@ impl Endpoint {
             } else {
                 Progress::Poll
             },
-            max_inline: self.fabric.attrs.inject_size.saturating_sub(SRC_HDR),
             eager_buf_size: self.eager_size() - SRC_HDR,
-            native_tagged: true,
             native_sync_send: self.sync_send_flag().is_some(),
+            completion_stamps: CompletionStamps::Host,
         }
     }
 
@@ -368,19 +381,6 @@ impl Endpoint {
         let sum = crate::seal::sum_of(&self.mem.mr(mr)?.key.blob);
         self.mem.deregister(mr)?;
         self.revoke_everywhere(sum);
-        Ok(())
-    }
-
-    pub(crate) fn post_send(
-        &mut self,
-        peer: Rank,
-        header: &[u8],
-        payload: Option<LocalSlice>,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        if self.send_msg(peer, header, payload, ctx)? {
-            self.pending.push_back(Completion::Send { ctx });
-        }
         Ok(())
     }
 
@@ -488,20 +488,6 @@ impl Endpoint {
         };
         if self.may_sleep() {
             sleep_on(fd, timeout)?;
-        }
-        Ok(())
-    }
-
-    pub(crate) fn tsend(
-        &mut self,
-        peer: Rank,
-        tag: Tag,
-        src: LocalSlice,
-        sync: bool,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        if self.tag_send(peer, tag, src, sync, ctx)? {
-            self.pending.push_back(Completion::TaggedSend { ctx });
         }
         Ok(())
     }

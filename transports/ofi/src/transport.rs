@@ -17,8 +17,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ovbench_core::{
-    Arrivals, Caps, Completion, Ctx, LocalSlice, MrHandle, Progress, Rank, RegionId, RemoteKey,
-    Tag, Transport, TransportError, TransportInfo,
+    Arrivals, Completion, Ctx, Idle, LocalSlice, MrHandle, Posted, Progress, Rank, RegionId,
+    Registered, RemoteKey, Rma, Tag, Tagged, Transport, TransportError, TransportInfo, Waited,
 };
 
 use crate::endpoint::{sleep_on, Endpoint};
@@ -43,6 +43,9 @@ enum Mode {
 /// The libfabric transport. See the crate docs for the mapping.
 pub struct OfiTransport {
     mode: Mode,
+    /// Completions a `trecv_wait` polled that were not its own: handed out
+    /// first by the next poll.
+    held: Vec<Completion>,
 }
 
 fn lock(shared: &Shared) -> MutexGuard<'_, Endpoint> {
@@ -59,6 +62,7 @@ impl OfiTransport {
         if !thread {
             return Ok(OfiTransport {
                 mode: Mode::Poll(Box::new(ep)),
+                held: Vec::new(),
             });
         }
         let Some(fd) = ep.fabric.attrs.wait_fd else {
@@ -80,6 +84,7 @@ impl OfiTransport {
                 stop,
                 handle: Some(handle),
             },
+            held: Vec::new(),
         })
     }
 
@@ -144,23 +149,11 @@ fn run(shared: &Shared, fd: RawFd, stop: &AtomicBool) {
 /// the others by the `Endpoint` method of the same name.
 impl Transport for OfiTransport {
     fn info(&self) -> TransportInfo {
-        self.with(|e| e.info())
-    }
-
-    fn caps(&self) -> Caps {
-        let mut c = self.with(|e| e.caps());
+        let mut i = self.with(|e| e.info());
         if matches!(self.mode, Mode::Thread { .. }) {
-            c.progress = Progress::Thread;
+            i.caps.progress = Progress::Thread;
         }
-        c
-    }
-
-    fn rank(&self) -> Rank {
-        self.with(|e| e.rank)
-    }
-
-    fn size(&self) -> u32 {
-        self.with(|e| e.size)
+        i
     }
 
     fn address(&self) -> Vec<u8> {
@@ -179,11 +172,7 @@ impl Transport for OfiTransport {
         self.with_mut(|e| e.mem.free(region))
     }
 
-    fn read_region(&self, s: LocalSlice, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
-        self.with(|e| e.mem.slice(s).map(f))
-    }
-
-    fn write_region(
+    fn region(
         &mut self,
         s: LocalSlice,
         f: &mut dyn FnMut(&mut [u8]),
@@ -191,17 +180,16 @@ impl Transport for OfiTransport {
         self.with_mut(|e| e.mem.slice_mut(s).map(f))
     }
 
-    fn register(&mut self, s: LocalSlice) -> Result<MrHandle, TransportError> {
-        self.with_mut(|e| e.mem.register(&e.fabric.domain, s))
+    fn register(&mut self, s: LocalSlice) -> Result<Registered, TransportError> {
+        self.with_mut(|e| {
+            let mr = e.mem.register(&e.fabric.domain, s)?;
+            let key = e.mem.mr(mr)?.key.clone();
+            Ok(Registered { mr, key })
+        })
     }
 
     fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
         self.with_mut(|e| e.deregister(mr))
-    }
-
-    fn remote_key(&self, mr: MrHandle) -> RemoteKey {
-        self.with(|e| e.mem.mr(mr).map(|m| m.key.clone()))
-            .expect("remote_key of a registration this transport does not hold")
     }
 
     fn post_send(
@@ -210,66 +198,73 @@ impl Transport for OfiTransport {
         header: &[u8],
         payload: Option<LocalSlice>,
         ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        self.with_mut(|e| e.post_send(peer, header, payload, ctx))
+    ) -> Result<Posted, TransportError> {
+        let done = self.with_mut(|e| e.send_msg(peer, header, payload, ctx))?;
+        Ok(if done {
+            Posted::Done(None)
+        } else {
+            Posted::Queued
+        })
     }
 
-    fn post_send_inline(
+    fn post_rma(
         &mut self,
         peer: Rank,
-        header: &[u8],
-        payload: Option<LocalSlice>,
-        ctx: Ctx,
-    ) -> Result<bool, TransportError> {
-        self.with_mut(|e| e.send_msg(peer, header, payload, ctx))
-    }
-
-    fn post_write(
-        &mut self,
-        peer: Rank,
+        op: Rma,
         local: LocalSlice,
         mr: MrHandle,
         remote: &RemoteKey,
         remote_offset: u64,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        self.with_mut(|e| e.post_write(peer, local, mr, remote, remote_offset, ctx))
+        self.with_mut(|e| match op {
+            Rma::Write => e.post_write(peer, local, mr, remote, remote_offset, ctx),
+            Rma::Read => e.post_read(peer, local, mr, remote, remote_offset, ctx),
+        })
     }
 
-    fn post_read(
-        &mut self,
-        peer: Rank,
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &RemoteKey,
-        remote_offset: u64,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        self.with_mut(|e| e.post_read(peer, local, mr, remote, remote_offset, ctx))
-    }
-
-    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
-        self.with_mut(|e| e.poll(out))
-    }
-
-    fn poll_arrivals(
+    fn poll(
         &mut self,
         out: &mut Vec<Completion>,
-        arrivals: &mut dyn Arrivals,
+        arrivals: Option<&mut dyn Arrivals>,
     ) -> Result<usize, TransportError> {
-        match &mut self.mode {
-            Mode::Poll(ep) => ep.poll_arrivals(out, arrivals),
+        let held = if self.held.is_empty() {
+            0
+        } else {
+            let n = self.held.len();
+            out.append(&mut self.held);
+            n
+        };
+        let n = match (&mut self.mode, arrivals) {
+            (Mode::Poll(ep), Some(a)) => ep.poll_arrivals(out, a),
+            (Mode::Poll(ep), None) => ep.poll(out),
             // The progress thread queues most arrivals before the rank
             // polls, so a hand-over would rarely happen: plain poll.
-            Mode::Thread { .. } => self.poll(out),
-        }
+            (Mode::Thread { shared, .. }, _) => lock(shared).poll(out),
+        }?;
+        Ok(n + held)
     }
 
     fn recycle(&mut self, data: Vec<u8>) {
         self.with_mut(|e| e.recycle(data))
     }
 
-    fn wait_fd(&self) -> Option<RawFd> {
+    fn idle(&mut self, why: Idle) -> Result<(), TransportError> {
+        match why {
+            Idle::Block(timeout) => self.block(timeout),
+            Idle::EmptyPoll | Idle::WatchingMemory => Ok(()),
+        }
+    }
+
+    fn tagged(&mut self) -> Option<&mut dyn Tagged> {
+        Some(self)
+    }
+}
+
+impl OfiTransport {
+    /// The completion queue's wait object, readable when a poll may find
+    /// something (none under a progress thread).
+    pub fn wait_fd(&self) -> Option<RawFd> {
         match &self.mode {
             Mode::Poll(ep) => ep.fabric.attrs.wait_fd,
             // The progress thread owns the fd's arming.
@@ -277,6 +272,7 @@ impl Transport for OfiTransport {
         }
     }
 
+    /// Sleep until something may be ready or `timeout` passes.
     fn block(&mut self, timeout: Duration) -> Result<(), TransportError> {
         match &mut self.mode {
             Mode::Poll(ep) => ep.block(timeout),
@@ -300,7 +296,9 @@ impl Transport for OfiTransport {
             }
         }
     }
+}
 
+impl Tagged for OfiTransport {
     fn tsend(
         &mut self,
         peer: Rank,
@@ -308,19 +306,27 @@ impl Transport for OfiTransport {
         src: LocalSlice,
         sync: bool,
         ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        self.with_mut(|e| e.tsend(peer, tag, src, sync, ctx))
+    ) -> Result<Posted, TransportError> {
+        let done = self.with_mut(|e| e.tag_send(peer, tag, src, sync, ctx))?;
+        Ok(if done {
+            Posted::Done(None)
+        } else {
+            Posted::Queued
+        })
     }
 
-    fn tsend_inline(
+    /// libfabric has no blocking receive: posted, then polled for.
+    fn trecv_wait(
         &mut self,
-        peer: Rank,
-        tag: Tag,
-        src: LocalSlice,
-        sync: bool,
-        ctx: Ctx,
-    ) -> Result<bool, TransportError> {
-        self.with_mut(|e| e.tag_send(peer, tag, src, sync, ctx))
+        src: Option<Rank>,
+        tag: Option<Tag>,
+        dst: LocalSlice,
+        timeout: Duration,
+    ) -> Result<Waited, TransportError> {
+        let mut held = std::mem::take(&mut self.held);
+        let r = ovbench_core::trecv_wait_polling(self, &mut held, src, tag, dst, timeout);
+        self.held.splice(0..0, held);
+        r
     }
 
     fn trecv(

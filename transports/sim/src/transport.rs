@@ -25,11 +25,11 @@
 //! fewer times, with nothing else changed.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use ovbench_core::{
-    Caps, Completion, CompletionTime, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RegionId,
-    RemoteKey, RmaKind, RmaProgress, Transport, TransportError, TransportInfo, MAX_KEY_BLOB,
+    Arrivals, Caps, Completion, CompletionStamps, CompletionTime, Ctx, Idle, LocalSlice, MrHandle,
+    OpKind, Posted, Progress, Rank, RegionId, Registered, RemoteKey, Rma, RmaKind, RmaProgress,
+    Transport, TransportError, TransportInfo, MAX_KEY_BLOB,
 };
 
 use ovbench_core::engine_comm::QUIET_CTX;
@@ -118,7 +118,7 @@ impl SimTransport {
 
     /// Validate and copy the local side of a write/read, then post it.
     #[allow(clippy::too_many_arguments)]
-    fn post_rma(
+    fn rma_op(
         &mut self,
         peer: Rank,
         local: LocalSlice,
@@ -171,37 +171,11 @@ impl Transport for SimTransport {
             name: "sim".into(),
             device: "loggp".into(),
             library: "ovbench-sim".into(),
-            extra: {
-                let mut e = self.shared.params.describe();
-                e.push(("completion_timestamps".into(), "nic".into()));
-                e
-            },
+            extra: self.shared.params.describe(),
+            caps: self.caps(),
+            rank: self.rank,
+            size: self.shared.np,
         }
-    }
-
-    fn caps(&self) -> Caps {
-        let p = &self.shared.params;
-        Caps {
-            rma: RmaKind::Native,
-            rma_progress: if p.offload {
-                RmaProgress::Offloaded
-            } else {
-                RmaProgress::TargetProgress
-            },
-            progress: p.progress,
-            max_inline: 0,
-            eager_buf_size: EAGER_BUF_SIZE,
-            native_tagged: false,
-            native_sync_send: false,
-        }
-    }
-
-    fn rank(&self) -> Rank {
-        self.rank
-    }
-
-    fn size(&self) -> u32 {
-        self.shared.np
     }
 
     fn address(&self) -> Vec<u8> {
@@ -238,13 +212,7 @@ impl Transport for SimTransport {
             .free(region)
     }
 
-    fn read_region(&self, s: LocalSlice, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
-        let g = self.shared.lock();
-        f(g.w.ranks[self.rank as usize].mem.slice(s)?);
-        Ok(())
-    }
-
-    fn write_region(
+    fn region(
         &mut self,
         s: LocalSlice,
         f: &mut dyn FnMut(&mut [u8]),
@@ -254,20 +222,19 @@ impl Transport for SimTransport {
         Ok(())
     }
 
-    fn register(&mut self, s: LocalSlice) -> Result<MrHandle, TransportError> {
+    fn register(&mut self, s: LocalSlice) -> Result<Registered, TransportError> {
         let mut g = self.shared.sync(self.shared.lock(), self.rank)?;
-        g.w.ranks[self.rank as usize].mem.register(s)
+        let mem = &mut g.w.ranks[self.rank as usize].mem;
+        let mr = mem.register(s)?;
+        Ok(Registered {
+            mr,
+            key: mem.remote_key(mr),
+        })
     }
 
     fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
         let mut g = self.shared.sync(self.shared.lock(), self.rank)?;
         g.w.ranks[self.rank as usize].mem.deregister(mr)
-    }
-
-    fn remote_key(&self, mr: MrHandle) -> RemoteKey {
-        self.shared.lock().w.ranks[self.rank as usize]
-            .mem
-            .remote_key(mr)
     }
 
     fn post_send(
@@ -276,7 +243,7 @@ impl Transport for SimTransport {
         header: &[u8],
         payload: Option<LocalSlice>,
         ctx: Ctx,
-    ) -> Result<(), TransportError> {
+    ) -> Result<Posted, TransportError> {
         self.check_peer(peer)?;
         let plen = payload.map_or(0, |p| p.len);
         if header.len() + plen > EAGER_BUF_SIZE {
@@ -299,34 +266,30 @@ impl Transport for SimTransport {
         g.w.post_send(self.rank, peer, data, plen as u64, ctx);
         self.empty_polls = 0;
         self.shared.publish(&g, self.rank);
-        Ok(())
+        Ok(Posted::Queued)
     }
 
-    fn post_write(
+    fn post_rma(
         &mut self,
         peer: Rank,
+        op: Rma,
         local: LocalSlice,
         mr: MrHandle,
         remote: &RemoteKey,
         remote_offset: u64,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        self.post_rma(peer, local, mr, remote, remote_offset, ctx, true)
+        let write = op == Rma::Write;
+        self.rma_op(peer, local, mr, remote, remote_offset, ctx, write)
     }
 
-    fn post_read(
+    /// Hands nothing over: a message's arrival is a virtual-time event
+    /// whose receive overhead is charged as it is queued.
+    fn poll(
         &mut self,
-        peer: Rank,
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &RemoteKey,
-        remote_offset: u64,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        self.post_rma(peer, local, mr, remote, remote_offset, ctx, false)
-    }
-
-    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
+        out: &mut Vec<Completion>,
+        _arrivals: Option<&mut dyn Arrivals>,
+    ) -> Result<usize, TransportError> {
         let free = self.shared.free;
         // A repeated empty poll at the same virtual time, with no call of
         // this rank's in between, finds nothing: the previous one brought
@@ -421,23 +384,54 @@ impl Transport for SimTransport {
         }
     }
 
-    /// The caller polls on until something arrives: its next poll may
-    /// sleep at once. Polls 2..SPIN_LIMIT-1 at one virtual time would find
-    /// nothing and change nothing (see [`Transport::poll`]), so skipping
-    /// them leaves every figure as it was.
-    fn waiting(&mut self) {
-        if !self.shared.free && self.empty_polls > 0 && self.spin_at == self.shared.now(self.rank) {
-            self.empty_polls = self.empty_polls.max(SPIN_LIMIT - 1);
+    /// [`Idle::EmptyPoll`]: the caller polls on until something arrives,
+    /// so its next poll may sleep at once. Polls 2..SPIN_LIMIT-1 at one
+    /// virtual time would find nothing and change nothing (see
+    /// [`Transport::poll`]), so skipping them leaves every figure as it
+    /// was. [`Idle::Block`] sleeps until this rank has work (the timeout
+    /// is wall time, which virtual time ignores).
+    fn idle(&mut self, why: Idle) -> Result<(), TransportError> {
+        match why {
+            Idle::EmptyPoll => {
+                if !self.shared.free
+                    && self.empty_polls > 0
+                    && self.spin_at == self.shared.now(self.rank)
+                {
+                    self.empty_polls = self.empty_polls.max(SPIN_LIMIT - 1);
+                }
+                Ok(())
+            }
+            // Memory written by a peer's one-sided operation arrives as a
+            // virtual-time event that wakes this rank: nothing to do.
+            Idle::WatchingMemory => Ok(()),
+            Idle::Block(_) => {
+                self.empty_polls = 0;
+                let g = self.synced()?;
+                if g.w.ranks[self.rank as usize].has_work() {
+                    return Ok(());
+                }
+                self.shared.block(g, self.rank).map(drop)
+            }
         }
     }
+}
 
-    fn block(&mut self, _timeout: Duration) -> Result<(), TransportError> {
-        self.empty_polls = 0;
-        let g = self.synced()?;
-        if g.w.ranks[self.rank as usize].has_work() {
-            return Ok(());
+impl SimTransport {
+    /// What the simulated transport can do.
+    fn caps(&self) -> Caps {
+        let p = &self.shared.params;
+        Caps {
+            rma: RmaKind::Native,
+            rma_progress: if p.offload {
+                RmaProgress::Offloaded
+            } else {
+                RmaProgress::TargetProgress
+            },
+            progress: p.progress,
+            eager_buf_size: EAGER_BUF_SIZE,
+            native_sync_send: false,
+            completion_stamps: CompletionStamps::Nic,
         }
-        self.shared.block(g, self.rank).map(drop)
     }
 }
 

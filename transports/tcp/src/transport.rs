@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use ovbench_core::{
-    Caps, Completion, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RegionId, RemoteKey,
-    RmaKind, RmaProgress, Transport, TransportError, TransportInfo,
+    Arrivals, Caps, Completion, CompletionStamps, Ctx, Idle, LocalSlice, MrHandle, OpKind, Posted,
+    Progress, Rank, RegionId, Registered, RemoteKey, Rma, RmaKind, RmaProgress, Transport,
+    TransportError, TransportInfo,
 };
 
 use crate::engine::{Engine, Pending};
@@ -180,7 +181,7 @@ impl TcpTransport {
 
     /// Common checks and bookkeeping of write and read.
     #[allow(clippy::too_many_arguments)]
-    fn post_rma(
+    fn rma_op(
         &mut self,
         op: OpKind,
         peer: Rank,
@@ -249,6 +250,16 @@ impl TcpTransport {
 impl Transport for TcpTransport {
     fn info(&self) -> TransportInfo {
         TransportInfo {
+            caps: Caps {
+                rma: RmaKind::Emulated,
+                rma_progress: RmaProgress::TargetProgress,
+                progress: self.opts.progress,
+                eager_buf_size: self.opts.eager_buf_size,
+                native_sync_send: false,
+                completion_stamps: CompletionStamps::Host,
+            },
+            rank: self.rank,
+            size: self.size,
             name: "tcp".into(),
             device: self.opts.bind.to_string(),
             library: String::new(),
@@ -261,26 +272,6 @@ impl Transport for TcpTransport {
                 ("progress".into(), self.opts.progress.to_string()),
             ],
         }
-    }
-
-    fn caps(&self) -> Caps {
-        Caps {
-            rma: RmaKind::Emulated,
-            rma_progress: RmaProgress::TargetProgress,
-            progress: self.opts.progress,
-            max_inline: self.opts.eager_buf_size,
-            eager_buf_size: self.opts.eager_buf_size,
-            native_tagged: false,
-            native_sync_send: false,
-        }
-    }
-
-    fn rank(&self) -> Rank {
-        self.rank
-    }
-
-    fn size(&self) -> u32 {
-        self.size
     }
 
     fn address(&self) -> Vec<u8> {
@@ -315,13 +306,7 @@ impl Transport for TcpTransport {
         g.mem.free(region)
     }
 
-    fn read_region(&self, s: LocalSlice, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
-        let g = self.shared.lock();
-        f(g.mem.slice(s)?);
-        Ok(())
-    }
-
-    fn write_region(
+    fn region(
         &mut self,
         s: LocalSlice,
         f: &mut dyn FnMut(&mut [u8]),
@@ -331,24 +316,22 @@ impl Transport for TcpTransport {
         Ok(())
     }
 
-    fn register(&mut self, s: LocalSlice) -> Result<MrHandle, TransportError> {
-        self.shared.lock().mem.register(s)
+    fn register(&mut self, s: LocalSlice) -> Result<Registered, TransportError> {
+        let mut g = self.shared.lock();
+        let mr = g.mem.register(s)?;
+        let r = g.mem.registration(mr).ok_or_else(|| {
+            TransportError::Invalid(format!("registration {} vanished as it was made", mr.0))
+        })?;
+        let key = RemoteKey {
+            addr: 0,
+            len: r.len as u64,
+            blob: key_blob(mr.0, r.check),
+        };
+        Ok(Registered { mr, key })
     }
 
     fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
         self.shared.lock().mem.deregister(mr)
-    }
-
-    fn remote_key(&self, mr: MrHandle) -> RemoteKey {
-        match self.shared.lock().mem.registration(mr) {
-            Some(r) => RemoteKey {
-                addr: 0,
-                len: r.len as u64,
-                blob: key_blob(mr.0, r.check),
-            },
-            // No such registration: a key that every target refuses.
-            None => RemoteKey::default(),
-        }
     }
 
     fn post_send(
@@ -357,7 +340,7 @@ impl Transport for TcpTransport {
         header: &[u8],
         payload: Option<LocalSlice>,
         ctx: Ctx,
-    ) -> Result<(), TransportError> {
+    ) -> Result<Posted, TransportError> {
         let plen = payload.map_or(0, |p| p.len);
         let total = header.len() + plen;
         if total > self.opts.eager_buf_size {
@@ -380,7 +363,7 @@ impl Transport for TcpTransport {
         }
         if peer == self.rank {
             g.loop_send(data, ctx);
-            return Ok(());
+            return Ok(Posted::Queued);
         }
         let mut h = Header::new(Kind::Msg);
         h.len = total as u64;
@@ -391,34 +374,29 @@ impl Transport for TcpTransport {
             crate::fault::apply(&mut e.fault, &e.mem, data, header.len())
         };
         g.enqueue(peer, TxItem::new(h, data, Some(Completion::Send { ctx })));
-        Ok(())
+        Ok(Posted::Queued)
     }
 
-    fn post_write(
+    fn post_rma(
         &mut self,
         peer: Rank,
+        op: Rma,
         local: LocalSlice,
         mr: MrHandle,
         remote: &RemoteKey,
         remote_offset: u64,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        self.post_rma(OpKind::Write, peer, local, mr, remote, remote_offset, ctx)
+        self.rma_op(op.op(), peer, local, mr, remote, remote_offset, ctx)
     }
 
-    fn post_read(
+    /// Hands nothing over: every message is queued as a
+    /// [`Completion::Recv`] (the socket reader owns the bytes).
+    fn poll(
         &mut self,
-        peer: Rank,
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &RemoteKey,
-        remote_offset: u64,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        self.post_rma(OpKind::Read, peer, local, mr, remote, remote_offset, ctx)
-    }
-
-    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
+        out: &mut Vec<Completion>,
+        _arrivals: Option<&mut dyn Arrivals>,
+    ) -> Result<usize, TransportError> {
         if let Some(w) = &self.worker {
             if self.shared.notified.swap(false, Ordering::AcqRel) {
                 let mut sink = [0u8; 64];
@@ -440,13 +418,25 @@ impl Transport for TcpTransport {
         }
     }
 
-    fn wait_fd(&self) -> Option<RawFd> {
+    fn idle(&mut self, why: Idle) -> Result<(), TransportError> {
+        match why {
+            Idle::Block(timeout) => self.block(timeout),
+            Idle::EmptyPoll | Idle::WatchingMemory => Ok(()),
+        }
+    }
+}
+
+impl TcpTransport {
+    /// A file descriptor that becomes readable when a poll may find
+    /// something, for ranks that sleep instead of spinning.
+    pub fn wait_fd(&self) -> Option<RawFd> {
         Some(match &self.worker {
             Some(w) => w.notify.as_raw_fd(),
             None => self.epoll.0.as_raw_fd(),
         })
     }
 
+    /// Sleep until something may be ready or `timeout` passes.
     fn block(&mut self, timeout: Duration) -> Result<(), TransportError> {
         if !self.shared.lock().done.is_empty() {
             return Ok(());

@@ -10,8 +10,17 @@
 //! or put over `shm` — whose lane table shows a cma `rma_bw` lane — never
 //! completes while the target does not poll, at 4 KiB and at 1 MiB
 //! (`tests/pair.rs` checks it), so the target's progress serves it.
+//!
+//! Whether RMA is *native* or *emulated* is decided by what moves the
+//! bytes. Over tcp the data travels as socket messages that the target's
+//! UCX unpacks, and UCP's software RMA is active messages: both are
+//! emulated. A shared-memory lane (cma, knem, xpmem) moves the bytes by a
+//! direct cross-process copy with no message for the target to unpack, so
+//! it counts as native — served by the target's progress only because
+//! UCX 1.13 completes it there (a judgement call: the copy itself is a
+//! real one-sided access).
 
-use ovbench_core::RmaProgress;
+use ovbench_core::{RmaKind, RmaProgress};
 
 use crate::ffi::endpoint::Endpoint;
 
@@ -20,9 +29,14 @@ const OFFLOADED: &[&str] = &[
     "rc", "rc_v", "rc_x", "rc_mlx5", "rc_verbs", "dc", "dc_x", "dc_mlx5", "gga",
 ];
 
+/// UCT transports whose put/get travel as messages the target unpacks.
+const EMULATED: &[&str] = &["tcp", "ud", "ud_v", "ud_x", "ud_mlx5", "sockcm"];
+
 /// How RMA reaches the peer, for caps and the header.
 #[derive(Clone, Debug)]
 pub struct RmaPath {
+    /// Native (RDMA or cross-memory copy) or emulated (messages).
+    pub kind: RmaKind,
     pub progress: RmaProgress,
     /// The transports of the RMA lanes, e.g. `cma/memory` or `tcp/lo`.
     pub lanes: String,
@@ -44,7 +58,15 @@ pub(crate) fn detects_peer_failure(tls: &str) -> bool {
 pub(crate) fn guess(tls: &str) -> RmaPath {
     let names: Vec<&str> = tls.split(',').collect();
     let offload = names.iter().any(|n| *n == "ib" || OFFLOADED.contains(n));
+    let direct = names
+        .iter()
+        .any(|n| matches!(*n, "shm" | "sm" | "cma" | "knem" | "xpmem" | "all"));
     RmaPath {
+        kind: if offload || direct {
+            RmaKind::Native
+        } else {
+            RmaKind::Emulated
+        },
         progress: if offload {
             RmaProgress::Offloaded
         } else {
@@ -83,13 +105,20 @@ pub(crate) fn from_lane_table(table: &str) -> RmaPath {
     let tl_of = |s: &String| s.split('/').next().unwrap_or("").to_string();
     if rma.is_empty() {
         return RmaPath {
+            kind: RmaKind::Emulated,
             progress: RmaProgress::TargetProgress,
             lanes: "none (software RMA over active messages)".into(),
             reason: "no transport in UCX_TLS has put/get to this peer: UCP emulates RMA with active messages served by the target's progress, one per segment of the active-message transport (over tcp UCX_TCP_TX_SEG_SIZE and UCX_TCP_RX_SEG_SIZE: larger segments, fewer round trips)".into(),
         };
     }
     let all_off = rma.iter().all(|l| OFFLOADED.contains(&tl_of(l).as_str()));
+    let by_messages = rma.iter().any(|l| EMULATED.contains(&tl_of(l).as_str()));
     RmaPath {
+        kind: if by_messages {
+            RmaKind::Emulated
+        } else {
+            RmaKind::Native
+        },
         progress: if all_off {
             RmaProgress::Offloaded
         } else {
@@ -130,6 +159,7 @@ mod tests {
         let cma = "#  lane[0]:  1:posix/memory.0 md[1] -> md[1]/posix/sysdev[255] am am_bw#0\n#  lane[1]:  3:cma/memory.0 md[3] -> md[3]/cma/sysdev[255] rma_bw#0\n";
         let p = from_lane_table(cma);
         assert_eq!(p.progress, RmaProgress::TargetProgress);
+        assert_eq!(p.kind, RmaKind::Native);
         assert_eq!(p.lanes, "cma/memory.0");
         let rc = "#  lane[1]:  2:rc_mlx5/mlx5_0:1.0 md[2] -> md[2]/ib/sysdev[255] rma_bw#0\n";
         assert_eq!(from_lane_table(rc).progress, RmaProgress::Offloaded);
@@ -137,8 +167,12 @@ mod tests {
         let p = from_lane_table(tcp);
         assert_eq!(p.progress, RmaProgress::TargetProgress);
         assert_eq!(p.lanes, "tcp/lo.0");
+        assert_eq!(p.kind, RmaKind::Emulated);
         let none = "#  lane[0]:  1:posix/memory.0 md[1] -> md[1]/posix/sysdev[255] am am_bw#0\n";
         assert_eq!(from_lane_table(none).progress, RmaProgress::TargetProgress);
+        assert_eq!(from_lane_table(none).kind, RmaKind::Emulated);
+        assert_eq!(guess("tcp,self").kind, RmaKind::Emulated);
+        assert_eq!(guess("posix,cma,self").kind, RmaKind::Native);
     }
 
     #[test]

@@ -4,8 +4,9 @@ use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use ovbench_core::{
-    Arrivals, Caps, Completion, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RegionId,
-    RemoteKey, RmaKind, Tag, Transport, TransportError, TransportInfo, Waited,
+    Arrivals, Caps, Completion, CompletionStamps, Ctx, Idle, LocalSlice, MrHandle, OpKind,
+    Progress, Rank, RegionId, Registered, RemoteKey, Rma, Tag, Tagged, Transport, TransportError,
+    TransportInfo, Waited,
 };
 use ovbench_ucx_sys as sys;
 
@@ -338,27 +339,17 @@ impl Transport for UcxTransport {
                     },
                 ),
             ],
+            caps: Caps {
+                rma: self.rma.kind,
+                rma_progress: self.rma.progress,
+                progress: self.progress,
+                eager_buf_size: EAGER_BUF_SIZE,
+                native_sync_send: true,
+                completion_stamps: CompletionStamps::Host,
+            },
+            rank: self.rank,
+            size: self.size,
         }
-    }
-
-    fn caps(&self) -> Caps {
-        Caps {
-            rma: RmaKind::Native,
-            rma_progress: self.rma.progress,
-            progress: self.progress,
-            max_inline: 0,
-            eager_buf_size: EAGER_BUF_SIZE,
-            native_tagged: true,
-            native_sync_send: true,
-        }
-    }
-
-    fn rank(&self) -> Rank {
-        self.rank
-    }
-
-    fn size(&self) -> u32 {
-        self.size
     }
 
     /// `OVUA`, pid, host/pid-namespace identity, then UCX's worker address.
@@ -419,12 +410,7 @@ impl Transport for UcxTransport {
         self.mem.free(region)
     }
 
-    fn read_region(&self, s: LocalSlice, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
-        f(self.mem.slice(s)?);
-        Ok(())
-    }
-
-    fn write_region(
+    fn region(
         &mut self,
         s: LocalSlice,
         f: &mut dyn FnMut(&mut [u8]),
@@ -433,8 +419,10 @@ impl Transport for UcxTransport {
         Ok(())
     }
 
-    fn register(&mut self, s: LocalSlice) -> Result<MrHandle, TransportError> {
-        self.mem.register(&self.ctx, s)
+    fn register(&mut self, s: LocalSlice) -> Result<Registered, TransportError> {
+        let mr = self.mem.register(&self.ctx, s)?;
+        let key = self.mem.mr(mr)?.key.clone();
+        Ok(Registered { mr, key })
     }
 
     fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
@@ -449,37 +437,123 @@ impl Transport for UcxTransport {
         Ok(())
     }
 
-    fn remote_key(&self, mr: MrHandle) -> RemoteKey {
-        self.mem
-            .mr(mr)
-            .map(|m| m.key.clone())
-            .expect("remote_key of a registration this transport does not hold")
-    }
-
     fn post_send(
         &mut self,
         peer: Rank,
         header: &[u8],
         payload: Option<LocalSlice>,
         ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        if self.am_send(peer, header, payload, ctx)? {
-            self.done.push(Completion::Send { ctx });
-        }
-        Ok(())
+    ) -> Result<ovbench_core::Posted, TransportError> {
+        Ok(if self.am_send(peer, header, payload, ctx)? {
+            ovbench_core::Posted::Done(None)
+        } else {
+            ovbench_core::Posted::Queued
+        })
     }
 
-    fn post_send_inline(
+    fn post_rma(
         &mut self,
         peer: Rank,
-        header: &[u8],
-        payload: Option<LocalSlice>,
+        op: Rma,
+        local: LocalSlice,
+        mr: MrHandle,
+        remote: &RemoteKey,
+        remote_offset: u64,
         ctx: Ctx,
-    ) -> Result<bool, TransportError> {
-        self.am_send(peer, header, payload, ctx)
+    ) -> Result<(), TransportError> {
+        match op {
+            Rma::Write => self.put(peer, local, mr, remote, remote_offset, ctx),
+            Rma::Read => self.get(peer, local, mr, remote, remote_offset, ctx),
+        }
     }
 
-    fn post_write(
+    fn poll(
+        &mut self,
+        out: &mut Vec<Completion>,
+        arrivals: Option<&mut dyn Arrivals>,
+    ) -> Result<usize, TransportError> {
+        // A progress thread's callbacks cannot reach the caller's taker.
+        let Some(arrivals) = arrivals.filter(|_| self.thread.is_none()) else {
+            return self.poll_parts().0.poll(out);
+        };
+        let (p, mem) = self.poll_parts();
+        let worker = p.worker;
+        let (r, handed) = worker.lending(arrivals, mem, || p.poll(out));
+        let handed = handed?;
+        Ok(r? + handed)
+    }
+
+    fn recycle(&mut self, data: Vec<u8>) {
+        if self.recycled.len() < ops::MAX_POOL {
+            self.recycled.push(data);
+        }
+    }
+
+    fn idle(&mut self, why: Idle) -> Result<(), TransportError> {
+        match why {
+            Idle::Block(timeout) => self.block(timeout),
+            Idle::EmptyPoll | Idle::WatchingMemory => Ok(()),
+        }
+    }
+
+    fn tagged(&mut self) -> Option<&mut dyn Tagged> {
+        Some(self)
+    }
+}
+
+impl Tagged for UcxTransport {
+    fn tsend(
+        &mut self,
+        peer: Rank,
+        tag: Tag,
+        src: LocalSlice,
+        sync: bool,
+        ctx: Ctx,
+    ) -> Result<ovbench_core::Posted, TransportError> {
+        Ok(if self.tag_send(peer, tag, src, sync, ctx)? {
+            ovbench_core::Posted::Done(None)
+        } else {
+            ovbench_core::Posted::Queued
+        })
+    }
+
+    /// Waits inside UCX ([`UcxTransport::recv_here`]); with a progress
+    /// thread, whose callbacks run on another thread, by posting and
+    /// polling.
+    fn trecv_wait(
+        &mut self,
+        src: Option<Rank>,
+        tag: Option<Tag>,
+        dst: LocalSlice,
+        timeout: Duration,
+    ) -> Result<Waited, TransportError> {
+        if self.thread.is_none() {
+            return self.recv_here(src, tag, dst, timeout);
+        }
+        let mut held = Vec::new();
+        let r = ovbench_core::trecv_wait_polling(self, &mut held, src, tag, dst, timeout);
+        self.done.splice(0..0, held);
+        r
+    }
+
+    fn trecv(
+        &mut self,
+        src: Option<Rank>,
+        tag: Option<Tag>,
+        dst: LocalSlice,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        let (utag, mask) = self.recv_selector(src, tag)?;
+        let buf = self.mem.buf(dst)?;
+        let op = self.op(ctx, src.unwrap_or(self.rank), OpKind::TaggedRecv, None);
+        let posted = self.worker.tag_recv(buf, utag, mask, op);
+        self.settle(posted, "ucp_tag_recv_nbx")
+    }
+}
+
+impl UcxTransport {
+    /// A put, flushed so that it completes once visible at the target.
+    fn put(
         &mut self,
         peer: Rank,
         local: LocalSlice,
@@ -505,7 +579,8 @@ impl Transport for UcxTransport {
         self.settle(posted, "ucp_ep_flush_nbx")
     }
 
-    fn post_read(
+    /// A get, complete once its data is in local memory.
+    fn get(
         &mut self,
         peer: Rank,
         local: LocalSlice,
@@ -526,37 +601,14 @@ impl Transport for UcxTransport {
         self.settle(posted, "ucp_get_nbx")
     }
 
-    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
-        self.poll_parts().0.poll(out)
-    }
-
-    fn poll_arrivals(
-        &mut self,
-        out: &mut Vec<Completion>,
-        arrivals: &mut dyn Arrivals,
-    ) -> Result<usize, TransportError> {
-        // A progress thread's callbacks cannot reach the caller's taker.
-        if self.thread.is_some() {
-            return self.poll(out);
-        }
-        let (p, mem) = self.poll_parts();
-        let worker = p.worker;
-        let (r, handed) = worker.lending(arrivals, mem, || p.poll(out));
-        let handed = handed?;
-        Ok(r? + handed)
-    }
-
-    fn recycle(&mut self, data: Vec<u8>) {
-        if self.recycled.len() < ops::MAX_POOL {
-            self.recycled.push(data);
-        }
-    }
-
-    fn wait_fd(&self) -> Option<RawFd> {
+    /// The worker's event fd, readable when a poll may find something
+    /// (none with a progress thread, which owns its arming).
+    pub fn wait_fd(&self) -> Option<RawFd> {
         // With a progress thread, that thread owns the fd's arming.
         (self.thread.is_none()).then_some(self.worker.efd())
     }
 
+    /// Sleep until something may be ready or `timeout` passes.
     fn block(&mut self, timeout: Duration) -> Result<(), TransportError> {
         // Polls after a sleep are slow: let the next one check peers.
         self.watch.soon();
@@ -584,54 +636,5 @@ impl Transport for UcxTransport {
             }
         }
         Ok(())
-    }
-
-    fn tsend(
-        &mut self,
-        peer: Rank,
-        tag: Tag,
-        src: LocalSlice,
-        sync: bool,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        if self.tag_send(peer, tag, src, sync, ctx)? {
-            self.done.push(Completion::TaggedSend { ctx });
-        }
-        Ok(())
-    }
-
-    fn tsend_inline(
-        &mut self,
-        peer: Rank,
-        tag: Tag,
-        src: LocalSlice,
-        sync: bool,
-        ctx: Ctx,
-    ) -> Result<bool, TransportError> {
-        self.tag_send(peer, tag, src, sync, ctx)
-    }
-
-    fn trecv_wait(
-        &mut self,
-        src: Option<Rank>,
-        tag: Option<Tag>,
-        dst: LocalSlice,
-        timeout: Duration,
-    ) -> Result<Waited, TransportError> {
-        self.recv_here(src, tag, dst, timeout)
-    }
-
-    fn trecv(
-        &mut self,
-        src: Option<Rank>,
-        tag: Option<Tag>,
-        dst: LocalSlice,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        let (utag, mask) = self.recv_selector(src, tag)?;
-        let buf = self.mem.buf(dst)?;
-        let op = self.op(ctx, src.unwrap_or(self.rank), OpKind::TaggedRecv, None);
-        let posted = self.worker.tag_recv(buf, utag, mask, op);
-        self.settle(posted, "ucp_tag_recv_nbx")
     }
 }

@@ -43,7 +43,7 @@ impl VerbsTransport {
         let since = *self.idle_since.get_or_insert(now);
         if now.duration_since(since) >= IDLE_BEFORE_SLEEP {
             // An error here shows again at the caller's next poll.
-            let _ = ovbench_core::Transport::block(self, IDLE_SLEEP);
+            let _ = self.block(IDLE_SLEEP);
             // Look at the clock again after the next empty poll, not 1024.
             self.idle_polls = IDLE_CHECK_EVERY - 1;
         }

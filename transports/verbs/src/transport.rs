@@ -6,8 +6,9 @@ use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use ovbench_core::{
-    Caps, Completion, CompletionTime, Ctx, LocalSlice, MrHandle, OpKind, Progress, Rank, RegionId,
-    RemoteKey, RmaKind, RmaProgress, Transport, TransportError, TransportInfo,
+    Arrivals, Caps, Completion, CompletionStamps, CompletionTime, Ctx, Idle, LocalSlice, MrHandle,
+    OpKind, Posted, Progress, Rank, RegionId, Registered, RemoteKey, Rma, RmaKind, RmaProgress,
+    Transport, TransportError, TransportInfo,
 };
 
 use crate::cm::CmEndpoint;
@@ -423,25 +424,13 @@ impl Transport for VerbsTransport {
                 self.opts.eager_buf_size.to_string(),
             ),
             ("rx_depth".to_string(), self.opts.rx_depth.to_string()),
-            (
-                "inline_size".to_string(),
-                self.caps().max_inline.to_string(),
-            ),
+            ("inline_size".to_string(), self.max_inline().to_string()),
             (
                 "cq".to_string(),
                 (if self.cq.is_extended() {
                     "extended"
                 } else {
                     "classic"
-                })
-                .to_string(),
-            ),
-            (
-                "completion_timestamps".to_string(),
-                (if self.nic_clock.is_some() {
-                    "nic"
-                } else {
-                    "host"
                 })
                 .to_string(),
             ),
@@ -454,35 +443,21 @@ impl Transport for VerbsTransport {
             device: format!("{}:{}", d.ctx.name(), d.port),
             library: format!("libibverbs {}", ovbench_verbs_sys::IBVERBS_VERSION),
             extra,
+            caps: Caps {
+                rma: RmaKind::Native,
+                rma_progress: RmaProgress::Offloaded,
+                progress: Progress::Poll,
+                eager_buf_size: self.opts.eager_buf_size,
+                native_sync_send: false,
+                completion_stamps: if self.nic_clock.is_some() {
+                    CompletionStamps::Nic
+                } else {
+                    CompletionStamps::Host
+                },
+            },
+            rank: self.rank,
+            size: self.size,
         }
-    }
-
-    fn caps(&self) -> Caps {
-        let max_inline = self
-            .peers
-            .iter()
-            .flatten()
-            .map(|p| p.max_inline as usize)
-            .min()
-            .unwrap_or(self.opts.inline_size as usize)
-            .saturating_sub(MSG_HDR);
-        Caps {
-            rma: RmaKind::Native,
-            rma_progress: RmaProgress::Offloaded,
-            progress: Progress::Poll,
-            max_inline,
-            eager_buf_size: self.opts.eager_buf_size,
-            native_tagged: false,
-            native_sync_send: false,
-        }
-    }
-
-    fn rank(&self) -> Rank {
-        self.rank
-    }
-
-    fn size(&self) -> u32 {
-        self.size
     }
 
     fn address(&self) -> Vec<u8> {
@@ -548,16 +523,7 @@ impl Transport for VerbsTransport {
         }
     }
 
-    fn read_region(&self, s: LocalSlice, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
-        self.slice_ptr(s)?;
-        let r = self.regions[s.region.0 as usize]
-            .as_ref()
-            .expect("checked region");
-        f(&r.buf.as_slice()[s.offset..s.offset + s.len]);
-        Ok(())
-    }
-
-    fn write_region(
+    fn region(
         &mut self,
         s: LocalSlice,
         f: &mut dyn FnMut(&mut [u8]),
@@ -570,7 +536,7 @@ impl Transport for VerbsTransport {
         Ok(())
     }
 
-    fn register(&mut self, s: LocalSlice) -> Result<MrHandle, TransportError> {
+    fn register(&mut self, s: LocalSlice) -> Result<Registered, TransportError> {
         let ptr = self.slice_ptr(s)?;
         let mr = self.register_ptr(ptr, s.len.max(1), Access::Remote)?;
         if let Some(r) = self.regions[s.region.0 as usize].as_mut() {
@@ -592,7 +558,11 @@ impl Transport for VerbsTransport {
                 self.mrs.len() - 1
             }
         };
-        Ok(MrHandle(i as u32))
+        let mr = MrHandle(i as u32);
+        Ok(Registered {
+            mr,
+            key: self.remote_key(mr),
+        })
     }
 
     fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
@@ -610,25 +580,13 @@ impl Transport for VerbsTransport {
         Ok(())
     }
 
-    fn remote_key(&self, mr: MrHandle) -> RemoteKey {
-        match self.mrs.get(mr.0 as usize).and_then(|m| m.as_ref()) {
-            Some(m) => RemoteKey {
-                addr: m.mr.addr(),
-                len: m.len as u64,
-                blob: m.mr.rkey().to_le_bytes().to_vec(),
-            },
-            // A dead handle gets a key no peer can use (zero length).
-            None => RemoteKey::default(),
-        }
-    }
-
     fn post_send(
         &mut self,
         peer: Rank,
         header: &[u8],
         payload: Option<LocalSlice>,
         ctx: Ctx,
-    ) -> Result<(), TransportError> {
+    ) -> Result<Posted, TransportError> {
         let plen = payload.map_or(0, |s| s.len);
         let total = header.len() + plen;
         if total > self.opts.eager_buf_size {
@@ -656,41 +614,36 @@ impl Transport for VerbsTransport {
             match p.post_msg(&mut self.ops, MsgKind::Data, &[header, pbytes], ctx) {
                 Err(e) if !is_queue_full(&e) => return Err(post_failed(peer, OpKind::Send, e)),
                 Err(_) => {}
-                Ok(()) => return Ok(()),
+                Ok(()) => return Ok(Posted::Queued),
             }
         }
         let mut bytes = Vec::with_capacity(total);
         bytes.extend_from_slice(header);
         bytes.extend_from_slice(pbytes);
         p.pending.push_back(Pending::Send { bytes, ctx });
-        Ok(())
+        Ok(Posted::Queued)
     }
 
-    fn post_write(
+    fn post_rma(
         &mut self,
         peer: Rank,
+        op: Rma,
         local: LocalSlice,
         mr: MrHandle,
         remote: &RemoteKey,
         remote_offset: u64,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        self.rma(OpKind::Write, peer, local, mr, remote, remote_offset, ctx)
+        self.rma(op.op(), peer, local, mr, remote, remote_offset, ctx)
     }
 
-    fn post_read(
+    /// Hands nothing over: receive buffers are reposted to the QP as
+    /// their messages are copied out.
+    fn poll(
         &mut self,
-        peer: Rank,
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &RemoteKey,
-        remote_offset: u64,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        self.rma(OpKind::Read, peer, local, mr, remote, remote_offset, ctx)
-    }
-
-    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
+        out: &mut Vec<Completion>,
+        _arrivals: Option<&mut dyn Arrivals>,
+    ) -> Result<usize, TransportError> {
         let mut n = self.stash.len();
         let base = out.len();
         let stamped = self.nic_clock.is_some();
@@ -739,19 +692,49 @@ impl Transport for VerbsTransport {
         }
     }
 
-    fn waiting(&mut self) {
-        self.idle_wait();
+    fn idle(&mut self, why: Idle) -> Result<(), TransportError> {
+        match why {
+            Idle::EmptyPoll => self.idle_wait(),
+            Idle::WatchingMemory => self.idle_since = None,
+            Idle::Block(timeout) => return self.block(timeout),
+        }
+        Ok(())
     }
+}
 
-    fn watching_memory(&mut self) {
-        self.idle_since = None;
-    }
-
-    fn wait_fd(&self) -> Option<RawFd> {
+impl VerbsTransport {
+    /// The completion channel's fd: readable when a poll may find
+    /// something (armed by [`Self::block`]).
+    pub fn wait_fd(&self) -> Option<RawFd> {
         Some(self.channel.fd())
     }
 
-    fn block(&mut self, timeout: Duration) -> Result<(), TransportError> {
+    /// The key a peer needs to reach `mr`; a dead handle gets a key no
+    /// peer can use (zero length).
+    fn remote_key(&self, mr: MrHandle) -> RemoteKey {
+        match self.mrs.get(mr.0 as usize).and_then(|m| m.as_ref()) {
+            Some(m) => RemoteKey {
+                addr: m.mr.addr(),
+                len: m.len as u64,
+                blob: m.mr.rkey().to_le_bytes().to_vec(),
+            },
+            None => RemoteKey::default(),
+        }
+    }
+
+    /// Largest payload sent inline, after the message header.
+    fn max_inline(&self) -> usize {
+        self.peers
+            .iter()
+            .flatten()
+            .map(|p| p.max_inline as usize)
+            .min()
+            .unwrap_or(self.opts.inline_size as usize)
+            .saturating_sub(MSG_HDR)
+    }
+
+    /// Sleep until a completion may be ready or `timeout` passes.
+    pub(crate) fn block(&mut self, timeout: Duration) -> Result<(), TransportError> {
         if !self.stash.is_empty() {
             return Ok(());
         }

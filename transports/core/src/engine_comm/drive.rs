@@ -7,8 +7,8 @@ use ovbench_proto::{Engine, EventKind, Key, MrId, Op, ProtoError, ReqId, Slice};
 
 use super::EngineComm;
 use crate::{
-    Arrivals, Completion, CompletionTime, LocalSlice, MrHandle, OpKind, Placement, Rank, RegionId,
-    RemoteKey, Status, TransportError,
+    Arrivals, Completion, CompletionTime, Idle, LocalSlice, MrHandle, OpKind, Placement, Posted,
+    Rank, RegionId, Registered, RemoteKey, Rma, Status, TransportError,
 };
 
 use super::shared::{timeout, CHECK_EVERY, SPIN_BEFORE_BLOCK};
@@ -26,7 +26,7 @@ fn rkey(k: Key) -> RemoteKey {
 }
 
 /// The engine as the transport's taker of arrived messages
-/// ([`crate::Transport::poll_arrivals`]), used only without
+/// (the `arrivals` of [`crate::Transport::poll`]), used only without
 /// instrumentation: the engine's `now` then goes unused.
 struct EngineTaker<'a> {
     eng: &'a mut Engine,
@@ -66,12 +66,10 @@ impl EngineComm {
                     payload,
                     ctx,
                 } => {
-                    let sent = self
-                        .t
-                        .post_send_inline(peer, &header, payload.map(ls), ctx)?;
+                    let posted = self.t.post_send(peer, &header, payload.map(ls), ctx)?;
                     self.eng.recycle_header(header);
-                    if sent {
-                        self.sent_inline(ctx)?;
+                    if let Posted::Done(at) = posted {
+                        self.sent_inline(ctx, at)?;
                     }
                 }
                 Op::Write {
@@ -81,8 +79,9 @@ impl EngineComm {
                     key,
                     remote_offset,
                     ctx,
-                } => self.t.post_write(
+                } => self.t.post_rma(
                     peer,
+                    Rma::Write,
                     ls(local),
                     MrHandle(mr.0),
                     &rkey(key),
@@ -96,8 +95,9 @@ impl EngineComm {
                     key,
                     remote_offset,
                     ctx,
-                } => self.t.post_read(
+                } => self.t.post_rma(
                     peer,
+                    Rma::Read,
                     ls(local),
                     MrHandle(mr.0),
                     &rkey(key),
@@ -105,14 +105,13 @@ impl EngineComm {
                     ctx,
                 )?,
                 Op::Register { slice, token } => {
-                    let h = self.t.register(ls(slice)).map_err(|e| TransportError::Local {
+                    let Registered { mr, key: k } = self.t.register(ls(slice)).map_err(|e| TransportError::Local {
                         op: OpKind::Register,
                         detail: format!(
                             "registering {} bytes failed ({e}); if the memlock limit is low, raise it (ulimit -l unlimited) or use --reg-cache on",
                             slice.len
                         ),
                     })?;
-                    let k = self.t.remote_key(h);
                     let key = Key {
                         addr: k.addr,
                         len: k.len,
@@ -120,26 +119,32 @@ impl EngineComm {
                     };
                     let now = self.stamp();
                     self.eng
-                        .on_registered(now, token, MrId(h.0), key)
+                        .on_registered(now, token, MrId(mr.0), key)
                         .map_err(proto_err)?;
                 }
                 Op::Deregister { mr } => self.t.deregister(MrHandle(mr.0))?,
-                Op::Deliver { dst, data } => self
-                    .t
-                    .write_region(ls(dst), &mut |b| b.copy_from_slice(&data))?,
-                Op::StampByte { at, value } => {
-                    self.t.write_region(ls(at), &mut |b| b[0] = value)?
+                Op::Deliver { dst, data } => {
+                    self.t.region(ls(dst), &mut |b| b.copy_from_slice(&data))?
                 }
+                Op::StampByte { at, value } => self.t.region(ls(at), &mut |b| b[0] = value)?,
             }
         }
         self.drain_events();
         Ok(())
     }
 
-    /// A packet the transport sent inside the posting call: the engine
-    /// hears of its completion now rather than from a later poll.
-    pub(crate) fn sent_inline(&mut self, ctx: u64) -> Result<(), TransportError> {
-        let now = self.stamp();
+    /// A packet the transport sent inside the posting call
+    /// ([`Posted::Done`]): the engine hears of its completion now rather
+    /// than from a later poll, at the transport's time if it gave one.
+    pub(crate) fn sent_inline(
+        &mut self,
+        ctx: u64,
+        at: Option<CompletionTime>,
+    ) -> Result<(), TransportError> {
+        let now = match at {
+            None => self.stamp(),
+            Some(t) => self.stamp_at(t),
+        };
         self.eng.on_completion(now, ctx).map_err(proto_err)
     }
 
@@ -164,7 +169,7 @@ impl EngineComm {
                 return Ok(true);
             }
             // No completion will announce it: the transport must not sleep.
-            self.t.watching_memory();
+            self.t.idle(Idle::WatchingMemory)?;
         }
         // Polled straight into `self.comps`: the idle poll (most of a
         // wait) moves no Vec in and out of `self` (that move, a store
@@ -173,9 +178,9 @@ impl EngineComm {
         // arrive; with it, each keeps its own completion stamp below.
         let r = if self.instr.is_none() {
             let mut taker = EngineTaker { eng: &mut self.eng };
-            self.t.poll_arrivals(&mut self.comps, &mut taker)
+            self.t.poll(&mut self.comps, Some(&mut taker))
         } else {
-            self.t.poll(&mut self.comps)
+            self.t.poll(&mut self.comps, None)
         };
         let queued = self.comps.len();
         let total = match r {
@@ -236,7 +241,7 @@ impl EngineComm {
                     Ok(Some(p)) => {
                         let src = &data[p.src_start..p.src_start + p.dst.len];
                         self.t
-                            .write_region(ls(p.dst), &mut |b| b.copy_from_slice(src))
+                            .region(ls(p.dst), &mut |b| b.copy_from_slice(src))
                     }
                     Ok(None) => Ok(()),
                     Err(e) => Err(e),
@@ -267,7 +272,7 @@ impl EngineComm {
                 continue;
             };
             let mut b = 0u8;
-            self.t.read_region(ls(w.at), &mut |s| b = s[0])?;
+            self.t.region(ls(w.at), &mut |s| b = s[0])?;
             if self.eng.raw_byte_arrived(w.req, b) {
                 let now = self.stamp();
                 // Finishing it removes it from the list: `k` is the next one.
@@ -331,11 +336,11 @@ impl EngineComm {
             }
             idle = idle.saturating_add(1);
             if self.cfg.oversubscribed && idle > SPIN_BEFORE_BLOCK {
-                self.t.block(Duration::from_millis(1))?;
+                self.t.idle(Idle::Block(Duration::from_millis(1)))?;
             } else {
                 // Nothing came and this wait polls on until something
                 // does (a simulated rank then sleeps at its next poll).
-                self.t.waiting();
+                self.t.idle(Idle::EmptyPoll)?;
                 // A PAUSE only where ranks share cores: on a rank's own
                 // core it is up to one PAUSE late on every arrival (as in
                 // NativeComm's wait).
@@ -369,9 +374,9 @@ impl EngineComm {
             }
             if !self.poll_once()? {
                 if self.cfg.oversubscribed {
-                    self.t.block(Duration::from_millis(1))?;
+                    self.t.idle(Idle::Block(Duration::from_millis(1)))?;
                 } else {
-                    self.t.waiting();
+                    self.t.idle(Idle::EmptyPoll)?;
                 }
             }
         }

@@ -89,9 +89,8 @@ impl EngineComm {
         work: Box<dyn Work>,
         cfg: EngineConfig,
     ) -> Result<EngineComm, TransportError> {
-        let caps = transport.caps();
         let info = transport.info();
-        let (rank, size) = (transport.rank(), transport.size());
+        let (caps, rank, size) = (info.caps.clone(), info.rank, info.size);
         let mut pc = ovbench_proto::Config::new(rank, size, caps.eager_buf_size);
         pc.protocol = cfg.protocol;
         pc.eager_limit = cfg.eager_limit;
@@ -146,6 +145,19 @@ impl EngineComm {
         } else {
             0
         }
+    }
+
+    /// [`Self::stamp`] for a completion the transport timed itself
+    /// ([`crate::Posted::Done`]): its time where the clock can place it.
+    pub(crate) fn stamp_at(&self, at: crate::CompletionTime) -> u64 {
+        if self.instr.is_none() {
+            return 0;
+        }
+        match at {
+            crate::CompletionTime::Host(t) => self.clock.ticks_at(t),
+            crate::CompletionTime::Ticks(t) => Some(t),
+        }
+        .unwrap_or_else(|| self.clock.ticks())
     }
 
     /// A blocking send while nothing is recorded: posted and waited for
@@ -227,11 +239,11 @@ impl EngineComm {
             self.eng
                 .isend_direct(now, s, whole, dst, tag, mode, space, &mut self.direct_hdr);
         if let Ok(Some(d)) = direct {
-            let sent =
+            let posted =
                 self.t
-                    .post_send_inline(d.peer, &self.direct_hdr, d.payload.map(drive::ls), d.ctx);
-            if sent? {
-                self.sent_inline(d.ctx)?;
+                    .post_send(d.peer, &self.direct_hdr, d.payload.map(drive::ls), d.ctx)?;
+            if let crate::Posted::Done(at) = posted {
+                self.sent_inline(d.ctx, at)?;
             }
             self.drain_events();
             return Ok(d.req);
@@ -295,12 +307,11 @@ impl Communicator for EngineComm {
         Ok(Buf { region, len })
     }
     fn fill(&mut self, buf: Buf, f: &mut dyn FnMut(&mut [u8])) -> Result<(), TransportError> {
-        self.t
-            .write_region(LocalSlice::new(buf.region, 0, buf.len), f)
+        self.t.region(LocalSlice::new(buf.region, 0, buf.len), f)
     }
-    fn inspect(&self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
+    fn inspect(&mut self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
         self.t
-            .read_region(LocalSlice::new(buf.region, 0, buf.len), f)
+            .region(LocalSlice::new(buf.region, 0, buf.len), &mut |b| f(b))
     }
     fn instrumentation(&mut self) -> Option<&mut Instrumentation> {
         self.instr.as_mut()

@@ -18,8 +18,9 @@ use super::shared::{self, blocking_as_one_call};
 use super::{range, EngineComm, EngineConfig};
 use crate::instrument::{Instrumentation, XferTable};
 use crate::{
-    Buf, Caps, Clock, CommInfo, Communicator, Completion, LocalSlice, OpCounts, OpKind, Rank, Req,
-    SendMode, Source, Status, Tag, TagSel, Transport, TransportError, TransportInfo, Waited, Work,
+    Buf, Caps, Clock, CommInfo, Communicator, Completion, Idle, LocalSlice, OpCounts, OpKind,
+    Posted, Rank, Req, SendMode, Source, Status, Tag, TagSel, Tagged, Transport, TransportError,
+    TransportInfo, Waited, Work,
 };
 
 /// First tag the native barrier uses (user tags must stay below it).
@@ -98,20 +99,20 @@ impl NativeComm {
     /// A native communicator over a connected `transport`; an error
     /// naming the valid protocols where the transport has no tagged path.
     pub fn new(
-        transport: Box<dyn Transport>,
+        mut transport: Box<dyn Transport>,
         clock: Arc<dyn Clock>,
         work: Box<dyn Work>,
         cfg: EngineConfig,
     ) -> Result<NativeComm, TransportError> {
-        let caps = transport.caps();
         let info = transport.info();
-        if !caps.native_tagged {
+        let caps = info.caps.clone();
+        if transport.tagged().is_none() {
             return Err(TransportError::Unsupported(format!(
                 "--proto native needs a library tagged protocol, which the {} transport lacks; use --proto eager, rdma-write, rdma-read, pipelined, auto or raw",
                 info.name
             )));
         }
-        let (rank, size) = (transport.rank(), transport.size());
+        let (rank, size) = (info.rank, info.size);
         Ok(NativeComm {
             rank,
             size,
@@ -136,6 +137,17 @@ impl NativeComm {
 
     fn exit(&mut self) {
         shared::call_exit(&mut self.instr, self.e.clock.as_ref())
+    }
+
+    /// The transport's tagged protocol (checked present at construction).
+    #[inline]
+    fn tagged(&mut self) -> Result<&mut dyn Tagged, TransportError> {
+        match self.e.t.tagged() {
+            Some(t) => Ok(t),
+            None => Err(TransportError::Invalid(
+                "the transport's tagged protocol went away".into(),
+            )),
+        }
     }
 
     /// Run `f` as one communicator call (one CALL_ENTER/CALL_EXIT pair),
@@ -205,14 +217,18 @@ impl NativeComm {
             Ok(ls) => ls,
             Err(e) => return Some(Err(e)),
         };
-        match self.e.t.trecv_wait(src, tag, ls, self.cfg.timeout) {
+        let timeout = self.cfg.timeout;
+        let waited = match self.tagged() {
+            Ok(t) => t.trecv_wait(src, tag, ls, timeout),
+            Err(e) => Err(e),
+        };
+        match waited {
             Ok(Waited::Done { peer, tag, len }) => Some(Ok(Status {
                 source: peer,
                 tag,
                 len,
             })),
             Ok(Waited::TimedOut) => Some(Err(self.recv_timeout(src, tag, len))),
-            Ok(Waited::Unsupported) => None,
             Err(e) => Some(Err(e)),
         }
     }
@@ -232,7 +248,12 @@ impl NativeComm {
         }
         let id = self.next;
         self.next += 1;
-        let sent = self.e.t.tsend_inline(dst, tag, s, sync, id)?;
+        // The native path stamps a send's XFER_END as its request retires
+        // (see `take`), so the library's own time is not needed here.
+        let sent = matches!(
+            self.tagged()?.tsend(dst, tag, s, sync, id)?,
+            Posted::Done(_)
+        );
         self.counts.tagged_sends += 1;
         self.counts.bytes += s.len as u64;
         Ok((id, sent))
@@ -261,7 +282,7 @@ impl NativeComm {
     ) -> Result<u64, TransportError> {
         let id = self.next;
         self.next += 1;
-        self.e.t.trecv(src, tag, s, id)?;
+        self.tagged()?.trecv(src, tag, s, id)?;
         let r = NReq {
             send: false,
             peer: src,
@@ -288,7 +309,7 @@ impl NativeComm {
     fn poll_once(&mut self) -> Result<bool, TransportError> {
         // Polled straight into `self.comps`, taken out only when something
         // came (see EngineComm's poll_once).
-        let r = self.e.t.poll(&mut self.comps);
+        let r = self.e.t.poll(&mut self.comps, None);
         if self.comps.is_empty() {
             return r.map(|_| false);
         }
@@ -391,7 +412,7 @@ impl NativeComm {
                 idle = idle.saturating_add(1);
                 if self.cfg.oversubscribed {
                     if idle > shared::SPIN_BEFORE_BLOCK {
-                        self.e.t.block(Duration::from_millis(1))?;
+                        self.e.t.idle(Idle::Block(Duration::from_millis(1)))?;
                     } else {
                         std::hint::spin_loop();
                     }
@@ -477,7 +498,7 @@ impl Communicator for NativeComm {
     fn fill(&mut self, buf: Buf, f: &mut dyn FnMut(&mut [u8])) -> Result<(), TransportError> {
         self.e.fill(buf, f)
     }
-    fn inspect(&self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
+    fn inspect(&mut self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
         self.e.inspect(buf, f)
     }
     fn instrumentation(&mut self) -> Option<&mut Instrumentation> {

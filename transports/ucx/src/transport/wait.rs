@@ -1,4 +1,4 @@
-//! `Transport::trecv_wait`: a blocking tagged receive that waits inside
+//! `Tagged::trecv_wait`: a blocking tagged receive that waits inside
 //! the transport, as ucx_perftest's does (`Worker::tag_recv_wait`: its
 //! callback fills a slot on the waiting frame; no operation box, no
 //! completion queue, no poll round trip through the caller). Here: when
@@ -28,9 +28,7 @@ impl UcxTransport {
         dst: LocalSlice,
         timeout: Duration,
     ) -> Result<Waited, TransportError> {
-        if self.thread.is_some() {
-            return Ok(Waited::Unsupported);
-        }
+        debug_assert!(self.thread.is_none(), "trecv_wait polls under a thread");
         let (utag, mask) = self.recv_selector(src, tag)?;
         let buf = self.mem.buf(dst)?;
         let shared = self.worker.shared();
