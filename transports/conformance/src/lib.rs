@@ -32,24 +32,28 @@
 //!   post or an error completion) and leaves the target's memory untouched;
 //! * a peer whose transport was dropped is reported within
 //!   [`PEER_LOSS_DEADLINE`], and the other peers keep working;
-//! * a send that finished inside the call (`Ok(true)` from
-//!   [`post_send_inline`](Transport::post_send_inline) or
-//!   [`tsend_inline`](Transport::tsend_inline)) never completes
-//!   through `poll`, and one in flight (`Ok(false)`) completes once;
-//! * every posted send is reported exactly once, inside the call or by a
-//!   later poll, and a completion the transport stamps
-//!   ([`completion_time`](Transport::completion_time)) is not stamped
-//!   later than the poll that returned it (what the overlap method's
-//!   XFER_END relies on: [`send_completions_reported`]);
-//! * a [`trecv_wait`](Transport::trecv_wait) is `Unsupported`, or
+//! * a send that finished inside the call ([`Posted::Done`] from
+//!   [`post_send`](Transport::post_send) or [`tsend`](Tagged::tsend))
+//!   never completes through `poll`, and one in flight
+//!   ([`Posted::Queued`]) completes once;
+//! * each send's end is known exactly once — from `Done` at the call's
+//!   return or from one later queued completion, never both, never
+//!   neither — and a time the transport gives for it (a `Done`'s, or a
+//!   completion's [`completion_time`](Transport::completion_time)) is not
+//!   later than the return of the call that gave it (what the overlap
+//!   method's XFER_END relies on: [`send_end_known_once`]);
+//! * where the transport offers a tagged protocol
+//!   ([`Transport::tagged`]), [`trecv_wait`](Tagged::trecv_wait)
 //!   receives, times out, withdraws and refuses truncation without ever
 //!   queueing a completion;
-//! * messages taken through [`poll_arrivals`](Transport::poll_arrivals)
+//! * messages taken through [`poll`](Transport::poll) with `arrivals`
 //!   arrive once each and in order whether handed over or queued, and a
 //!   taker's error fails that poll without losing what follows.
 
 use std::time::Duration;
 
+#[cfg(doc)]
+use ovbench_core::{Posted, Tagged};
 use ovbench_core::{Transport, TransportError};
 
 mod checks;
@@ -128,8 +132,8 @@ macro_rules! conformance_tests {
             oversize_send_rejected, write_visible_on_completion, read_returns_target_bytes,
             out_of_range_rejected, deregistered_key_rejected, garbled_key_rejected,
             many_outstanding, key_through_the_wire, block_returns_when_ready,
-            tagged_or_unsupported, inline_send_contract, inline_tsend_contract,
-            send_completions_reported, trecv_wait_contract, arrivals_contract,
+            tagged_if_offered, send_done_contract, tsend_done_contract,
+            send_end_known_once, trecv_wait_contract, arrivals_contract,
             peer_dropped_reported);
     };
     (@consts; $($name:ident),* $(,)?) => {

@@ -8,7 +8,9 @@
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use ovbench_core::{Completion, LocalSlice, OpKind, Transport, TransportError};
+use ovbench_core::{
+    Completion, Ctx, LocalSlice, OpKind, Posted, Rank, Rma, Tag, Tagged, Transport, TransportError,
+};
 
 /// How long any one step may take.
 pub const DEADLINE: Duration = Duration::from_secs(20);
@@ -45,7 +47,7 @@ pub fn drive<T: Transport>(
     while !done(got) {
         assert!(Instant::now() < end, "timed out; so far {got:?}");
         for r in 0..2 {
-            t[r].poll(&mut got[r]).unwrap();
+            t[r].poll(&mut got[r], None).unwrap();
         }
     }
     for g in got.iter() {
@@ -58,22 +60,50 @@ pub fn drive<T: Transport>(
     }
 }
 
+/// `t`'s tagged protocol (the pairs that run [`tagged`] have one).
+fn tg<T: Transport>(t: &mut T) -> &mut dyn Tagged {
+    t.tagged().expect("a transport with a tagged protocol")
+}
+
+/// `tsend` from `t`; a send that ended inside the call ([`Posted::Done`])
+/// gets the `TaggedSend` its caller records, pushed onto `got`, so that
+/// each send ends in exactly one `TaggedSend` there.
+#[allow(clippy::too_many_arguments)]
+fn tsend<T: Transport>(
+    t: &mut T,
+    got: &mut Vec<Completion>,
+    peer: Rank,
+    tag: Tag,
+    src: LocalSlice,
+    sync: bool,
+    ctx: Ctx,
+) -> Result<Posted, TransportError> {
+    let p = tg(t).tsend(peer, tag, src, sync, ctx)?;
+    if let Posted::Done(_) = p {
+        got.push(Completion::TaggedSend { ctx });
+    }
+    Ok(p)
+}
+
 /// Messages in posting order, with and without payload, and the refusal
 /// of one larger than an eager buffer of `eager_buf_size` bytes.
 pub fn messages<T: Transport>(mut t: [T; 2], eager_buf_size: usize) {
     let r = t[0].alloc(4096).unwrap();
     let pay = LocalSlice::new(r, 100, 1000);
-    t[0].write_region(pay, &mut |b| {
+    t[0].region(pay, &mut |b| {
         b.iter_mut().enumerate().for_each(|(i, x)| *x = i as u8)
     })
     .unwrap();
     let n = 50u64;
+    let mut got = [Vec::new(), Vec::new()];
     for i in 0..n {
         let hdr = i.to_le_bytes();
         let p = (i % 2 == 0).then_some(pay);
-        t[0].post_send(1, &hdr, p, 1000 + i).unwrap();
+        // A send that ended inside the call is recorded by its caller.
+        if let Posted::Done(_) = t[0].post_send(1, &hdr, p, 1000 + i).unwrap() {
+            got[0].push(Completion::Send { ctx: 1000 + i });
+        }
     }
-    let mut got = [Vec::new(), Vec::new()];
     drive(&mut t, &mut got, |g| {
         g[1].iter()
             .filter(|c| matches!(c, Completion::Recv { .. }))
@@ -127,20 +157,28 @@ pub fn rma<T: Transport>(mut t: [T; 2]) {
     let dst = t[1].alloc(len).unwrap();
     let s = LocalSlice::new(src, 0, len);
     let d = LocalSlice::new(dst, 0, len);
-    t[0].write_region(s, &mut |b| {
+    t[0].region(s, &mut |b| {
         b.iter_mut()
             .enumerate()
             .for_each(|(i, x)| *x = (i * 7 % 251) as u8)
     })
     .unwrap();
-    let ms = t[0].register(s).unwrap();
-    let md = t[1].register(d).unwrap();
-    let key = t[1].remote_key(md);
+    let ms = t[0].register(s).unwrap().mr;
+    let reg = t[1].register(d).unwrap();
+    let (md, key) = (reg.mr, reg.key);
     assert!(!key.blob.is_empty());
     for size in [8usize, 4096, len - 64] {
-        t[1].write_region(d, &mut |b| b.fill(0)).unwrap();
-        t[0].post_write(1, s.sub(0, size), ms, &key, 64.min((len - size) as u64), 7)
-            .unwrap();
+        t[1].region(d, &mut |b| b.fill(0)).unwrap();
+        t[0].post_rma(
+            1,
+            Rma::Write,
+            s.sub(0, size),
+            ms,
+            &key,
+            64.min((len - size) as u64),
+            7,
+        )
+        .unwrap();
         let mut got = [Vec::new(), Vec::new()];
         drive(&mut t, &mut got, |g| {
             g[0].iter()
@@ -148,7 +186,7 @@ pub fn rma<T: Transport>(mut t: [T; 2]) {
         });
         // Visible at the target the moment the write completes.
         let off = 64.min(len - size);
-        t[1].read_region(d, &mut |b| {
+        t[1].region(d, &mut |b| {
             assert!(
                 b[off..off + size]
                     .iter()
@@ -161,33 +199,34 @@ pub fn rma<T: Transport>(mut t: [T; 2]) {
         .unwrap();
     }
     // Read it back into a cleared source.
-    t[0].write_region(s, &mut |b| b.fill(0)).unwrap();
-    t[0].post_read(1, s.sub(0, 4096), ms, &key, 64, 9).unwrap();
+    t[0].region(s, &mut |b| b.fill(0)).unwrap();
+    t[0].post_rma(1, Rma::Read, s.sub(0, 4096), ms, &key, 64, 9)
+        .unwrap();
     let mut got = [Vec::new(), Vec::new()];
     drive(&mut t, &mut got, |g| {
         g[0].iter()
             .any(|c| matches!(c, Completion::Read { ctx: 9 }))
     });
-    t[0].read_region(s.sub(0, 4096), &mut |b| {
+    t[0].region(s.sub(0, 4096), &mut |b| {
         assert!(b.iter().enumerate().all(|(i, x)| *x == (i * 7 % 251) as u8))
     })
     .unwrap();
     // Out of range and forged keys are refused before anything moves.
-    let e = t[0].post_write(1, s.sub(0, 128), ms, &key, key.len - 64, 1);
+    let e = t[0].post_rma(1, Rma::Write, s.sub(0, 128), ms, &key, key.len - 64, 1);
     assert!(
         matches!(e, Err(TransportError::BadKey { peer: 1, .. })),
         "{e:?}"
     );
     let mut forged = key.clone();
     forged.blob = vec![0xff; 3000];
-    let e = t[0].post_read(1, s.sub(0, 8), ms, &forged, 0, 1);
+    let e = t[0].post_rma(1, Rma::Read, s.sub(0, 8), ms, &forged, 0, 1);
     assert!(
         matches!(e, Err(TransportError::BadKey { peer: 1, .. })),
         "{e:?}"
     );
     // A local slice outside its registration is refused.
     let other = t[0].alloc(64).unwrap();
-    let e = t[0].post_write(1, LocalSlice::new(other, 0, 8), ms, &key, 0, 1);
+    let e = t[0].post_rma(1, Rma::Write, LocalSlice::new(other, 0, 8), ms, &key, 0, 1);
     assert!(matches!(e, Err(TransportError::Invalid(_))), "{e:?}");
     t[1].deregister(md).unwrap();
     t[0].deregister(ms).unwrap();
@@ -198,23 +237,27 @@ pub fn rma<T: Transport>(mut t: [T; 2]) {
 /// synchronous send (or its refusal where the caps say it cannot be
 /// expressed) and truncation reported as an error completion.
 pub fn tagged<T: Transport>(mut t: [T; 2]) {
-    let sync_ok = t[0].caps().native_sync_send;
+    let sync_ok = t[0].info().caps.native_sync_send;
     let a = t[0].alloc(4096).unwrap();
     let b = t[1].alloc(4096).unwrap();
     let sa = LocalSlice::new(a, 0, 8);
     let sb = LocalSlice::new(b, 0, 4096);
     // Ping-pong with wildcards on both sides.
     for i in 0..200u32 {
-        t[0].write_region(sa, &mut |x| x.copy_from_slice(&u64::from(i).to_le_bytes()))
+        t[0].region(sa, &mut |x| x.copy_from_slice(&u64::from(i).to_le_bytes()))
             .unwrap();
-        t[1].trecv(None, None, sb, 1).unwrap();
-        t[0].tsend(1, 40 + i, sa, false, 2).unwrap();
+        tg(&mut t[1]).trecv(None, None, sb, 1).unwrap();
         let mut got = [Vec::new(), Vec::new()];
+        tsend(&mut t[0], &mut got[0], 1, 40 + i, sa, false, 2).unwrap();
         drive(&mut t, &mut got, |g| {
             g[1].iter()
                 .any(|c| matches!(c, Completion::TaggedRecv { .. }))
         });
-        match &got[1][0] {
+        match got[1]
+            .iter()
+            .find(|c| matches!(c, Completion::TaggedRecv { .. }))
+            .expect("waited for")
+        {
             Completion::TaggedRecv {
                 ctx: 1,
                 peer: 0,
@@ -223,14 +266,23 @@ pub fn tagged<T: Transport>(mut t: [T; 2]) {
             } => assert_eq!(*tag, 40 + i),
             c => panic!("{c:?}"),
         }
-        t[1].read_region(sb.sub(0, 8), &mut |x| {
+        t[1].region(sb.sub(0, 8), &mut |x| {
             assert_eq!(x, &u64::from(i).to_le_bytes())
         })
         .unwrap();
-        t[0].trecv(Some(1), None, LocalSlice::new(a, 8, 64), 3)
+        tg(&mut t[0])
+            .trecv(Some(1), None, LocalSlice::new(a, 8, 64), 3)
             .unwrap();
-        t[1].tsend(0, 7, sb.sub(0, 8), sync_ok && i % 2 == 0, 4)
-            .unwrap();
+        tsend(
+            &mut t[1],
+            &mut got[1],
+            0,
+            7,
+            sb.sub(0, 8),
+            sync_ok && i % 2 == 0,
+            4,
+        )
+        .unwrap();
         drive(&mut t, &mut got, |g| {
             g[0].iter().any(|c| {
                 matches!(
@@ -251,10 +303,12 @@ pub fn tagged<T: Transport>(mut t: [T; 2]) {
         });
     }
     // A tag selector filters: the tag-5 message waits for its own receive.
-    t[1].trecv(Some(0), Some(6), sb.sub(0, 8), 10).unwrap();
-    t[0].tsend(1, 5, sa, false, 11).unwrap();
-    t[0].tsend(1, 6, sa, false, 12).unwrap();
+    tg(&mut t[1])
+        .trecv(Some(0), Some(6), sb.sub(0, 8), 10)
+        .unwrap();
     let mut got = [Vec::new(), Vec::new()];
+    tsend(&mut t[0], &mut got[0], 1, 5, sa, false, 11).unwrap();
+    tsend(&mut t[0], &mut got[0], 1, 6, sa, false, 12).unwrap();
     drive(&mut t, &mut got, |g| {
         g[1].iter().any(|c| {
             matches!(
@@ -267,7 +321,9 @@ pub fn tagged<T: Transport>(mut t: [T; 2]) {
             )
         })
     });
-    t[1].trecv(None, Some(5), sb.sub(0, 8), 13).unwrap();
+    tg(&mut t[1])
+        .trecv(None, Some(5), sb.sub(0, 8), 13)
+        .unwrap();
     drive(&mut t, &mut got, |g| {
         g[1].iter().any(|c| {
             matches!(
@@ -282,21 +338,22 @@ pub fn tagged<T: Transport>(mut t: [T; 2]) {
     });
     // Synchronous send: no completion before the receive is posted; where
     // the provider cannot express it, a clear refusal.
+    let mut got = [Vec::new(), Vec::new()];
     if !sync_ok {
-        let e = t[0].tsend(1, 99, sa, true, 20);
+        let e = tg(&mut t[0]).tsend(1, 99, sa, true, 20);
         assert!(
             matches!(&e, Err(TransportError::Unsupported(m)) if m.contains("n/a")),
             "{e:?}"
         );
-        t[0].tsend(1, 99, sa, false, 20).unwrap();
+        tsend(&mut t[0], &mut got[0], 1, 99, sa, false, 20).unwrap();
     } else {
-        t[0].tsend(1, 99, sa, true, 20).unwrap();
+        let p = tg(&mut t[0]).tsend(1, 99, sa, true, 20).unwrap();
+        assert_eq!(p, Posted::Queued, "ssend ended before a receive was posted");
     }
-    let mut got = [Vec::new(), Vec::new()];
     let end = Instant::now() + Duration::from_millis(300);
     while Instant::now() < end {
-        t[0].poll(&mut got[0]).unwrap();
-        t[1].poll(&mut got[1]).unwrap();
+        t[0].poll(&mut got[0], None).unwrap();
+        t[1].poll(&mut got[1], None).unwrap();
     }
     if sync_ok {
         assert!(
@@ -306,20 +363,24 @@ pub fn tagged<T: Transport>(mut t: [T; 2]) {
             "ssend completed before a receive was posted"
         );
     }
-    t[1].trecv(Some(0), Some(99), sb.sub(0, 8), 21).unwrap();
+    tg(&mut t[1])
+        .trecv(Some(0), Some(99), sb.sub(0, 8), 21)
+        .unwrap();
     drive(&mut t, &mut got, |g| {
         g[0].iter()
             .any(|c| matches!(c, Completion::TaggedSend { ctx: 20 }))
     });
     // Truncation is an error completion naming the receive.
-    t[1].trecv(Some(0), Some(50), sb.sub(0, 4), 30).unwrap();
-    t[0].tsend(1, 50, sa, false, 31).unwrap();
+    tg(&mut t[1])
+        .trecv(Some(0), Some(50), sb.sub(0, 4), 30)
+        .unwrap();
+    tg(&mut t[0]).tsend(1, 50, sa, false, 31).unwrap();
     let end = Instant::now() + DEADLINE;
     let mut got = [Vec::new(), Vec::new()];
     loop {
         assert!(Instant::now() < end, "no truncation error: {got:?}");
-        t[0].poll(&mut got[0]).unwrap();
-        t[1].poll(&mut got[1]).unwrap();
+        t[0].poll(&mut got[0], None).unwrap();
+        t[1].poll(&mut got[1], None).unwrap();
         if let Some(Completion::Error {
             ctx, op, status, ..
         }) = got[1]
@@ -344,24 +405,23 @@ pub fn rma_while_target_computes<T: Transport>(
 ) {
     let remote = t[1].alloc(size).unwrap();
     let rs = LocalSlice::new(remote, 0, size);
-    t[1].write_region(rs, &mut |b| b.fill(0x5c)).unwrap();
-    let rmr = t[1].register(rs).unwrap();
-    let key = t[1].remote_key(rmr);
+    t[1].region(rs, &mut |b| b.fill(0x5c)).unwrap();
+    let key = t[1].register(rs).unwrap().key;
     let local = t[0].alloc(size).unwrap();
     let ls = LocalSlice::new(local, 0, size);
-    let lmr = t[0].register(ls).unwrap();
+    let lmr = t[0].register(ls).unwrap().mr;
     for (ctx, alone) in [(42u64, read_alone), (43, write_alone)] {
         if ctx == 42 {
-            t[0].post_read(1, ls, lmr, &key, 0, ctx).unwrap();
+            t[0].post_rma(1, Rma::Read, ls, lmr, &key, 0, ctx).unwrap();
         } else {
-            t[0].post_write(1, ls, lmr, &key, 0, ctx).unwrap();
+            t[0].post_rma(1, Rma::Write, ls, lmr, &key, 0, ctx).unwrap();
         }
         let mine = |c: &Completion| matches!(c, Completion::Read { ctx: c } | Completion::Write { ctx: c } if *c == ctx);
         let mut got = Vec::new();
         let wait = Duration::from_millis(if alone { 10_000 } else { 300 });
         let end = Instant::now() + wait;
         while Instant::now() < end && !got.iter().any(mine) {
-            t[0].poll(&mut got).unwrap();
+            t[0].poll(&mut got, None).unwrap();
         }
         let done = got.iter().any(mine);
         assert_eq!(
@@ -373,6 +433,6 @@ pub fn rma_while_target_computes<T: Transport>(
             drive(t, &mut both, |g| g[0].iter().any(mine));
         }
     }
-    t[0].read_region(ls, &mut |b| assert!(b.iter().all(|&x| x == 0x5c)))
+    t[0].region(ls, &mut |b| assert!(b.iter().all(|&x| x == 0x5c)))
         .unwrap();
 }

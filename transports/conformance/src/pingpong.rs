@@ -7,22 +7,27 @@
 use std::time::{Duration, Instant};
 
 use crate::connect_all;
-use ovbench_core::{Completion, LocalSlice, Rank, Transport};
+use ovbench_core::{Completion, LocalSlice, Rank, Tagged, Transport};
 
 const WARMUP: usize = 1000;
 const SIZE: usize = 8;
 
 /// Busy-poll until `want` says a completion is the one awaited.
-fn wait(t: &mut dyn Transport, out: &mut Vec<Completion>, want: &dyn Fn(&Completion) -> bool) {
+fn wait(
+    t: &mut dyn Transport,
+    me: Rank,
+    out: &mut Vec<Completion>,
+    want: &dyn Fn(&Completion) -> bool,
+) {
     let deadline = Instant::now() + Duration::from_secs(10);
     // The clock is read every 1024 polls only: reading it each time would
     // be a good part of what a small-message round trip measures.
     for polls in 0u32.. {
-        t.poll(out).expect("poll");
+        t.poll(out, None).expect("poll");
         let mut got = false;
         for c in out.drain(..) {
             if let Completion::Error { .. } = c {
-                panic!("rank {}: {c:?}", t.rank());
+                panic!("rank {me}: {c:?}");
             }
             got |= want(&c);
             if let Completion::Recv { data, .. } = c {
@@ -34,14 +39,19 @@ fn wait(t: &mut dyn Transport, out: &mut Vec<Completion>, want: &dyn Fn(&Complet
         }
         assert!(
             polls % 1024 != 0 || Instant::now() < deadline,
-            "rank {}: nothing for 10 s",
-            t.rank()
+            "rank {me}: nothing for 10 s"
         );
     }
 }
 
+/// The transport's tagged protocol (`native` mode needs one).
+fn tagged(t: &mut Box<dyn Transport>) -> &mut dyn Tagged {
+    t.tagged()
+        .expect("native mode needs a transport with a tagged protocol")
+}
+
 fn rank_loop(mut t: Box<dyn Transport>, iters: usize, native: bool) -> Vec<f64> {
-    let me = t.rank();
+    let me = t.info().rank;
     let peer: Rank = 1 - me;
     let region = t.alloc(2 * SIZE).expect("alloc");
     let (sbuf, rbuf) = (
@@ -56,20 +66,26 @@ fn rank_loop(mut t: Box<dyn Transport>, iters: usize, native: bool) -> Vec<f64> 
     for i in 0..WARMUP + iters {
         let t0 = Instant::now();
         let send = |t: &mut Box<dyn Transport>| {
+            // A send that ends inside the call (Posted::Done) or later
+            // (Queued): either way the pong is what is waited for.
             if native {
-                t.tsend(peer, 1, sbuf, false, i as u64).expect("tsend");
+                tagged(t)
+                    .tsend(peer, 1, sbuf, false, i as u64)
+                    .expect("tsend");
             } else {
                 t.post_send(peer, &msg, None, i as u64).expect("send");
             }
         };
         if native {
-            t.trecv(Some(peer), Some(1), rbuf, i as u64).expect("trecv");
+            tagged(&mut t)
+                .trecv(Some(peer), Some(1), rbuf, i as u64)
+                .expect("trecv");
         }
         if me == 0 {
             send(&mut t);
-            wait(t.as_mut(), &mut out, &is_recv);
+            wait(t.as_mut(), me, &mut out, &is_recv);
         } else {
-            wait(t.as_mut(), &mut out, &is_recv);
+            wait(t.as_mut(), me, &mut out, &is_recv);
             send(&mut t);
         }
         if i >= WARMUP {
@@ -78,7 +94,7 @@ fn rank_loop(mut t: Box<dyn Transport>, iters: usize, native: bool) -> Vec<f64> 
     }
     // Let the last send leave before the transport goes.
     for _ in 0..1000 {
-        t.poll(&mut out).expect("poll");
+        t.poll(&mut out, None).expect("poll");
     }
     rtts
 }

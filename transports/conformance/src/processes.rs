@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ovbench_core::{Completion, LocalSlice, MrHandle, RemoteKey, Transport};
+use ovbench_core::{Completion, LocalSlice, MrHandle, RemoteKey, Rma, Tagged, Transport};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 const LEN: usize = 1 << 20;
@@ -32,22 +32,29 @@ thread_local! {
 /// Poll until a completion satisfies `want`; error completions fail.
 fn wait<T: Transport>(t: &mut T, want: &dyn Fn(&Completion) -> bool) -> Completion {
     let end = Instant::now() + DEADLINE;
+    let me = t.info().rank;
     let mut out = Vec::new();
     loop {
         let hit = STASH.with(|s| {
             let mut s = s.borrow_mut();
             s.extend(out.drain(..));
             if let Some(c) = s.iter().find(|c| matches!(c, Completion::Error { .. })) {
-                panic!("rank {}: {c:?}", t.rank());
+                panic!("rank {me}: {c:?}");
             }
             s.iter().position(want).map(|i| s.remove(i))
         });
         if let Some(c) = hit {
             return c;
         }
-        assert!(Instant::now() < end, "rank {}: timed out", t.rank());
-        t.poll(&mut out).unwrap();
+        assert!(Instant::now() < end, "rank {me}: timed out");
+        t.poll(&mut out, None).unwrap();
     }
+}
+
+/// The transport's tagged protocol (these harnesses run on transports
+/// that have one).
+fn tagged<T: Transport>(t: &mut T) -> &mut dyn Tagged {
+    t.tagged().expect("a transport with a tagged protocol")
 }
 
 fn recv<T: Transport>(t: &mut T) -> Vec<u8> {
@@ -75,12 +82,15 @@ pub struct Kept {
 /// The part both ranks run once connected. Rank 0 drives, rank 1 answers.
 /// Rank 0 gets rank 1's key, its own registration and a buffer back.
 fn exchange<T: Transport>(t: &mut T) -> Option<Kept> {
-    let me = t.rank();
+    let info = t.info();
+    let me = info.rank;
+    let sync_ok = info.caps.native_sync_send;
     let peer = 1 - me;
     let region = t.alloc(2 * LEN).unwrap();
     let mine = LocalSlice::new(region, 0, LEN);
     let other = LocalSlice::new(region, LEN, LEN);
-    let mr = t.register(LocalSlice::new(region, 0, 2 * LEN)).unwrap();
+    let reg = t.register(LocalSlice::new(region, 0, 2 * LEN)).unwrap();
+    let mr = reg.mr;
     // Messages, both ways.
     for i in 0..100u32 {
         if me == 0 {
@@ -94,10 +104,10 @@ fn exchange<T: Transport>(t: &mut T) -> Option<Kept> {
     }
     // Native tags with wildcards.
     for i in 0..100u32 {
-        t.trecv(None, None, other.sub(0, 64), 2).unwrap();
+        tagged(t).trecv(None, None, other.sub(0, 64), 2).unwrap();
         if me == 0 {
-            let sync = t.caps().native_sync_send && i % 10 == 0;
-            t.tsend(peer, i, mine.sub(0, 8), sync, 3).unwrap();
+            let sync = sync_ok && i % 10 == 0;
+            tagged(t).tsend(peer, i, mine.sub(0, 8), sync, 3).unwrap();
         }
         let c = wait(t, &|c| matches!(c, Completion::TaggedRecv { .. }));
         assert!(
@@ -108,19 +118,21 @@ fn exchange<T: Transport>(t: &mut T) -> Option<Kept> {
             let Completion::TaggedRecv { tag, .. } = c else {
                 unreachable!()
             };
-            t.tsend(peer, tag, mine.sub(0, 8), false, 3).unwrap();
+            tagged(t)
+                .tsend(peer, tag, mine.sub(0, 8), false, 3)
+                .unwrap();
         }
     }
     // Rank 1 hands out its key; rank 0 writes its pattern there and reads
     // rank 1's pattern back; rank 1 checks the write.
-    t.write_region(mine, &mut |b| b.copy_from_slice(&pattern(LEN, me as u8)))
+    t.region(mine, &mut |b| b.copy_from_slice(&pattern(LEN, me as u8)))
         .unwrap();
     if me == 1 {
         let mut msg = Vec::new();
-        t.remote_key(mr).encode(&mut msg);
+        reg.key.encode(&mut msg);
         t.post_send(peer, &msg, None, 4).unwrap();
         assert_eq!(recv(t), b"written");
-        t.read_region(other, &mut |b| {
+        t.region(other, &mut |b| {
             assert!(
                 b == pattern(LEN, 0).as_slice(),
                 "rank 0's write is not here"
@@ -131,12 +143,13 @@ fn exchange<T: Transport>(t: &mut T) -> Option<Kept> {
         None
     } else {
         let (key, _) = RemoteKey::decode(&recv(t)).unwrap();
-        t.post_write(peer, mine, mr, &key, LEN as u64, 6).unwrap();
+        t.post_rma(peer, Rma::Write, mine, mr, &key, LEN as u64, 6)
+            .unwrap();
         wait(t, &|c| matches!(c, Completion::Write { ctx: 6 }));
         t.post_send(peer, b"written", None, 7).unwrap();
-        t.post_read(peer, other, mr, &key, 0, 8).unwrap();
+        t.post_rma(peer, Rma::Read, other, mr, &key, 0, 8).unwrap();
         wait(t, &|c| matches!(c, Completion::Read { ctx: 8 }));
-        t.read_region(other, &mut |b| {
+        t.region(other, &mut |b| {
             assert!(
                 b == pattern(LEN, 1).as_slice(),
                 "read brought the wrong bytes"
@@ -167,7 +180,7 @@ pub fn child<T: Transport>(mut t: T) {
     let end = Instant::now() + Duration::from_secs(30);
     let mut out = Vec::new();
     while Instant::now() < end {
-        if t.poll(&mut out).is_err() {
+        if t.poll(&mut out, None).is_err() {
             return;
         }
         out.clear();
@@ -236,7 +249,7 @@ pub fn parent<T: Transport>(
         provoke(&mut t, &kept);
         let mut out = Vec::new();
         loop {
-            t.poll(&mut out).unwrap();
+            t.poll(&mut out, None).unwrap();
             if let Some(c) = out.iter().find(|c| matches!(c, Completion::Error { .. })) {
                 assert!(matches!(c, Completion::Error { peer: 1, .. }), "{c:?}");
                 eprintln!(

@@ -1,14 +1,16 @@
-//! The send-completion check fails the transports it is meant to fail: TCP
+//! The send-end check fails the transports it is meant to fail: TCP
 //! endpoints wrapped to break one rule each (a second completion, a
-//! completion for an inline send, a stamp after its poll, a stamp before
-//! an earlier one), and passes them unwrapped.
+//! completion for a send that returned `Done`, a send that never ends, a
+//! stamp after its call, a stamp before an earlier one), and passes them
+//! unwrapped.
 
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use ovbench_conformance::{run_check, send_completions_reported, Endpoints};
+use ovbench_conformance::{run_check, send_end_known_once, Endpoints};
 use ovbench_core::{
-    Caps, Completion, CompletionTime, Ctx, LocalSlice, MrHandle, Rank, RegionId, RemoteKey,
-    Transport, TransportError, TransportInfo,
+    Arrivals, Completion, CompletionTime, Ctx, LocalSlice, MrHandle, Posted, Rank, RegionId,
+    Registered, RemoteKey, Rma, Transport, TransportError, TransportInfo,
 };
 use ovbench_tcp::{TcpOptions, TcpTransport};
 
@@ -17,10 +19,15 @@ enum Fault {
     None,
     /// Every send completion is reported twice.
     Twice,
-    /// `post_send_inline` says `Ok(true)` and still queues a completion.
-    InlineAndQueued,
+    /// `post_send` says `Done` and still queues a completion.
+    DoneAndQueued,
+    /// `post_send` says `Queued` and no completion ever comes.
+    Lost,
     /// Completions stamped a second after now.
     StampedLate,
+    /// `post_send` says `Done`, stamped a second after its return (its
+    /// queued completion withheld).
+    DoneStampedLate,
     /// Clock-reading stamps that go back by one each poll.
     TicksBackwards,
 }
@@ -30,20 +37,13 @@ struct Faulty {
     fault: Fault,
     /// Stamp of the last poll's completions (TicksBackwards).
     ticks: u64,
+    /// Sends whose queued completion is withheld.
+    withheld: HashSet<Ctx>,
 }
 
 impl Transport for Faulty {
     fn info(&self) -> TransportInfo {
         self.t.info()
-    }
-    fn caps(&self) -> Caps {
-        self.t.caps()
-    }
-    fn rank(&self) -> Rank {
-        self.t.rank()
-    }
-    fn size(&self) -> u32 {
-        self.t.size()
     }
     fn address(&self) -> Vec<u8> {
         self.t.address()
@@ -57,24 +57,18 @@ impl Transport for Faulty {
     fn free(&mut self, region: RegionId) -> Result<(), TransportError> {
         self.t.free(region)
     }
-    fn read_region(&self, s: LocalSlice, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
-        self.t.read_region(s, f)
-    }
-    fn write_region(
+    fn region(
         &mut self,
         s: LocalSlice,
         f: &mut dyn FnMut(&mut [u8]),
     ) -> Result<(), TransportError> {
-        self.t.write_region(s, f)
+        self.t.region(s, f)
     }
-    fn register(&mut self, s: LocalSlice) -> Result<MrHandle, TransportError> {
+    fn register(&mut self, s: LocalSlice) -> Result<Registered, TransportError> {
         self.t.register(s)
     }
     fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
         self.t.deregister(mr)
-    }
-    fn remote_key(&self, mr: MrHandle) -> RemoteKey {
-        self.t.remote_key(mr)
     }
     fn post_send(
         &mut self,
@@ -82,22 +76,27 @@ impl Transport for Faulty {
         header: &[u8],
         payload: Option<LocalSlice>,
         ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        self.t.post_send(peer, header, payload, ctx)
+    ) -> Result<Posted, TransportError> {
+        let p = self.t.post_send(peer, header, payload, ctx)?;
+        Ok(match self.fault {
+            Fault::DoneAndQueued => Posted::Done(None),
+            Fault::Lost => {
+                self.withheld.insert(ctx);
+                p
+            }
+            Fault::DoneStampedLate if p == Posted::Queued => {
+                self.withheld.insert(ctx);
+                Posted::Done(Some(CompletionTime::Host(
+                    Instant::now() + Duration::from_secs(1),
+                )))
+            }
+            _ => p,
+        })
     }
-    fn post_send_inline(
+    fn post_rma(
         &mut self,
         peer: Rank,
-        header: &[u8],
-        payload: Option<LocalSlice>,
-        ctx: Ctx,
-    ) -> Result<bool, TransportError> {
-        let inline = self.t.post_send_inline(peer, header, payload, ctx)?;
-        Ok(inline || self.fault == Fault::InlineAndQueued)
-    }
-    fn post_write(
-        &mut self,
-        peer: Rank,
+        op: Rma,
         local: LocalSlice,
         mr: MrHandle,
         remote: &RemoteKey,
@@ -105,23 +104,19 @@ impl Transport for Faulty {
         ctx: Ctx,
     ) -> Result<(), TransportError> {
         self.t
-            .post_write(peer, local, mr, remote, remote_offset, ctx)
+            .post_rma(peer, op, local, mr, remote, remote_offset, ctx)
     }
-    fn post_read(
+    fn poll(
         &mut self,
-        peer: Rank,
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &RemoteKey,
-        remote_offset: u64,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        self.t
-            .post_read(peer, local, mr, remote, remote_offset, ctx)
-    }
-    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
+        out: &mut Vec<Completion>,
+        arrivals: Option<&mut dyn Arrivals>,
+    ) -> Result<usize, TransportError> {
         let start = out.len();
-        self.t.poll(out)?;
+        let n = self.t.poll(out, arrivals)?;
+        let handed = n - (out.len() - start);
+        let mut fresh = out.split_off(start);
+        fresh.retain(|c| !matches!(c, Completion::Send { ctx } if self.withheld.contains(ctx)));
+        out.append(&mut fresh);
         if self.fault == Fault::Twice {
             let again: Vec<Completion> = out[start..]
                 .iter()
@@ -133,7 +128,7 @@ impl Transport for Faulty {
             out.extend(again);
         }
         self.ticks = self.ticks.saturating_sub(1);
-        Ok(out.len() - start)
+        Ok(handed + out.len() - start)
     }
     fn completion_time(&self, index: usize) -> Option<CompletionTime> {
         let _ = index;
@@ -158,6 +153,7 @@ fn make(n: u32, fault: Fault) -> Endpoints {
                 t,
                 fault,
                 ticks: u64::MAX,
+                withheld: HashSet::new(),
             }) as Box<dyn Transport>
         })
         .collect()
@@ -165,7 +161,7 @@ fn make(n: u32, fault: Fault) -> Endpoints {
 
 /// The check's verdict on endpoints with `fault`.
 fn verdict(fault: Fault) -> Result<(), String> {
-    run_check(send_completions_reported, &|n| make(n, fault), 2)
+    run_check(send_end_known_once, &|n| make(n, fault), 2)
 }
 
 #[test]
@@ -180,15 +176,30 @@ fn a_second_completion_fails() {
 }
 
 #[test]
-fn a_completion_for_an_inline_send_fails() {
-    let e = verdict(Fault::InlineAndQueued).unwrap_err();
-    assert!(e.contains("finished inside the call"), "{e}");
+fn a_completion_for_a_done_send_fails() {
+    let e = verdict(Fault::DoneAndQueued).unwrap_err();
+    assert!(e.contains("returned Done"), "{e}");
+}
+
+#[test]
+fn a_send_that_never_ends_fails() {
+    let e = verdict(Fault::Lost).unwrap_err();
+    assert!(e.contains("sends never reported"), "{e}");
 }
 
 #[test]
 fn a_stamp_after_its_poll_fails() {
     let e = verdict(Fault::StampedLate).unwrap_err();
-    assert!(e.contains("after the poll that returned it"), "{e}");
+    assert!(e.contains("after the call that returned it"), "{e}");
+}
+
+#[test]
+fn a_done_stamped_after_its_return_fails() {
+    let e = verdict(Fault::DoneStampedLate).unwrap_err();
+    assert!(
+        e.contains("Done stamped") && e.contains("after the call that returned it"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! The hand-over check: messages taken through `poll_arrivals` (handed to
+//! The hand-over check: messages taken through `poll` with `arrivals` (handed to
 //! the caller, or queued as `Recv`) arrive once each, in order and intact,
 //! placements land where asked, and a refusal or a bad placement is an
 //! error of that poll that loses nothing after it.
@@ -63,7 +63,7 @@ impl Arrivals for Taker {
     }
 }
 
-/// `poll_arrivals`, mixed with plain `poll` calls: every message from rank
+/// `poll` with `arrivals`, mixed with plain `poll` calls: every message from rank
 /// 0 reaches the last rank exactly once, handed over or queued, in posting
 /// order across both; the call's count is what it handed over plus what
 /// it appended; a placement's bytes land in the slice asked for; a taker's
@@ -92,7 +92,7 @@ pub fn arrivals_contract(ts: &mut Endpoints) -> Result<(), String> {
         // Keep the sender's queue moving; the receiver polls below.
         let mut v = Vec::new();
         net.ts[0]
-            .poll(&mut v)
+            .poll(&mut v, None)
             .map_err(|e| format!("rank 0: poll: {e}"))?;
     }
     let mut taker = Taker {
@@ -138,7 +138,7 @@ pub fn arrivals_contract(ts: &mut Endpoints) -> Result<(), String> {
 }
 
 /// Poll the last rank until all `N` messages are in: three calls in four
-/// through `poll_arrivals`, the fourth through `poll`; queued ones go to
+/// through `poll` with `arrivals`, the fourth through `poll`; queued ones go to
 /// the taker too (after what the same call handed over, as a caller
 /// would). Returns how many were handed over and the calls' errors.
 fn receive_all(net: &mut Net<'_>, taker: &mut Taker) -> Result<(usize, Vec<String>), String> {
@@ -155,23 +155,23 @@ fn receive_all(net: &mut Net<'_>, taker: &mut Taker) -> Result<(usize, Vec<Strin
         }
         for r in 0..d {
             net.ts[r]
-                .poll(&mut out)
+                .poll(&mut out, None)
                 .map_err(|e| format!("rank {r}: poll: {e}"))?;
             out.clear();
         }
         calls += 1;
         let before = taker.got.len();
         let r = if calls % 4 == 0 {
-            net.ts[d].poll(&mut out)
+            net.ts[d].poll(&mut out, None)
         } else {
-            net.ts[d].poll_arrivals(&mut out, taker)
+            net.ts[d].poll(&mut out, Some(&mut *taker))
         };
         let now_handed = taker.got.len() - before;
         handed += now_handed;
         match r {
             Ok(n) if n != now_handed + out.len() => {
                 return Err(format!(
-                "rank {d}: poll_arrivals said {n}, yet handed over {now_handed} and appended {}",
+                "rank {d}: poll with arrivals said {n}, yet handed over {now_handed} and appended {}",
                 out.len()
             ))
             }
@@ -203,7 +203,7 @@ fn check_errors(errors: &[String], must_fail: &[usize]) -> Result<(), String> {
     let want_refused = usize::from(must_fail.contains(&REFUSE_AT));
     if errors.len() != must_fail.len() || refused != want_refused {
         return Err(format!(
-            "the taker refused message {REFUSE_AT} and asked message {OUT_OF_RANGE_AT} placed outside its region; of these, {must_fail:?} were handed over, so as many errors from poll_arrivals were expected ({want_refused} of them the refusal), got {errors:?}"
+            "the taker refused message {REFUSE_AT} and asked message {OUT_OF_RANGE_AT} placed outside its region; of these, {must_fail:?} were handed over, so as many errors from poll with arrivals were expected ({want_refused} of them the refusal), got {errors:?}"
         ));
     }
     Ok(())

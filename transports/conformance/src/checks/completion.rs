@@ -1,53 +1,57 @@
-//! Send completions as the overlap method reads them. Its XFER_END for a
-//! send is the moment the transport reports the send done, so that report
-//! must come exactly once: inside the posting call (an inline completion,
-//! `Ok(true)`) or from a later poll, never both, never twice, never for a
-//! context nobody posted. Where the transport stamps completions
-//! ([`Transport::completion_time`](ovbench_core::Transport::completion_time)),
-//! the stamp is folded as the end time, so it must not lie after the
-//! poll that returned the completion.
+//! When each send ended, as the overlap method reads it. Its XFER_END for
+//! a send is the moment the transport says the send is done, so that must
+//! be known exactly once: from `Posted::Done` at the posting call's return
+//! or from one later queued completion, never both, never neither, never
+//! twice, never for a context nobody posted. A time the transport gives
+//! (`Posted::Done(Some(_))`, or
+//! [`Transport::completion_time`](ovbench_core::Transport::completion_time)
+//! for a queued completion) is folded as the end time, so it must not lie
+//! after the call that returned it.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::net::min_eager_buf;
 use crate::{Endpoints, WAIT_DEADLINE};
-use ovbench_core::{Completion, CompletionTime, Ctx, LocalSlice, Rank, Tag, TransportError};
+use ovbench_core::{
+    Completion, CompletionTime, Ctx, LocalSlice, Posted, Rank, Tag, TransportError,
+};
 
 /// Sends posted one at a time, each waited for before the next.
 const ROUNDS: usize = 16;
 /// Sends posted back to back, then waited for together.
 const BURST: usize = 64;
-/// Native tagged sends, where the transport has the path.
+/// Tagged sends, where the transport offers the protocol.
 const TAGGED: usize = 32;
 /// Largest tagged message.
 const TAGGED_MAX: usize = 4096;
 /// How long everyone keeps polling once all is in, so a second completion
-/// for a send (or one for an inline send) is caught rather than missed.
+/// for a send (or one for a send that returned `Done`) is caught rather
+/// than missed.
 const LINGER: Duration = Duration::from_millis(200);
 const SEND: Ctx = 0x4_C0DE_0000;
 const RECV: Ctx = 0x5_C0DE_0000;
 const TAG: Tag = 9000;
 const HDR: usize = 16;
 
-/// `post_send`, `post_send_inline` and (where supported) `tsend` /
-/// `tsend_inline` from rank 0 to every peer, one at a time and in a
-/// burst: every context is reported exactly once — inside the call
-/// (`Ok(true)`) or by one later poll, as `Send` (`TaggedSend` for the
-/// tagged path) — and none that was never posted is. Where the
-/// transport stamps a completion: a host time is not later than the
-/// moment the poll returned it, and a clock reading (a virtual NIC,
-/// whose clock the check cannot read) is not earlier than the stamp of
-/// any completion a poll had returned before the send was posted (the
-/// send was posted after that poll returned, so it finished after it).
-pub fn send_completions_reported(ts: &mut Endpoints) -> Result<(), String> {
+/// `post_send` and (where offered) `tsend` from rank 0 to every peer, one
+/// at a time and in a burst: each send's end is known exactly once —
+/// `Posted::Done` at the call's return, or one later poll's `Send`
+/// (`TaggedSend` for the tagged path) after `Posted::Queued` — and no
+/// completion comes for a context never posted. Where the transport
+/// gives the time: a host time is not later than the return of the call
+/// that gave it (the post for `Done`, the poll for a queued completion),
+/// and a clock reading (a virtual NIC, whose clock the check cannot read)
+/// is not earlier than any time a call had given before the send was
+/// posted (the send was posted after that, so it finished after it).
+pub fn send_end_known_once(ts: &mut Endpoints) -> Result<(), String> {
     let max = min_eager_buf(ts);
     if max < HDR {
         return Err(format!(
             "the eager buffer ({max} bytes) is smaller than a {HDR}-byte header"
         ));
     }
-    let tagged = ts[0].caps().native_tagged;
+    let tagged = ts.iter_mut().all(|t| t.tagged().is_some());
     let mut s = Sends::new(ts);
     let buf = s.alloc(0, max.max(TAGGED_MAX))?;
     for i in 0..ROUNDS {
@@ -79,14 +83,14 @@ pub fn send_completions_reported(ts: &mut Endpoints) -> Result<(), String> {
 /// Rank 0's sends and what became of them.
 struct Sends<'a> {
     ts: &'a mut Endpoints,
-    /// Every context posted, with the latest clock-reading stamp a poll
-    /// had returned when it was posted (its completion's lower bound).
+    /// Every context posted, with the latest clock reading a call had
+    /// given when it was posted (its end's lower bound).
     posted: HashMap<Ctx, Option<u64>>,
-    /// Contexts whose send finished inside the call.
+    /// Contexts whose send finished inside the call (`Posted::Done`).
     inline: HashSet<Ctx>,
     /// Contexts reported by a poll.
     completed: HashSet<Ctx>,
-    /// Latest clock-reading stamp rank 0's polls have returned.
+    /// Latest clock reading rank 0's calls have given.
     latest_ticks: Option<u64>,
     /// Two-sided messages posted and received.
     messages: usize,
@@ -123,8 +127,8 @@ impl<'a> Sends<'a> {
         (1 + i % (self.ts.len() - 1)) as Rank
     }
 
-    /// Post two-sided message `i` (even: `post_send`, odd:
-    /// `post_send_inline`), header-only or with a payload from `buf`.
+    /// Post two-sided message `i`, header-only or with a payload from
+    /// `buf`.
     fn send(&mut self, i: usize, buf: LocalSlice, max: usize) -> Result<Ctx, String> {
         let ctx = SEND + i as Ctx;
         let peer = self.peer(i);
@@ -133,18 +137,66 @@ impl<'a> Sends<'a> {
         let payload = (i % 3 != 0 && max > HDR).then(|| buf.sub(0, 1 + (i * 131) % (max - HDR)));
         self.posted.insert(ctx, self.latest_ticks);
         self.messages += 1;
-        let t = &mut self.ts[0];
-        let what = |e: TransportError| format!("rank 0: send {i} to rank {peer}: {e}");
-        if i % 2 == 0 {
-            t.post_send(peer, &hdr, payload, ctx).map_err(what)?;
-        } else if t.post_send_inline(peer, &hdr, payload, ctx).map_err(what)? {
-            self.inline.insert(ctx);
-        }
+        let posted = self.ts[0]
+            .post_send(peer, &hdr, payload, ctx)
+            .map_err(|e| format!("rank 0: send {i} to rank {peer}: {e}"))?;
+        let returned = Instant::now();
+        self.ended_in_call(ctx, posted, returned, "post_send")?;
         Ok(ctx)
     }
 
-    /// Native tagged sends to every peer (even: `tsend`, odd:
-    /// `tsend_inline`), each receive posted first, then waited for.
+    /// What the call that posted `ctx` (returned at `returned`) said of
+    /// its end.
+    fn ended_in_call(
+        &mut self,
+        ctx: Ctx,
+        posted: Posted,
+        returned: Instant,
+        call: &str,
+    ) -> Result<(), String> {
+        let Posted::Done(at) = posted else {
+            return Ok(());
+        };
+        self.inline.insert(ctx);
+        self.check_time(
+            ctx,
+            at,
+            returned,
+            &format!("{call} of context {ctx:#x}: Done"),
+        )
+    }
+
+    /// A time the transport gave for `ctx`'s end (`what` names where it
+    /// came from) against the return of the call that gave it and the
+    /// times given before `ctx` was posted.
+    fn check_time(
+        &mut self,
+        ctx: Ctx,
+        at: Option<CompletionTime>,
+        returned: Instant,
+        what: &str,
+    ) -> Result<(), String> {
+        let floor = self.posted.get(&ctx).copied().flatten();
+        match at {
+            Some(CompletionTime::Host(t)) if t > returned => Err(format!(
+                "rank 0: {what} stamped {:?} after the call that returned it",
+                t - returned
+            )),
+            Some(CompletionTime::Ticks(k)) => {
+                if let Some(f) = floor.filter(|&f| k < f) {
+                    return Err(format!(
+                        "rank 0: {what} stamped {k} ticks, before {f}: a time a call had given before this send was posted"
+                    ));
+                }
+                self.latest_ticks = self.latest_ticks.max(Some(k));
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Tagged sends to every peer, each receive posted first, then
+    /// waited for.
     fn tagged(&mut self, src: LocalSlice) -> Result<(), String> {
         let len = |i: usize| 1 + (i * 97) % TAGGED_MAX;
         let mut slots = Vec::with_capacity(TAGGED);
@@ -152,6 +204,8 @@ impl<'a> Sends<'a> {
             let peer = self.peer(i) as usize;
             let dst = self.alloc(peer, len(i))?;
             self.ts[peer]
+                .tagged()
+                .ok_or_else(|| format!("rank {peer}: no tagged protocol"))?
                 .trecv(Some(0), Some(TAG + i as Tag), dst, RECV + i as Ctx)
                 .map_err(|e| format!("rank {peer}: trecv {i} of {TAGGED}: {e}"))?;
             self.tagged_posted += 1;
@@ -162,15 +216,15 @@ impl<'a> Sends<'a> {
             let peer = self.peer(i);
             let s = src.sub(0, len(i));
             self.posted.insert(ctx, self.latest_ticks);
-            let t = &mut self.ts[0];
             let what =
                 |e: TransportError| format!("rank 0: tsend {i} of {TAGGED} to rank {peer}: {e}");
-            let tag = TAG + i as Tag;
-            if i % 2 == 0 {
-                t.tsend(peer, tag, s, false, ctx).map_err(what)?;
-            } else if t.tsend_inline(peer, tag, s, false, ctx).map_err(what)? {
-                self.inline.insert(ctx);
-            }
+            let posted = self.ts[0]
+                .tagged()
+                .ok_or_else(|| "rank 0: no tagged protocol".to_string())?
+                .tsend(peer, TAG + i as Tag, s, false, ctx)
+                .map_err(what)?;
+            let returned = Instant::now();
+            self.ended_in_call(ctx, posted, returned, "tsend")?;
         }
         self.until("the tagged sends", Sends::all_seen)?;
         self.until("the tagged receives", |s| s.tagged_recvd == s.tagged_posted)?;
@@ -218,7 +272,7 @@ impl<'a> Sends<'a> {
         let mut v = Vec::new();
         for r in 1..self.ts.len() {
             self.ts[r]
-                .poll(&mut v)
+                .poll(&mut v, None)
                 .map_err(|e| format!("rank {r}: poll failed: {e}"))?;
             for c in v.drain(..) {
                 match c {
@@ -234,7 +288,7 @@ impl<'a> Sends<'a> {
             }
         }
         self.ts[0]
-            .poll(&mut v)
+            .poll(&mut v, None)
             .map_err(|e| format!("rank 0: poll failed: {e}"))?;
         let returned = Instant::now();
         for (i, c) in v.iter().enumerate() {
@@ -258,36 +312,21 @@ impl<'a> Sends<'a> {
         stamp: Option<CompletionTime>,
         returned: Instant,
     ) -> Result<(), String> {
-        let Some(&floor) = self.posted.get(&ctx) else {
+        if !self.posted.contains_key(&ctx) {
             return Err(format!("rank 0: {c:?} for a context never posted"));
-        };
+        }
         let tagged = ctx >= SEND + (ROUNDS + BURST) as Ctx;
         if tagged != matches!(c, Completion::TaggedSend { .. }) {
             return Err(format!("rank 0: {c:?} is the wrong kind for its send"));
         }
         if self.inline.contains(&ctx) {
             return Err(format!(
-                "rank 0: {c:?}, yet its send said it finished inside the call (Ok(true))"
+                "rank 0: {c:?}, yet its send returned Done (finished inside the call)"
             ));
         }
         if !self.completed.insert(ctx) {
             return Err(format!("rank 0: {c:?} reported a second time"));
         }
-        match stamp {
-            Some(CompletionTime::Host(t)) if t > returned => Err(format!(
-                "rank 0: {c:?} stamped {:?} after the poll that returned it",
-                t - returned
-            )),
-            Some(CompletionTime::Ticks(k)) => {
-                if let Some(f) = floor.filter(|&f| k < f) {
-                    return Err(format!(
-                        "rank 0: {c:?} stamped {k} ticks, before {f}: a completion a poll had returned before this send was posted"
-                    ));
-                }
-                self.latest_ticks = self.latest_ticks.max(Some(k));
-                Ok(())
-            }
-            _ => Ok(()),
-        }
+        self.check_time(ctx, stamp, returned, &format!("{c:?}"))
     }
 }

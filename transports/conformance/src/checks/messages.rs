@@ -3,7 +3,7 @@
 
 use super::net::{ctx_of, first_diff, min_eager_buf, patterned, Net};
 use crate::{Endpoints, WAIT_DEADLINE};
-use ovbench_core::{Completion, Ctx, LocalSlice, Rank, TransportError};
+use ovbench_core::{Completion, Ctx, LocalSlice, Rank};
 
 /// Every rank sends to every other a train of messages up to the largest
 /// size; each peer's messages arrive in order and intact, the payload was
@@ -33,15 +33,14 @@ pub fn send_order_and_max_size(ts: &mut Endpoints) -> Result<(), String> {
                 net.fill_pattern(s, p, seed)?;
                 let mut hdr = seq.to_le_bytes().to_vec();
                 hdr.extend_from_slice(&(s as u32).to_le_bytes());
-                net.ts[s]
-                    .post_send(d as Rank, &hdr, Some(p), ctx(s, d, seq))
+                net.send(s, d as Rank, &hdr, Some(p), ctx(s, d, seq))
                     .map_err(|e| {
                         format!("rank {s}: send {seq} of {} bytes to rank {d}: {e}", len + 8)
                     })?;
                 // Overwrite at once: the transport must have copied it.
                 net.ts[s]
-                    .write_region(p, &mut |b| b.fill(0xEE))
-                    .map_err(|e| format!("rank {s}: write_region: {e}"))?;
+                    .region(p, &mut |b| b.fill(0xEE))
+                    .map_err(|e| format!("rank {s}: region: {e}"))?;
             }
         }
     }
@@ -99,8 +98,7 @@ pub fn zero_length_messages(ts: &mut Endpoints) -> Result<(), String> {
         (&[], Some(buf.sub(0, 3))),
     ];
     for (i, (h, p)) in cases.iter().enumerate() {
-        net.ts[0]
-            .post_send(d as Rank, h, *p, 100 + i as Ctx)
+        net.send(0, d as Rank, h, *p, 100 + i as Ctx)
             .map_err(|e| format!("rank 0: send case {i}: {e}"))?;
     }
     for (i, (h, p)) in cases.iter().enumerate() {
@@ -118,7 +116,7 @@ pub fn zero_length_messages(ts: &mut Endpoints) -> Result<(), String> {
 /// A message larger than the eager buffer is refused at post, and the
 /// transport stays usable.
 pub fn oversize_send_rejected(ts: &mut Endpoints) -> Result<(), String> {
-    let max = ts[0].caps().eager_buf_size;
+    let max = ts[0].info().caps.eager_buf_size;
     let mut net = Net::new(ts);
     let d = net.last() as Rank;
     let big = vec![1u8; max + 1];
@@ -138,8 +136,7 @@ pub fn oversize_send_rejected(ts: &mut Endpoints) -> Result<(), String> {
             max + 1
         ));
     }
-    net.ts[0]
-        .post_send(d, b"ok", None, 3)
+    net.send(0, d, b"ok", None, 3)
         .map_err(|e| format!("send after a refusal: {e}"))?;
     if net.recv(d as usize, 0)? != b"ok" {
         return Err("the message after a refused send arrived garbled".into());
@@ -147,37 +144,32 @@ pub fn oversize_send_rejected(ts: &mut Endpoints) -> Result<(), String> {
     Ok(())
 }
 
-/// The native tagged path works with wildcards, or is refused as
-/// Unsupported exactly when the caps say there is none.
-pub fn tagged_or_unsupported(ts: &mut Endpoints) -> Result<(), String> {
-    let native = ts[0].caps().native_tagged;
+/// Where the transport offers the library's tagged protocol
+/// ([`Transport::tagged`](ovbench_core::Transport::tagged)), it matches
+/// by source and tag, with wildcards; each send ends once.
+pub fn tagged_if_offered(ts: &mut Endpoints) -> Result<(), String> {
+    let d = ts.len() - 1;
+    match (ts[0].tagged().is_some(), ts[d].tagged().is_some()) {
+        (false, false) => return Ok(()),
+        (true, true) => {}
+        (a, b) => return Err(format!(
+            "rank 0 {} a tagged protocol and rank {d} {}: every rank of one transport must agree",
+            if a { "offers" } else { "lacks" },
+            if b { "offers" } else { "lacks" }
+        )),
+    }
     let mut net = Net::new(ts);
-    let d = net.last();
     let src = net.alloc(0, 256, 0)?;
     net.fill_pattern(0, src, 5)?;
     let dst = net.alloc(d, 256, 0)?;
-    if !native {
-        let s = net.ts[0].tsend(d as Rank, 1, src, false, 1);
-        let r = net.ts[d].trecv(None, None, dst, 2);
-        return match (s, r) {
-            (Err(TransportError::Unsupported(_)), Err(TransportError::Unsupported(_))) => Ok(()),
-            (s, r) => Err(format!(
-                "caps say no native tagged path, yet tsend gave {s:?} and trecv {r:?}"
-            )),
-        };
-    }
-    net.ts[d]
+    net.tagged(d)?
         .trecv(Some(0), Some(9), dst.sub(0, 128), 20)
         .map_err(|e| format!("rank {d}: trecv: {e}"))?;
-    net.ts[d]
+    net.tagged(d)?
         .trecv(None, None, dst.sub(128, 128), 21)
         .map_err(|e| format!("rank {d}: trecv: {e}"))?;
-    net.ts[0]
-        .tsend(d as Rank, 8, src.sub(0, 100), false, 10)
-        .map_err(|e| format!("rank 0: tsend: {e}"))?;
-    net.ts[0]
-        .tsend(d as Rank, 9, src.sub(100, 50), false, 11)
-        .map_err(|e| format!("rank 0: tsend: {e}"))?;
+    net.tsend(0, d as Rank, 8, src.sub(0, 100), 10)?;
+    net.tsend(0, d as Rank, 9, src.sub(100, 50), 11)?;
     let a = net.wait(d, "the tag-9 receive", &|c| {
         matches!(c, Completion::TaggedRecv { ctx: 20, .. })
     })?;

@@ -4,20 +4,20 @@
 mod arrivals;
 mod completion;
 mod endpoint;
-mod inline;
 mod messages;
 mod net;
+mod posted;
 mod progress;
 mod rma;
 mod wait;
 
 pub use arrivals::arrivals_contract;
-pub use completion::send_completions_reported;
+pub use completion::send_end_known_once;
 pub use endpoint::{identity_and_caps, regions};
-pub use inline::{inline_send_contract, inline_tsend_contract};
 pub use messages::{
-    oversize_send_rejected, send_order_and_max_size, tagged_or_unsupported, zero_length_messages,
+    oversize_send_rejected, send_order_and_max_size, tagged_if_offered, zero_length_messages,
 };
+pub use posted::{send_done_contract, tsend_done_contract};
 pub use progress::{block_returns_when_ready, many_outstanding, peer_dropped_reported};
 pub use rma::{
     deregistered_key_rejected, garbled_key_rejected, key_through_the_wire, out_of_range_rejected,

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::{Endpoints, WAIT_DEADLINE};
 use ovbench_core::{
-    Completion, Ctx, LocalSlice, MrHandle, OpKind, Rank, RemoteKey, TransportError,
+    Completion, Ctx, LocalSlice, MrHandle, OpKind, Posted, Rank, RemoteKey, Tagged, TransportError,
 };
 
 /// Drives all endpoints from one thread and sorts their completions.
@@ -55,9 +55,61 @@ impl<'a> Net<'a> {
         let mut v = Vec::new();
         for r in (rank + 1..n).chain(0..=rank) {
             self.ts[r]
-                .poll(&mut v)
+                .poll(&mut v, None)
                 .map_err(|e| format!("rank {r}: poll failed: {e}"))?;
             self.inbox[r].extend(v.drain(..));
+        }
+        Ok(())
+    }
+
+    /// `post_send` from `rank`. A send that finished inside the call
+    /// ([`Posted::Done`]) gets the `Send` completion its caller records,
+    /// put in `rank`'s inbox at once: every send then ends in exactly one
+    /// `Send` there, and a transport that also queued one for it shows up
+    /// as a second.
+    pub(super) fn send(
+        &mut self,
+        rank: usize,
+        peer: Rank,
+        header: &[u8],
+        payload: Option<LocalSlice>,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        let p = self.ts[rank].post_send(peer, header, payload, ctx)?;
+        if let Posted::Done(_) = p {
+            self.inbox[rank].push_back(Completion::Send { ctx });
+        }
+        Ok(())
+    }
+
+    /// `rank`'s tagged protocol, or an error saying it has none.
+    pub(super) fn tagged(&mut self, rank: usize) -> Result<&mut dyn Tagged, String> {
+        self.ts[rank]
+            .tagged()
+            .ok_or_else(|| format!("rank {rank}: no tagged protocol"))
+    }
+
+    /// `tsend` from `rank`, recorded as [`Self::send`] records a send: a
+    /// [`Posted::Done`] puts its `TaggedSend` in `rank`'s inbox.
+    pub(super) fn tsend(
+        &mut self,
+        rank: usize,
+        peer: Rank,
+        tag: u32,
+        src: LocalSlice,
+        ctx: Ctx,
+    ) -> Result<(), String> {
+        let p = self
+            .tagged(rank)?
+            .tsend(peer, tag, src, false, ctx)
+            .map_err(|e| {
+                format!(
+                    "rank {rank}: tsend of {} bytes, tag {tag}, to rank {peer}: {e}",
+                    src.len
+                )
+            })?;
+        if let Posted::Done(_) = p {
+            self.inbox[rank].push_back(Completion::TaggedSend { ctx });
         }
         Ok(())
     }
@@ -143,8 +195,8 @@ impl<'a> Net<'a> {
             .alloc(len)
             .map_err(|e| format!("rank {rank}: alloc {len}: {e}"))?;
         let s = LocalSlice::new(region, 0, len);
-        t.write_region(s, &mut |b| b.fill(fill))
-            .map_err(|e| format!("rank {rank}: write_region: {e}"))?;
+        t.region(s, &mut |b| b.fill(fill))
+            .map_err(|e| format!("rank {rank}: region: {e}"))?;
         Ok(s)
     }
 
@@ -154,17 +206,17 @@ impl<'a> Net<'a> {
         s: LocalSlice,
     ) -> Result<(MrHandle, RemoteKey), String> {
         let t = &mut self.ts[rank];
-        let mr = t
+        let r = t
             .register(s)
             .map_err(|e| format!("rank {rank}: register {} bytes: {e}", s.len))?;
-        Ok((mr, t.remote_key(mr)))
+        Ok((r.mr, r.key))
     }
 
-    pub(super) fn bytes(&self, rank: usize, s: LocalSlice) -> Result<Vec<u8>, String> {
+    pub(super) fn bytes(&mut self, rank: usize, s: LocalSlice) -> Result<Vec<u8>, String> {
         let mut out = Vec::new();
         self.ts[rank]
-            .read_region(s, &mut |b| out.extend_from_slice(b))
-            .map_err(|e| format!("rank {rank}: read_region: {e}"))?;
+            .region(s, &mut |b| out.extend_from_slice(b))
+            .map_err(|e| format!("rank {rank}: region: {e}"))?;
         Ok(out)
     }
 
@@ -175,15 +227,15 @@ impl<'a> Net<'a> {
         seed: u32,
     ) -> Result<(), String> {
         self.ts[rank]
-            .write_region(s, &mut |b| pattern(b, seed))
-            .map_err(|e| format!("rank {rank}: write_region: {e}"))
+            .region(s, &mut |b| pattern(b, seed))
+            .map_err(|e| format!("rank {rank}: region: {e}"))
     }
 }
 
 /// The largest message every endpoint takes (header and payload).
 pub(super) fn min_eager_buf(ts: &Endpoints) -> usize {
     ts.iter()
-        .map(|t| t.caps().eager_buf_size)
+        .map(|t| t.info().caps.eager_buf_size)
         .min()
         .unwrap_or(0)
 }

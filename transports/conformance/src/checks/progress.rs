@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::net::{ctx_of, patterned, Net};
 use crate::{Endpoints, PEER_LOSS_DEADLINE, WAIT_DEADLINE};
-use ovbench_core::{Completion, Rank};
+use ovbench_core::{Completion, Idle, Posted, Rank, Rma};
 
 /// A thousand sends, writes and reads posted back to back all
 /// complete, once each, with their contexts; data and order intact.
@@ -27,12 +27,12 @@ pub fn many_outstanding(ts: &mut Endpoints) -> Result<(), String> {
     const READ: u64 = 1 << 40;
     for i in 0..N {
         let seq = (i as u32).to_le_bytes();
-        net.ts[0]
-            .post_send(d as Rank, &seq, None, u64::MAX - i as u64)
+        net.send(0, d as Rank, &seq, None, u64::MAX - i as u64)
             .map_err(|e| format!("rank 0: send {i} of {N} to rank {d}: {e}"))?;
         net.ts[0]
-            .post_write(
+            .post_rma(
                 d as Rank,
+                Rma::Write,
                 src.sub(i * W, W),
                 smr,
                 &key,
@@ -41,8 +41,9 @@ pub fn many_outstanding(ts: &mut Endpoints) -> Result<(), String> {
             )
             .map_err(|e| format!("rank 0: write {i} of {N} to rank {d}: {e}"))?;
         net.ts[0]
-            .post_read(
+            .post_rma(
                 d as Rank,
+                Rma::Read,
                 rdst.sub(i * W, W),
                 rmr,
                 &rkey,
@@ -94,19 +95,22 @@ pub fn many_outstanding(ts: &mut Endpoints) -> Result<(), String> {
     Ok(())
 }
 
-/// `block` returns promptly when a message is waiting.
+/// `idle(Idle::Block)` returns promptly when a message is waiting.
 pub fn block_returns_when_ready(ts: &mut Endpoints) -> Result<(), String> {
     let mut net = Net::new(ts);
     let d = net.last();
-    net.ts[0]
+    let posted = net.ts[0]
         .post_send(d as Rank, b"wake", None, 1)
         .map_err(|e| format!("rank 0: send: {e}"))?;
     // Progress the sender only: the receiver must find the message itself.
     let end = Instant::now() + WAIT_DEADLINE;
     let mut out = Vec::new();
+    if let Posted::Done(_) = posted {
+        out.push(Completion::Send { ctx: 1 });
+    }
     while !out.iter().any(|c| matches!(c, Completion::Send { ctx: 1 })) {
         net.ts[0]
-            .poll(&mut out)
+            .poll(&mut out, None)
             .map_err(|e| format!("rank 0: poll: {e}"))?;
         if Instant::now() > end {
             return Err("rank 0: the send never completed".into());
@@ -115,11 +119,11 @@ pub fn block_returns_when_ready(ts: &mut Endpoints) -> Result<(), String> {
     loop {
         let t0 = Instant::now();
         net.ts[d]
-            .block(Duration::from_secs(10))
-            .map_err(|e| format!("rank {d}: block: {e}"))?;
+            .idle(Idle::Block(Duration::from_secs(10)))
+            .map_err(|e| format!("rank {d}: idle(Block): {e}"))?;
         if t0.elapsed() > Duration::from_secs(5) {
             return Err(format!(
-                "rank {d}: block slept {:?} with a message waiting",
+                "rank {d}: idle(Block) slept {:?} with a message waiting",
                 t0.elapsed()
             ));
         }
@@ -148,7 +152,7 @@ pub fn peer_dropped_reported(ts: &mut Endpoints) -> Result<(), String> {
     drop(net.ts.pop());
     net.inbox.pop();
     let t0 = Instant::now();
-    let posted = net.ts[0].post_read(dead as Rank, local, lmr, &key, 0, 77);
+    let posted = net.ts[0].post_rma(dead as Rank, Rma::Read, local, lmr, &key, 0, 77);
     let ok = match posted {
         Err(e) if e.to_string().contains(&format!("rank {dead}")) => true,
         Err(e) => {
@@ -183,8 +187,7 @@ pub fn peer_dropped_reported(ts: &mut Endpoints) -> Result<(), String> {
     net.ignore_peer = Some(dead as Rank);
     if net.ts.len() >= 2 {
         let other = net.ts.len() - 1;
-        net.ts[0]
-            .post_send(other as Rank, b"still here", None, 78)
+        net.send(0, other as Rank, b"still here", None, 78)
             .map_err(|e| format!("rank 0: send: {e}"))?;
         if net.recv(other, 0)? != b"still here" {
             return Err("after a peer dropped, the survivors' message arrived garbled".into());

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::net::{expect_refused, first_diff, patterned, Net};
 use crate::Endpoints;
-use ovbench_core::{Completion, Ctx, LocalSlice, OpKind, Rank, RemoteKey};
+use ovbench_core::{Completion, Ctx, LocalSlice, OpKind, Rank, RemoteKey, Rma};
 
 /// A write's completion means the data is visible at the target: read it
 /// there right after, without polling the target again.
@@ -24,8 +24,9 @@ pub fn write_visible_on_completion(ts: &mut Endpoints) -> Result<(), String> {
         let seed = 50 + i as u32;
         net.fill_pattern(0, src.sub(0, n), seed)?;
         net.ts[0]
-            .post_write(
+            .post_rma(
                 d as Rank,
+                Rma::Write,
                 src.sub(0, n),
                 smr,
                 &key,
@@ -41,7 +42,7 @@ pub fn write_visible_on_completion(ts: &mut Endpoints) -> Result<(), String> {
         while !early && Instant::now() < alone {
             let mut v = Vec::new();
             net.ts[0]
-                .poll(&mut v)
+                .poll(&mut v, None)
                 .map_err(|e| format!("rank 0: poll failed: {e}"))?;
             early = v
                 .iter()
@@ -81,11 +82,12 @@ pub fn read_returns_target_bytes(ts: &mut Endpoints) -> Result<(), String> {
         .enumerate()
     {
         net.ts[0]
-            .write_region(local, &mut |b| b.fill(0x5A))
-            .map_err(|e| format!("rank 0: write_region: {e}"))?;
+            .region(local, &mut |b| b.fill(0x5A))
+            .map_err(|e| format!("rank 0: region: {e}"))?;
         net.ts[0]
-            .post_read(
+            .post_rma(
                 d as Rank,
+                Rma::Read,
                 local.sub(1, n),
                 lmr,
                 &key,
@@ -123,7 +125,7 @@ fn refusals(
     let (smr, _) = net.register(0, src)?;
     for (i, (label, key, off, n)) in cases.iter().enumerate() {
         let ctx = 3000 + 2 * i as Ctx;
-        let posted = net.ts[0].post_write(d as Rank, src.sub(0, *n), smr, key, *off, ctx);
+        let posted = net.ts[0].post_rma(d as Rank, Rma::Write, src.sub(0, *n), smr, key, *off, ctx);
         expect_refused(
             net,
             0,
@@ -133,7 +135,15 @@ fn refusals(
             posted,
             ctx,
         )?;
-        let posted = net.ts[0].post_read(d as Rank, src.sub(0, *n), smr, key, *off, ctx + 1);
+        let posted = net.ts[0].post_rma(
+            d as Rank,
+            Rma::Read,
+            src.sub(0, *n),
+            smr,
+            key,
+            *off,
+            ctx + 1,
+        );
         expect_refused(
             net,
             0,
@@ -266,8 +276,7 @@ pub fn key_through_the_wire(ts: &mut Endpoints) -> Result<(), String> {
     let (_, key) = net.register(d, region)?;
     let mut msg = b"KEY:".to_vec();
     key.encode(&mut msg);
-    net.ts[d]
-        .post_send(0, &msg, None, 1)
+    net.send(d, 0, &msg, None, 1)
         .map_err(|e| format!("rank {d}: send key: {e}"))?;
     let data = net.recv(0, d as Rank)?;
     let (got, used) = RemoteKey::decode(data.get(4..).unwrap_or(&[]))
@@ -278,7 +287,7 @@ pub fn key_through_the_wire(ts: &mut Endpoints) -> Result<(), String> {
     let local = net.alloc(0, 8192, 0)?;
     let (lmr, _) = net.register(0, local)?;
     net.ts[0]
-        .post_read(d as Rank, local, lmr, &got, 0, 5)
+        .post_rma(d as Rank, Rma::Read, local, lmr, &got, 0, 5)
         .map_err(|e| format!("rank 0: read through the received key: {e}"))?;
     net.wait_ctx(0, "the read through the received key", 5)?;
     if net.bytes(0, local)? != patterned(8192, 11) {

@@ -1,13 +1,14 @@
-//! Inline-send checks: a send that says it finished inside the call
-//! (`Ok(true)` from `post_send_inline` / `tsend_inline`) never completes
-//! through `poll`, and one that says it is in flight completes exactly once.
+//! How a send left the call: one that says it finished inside it
+//! (`Posted::Done` from `post_send` / `tsend`) never completes through
+//! `poll`, and one that says it is in flight (`Posted::Queued`) completes
+//! exactly once.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
 use super::net::{ctx_of, first_diff, min_eager_buf, patterned, Net};
 use crate::{Endpoints, WAIT_DEADLINE};
-use ovbench_core::{Completion, Ctx, Rank, Tag, TransportError};
+use ovbench_core::{Completion, Ctx, Posted, Rank, Tag};
 
 /// Messages per check: enough to fill an inject queue or a send window, so
 /// both answers (inline and in flight) can show up on one transport.
@@ -16,11 +17,12 @@ const N: usize = 200;
 /// stray completion for an inline send is caught rather than missed.
 const LINGER: Duration = Duration::from_millis(200);
 
-/// `post_send_inline`: rank 0 sends header-only and header-plus-payload
+/// `post_send`: rank 0 sends header-only and header-plus-payload
 /// messages, small and up to the eager buffer; all arrive in order and
-/// intact, each send reported in flight completes once as `Send`, and no
-/// send reported inline ever completes. A transport may finish none inline.
-pub fn inline_send_contract(ts: &mut Endpoints) -> Result<(), String> {
+/// intact, each send that returned `Queued` completes once as `Send`, and
+/// none that returned `Done` ever completes. A transport may finish none
+/// inside the call.
+pub fn send_done_contract(ts: &mut Endpoints) -> Result<(), String> {
     const CTX: Ctx = 0x1_5E4D_0000;
     let max = min_eager_buf(ts);
     let mut net = Net::new(ts);
@@ -35,10 +37,11 @@ pub fn inline_send_contract(ts: &mut Endpoints) -> Result<(), String> {
         }
         let ctx = CTX + i as Ctx;
         let done = net.ts[0]
-            .post_send_inline(d as Rank, &hdr, payload, ctx)
+            .post_send(d as Rank, &hdr, payload, ctx)
+            .map(|p| matches!(p, Posted::Done(_)))
             .map_err(|e| {
                 format!(
-                    "rank 0: post_send_inline {i} of {N} ({} bytes) to rank {d}: {e}",
+                    "rank 0: post_send {i} of {N} ({} bytes) to rank {d}: {e}",
                     hdr.len() + plen.unwrap_or(0)
                 )
             })?;
@@ -46,8 +49,8 @@ pub fn inline_send_contract(ts: &mut Endpoints) -> Result<(), String> {
         // Overwrite at once: inline or not, the payload was copied.
         if let Some(p) = payload {
             net.ts[0]
-                .write_region(p, &mut |b| b.fill(0xEE))
-                .map_err(|e| format!("rank 0: write_region: {e}"))?;
+                .region(p, &mut |b| b.fill(0xEE))
+                .map_err(|e| format!("rank 0: region: {e}"))?;
         }
     }
     for (i, &(_, done)) in sent.iter().enumerate() {
@@ -61,42 +64,36 @@ pub fn inline_send_contract(ts: &mut Endpoints) -> Result<(), String> {
             return Err(format!(
                 "rank {d}: message {i} from rank 0 ({} bytes, sent {}) wrong (its sequence field says {got_seq:?}): {}",
                 want.len(),
-                if done { "inline" } else { "in flight" },
+                if done { "Done" } else { "Queued" },
                 first_diff(&data, &want)
             ));
         }
         net.ts[d].recycle(data);
     }
-    settle(&mut net, "post_send_inline", &sent, &|c| {
+    settle(&mut net, "post_send", &sent, &|c| {
         matches!(c, Completion::Send { .. })
     })
 }
 
-/// `tsend_inline`, where the transport has a native tagged path (refused as
-/// Unsupported otherwise, like `tsend`): each message reaches the receive
-/// posted for its tag with the right envelope and bytes, whether that
-/// receive was posted before the send or after; in-flight sends complete
-/// once as `TaggedSend`, inline ones never, and an inline send's buffer is
-/// free at once. With `native_sync_send`, a synchronous send neither
-/// finishes nor completes before its receive is posted.
-pub fn inline_tsend_contract(ts: &mut Endpoints) -> Result<(), String> {
+/// `tsend`, where the transport offers a tagged protocol: each message
+/// reaches the receive posted for its tag with the right envelope and
+/// bytes, whether that receive was posted before the send or after;
+/// `Queued` sends complete once as `TaggedSend`, `Done` ones never, and a
+/// `Done` send's buffer is free at once. With `native_sync_send`, a
+/// synchronous send neither finishes nor completes before its receive is
+/// posted.
+pub fn tsend_done_contract(ts: &mut Endpoints) -> Result<(), String> {
     const SEND: Ctx = 0x2_7A65_0000;
     const RECV: Ctx = 0x3_7A65_0000;
     const TAG: Tag = 7000;
     /// Bytes past each receive buffer's message, which must stay untouched.
     const SLACK: usize = 8;
-    let caps = ts[0].caps();
+    let caps = ts[0].info().caps;
+    if ts[0].tagged().is_none() {
+        return Ok(());
+    }
     let mut net = Net::new(ts);
     let d = net.last();
-    if !caps.native_tagged {
-        let src = net.alloc(0, 16, 0)?;
-        return match net.ts[0].tsend_inline(d as Rank, TAG, src, false, SEND) {
-            Err(TransportError::Unsupported(_)) => Ok(()),
-            r => Err(format!(
-                "caps say no native tagged path, yet tsend_inline gave {r:?}"
-            )),
-        };
-    }
     let lens: Vec<usize> = (0..N).map(tagged_len).collect();
     let offs: Vec<usize> = lens
         .iter()
@@ -112,7 +109,7 @@ pub fn inline_tsend_contract(ts: &mut Endpoints) -> Result<(), String> {
     let dst = net.alloc(d, total + N * SLACK, 0x5A)?;
     let slot = |i: usize| dst.sub(offs[i] + i * SLACK, lens[i] + SLACK);
     let post_recv = |net: &mut Net<'_>, i: usize| {
-        net.ts[d]
+        net.tagged(d)?
             .trecv(Some(0), Some(TAG + i as Tag), slot(i), RECV + i as Ctx)
             .map_err(|e| format!("rank {d}: trecv {i} of {N}: {e}"))
     };
@@ -125,20 +122,22 @@ pub fn inline_tsend_contract(ts: &mut Endpoints) -> Result<(), String> {
     for i in 0..N {
         let s = src.sub(offs[i], lens[i]);
         let ctx = SEND + i as Ctx;
-        let done = net.ts[0]
-            .tsend_inline(d as Rank, TAG + i as Tag, s, false, ctx)
+        let done = net
+            .tagged(0)?
+            .tsend(d as Rank, TAG + i as Tag, s, false, ctx)
+            .map(|p| matches!(p, Posted::Done(_)))
             .map_err(|e| {
                 format!(
-                    "rank 0: tsend_inline {i} of {N} ({} bytes) to rank {d}: {e}",
+                    "rank 0: tsend {i} of {N} ({} bytes) to rank {d}: {e}",
                     lens[i]
                 )
             })?;
         sent.push((ctx, done));
-        // Inline means the buffer is free again: reuse it at once.
+        // Done means the buffer is free again: reuse it at once.
         if done {
             net.ts[0]
-                .write_region(s, &mut |b| b.fill(0xEE))
-                .map_err(|e| format!("rank 0: write_region: {e}"))?;
+                .region(s, &mut |b| b.fill(0xEE))
+                .map_err(|e| format!("rank 0: region: {e}"))?;
         }
     }
     for i in N / 2..N {
@@ -171,7 +170,7 @@ pub fn inline_tsend_contract(ts: &mut Endpoints) -> Result<(), String> {
                 "rank {d}: tagged receive {i} (tag {}, {} bytes from rank 0, sent {}) completed as {c:?}",
                 TAG + i as Tag,
                 lens[i],
-                if sent[i].1 { "inline" } else { "in flight" }
+                if sent[i].1 { "Done" } else { "Queued" }
             ));
         }
     }
@@ -184,7 +183,7 @@ pub fn inline_tsend_contract(ts: &mut Endpoints) -> Result<(), String> {
             return Err(format!(
                 "rank {d}: tagged message {i} ({} bytes, sent {}) landed wrong (with {SLACK} bytes past it that must stay untouched): {}",
                 lens[i],
-                if sent[i].1 { "inline" } else { "in flight" },
+                if sent[i].1 { "Done" } else { "Queued" },
                 first_diff(&got, &w)
             ));
         }
@@ -192,13 +191,13 @@ pub fn inline_tsend_contract(ts: &mut Endpoints) -> Result<(), String> {
     if caps.native_sync_send {
         sync_sends(&mut net, &mut sent)?;
     }
-    settle(&mut net, "tsend_inline", &sent, &|c| {
+    settle(&mut net, "tsend", &sent, &|c| {
         matches!(c, Completion::TaggedSend { .. })
     })
 }
 
-/// Two synchronous `tsend_inline`s. The first goes before its receive is
-/// posted: it cannot be matched, so it must neither return `true` nor
+/// Two synchronous `tsend`s. The first goes before its receive is
+/// posted: it cannot be matched, so it must neither return `Done` nor
 /// complete until the receive is there. The second finds its receive
 /// posted and may finish either way. Pushes both onto `sent`.
 fn sync_sends(net: &mut Net<'_>, sent: &mut Vec<(Ctx, bool)>) -> Result<(), String> {
@@ -210,32 +209,35 @@ fn sync_sends(net: &mut Net<'_>, sent: &mut Vec<(Ctx, bool)>) -> Result<(), Stri
     let src = net.alloc(0, 2 * LEN, 0)?;
     net.fill_pattern(0, src, 91)?;
     let dst = net.alloc(d, 2 * LEN, 0)?;
-    let done = net.ts[0]
-        .tsend_inline(d as Rank, TAG, src.sub(0, LEN), true, SYNC)
-        .map_err(|e| format!("rank 0: synchronous tsend_inline to rank {d}: {e}"))?;
-    if done {
+    let done = net
+        .tagged(0)?
+        .tsend(d as Rank, TAG, src.sub(0, LEN), true, SYNC)
+        .map_err(|e| format!("rank 0: synchronous tsend to rank {d}: {e}"))?;
+    if let Posted::Done(_) = done {
         return Err(format!(
-            "rank 0: a synchronous tsend_inline returned true (finished inside the call) before rank {d} had posted a matching receive"
+            "rank 0: a synchronous tsend returned {done:?} (finished inside the call) before rank {d} had posted a matching receive"
         ));
     }
     sent.push((SYNC, false));
     net.linger(LINGER)?;
     if let Some(c) = net.inbox[0].iter().find(|c| ctx_of(c) == Some(SYNC)) {
         return Err(format!(
-            "rank 0: a synchronous tsend_inline completed ({c:?}) before rank {d} had posted a matching receive"
+            "rank 0: a synchronous tsend completed ({c:?}) before rank {d} had posted a matching receive"
         ));
     }
     for k in 0..2 {
         let tag = TAG + k as Tag;
-        net.ts[d]
+        net.tagged(d)?
             .trecv(Some(0), Some(tag), dst.sub(k * LEN, LEN), RECV + k as Ctx)
             .map_err(|e| format!("rank {d}: trecv for synchronous send {k}: {e}"))?;
         if k == 1 {
             let ctx = SYNC + 1;
-            let done = net.ts[0]
-                .tsend_inline(d as Rank, tag, src.sub(LEN, LEN), true, ctx)
+            let done = net
+                .tagged(0)?
+                .tsend(d as Rank, tag, src.sub(LEN, LEN), true, ctx)
+                .map(|p| matches!(p, Posted::Done(_)))
                 .map_err(|e| {
-                    format!("rank 0: synchronous tsend_inline to rank {d}, receive posted: {e}")
+                    format!("rank 0: synchronous tsend to rank {d}, receive posted: {e}")
                 })?;
             sent.push((ctx, done));
         }
@@ -263,9 +265,9 @@ fn sync_sends(net: &mut Net<'_>, sent: &mut Vec<(Ctx, bool)>) -> Result<(), Stri
 
 /// Rank 0's side of the contract once the last rank has every message: it
 /// sends rank 0 a confirmation, every send in `sent` that said it was in
-/// flight completes exactly once (`is_send`), and after a linger no
-/// completion shows up for one that finished inline, nor a second one for
-/// any. Error messages say how many finished inline.
+/// flight (`Queued`) completes exactly once (`is_send`), and after a
+/// linger no completion shows up for one that returned `Done`, nor a
+/// second one for any. Error messages say how many returned `Done`.
 fn settle(
     net: &mut Net<'_>,
     what: &str,
@@ -276,8 +278,7 @@ fn settle(
     let d = net.last();
     let inline: HashSet<Ctx> = sent.iter().filter(|s| s.1).map(|s| s.0).collect();
     let in_flight: HashSet<Ctx> = sent.iter().filter(|s| !s.1).map(|s| s.0).collect();
-    net.ts[d]
-        .post_send(0, b"all received", None, ACK)
+    net.send(d, 0, b"all received", None, ACK)
         .map_err(|e| format!("rank {d}: send of the confirmation to rank 0: {e}"))?;
     if net.recv(0, d as Rank)? != b"all received" {
         return Err(format!(
@@ -288,7 +289,7 @@ fn settle(
         0,
         in_flight.len(),
         &format!(
-            "completions of the {} {what} calls that returned false ({} returned true)",
+            "completions of the {} {what} calls that returned Queued ({} returned Done)",
             in_flight.len(),
             inline.len()
         ),
@@ -300,7 +301,7 @@ fn settle(
         let x = ctx_of(c).expect("matched a context");
         if !once.insert(x) {
             return Err(format!(
-                "rank 0: {what} context {x:#x} (returned false) completed twice: {c:?}"
+                "rank 0: {what} context {x:#x} (returned Queued) completed twice: {c:?}"
             ));
         }
     }
@@ -309,10 +310,10 @@ fn settle(
         let x = ctx_of(c);
         let why = match x {
             Some(x) if inline.contains(&x) => {
-                "returned true (finished inside the call), yet completed through poll"
+                "returned Done (finished inside the call), yet completed through poll"
             }
             Some(x) if in_flight.contains(&x) => {
-                "returned false and completed once, yet completed again"
+                "returned Queued and completed once, yet completed again"
             }
             _ if matches!(c, Completion::Error { .. }) => "unexpected error",
             _ if is_send(c) => "completion with a context never posted",
@@ -320,7 +321,7 @@ fn settle(
         };
         let x = x.map_or_else(|| "none".into(), |x| format!("{x:#x}"));
         return Err(format!(
-            "rank 0: {what} context {x}: {why}: {c:?} ({} of {} sends finished inline)",
+            "rank 0: {what} context {x}: {why}: {c:?} ({} of {} sends returned Done)",
             inline.len(),
             sent.len()
         ));
@@ -328,7 +329,7 @@ fn settle(
     Ok(())
 }
 
-/// Message `i` of [`inline_send_contract`]: its header (the sequence
+/// Message `i` of [`send_done_contract`]: its header (the sequence
 /// number, some with patterned bytes after it) and its payload's length,
 /// if it has one (an empty payload too, and now and then one that fills
 /// the eager buffer, past any inject or short-message limit).
