@@ -59,8 +59,8 @@ mod shm_2 {
         oversize_send_rejected, write_visible_on_completion, read_returns_target_bytes,
         out_of_range_rejected, deregistered_key_rejected, garbled_key_rejected,
         many_outstanding, key_through_the_wire, block_returns_when_ready,
-        tagged_or_unsupported, inline_send_contract, inline_tsend_contract,
-        trecv_wait_contract, arrivals_contract, send_completions_reported);
+        tagged_if_offered, send_done_contract, tsend_done_contract,
+        trecv_wait_contract, arrivals_contract, send_end_known_once);
 }
 /// With a progress thread sleeping on the completion queue's fd.
 mod tcp_thread_2 {

@@ -101,7 +101,7 @@ fn info_names_provider_and_visibility() {
     for prov in [TCP, "shm"] {
         let t = open(prov, Progress::Poll);
         let info = t[0].info();
-        eprintln!("{prov}: {info:?} {:?}", t[0].caps());
+        eprintln!("{prov}: {info:?} {:?}", t[0].info().caps);
         assert!(info.library.starts_with("libfabric 1."), "{info:?}");
         assert!(
             info.extra
@@ -114,10 +114,10 @@ fn info_names_provider_and_visibility() {
         } else {
             RmaProgress::TargetProgress
         };
-        assert_eq!(t[0].caps().rma_progress, want, "{prov}");
+        assert_eq!(t[0].info().caps.rma_progress, want, "{prov}");
         // Observed on libfabric 1.17: only shm holds a delivery-complete
         // tagged send until the match.
-        assert_eq!(t[0].caps().native_sync_send, prov == "shm", "{prov}");
+        assert_eq!(t[0].info().caps.native_sync_send, prov == "shm", "{prov}");
     }
     let e = OfiTransport::new(
         0,
@@ -170,8 +170,8 @@ fn who_serves_rma_while_the_target_computes() {
             } else {
                 progress
             };
-            assert_eq!(t[1].caps().progress, want, "{prov}");
-            assert_eq!(t[0].caps().rma_progress, claim, "{prov} {dc:?}");
+            assert_eq!(t[1].info().caps.progress, want, "{prov}");
+            assert_eq!(t[0].info().caps.rma_progress, claim, "{prov} {dc:?}");
             pair::rma_while_target_computes(
                 &mut t,
                 size,

@@ -223,11 +223,11 @@ mod tests {
                 let len = ((i * 331 + r * 97) % 4000) as usize;
                 let payload = LocalSlice::new(region, 0, len);
                 t.post_send(dst(r, i), b"h", Some(payload), 0).unwrap();
-                t.poll(&mut out).unwrap();
+                t.poll(&mut out, None).unwrap();
                 take(&mut out, &mut got, k.clock.ticks());
             }
             while got.len() < want {
-                t.poll(&mut out).unwrap();
+                t.poll(&mut out, None).unwrap();
                 take(&mut out, &mut got, k.clock.ticks());
             }
             (got, k.clock.ticks())

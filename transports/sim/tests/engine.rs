@@ -191,7 +191,7 @@ fn handoff_cost() {
                 t.post_send(1, b"p", None, 0).unwrap();
             }
             while !out.iter().any(|c| matches!(c, Completion::Recv { .. })) {
-                t.poll(&mut out).unwrap();
+                t.poll(&mut out, None).unwrap();
             }
             out.clear();
             if k.rank == 1 {

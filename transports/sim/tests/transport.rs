@@ -5,6 +5,7 @@
 mod common;
 
 use common::{ns, recv, wait_for};
+use ovbench_core::Rma;
 use ovbench_core::{Clock, Completion, LocalSlice, Transport, Work};
 use ovbench_sim::{run_raw, SimError, SimParams};
 
@@ -69,12 +70,13 @@ fn read_after_work(params: &SimParams, work_ns: u64) -> (u64, Vec<u8>) {
         let t = &mut k.transport;
         let region = t.alloc(8).unwrap();
         let s = LocalSlice::new(region, 0, 8);
-        let mr = t.register(s).unwrap();
+        let mr_reg = t.register(s).unwrap();
+        let mr = mr_reg.mr;
         if k.rank == 1 {
-            t.write_region(s, &mut |b| b.copy_from_slice(b"ovbench!"))
+            t.region(s, &mut |b| b.copy_from_slice(b"ovbench!"))
                 .unwrap();
             let mut key = Vec::new();
-            t.remote_key(mr).encode(&mut key);
+            mr_reg.key.clone().encode(&mut key);
             t.post_send(0, &key, None, 0).unwrap();
             k.work.work(work_ns);
             recv(t).unwrap(); // "done"; the read is served inside this call
@@ -82,14 +84,14 @@ fn read_after_work(params: &SimParams, work_ns: u64) -> (u64, Vec<u8>) {
         } else {
             let (_, key) = recv(t).unwrap();
             let (key, _) = ovbench_core::RemoteKey::decode(&key).unwrap();
-            t.post_read(1, s, mr, &key, 0, 9).unwrap();
+            t.post_rma(1, Rma::Read, s, mr, &key, 0, 9).unwrap();
             wait_for(t, |c| {
                 matches!(c, Completion::Read { ctx: 9 }).then_some(())
             })
             .unwrap();
             let at = k.clock.ticks();
             let mut got = vec![];
-            t.read_region(s, &mut |b| got = b.to_vec()).unwrap();
+            t.region(s, &mut |b| got = b.to_vec()).unwrap();
             t.post_send(1, b"done", None, 0).unwrap();
             (at, got)
         }
@@ -133,23 +135,24 @@ fn write_completes_one_l_after_placement_and_fin_follows_data() {
         let t = &mut k.transport;
         let region = t.alloc(1000).unwrap();
         let s = LocalSlice::new(region, 0, 1000);
-        let mr = t.register(s).unwrap();
+        let mr_reg = t.register(s).unwrap();
+        let mr = mr_reg.mr;
         if k.rank == 1 {
             let mut key = Vec::new();
-            t.remote_key(mr).encode(&mut key);
+            mr_reg.key.clone().encode(&mut key);
             t.post_send(0, &key, None, 0).unwrap();
             let (_, fin) = recv(t).unwrap();
             assert_eq!(fin, b"FIN");
             let mut got = vec![];
-            t.read_region(s, &mut |b| got = b.to_vec()).unwrap();
+            t.region(s, &mut |b| got = b.to_vec()).unwrap();
             assert!(got.iter().all(|&b| b == 0xab), "data visible before FIN");
             0
         } else {
             let (_, key) = recv(t).unwrap();
             let (key, _) = ovbench_core::RemoteKey::decode(&key).unwrap();
-            t.write_region(s, &mut |b| b.fill(0xab)).unwrap();
+            t.region(s, &mut |b| b.fill(0xab)).unwrap();
             let t0 = k.clock.ticks();
-            t.post_write(1, s, mr, &key, 0, 5).unwrap();
+            t.post_rma(1, Rma::Write, s, mr, &key, 0, 5).unwrap();
             wait_for(t, |c| {
                 matches!(c, Completion::Write { ctx: 5 }).then_some(())
             })
@@ -170,10 +173,11 @@ fn bad_keys_and_ranges_are_rejected_naming_the_initiator() {
         let t = &mut k.transport;
         let region = t.alloc(64).unwrap();
         let s = LocalSlice::new(region, 0, 64);
-        let mr = t.register(s).unwrap();
+        let mr_reg = t.register(s).unwrap();
+        let mr = mr_reg.mr;
         if k.rank == 1 {
             let mut key = Vec::new();
-            t.remote_key(mr).encode(&mut key);
+            mr_reg.key.clone().encode(&mut key);
             t.post_send(0, &key, None, 0).unwrap();
             recv(t).unwrap();
             vec![]
@@ -184,7 +188,7 @@ fn bad_keys_and_ranges_are_rejected_naming_the_initiator() {
             forged.blob[12] ^= 0xff;
             let mut errors = vec![];
             for (k, off, ctx) in [(&key, 1, 1), (&forged, 0, 2)] {
-                t.post_write(1, s, mr, k, off, ctx).unwrap();
+                t.post_rma(1, Rma::Write, s, mr, k, off, ctx).unwrap();
                 errors.push(wait_for(t, |c| match c {
                     Completion::Error {
                         ctx: Some(c),
@@ -197,7 +201,7 @@ fn bad_keys_and_ranges_are_rejected_naming_the_initiator() {
             }
             // A local slice outside its registration is refused at once.
             let bad = LocalSlice::new(region, 60, 8);
-            assert!(t.post_read(1, bad, mr, &key, 0, 3).is_err());
+            assert!(t.post_rma(1, Rma::Read, bad, mr, &key, 0, 3).is_err());
             assert!(t.post_send(7, b"x", None, 0).is_err());
             t.post_send(1, b"done", None, 0).unwrap();
             errors

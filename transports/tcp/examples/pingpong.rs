@@ -13,10 +13,10 @@ use ovbench_tcp::{TcpOptions, TcpTransport};
 const WARMUP: usize = 1000;
 
 /// Busy-poll until a message arrives; recycle it.
-fn recv(t: &mut dyn Transport, out: &mut Vec<Completion>) {
+fn recv(t: &mut dyn Transport, me: Rank, out: &mut Vec<Completion>) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        t.poll(out).expect("poll");
+        t.poll(out, None).expect("poll");
         let mut got = false;
         for c in out.drain(..) {
             match c {
@@ -25,22 +25,18 @@ fn recv(t: &mut dyn Transport, out: &mut Vec<Completion>) {
                     got = true;
                 }
                 Completion::Send { .. } => {}
-                other => panic!("rank {}: {other:?}", t.rank()),
+                other => panic!("rank {me}: {other:?}"),
             }
         }
         if got {
             return;
         }
-        assert!(
-            Instant::now() < deadline,
-            "rank {}: no message for 10 s",
-            t.rank()
-        );
+        assert!(Instant::now() < deadline, "rank {me}: no message for 10 s");
     }
 }
 
 fn rank_loop(mut t: Box<dyn Transport>, iters: usize) -> Vec<f64> {
-    let me = t.rank();
+    let me = t.info().rank;
     let peer: Rank = 1 - me;
     let msg = [0u8; 8];
     let mut out = Vec::new();
@@ -49,9 +45,9 @@ fn rank_loop(mut t: Box<dyn Transport>, iters: usize) -> Vec<f64> {
         let t0 = Instant::now();
         if me == 0 {
             t.post_send(peer, &msg, None, i as u64).expect("send");
-            recv(t.as_mut(), &mut out);
+            recv(t.as_mut(), me, &mut out);
         } else {
-            recv(t.as_mut(), &mut out);
+            recv(t.as_mut(), me, &mut out);
             t.post_send(peer, &msg, None, i as u64).expect("send");
         }
         if i >= WARMUP {
@@ -60,7 +56,7 @@ fn rank_loop(mut t: Box<dyn Transport>, iters: usize) -> Vec<f64> {
     }
     // Let the last send leave before the transport goes.
     for _ in 0..100 {
-        t.poll(&mut out).expect("poll");
+        t.poll(&mut out, None).expect("poll");
     }
     rtts
 }

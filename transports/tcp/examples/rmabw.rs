@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ovbench_conformance::connect_all;
+use ovbench_core::Rma;
 use ovbench_core::{Completion, LocalSlice, Progress, Transport};
 use ovbench_tcp::{TcpOptions, TcpTransport};
 
@@ -37,13 +38,14 @@ fn main() {
         .collect();
     connect_all(&mut ts).expect("connect");
     let dst = ts[1].alloc(size).expect("alloc");
-    let dmr = ts[1]
+    let key = ts[1]
         .register(LocalSlice::new(dst, 0, size))
-        .expect("register");
-    let key = ts[1].remote_key(dmr);
+        .expect("register")
+        .key;
     let src = ts[0].alloc(size).expect("alloc");
     let ls = LocalSlice::new(src, 0, size);
-    let smr = ts[0].register(ls).expect("register");
+    let smr_reg = ts[0].register(ls).expect("register");
+    let smr = smr_reg.mr;
     let mut target = ts.pop().expect("two");
     let mut t0 = ts.pop().expect("two");
     let stop = AtomicBool::new(false);
@@ -52,7 +54,7 @@ fn main() {
         s.spawn(move || {
             let mut out = Vec::new();
             while !stop.load(Ordering::Acquire) {
-                target.poll(&mut out).expect("poll");
+                target.poll(&mut out, None).expect("poll");
                 out.clear();
             }
         });
@@ -62,11 +64,11 @@ fn main() {
         let deadline = t + Duration::from_secs(60);
         while done < count {
             while posted < count && posted - done < WINDOW {
-                t0.post_write(1, ls, smr, &key, 0, posted as u64)
+                t0.post_rma(1, Rma::Write, ls, smr, &key, 0, posted as u64)
                     .expect("write");
                 posted += 1;
             }
-            t0.poll(&mut out).expect("poll");
+            t0.poll(&mut out, None).expect("poll");
             for c in out.drain(..) {
                 match c {
                     Completion::Write { .. } | Completion::Read { .. } => done += 1,

@@ -7,6 +7,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use ovbench_core::Rma;
 use ovbench_core::{Completion, LocalSlice, OpKind, Progress, Transport};
 use ovbench_tcp::{TcpOptions, TcpTransport};
 
@@ -59,7 +60,7 @@ fn expect_peer_error(t0: &mut TcpTransport, within: Duration) -> String {
     let end = Instant::now() + within;
     let mut out = Vec::new();
     loop {
-        t0.poll(&mut out).unwrap();
+        t0.poll(&mut out, None).unwrap();
         if let Some(Completion::Error { peer, status, .. }) =
             out.iter().find(|c| matches!(c, Completion::Error { .. }))
         {
@@ -79,7 +80,7 @@ fn answer(t0: &mut TcpTransport, s: &mut TcpStream, n: usize) -> Vec<u8> {
     let mut got = Vec::new();
     let mut out = Vec::new();
     while got.len() < n {
-        t0.poll(&mut out).unwrap();
+        t0.poll(&mut out, None).unwrap();
         assert!(
             !out.iter().any(|c| matches!(c, Completion::Error { .. })),
             "{out:?}"
@@ -130,14 +131,14 @@ fn forged_writes_and_reads_never_touch_memory() {
     let (mut t0, mut s) = pair(Progress::Poll);
     let region = t0.alloc(256).unwrap();
     let all = LocalSlice::new(region, 0, 256);
-    t0.write_region(all, &mut |b| b.fill(0xAB)).unwrap();
-    let mr = t0.register(LocalSlice::new(region, 64, 128)).unwrap();
-    let key = t0.remote_key(mr);
+    t0.region(all, &mut |b| b.fill(0xAB)).unwrap();
+    let mr_reg = t0.register(LocalSlice::new(region, 64, 128)).unwrap();
+    let key = mr_reg.key.clone();
     let reg = u32::from_le_bytes(key.blob[0..4].try_into().unwrap());
     let check = u64::from_le_bytes(key.blob[4..12].try_into().unwrap());
-    let untouched = |t0: &TcpTransport| {
+    let untouched = |t0: &mut TcpTransport| {
         let mut ok = false;
-        t0.read_region(all, &mut |b| ok = b.iter().all(|&x| x == 0xAB))
+        t0.region(all, &mut |b| ok = b.iter().all(|&x| x == 0xAB))
             .unwrap();
         ok
     };
@@ -159,7 +160,7 @@ fn forged_writes_and_reads_never_touch_memory() {
             status,
             "case {i}"
         );
-        assert!(untouched(&t0), "case {i}: refused write changed memory");
+        assert!(untouched(&mut t0), "case {i}: refused write changed memory");
         s.write_all(&frame(4, 0, 200 + i as u64, off, len, r, c))
             .unwrap();
         let resp = answer(&mut t0, &mut s, HDR);
@@ -178,7 +179,7 @@ fn forged_writes_and_reads_never_touch_memory() {
     let ack = answer(&mut t0, &mut s, HDR);
     assert_eq!((ack[4], ack[5]), (3, 0));
     let mut placed = Vec::new();
-    t0.read_region(LocalSlice::new(region, 64, 16), &mut |b| {
+    t0.region(LocalSlice::new(region, 64, 16), &mut |b| {
         placed.extend_from_slice(b)
     })
     .unwrap();
@@ -191,13 +192,14 @@ fn a_vanished_peer_fails_pending_work_quickly() {
         let (mut t0, s) = pair(progress);
         let region = t0.alloc(64).unwrap();
         let ls = LocalSlice::new(region, 0, 64);
-        let mr = t0.register(ls).unwrap();
+        let mr_reg = t0.register(ls).unwrap();
+        let mr = mr_reg.mr;
         let key = ovbench_core::RemoteKey {
             addr: 0,
             len: 64,
             blob: vec![0; 12],
         };
-        t0.post_read(1, ls, mr, &key, 0, 42).unwrap();
+        t0.post_rma(1, Rma::Read, ls, mr, &key, 0, 42).unwrap();
         let t = Instant::now();
         drop(s); // like kill -9: no goodbye
         let end = t + Duration::from_secs(5);
@@ -205,7 +207,7 @@ fn a_vanished_peer_fails_pending_work_quickly() {
         let mut read_failed = false;
         let mut conn_failed = false;
         while !(read_failed && conn_failed) {
-            t0.poll(&mut out).unwrap();
+            t0.poll(&mut out, None).unwrap();
             for c in out.drain(..) {
                 match c {
                     Completion::Error {

@@ -28,7 +28,7 @@ fn child(rank0: String) {
     let mut out = Vec::new();
     let mut answered = false;
     while Instant::now() < end {
-        t.poll(&mut out).unwrap();
+        t.poll(&mut out, None).unwrap();
         if !answered && out.iter().any(|c| matches!(c, Completion::Recv { .. })) {
             t.post_send(0, b"pong", None, 1).unwrap();
             answered = true;
@@ -72,7 +72,7 @@ fn a_killed_rank_is_reported_within_five_seconds() {
     let end = Instant::now() + Duration::from_secs(20);
     let mut out = Vec::new();
     while !out.iter().any(|c| matches!(c, Completion::Recv { .. })) {
-        t0.poll(&mut out).unwrap();
+        t0.poll(&mut out, None).unwrap();
         assert!(Instant::now() < end, "no pong from the child");
     }
     out.clear();
@@ -80,7 +80,7 @@ fn a_killed_rank_is_reported_within_five_seconds() {
     kid.kill().unwrap(); // SIGKILL
     let killed = Instant::now();
     let why = loop {
-        t0.poll(&mut out).unwrap();
+        t0.poll(&mut out, None).unwrap();
         if let Some(Completion::Error { peer, status, .. }) =
             out.iter().find(|c| matches!(c, Completion::Error { .. }))
         {

@@ -1,6 +1,7 @@
 //! Operations addressed to the own rank complete without a socket and
 //! pass the same key checks as a peer's.
 
+use ovbench_core::Rma;
 use ovbench_core::{Completion, LocalSlice, OpKind, Transport};
 use ovbench_tcp::{TcpOptions, TcpTransport};
 
@@ -13,7 +14,7 @@ fn single() -> TcpTransport {
 
 fn drain(t: &mut TcpTransport) -> Vec<Completion> {
     let mut out = Vec::new();
-    t.poll(&mut out).unwrap();
+    t.poll(&mut out, None).unwrap();
     out
 }
 
@@ -22,8 +23,7 @@ fn send_to_self_arrives_at_once() {
     let mut t = single();
     let r = t.alloc(16).unwrap();
     let p = LocalSlice::new(r, 0, 3);
-    t.write_region(p, &mut |b| b.copy_from_slice(b"abc"))
-        .unwrap();
+    t.region(p, &mut |b| b.copy_from_slice(b"abc")).unwrap();
     t.post_send(0, b"hdr:", Some(p), 7).unwrap();
     let out = drain(&mut t);
     assert!(matches!(out[0], Completion::Send { ctx: 7 }), "{out:?}");
@@ -37,18 +37,19 @@ fn send_to_self_arrives_at_once() {
 fn write_and_read_on_own_memory_check_the_key() {
     let mut t = single();
     let r = t.alloc(256).unwrap();
-    t.write_region(LocalSlice::new(r, 0, 256), &mut |b| {
+    t.region(LocalSlice::new(r, 0, 256), &mut |b| {
         for (i, x) in b.iter_mut().enumerate() {
             *x = i as u8;
         }
     })
     .unwrap();
-    let mr = t.register(LocalSlice::new(r, 0, 256)).unwrap();
-    let key = t.remote_key(mr);
+    let mr_reg = t.register(LocalSlice::new(r, 0, 256)).unwrap();
+    let mr = mr_reg.mr;
+    let key = mr_reg.key.clone();
     // Write bytes 0..16 over 100..116, then read 100..116 into 200..216.
-    t.post_write(0, LocalSlice::new(r, 0, 16), mr, &key, 100, 1)
+    t.post_rma(0, Rma::Write, LocalSlice::new(r, 0, 16), mr, &key, 100, 1)
         .unwrap();
-    t.post_read(0, LocalSlice::new(r, 200, 16), mr, &key, 100, 2)
+    t.post_rma(0, Rma::Read, LocalSlice::new(r, 200, 16), mr, &key, 100, 2)
         .unwrap();
     let out = drain(&mut t);
     assert!(
@@ -59,7 +60,7 @@ fn write_and_read_on_own_memory_check_the_key() {
         "{out:?}"
     );
     let mut got = Vec::new();
-    t.read_region(LocalSlice::new(r, 200, 16), &mut |b| {
+    t.region(LocalSlice::new(r, 200, 16), &mut |b| {
         got.extend_from_slice(b)
     })
     .unwrap();
@@ -67,7 +68,7 @@ fn write_and_read_on_own_memory_check_the_key() {
 
     let mut forged = key.clone();
     forged.blob[5] ^= 0x10;
-    t.post_write(0, LocalSlice::new(r, 0, 16), mr, &forged, 0, 3)
+    t.post_rma(0, Rma::Write, LocalSlice::new(r, 0, 16), mr, &forged, 0, 3)
         .unwrap();
     let out = drain(&mut t);
     assert!(
@@ -75,7 +76,7 @@ fn write_and_read_on_own_memory_check_the_key() {
         "{out:?}"
     );
     let mut first = Vec::new();
-    t.read_region(LocalSlice::new(r, 0, 16), &mut |b| {
+    t.region(LocalSlice::new(r, 0, 16), &mut |b| {
         first.extend_from_slice(b)
     })
     .unwrap();

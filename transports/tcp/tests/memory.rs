@@ -3,6 +3,7 @@
 use std::time::{Duration, Instant};
 
 use ovbench_conformance::{connect_all, Endpoints};
+use ovbench_core::Rma;
 use ovbench_core::{Completion, LocalSlice, Transport};
 use ovbench_tcp::{TcpOptions, TcpTransport};
 
@@ -15,13 +16,14 @@ fn free_waits_for_operations_in_flight() {
         .collect();
     connect_all(&mut ts).unwrap();
     let remote = ts[1].alloc(4096).unwrap();
-    let rmr = ts[1].register(LocalSlice::new(remote, 0, 4096)).unwrap();
-    let key = ts[1].remote_key(rmr);
+    let rmr_reg = ts[1].register(LocalSlice::new(remote, 0, 4096)).unwrap();
+    let key = rmr_reg.key.clone();
     let local = ts[0].alloc(4096).unwrap();
     let ls = LocalSlice::new(local, 0, 4096);
-    let lmr = ts[0].register(ls).unwrap();
+    let lmr_reg = ts[0].register(ls).unwrap();
+    let lmr = lmr_reg.mr;
     // Rank 1 does not poll yet, so the read stays in flight.
-    ts[0].post_read(1, ls, lmr, &key, 0, 1).unwrap();
+    ts[0].post_rma(1, Rma::Read, ls, lmr, &key, 0, 1).unwrap();
     ts[0].deregister(lmr).unwrap();
     let e = ts[0].free(local).unwrap_err().to_string();
     assert!(e.contains("in flight") && e.contains("rank 1"), "{e}");
@@ -29,8 +31,8 @@ fn free_waits_for_operations_in_flight() {
     let end = Instant::now() + Duration::from_secs(10);
     let mut out = Vec::new();
     while !out.iter().any(|c| matches!(c, Completion::Read { ctx: 1 })) {
-        ts[1].poll(&mut Vec::new()).unwrap();
-        ts[0].poll(&mut out).unwrap();
+        ts[1].poll(&mut Vec::new(), None).unwrap();
+        ts[0].poll(&mut out, None).unwrap();
         assert!(Instant::now() < end, "the read never completed");
     }
     ts[0].free(local).unwrap();

@@ -8,6 +8,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use ovbench_conformance::{connect_all, Endpoints};
+use ovbench_core::Rma;
 use ovbench_core::{Completion, LocalSlice, Progress, Transport};
 use ovbench_tcp::{TcpOptions, TcpTransport};
 
@@ -43,12 +44,13 @@ fn read_during_compute(progress: Progress) -> Timeline {
     let len = 4096;
     let remote = ts[1].alloc(len).unwrap();
     let rs = LocalSlice::new(remote, 0, len);
-    ts[1].write_region(rs, &mut |b| b.fill(0x3C)).unwrap();
-    let rmr = ts[1].register(rs).unwrap();
-    let key = ts[1].remote_key(rmr);
+    ts[1].region(rs, &mut |b| b.fill(0x3C)).unwrap();
+    let rmr_reg = ts[1].register(rs).unwrap();
+    let key = rmr_reg.key.clone();
     let local = ts[0].alloc(len).unwrap();
     let ls = LocalSlice::new(local, 0, len);
-    let lmr = ts[0].register(ls).unwrap();
+    let lmr_reg = ts[0].register(ls).unwrap();
+    let lmr = lmr_reg.mr;
 
     let mut target = ts.pop().unwrap();
     let mut initiator = ts.pop().unwrap();
@@ -64,7 +66,7 @@ fn read_during_compute(progress: Progress) -> Timeline {
             // Back in the library: serve until the initiator is done.
             let mut out = Vec::new();
             while !stop.load(Ordering::Acquire) && end.elapsed() < Duration::from_secs(10) {
-                target.poll(&mut out).unwrap();
+                target.poll(&mut out, None).unwrap();
                 assert!(
                     !out.iter().any(|c| matches!(c, Completion::Error { .. })),
                     "{out:?}"
@@ -76,11 +78,13 @@ fn read_during_compute(progress: Progress) -> Timeline {
         let compute_start = rx.recv().unwrap();
         // Let the target be well inside its computation.
         std::thread::sleep(Duration::from_millis(50));
-        initiator.post_read(1, ls, lmr, &key, 0, 9).unwrap();
+        initiator
+            .post_rma(1, Rma::Read, ls, lmr, &key, 0, 9)
+            .unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut out = Vec::new();
         let read_done = loop {
-            initiator.poll(&mut out).unwrap();
+            initiator.poll(&mut out, None).unwrap();
             if let Some(c) = out.iter().find(|c| !matches!(c, Completion::Send { .. })) {
                 assert!(matches!(c, Completion::Read { ctx: 9 }), "{c:?}");
                 break Instant::now();
@@ -98,7 +102,7 @@ fn read_during_compute(progress: Progress) -> Timeline {
     });
     let mut got = Vec::new();
     initiator
-        .read_region(ls, &mut |b| got.extend_from_slice(b))
+        .region(ls, &mut |b| got.extend_from_slice(b))
         .unwrap();
     assert!(
         got.iter().all(|&b| b == 0x3C),

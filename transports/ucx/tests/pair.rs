@@ -82,7 +82,7 @@ fn rma_progress_follows_the_lanes() {
         let t = open(tls, Progress::Poll);
         let p = t[0].rma_path();
         eprintln!("{tls}: {p:?}");
-        assert_eq!(t[0].caps().rma_progress, want, "{tls}: {p:?}");
+        assert_eq!(t[0].info().caps.rma_progress, want, "{tls}: {p:?}");
         let info = t[0].info();
         assert!(info.library.starts_with("UCX "), "{info:?}");
         assert!(info
@@ -107,7 +107,7 @@ fn who_serves_rma_while_the_target_computes() {
     ] {
         for size in [4096usize, 1 << 20] {
             let mut t = open(tls, progress);
-            assert_eq!(t[0].caps().rma_progress, RmaProgress::TargetProgress);
+            assert_eq!(t[0].info().caps.rma_progress, RmaProgress::TargetProgress);
             pair::rma_while_target_computes(
                 &mut t,
                 size,

@@ -14,6 +14,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use ovbench_core::Rma;
 use ovbench_core::{clock::best_clock, Completion, LocalSlice, MrHandle, RemoteKey, Transport};
 use ovbench_verbs::{VerbsOptions, VerbsTransport};
 
@@ -33,10 +34,10 @@ struct Side {
 impl Side {
     fn poll(&mut self) -> usize {
         self.out.clear();
-        let n = self.t.poll(&mut self.out).expect("poll");
+        let n = self.t.poll(&mut self.out, None).expect("poll");
         for c in &self.out {
             if let Completion::Error { .. } = c {
-                panic!("rank {}: {c:?}", self.t.rank());
+                panic!("rank {}: {c:?}", self.t.info().rank);
             }
         }
         n
@@ -47,9 +48,7 @@ impl Side {
         let last = self.inbox.sub(self.inbox.len - 1, 1);
         loop {
             let mut b = 0;
-            self.t
-                .read_region(last, &mut |x| b = x[0])
-                .expect("read_region");
+            self.t.region(last, &mut |x| b = x[0]).expect("read_region");
             if b == v {
                 return;
             }
@@ -70,7 +69,7 @@ impl Side {
     fn set_last_byte(&mut self, v: u8) {
         let last = self.buf.sub(self.buf.len - 1, 1);
         self.t
-            .write_region(last, &mut |x| x[0] = v)
+            .region(last, &mut |x| x[0] = v)
             .expect("write_region");
     }
 }
@@ -89,12 +88,12 @@ fn setup(rank: u32, size: usize, tx: mpsc::Sender<Exchange>, rx: mpsc::Receiver<
     let region = t.alloc(2 * half).expect("alloc");
     let mr = t
         .register(LocalSlice::new(region, 0, 2 * half))
-        .expect("register");
+        .expect("register")
+        .mr;
     let inbox = t
         .register(LocalSlice::new(region, half, half))
         .expect("register");
-    tx.send((t.address(), t.remote_key(inbox)))
-        .expect("exchange");
+    tx.send((t.address(), inbox.key)).expect("exchange");
     let (peer_addr, peer_key) = rx.recv().expect("exchange");
     let mut addrs = vec![Vec::new(), Vec::new()];
     addrs[rank as usize] = t.address();
@@ -144,13 +143,13 @@ fn run(job: Job) {
                 if rank == 0 {
                     *stamp = clock.ticks();
                     s.set_last_byte(v);
-                    s.t.post_write(peer, s.buf, s.mr, &s.peer_key, 0, i as u64)
+                    s.t.post_rma(peer, Rma::Write, s.buf, s.mr, &s.peer_key, 0, i as u64)
                         .expect("write");
                     s.wait_last_byte(v);
                 } else {
                     s.wait_last_byte(v);
                     s.set_last_byte(v);
-                    s.t.post_write(peer, s.buf, s.mr, &s.peer_key, 0, i as u64)
+                    s.t.post_rma(peer, Rma::Write, s.buf, s.mr, &s.peer_key, 0, i as u64)
                         .expect("write");
                 }
             }
@@ -177,7 +176,7 @@ fn run(job: Job) {
             if rank == 0 {
                 for (i, stamp) in stamps.iter_mut().enumerate().take(total) {
                     *stamp = clock.ticks();
-                    s.t.post_read(peer, s.buf, s.mr, &s.peer_key, 0, i as u64)
+                    s.t.post_rma(peer, Rma::Read, s.buf, s.mr, &s.peer_key, 0, i as u64)
                         .expect("read");
                     s.wait_for(&|c| matches!(c, Completion::Read { .. }));
                 }
@@ -194,7 +193,7 @@ fn run(job: Job) {
                         if posted == warmup {
                             stamps[0] = clock.ticks();
                         }
-                        s.t.post_write(peer, s.buf, s.mr, &s.peer_key, 0, posted as u64)
+                        s.t.post_rma(peer, Rma::Write, s.buf, s.mr, &s.peer_key, 0, posted as u64)
                             .expect("write");
                         posted += 1;
                     }

@@ -7,6 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use ovbench_conformance::connect_all;
+use ovbench_core::Rma;
 use ovbench_core::{Completion, LocalSlice, OpKind, Transport};
 use ovbench_verbs::{DeviceList, VerbsOptions, VerbsTransport};
 
@@ -50,7 +51,7 @@ fn pump_until(
     let mut v = Vec::new();
     while !done(inbox) {
         for (r, t) in ts.iter_mut().enumerate() {
-            t.poll(&mut v)
+            t.poll(&mut v, None)
                 .unwrap_or_else(|e| panic!("rank {r} poll: {e}"));
             for c in v.drain(..) {
                 if let Completion::Error { .. } = c {
@@ -83,7 +84,7 @@ fn flood_with_rx_depth_4_and_rnr_retry_0() {
     let region = ts[0].alloc(64).unwrap();
     for i in 0..N {
         ts[0]
-            .write_region(LocalSlice::new(region, 0, 8), &mut |b| {
+            .region(LocalSlice::new(region, 0, 8), &mut |b| {
                 b.copy_from_slice(&(i as u64 * 3).to_le_bytes())
             })
             .unwrap();
@@ -98,7 +99,7 @@ fn flood_with_rx_depth_4_and_rnr_retry_0() {
     let end = Instant::now() + Duration::from_secs(300);
     while next < N || sends < N {
         for r in 0..2 {
-            ts[r].poll(&mut v).unwrap();
+            ts[r].poll(&mut v, None).unwrap();
             for c in v.drain(..) {
                 match c {
                     Completion::Recv { peer: 0, data } => {
@@ -135,19 +136,20 @@ fn bad_rkey_is_an_error_completion() {
     let mut ts = common::make_with(2, &VerbsOptions::default());
     connect_all(&mut ts).expect("connect");
     let dst = ts[1].alloc(4096).unwrap();
-    let dmr = ts[1].register(LocalSlice::new(dst, 0, 4096)).unwrap();
-    let mut key = ts[1].remote_key(dmr);
+    let dmr_reg = ts[1].register(LocalSlice::new(dst, 0, 4096)).unwrap();
+    let mut key = dmr_reg.key.clone();
     key.blob[0] ^= 0x5A;
     let src = ts[0].alloc(4096).unwrap();
-    let smr = ts[0].register(LocalSlice::new(src, 0, 4096)).unwrap();
+    let smr_reg = ts[0].register(LocalSlice::new(src, 0, 4096)).unwrap();
+    let smr = smr_reg.mr;
     ts[0]
-        .post_write(1, LocalSlice::new(src, 0, 64), smr, &key, 0, 99)
+        .post_rma(1, Rma::Write, LocalSlice::new(src, 0, 64), smr, &key, 0, 99)
         .unwrap();
     let end = Instant::now() + Duration::from_secs(30);
     let mut v = Vec::new();
     let status = loop {
-        ts[0].poll(&mut v).unwrap();
-        ts[1].poll(&mut Vec::new()).unwrap();
+        ts[0].poll(&mut v, None).unwrap();
+        ts[1].poll(&mut Vec::new(), None).unwrap();
         if let Some(c) = v.pop() {
             match c {
                 Completion::Error {
@@ -191,19 +193,20 @@ fn write_then_read_back_64k() {
     connect_all(&mut ts).expect("connect");
     const L: usize = 65536;
     let dst = ts[1].alloc(L).unwrap();
-    let dmr = ts[1].register(LocalSlice::new(dst, 0, L)).unwrap();
-    let key = ts[1].remote_key(dmr);
+    let dmr_reg = ts[1].register(LocalSlice::new(dst, 0, L)).unwrap();
+    let key = dmr_reg.key.clone();
     let src = ts[0].alloc(2 * L).unwrap();
-    let smr = ts[0].register(LocalSlice::new(src, 0, 2 * L)).unwrap();
+    let smr_reg = ts[0].register(LocalSlice::new(src, 0, 2 * L)).unwrap();
+    let smr = smr_reg.mr;
     ts[0]
-        .write_region(LocalSlice::new(src, 0, L), &mut |b| {
+        .region(LocalSlice::new(src, 0, L), &mut |b| {
             for (i, x) in b.iter_mut().enumerate() {
                 *x = (i * 7 % 251) as u8;
             }
         })
         .unwrap();
     ts[0]
-        .post_write(1, LocalSlice::new(src, 0, L), smr, &key, 0, 1)
+        .post_rma(1, Rma::Write, LocalSlice::new(src, 0, L), smr, &key, 0, 1)
         .unwrap();
     let mut inbox = vec![Vec::new(), Vec::new()];
     pump_until(&mut ts, &mut inbox, "the write", &mut |ib| {
@@ -213,13 +216,13 @@ fn write_then_read_back_64k() {
     });
     let mut same = false;
     ts[1]
-        .read_region(LocalSlice::new(dst, 0, L), &mut |b| {
+        .region(LocalSlice::new(dst, 0, L), &mut |b| {
             same = b.iter().enumerate().all(|(i, &x)| x == (i * 7 % 251) as u8)
         })
         .unwrap();
     assert!(same, "the write's data was not at the target on completion");
     ts[0]
-        .post_read(1, LocalSlice::new(src, L, L), smr, &key, 0, 2)
+        .post_rma(1, Rma::Read, LocalSlice::new(src, L, L), smr, &key, 0, 2)
         .unwrap();
     pump_until(&mut ts, &mut inbox, "the read", &mut |ib| {
         ib[0]
@@ -227,7 +230,7 @@ fn write_then_read_back_64k() {
             .any(|c| matches!(c, Completion::Read { ctx: 2 }))
     });
     ts[0]
-        .read_region(LocalSlice::new(src, L, L), &mut |b| {
+        .region(LocalSlice::new(src, L, L), &mut |b| {
             same = b.iter().enumerate().all(|(i, &x)| x == (i * 7 % 251) as u8)
         })
         .unwrap();
@@ -254,8 +257,8 @@ fn completion_timestamps_or_host_fallback() {
     let end = Instant::now() + Duration::from_secs(30);
     let mut v = Vec::new();
     while !v.iter().any(|c| matches!(c, Completion::Send { ctx: 5 })) {
-        a.poll(&mut v).unwrap();
-        b.poll(&mut Vec::new()).unwrap();
+        a.poll(&mut v, None).unwrap();
+        b.poll(&mut Vec::new(), None).unwrap();
         assert!(Instant::now() < end, "the send never completed");
     }
     let stamps = a

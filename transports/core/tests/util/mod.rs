@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use ovbench_core::clock::MonotonicClock;
 use ovbench_core::{
-    Caps, Completion, Ctx, EngineComm, EngineConfig, LocalSlice, MrHandle, NativeComm, OpKind,
-    Progress, Rank, RegionId, RemoteKey, RmaKind, RmaProgress, Transport, TransportError,
-    TransportInfo, WorkLoop,
+    trecv_wait_polling, Arrivals, Caps, Completion, CompletionStamps, Ctx, EngineComm,
+    EngineConfig, Idle, LocalSlice, MrHandle, NativeComm, OpKind, Posted, Progress, Rank, RegionId,
+    Registered, RemoteKey, Rma, RmaKind, RmaProgress, Tagged, Transport, TransportError,
+    TransportInfo, Waited, WorkLoop,
 };
 
 pub const EAGER_BUF: usize = 4096;
@@ -41,6 +42,8 @@ pub struct MemTransport {
     rank: Rank,
     shared: Arc<Shared>,
     done: VecDeque<Completion>,
+    /// Completions a `trecv_wait` polled up, for the next poll.
+    held: Vec<Completion>,
     next_mr: u32,
 }
 
@@ -53,6 +56,7 @@ pub fn job(n: u32) -> Vec<MemTransport> {
             rank,
             shared: shared.clone(),
             done: VecDeque::new(),
+            held: Vec::new(),
             next_mr: 1,
         })
         .collect()
@@ -117,25 +121,20 @@ impl Transport for MemTransport {
     fn info(&self) -> TransportInfo {
         TransportInfo {
             name: "mem".into(),
-            ..Default::default()
+            device: String::new(),
+            library: String::new(),
+            extra: Vec::new(),
+            caps: Caps {
+                rma: RmaKind::Native,
+                rma_progress: RmaProgress::Offloaded,
+                progress: Progress::Poll,
+                eager_buf_size: EAGER_BUF,
+                native_sync_send: true,
+                completion_stamps: CompletionStamps::Host,
+            },
+            rank: self.rank,
+            size: self.shared.ranks.len() as u32,
         }
-    }
-    fn caps(&self) -> Caps {
-        Caps {
-            rma: RmaKind::Native,
-            rma_progress: RmaProgress::Offloaded,
-            progress: Progress::Poll,
-            max_inline: 0,
-            eager_buf_size: EAGER_BUF,
-            native_tagged: true,
-            native_sync_send: true,
-        }
-    }
-    fn rank(&self) -> Rank {
-        self.rank
-    }
-    fn size(&self) -> u32 {
-        self.shared.ranks.len() as u32
     }
     fn address(&self) -> Vec<u8> {
         vec![]
@@ -151,13 +150,7 @@ impl Transport for MemTransport {
     fn free(&mut self, _: RegionId) -> Result<(), TransportError> {
         Ok(())
     }
-    fn read_region(&self, s: LocalSlice, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
-        let st = self.me();
-        check_local(&st, s)?;
-        f(&st.regions[s.region.0 as usize][s.offset..s.offset + s.len]);
-        Ok(())
-    }
-    fn write_region(
+    fn region(
         &mut self,
         s: LocalSlice,
         f: &mut dyn FnMut(&mut [u8]),
@@ -167,13 +160,20 @@ impl Transport for MemTransport {
         f(&mut st.regions[s.region.0 as usize][s.offset..s.offset + s.len]);
         Ok(())
     }
-    fn register(&mut self, s: LocalSlice) -> Result<MrHandle, TransportError> {
+    fn register(&mut self, s: LocalSlice) -> Result<Registered, TransportError> {
         let id = self.next_mr;
         self.next_mr += 1;
         let mut st = self.me();
         check_local(&st, s)?;
         st.mrs.insert(id, s);
-        Ok(MrHandle(id))
+        Ok(Registered {
+            mr: MrHandle(id),
+            key: RemoteKey {
+                addr: 0,
+                len: s.len as u64,
+                blob: id.to_le_bytes().to_vec(),
+            },
+        })
     }
     fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
         self.me()
@@ -182,21 +182,13 @@ impl Transport for MemTransport {
             .map(|_| ())
             .ok_or_else(|| TransportError::Invalid(format!("mr {} not registered", mr.0)))
     }
-    fn remote_key(&self, mr: MrHandle) -> RemoteKey {
-        let len = self.me().mrs.get(&mr.0).map_or(0, |s| s.len as u64);
-        RemoteKey {
-            addr: 0,
-            len,
-            blob: mr.0.to_le_bytes().to_vec(),
-        }
-    }
     fn post_send(
         &mut self,
         peer: Rank,
         header: &[u8],
         payload: Option<LocalSlice>,
         ctx: Ctx,
-    ) -> Result<(), TransportError> {
+    ) -> Result<Posted, TransportError> {
         let mut msg = header.to_vec();
         if let Some(p) = payload {
             let st = self.me();
@@ -219,53 +211,56 @@ impl Transport for MemTransport {
             .inbox
             .push_back((me, msg));
         self.done.push_back(Completion::Send { ctx });
-        Ok(())
+        Ok(Posted::Queued)
     }
-    fn post_write(
+    fn post_rma(
         &mut self,
         peer: Rank,
+        op: Rma,
         local: LocalSlice,
         _mr: MrHandle,
         remote: &RemoteKey,
         off: u64,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        let data = {
-            let st = self.me();
-            check_local(&st, local)?;
-            st.regions[local.region.0 as usize][local.offset..local.offset + local.len].to_vec()
-        };
-        let mut t = self.shared.ranks[peer as usize].lock().unwrap();
-        let dst = Self::target(&t, peer, remote, off, local.len, OpKind::Write)?;
-        t.regions[dst.region.0 as usize][dst.offset..dst.offset + dst.len].copy_from_slice(&data);
-        drop(t);
-        self.done.push_back(Completion::Write { ctx });
+        match op {
+            Rma::Write => {
+                let data = {
+                    let st = self.me();
+                    check_local(&st, local)?;
+                    st.regions[local.region.0 as usize][local.offset..local.offset + local.len]
+                        .to_vec()
+                };
+                let mut t = self.shared.ranks[peer as usize].lock().unwrap();
+                let dst = Self::target(&t, peer, remote, off, local.len, OpKind::Write)?;
+                t.regions[dst.region.0 as usize][dst.offset..dst.offset + dst.len]
+                    .copy_from_slice(&data);
+                drop(t);
+                self.done.push_back(Completion::Write { ctx });
+            }
+            Rma::Read => {
+                let data = {
+                    let t = self.shared.ranks[peer as usize].lock().unwrap();
+                    let src = Self::target(&t, peer, remote, off, local.len, OpKind::Read)?;
+                    t.regions[src.region.0 as usize][src.offset..src.offset + src.len].to_vec()
+                };
+                let mut st = self.me();
+                check_local(&st, local)?;
+                st.regions[local.region.0 as usize][local.offset..local.offset + local.len]
+                    .copy_from_slice(&data);
+                drop(st);
+                self.done.push_back(Completion::Read { ctx });
+            }
+        }
         Ok(())
     }
-    fn post_read(
+    fn poll(
         &mut self,
-        peer: Rank,
-        local: LocalSlice,
-        _mr: MrHandle,
-        remote: &RemoteKey,
-        off: u64,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        let data = {
-            let t = self.shared.ranks[peer as usize].lock().unwrap();
-            let src = Self::target(&t, peer, remote, off, local.len, OpKind::Read)?;
-            t.regions[src.region.0 as usize][src.offset..src.offset + src.len].to_vec()
-        };
-        let mut st = self.me();
-        check_local(&st, local)?;
-        st.regions[local.region.0 as usize][local.offset..local.offset + local.len]
-            .copy_from_slice(&data);
-        drop(st);
-        self.done.push_back(Completion::Read { ctx });
-        Ok(())
-    }
-    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
+        out: &mut Vec<Completion>,
+        _arrivals: Option<&mut dyn Arrivals>,
+    ) -> Result<usize, TransportError> {
         let before = out.len();
+        out.append(&mut self.held);
         out.extend(self.done.drain(..));
         let mut acks = Vec::new();
         {
@@ -316,6 +311,20 @@ impl Transport for MemTransport {
         }
         Ok(out.len() - before)
     }
+    fn idle(&mut self, why: Idle) -> Result<(), TransportError> {
+        if let Idle::Block(t) = why {
+            std::thread::sleep(t.min(Duration::from_micros(50)));
+        }
+        Ok(())
+    }
+    fn tagged(&mut self) -> Option<&mut dyn Tagged> {
+        Some(self)
+    }
+}
+
+impl Tagged for MemTransport {
+    /// An eager send ends inside the call (its bytes are in the peer's
+    /// queue): `Done`; a synchronous one when the receive matches.
     fn tsend(
         &mut self,
         peer: Rank,
@@ -323,7 +332,7 @@ impl Transport for MemTransport {
         src: LocalSlice,
         sync: bool,
         ctx: Ctx,
-    ) -> Result<(), TransportError> {
+    ) -> Result<Posted, TransportError> {
         let data = {
             let st = self.me();
             check_local(&st, src)?;
@@ -335,10 +344,11 @@ impl Transport for MemTransport {
             .unwrap()
             .tagged
             .push_back((me, tag, data, sync.then_some(ctx)));
-        if !sync {
-            self.done.push_back(Completion::TaggedSend { ctx });
-        }
-        Ok(())
+        Ok(if sync {
+            Posted::Queued
+        } else {
+            Posted::Done(None)
+        })
     }
     fn trecv(
         &mut self,
@@ -352,9 +362,17 @@ impl Transport for MemTransport {
         st.trecvs.push((src, tag, dst, ctx));
         Ok(())
     }
-    fn block(&mut self, t: Duration) -> Result<(), TransportError> {
-        std::thread::sleep(t.min(Duration::from_micros(50)));
-        Ok(())
+    fn trecv_wait(
+        &mut self,
+        src: Option<Rank>,
+        tag: Option<u32>,
+        dst: LocalSlice,
+        timeout: Duration,
+    ) -> Result<Waited, TransportError> {
+        let mut held = std::mem::take(&mut self.held);
+        let r = trecv_wait_polling(self, &mut held, src, tag, dst, timeout);
+        self.held.append(&mut held);
+        r
     }
 }
 

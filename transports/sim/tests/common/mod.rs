@@ -13,7 +13,7 @@ pub fn wait_for<T>(
     let mut out = Vec::new();
     loop {
         out.clear();
-        t.poll(&mut out).map_err(|e| e.to_string())?;
+        t.poll(&mut out, None).map_err(|e| e.to_string())?;
         for c in out.drain(..) {
             if let Some(v) = pick(c) {
                 return Ok(v);
