@@ -141,27 +141,30 @@ mod tests {
     use crate::cli::Cli;
     use crate::env::RankFacts;
     use clap::Parser;
-    use ovbench_core::{Progress, TransportInfo};
+    use ovbench_core::{CompletionStamps, Progress, TransportInfo};
 
     #[test]
     fn header_names_transport_axes_clock_and_units() {
         let cli = Cli::try_parse_from(["ovbench", "latency", "--progress", "thread"]).unwrap();
+        let caps = Caps {
+            rma: RmaKind::Emulated,
+            rma_progress: RmaProgress::TargetProgress,
+            progress: Progress::Thread,
+            eager_buf_size: 65536,
+            native_sync_send: false,
+            completion_stamps: CompletionStamps::Host,
+        };
         let comm = CommInfo {
             transport: TransportInfo {
                 name: "tcp".into(),
                 device: "lo".into(),
                 library: String::new(),
                 extra: vec![],
+                caps: caps.clone(),
+                rank: 0,
+                size: 2,
             },
-            caps: Caps {
-                rma: RmaKind::Emulated,
-                rma_progress: RmaProgress::TargetProgress,
-                progress: Progress::Thread,
-                max_inline: 0,
-                eager_buf_size: 65536,
-                native_tagged: false,
-                native_sync_send: false,
-            },
+            caps,
             protocol: ovbench_core::CommPath::Engine(ovbench_core::engine_comm::Protocol::Auto),
             eager_limit: 16384,
         };

@@ -197,7 +197,7 @@ impl Communicator for MockComm {
         f(&mut self.regions[buf.region.0 as usize]);
         Ok(())
     }
-    fn inspect(&self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
+    fn inspect(&mut self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
         f(&self.regions[buf.region.0 as usize]);
         Ok(())
     }
@@ -294,20 +294,25 @@ impl Communicator for MockComm {
 }
 
 fn mock_info() -> CommInfo {
+    let caps = Caps {
+        rma: ovbench_core::RmaKind::Emulated,
+        rma_progress: ovbench_core::RmaProgress::TargetProgress,
+        progress: ovbench_core::Progress::Poll,
+        eager_buf_size: usize::MAX,
+        native_sync_send: false,
+        completion_stamps: ovbench_core::CompletionStamps::Host,
+    };
     CommInfo {
         transport: ovbench_core::TransportInfo {
             name: "mock".into(),
-            ..Default::default()
+            device: String::new(),
+            library: String::new(),
+            extra: Vec::new(),
+            caps: caps.clone(),
+            rank: 0,
+            size: 2,
         },
-        caps: Caps {
-            rma: ovbench_core::RmaKind::Emulated,
-            rma_progress: ovbench_core::RmaProgress::TargetProgress,
-            progress: ovbench_core::Progress::Poll,
-            max_inline: 0,
-            eager_buf_size: usize::MAX,
-            native_tagged: false,
-            native_sync_send: false,
-        },
+        caps,
         protocol: ovbench_core::CommPath::Engine(ovbench_core::engine_comm::Protocol::Eager),
         eager_limit: usize::MAX,
     }

@@ -119,17 +119,25 @@ impl Communicator for Script {
         2
     }
     fn info(&self) -> CommInfo {
+        let caps = Caps {
+            rma: RmaKind::Emulated,
+            rma_progress: RmaProgress::TargetProgress,
+            progress: Progress::Poll,
+            eager_buf_size: usize::MAX,
+            native_sync_send: false,
+            completion_stamps: ovbench_core::CompletionStamps::Host,
+        };
         CommInfo {
-            transport: TransportInfo::default(),
-            caps: Caps {
-                rma: RmaKind::Emulated,
-                rma_progress: RmaProgress::TargetProgress,
-                progress: Progress::Poll,
-                max_inline: 0,
-                eager_buf_size: usize::MAX,
-                native_tagged: false,
-                native_sync_send: false,
+            transport: TransportInfo {
+                name: String::new(),
+                device: String::new(),
+                library: String::new(),
+                extra: Vec::new(),
+                caps: caps.clone(),
+                rank: 0,
+                size: 2,
             },
+            caps,
             protocol: ovbench_core::CommPath::Engine(ovbench_core::engine_comm::Protocol::Eager),
             eager_limit: usize::MAX,
         }
@@ -158,7 +166,7 @@ impl Communicator for Script {
         f(&mut self.regions[buf.region.0 as usize]);
         Ok(())
     }
-    fn inspect(&self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
+    fn inspect(&mut self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
         f(&self.regions[buf.region.0 as usize]);
         Ok(())
     }
