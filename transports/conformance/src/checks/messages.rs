@@ -149,14 +149,16 @@ pub fn oversize_send_rejected(ts: &mut Endpoints) -> Result<(), String> {
 /// by source and tag, with wildcards; each send ends once.
 pub fn tagged_if_offered(ts: &mut Endpoints) -> Result<(), String> {
     let d = ts.len() - 1;
+    let says = |offers: bool| if offers { "offers" } else { "lacks" };
     match (ts[0].tagged().is_some(), ts[d].tagged().is_some()) {
         (false, false) => return Ok(()),
         (true, true) => {}
-        (a, b) => return Err(format!(
-            "rank 0 {} a tagged protocol and rank {d} {}: every rank of one transport must agree",
-            if a { "offers" } else { "lacks" },
-            if b { "offers" } else { "lacks" }
-        )),
+        (a, b) => {
+            let (a, b) = (says(a), says(b));
+            return Err(format!(
+                "rank 0 {a} a tagged protocol and rank {d} {b}: every rank of one transport must agree"
+            ));
+        }
     }
     let mut net = Net::new(ts);
     let src = net.alloc(0, 256, 0)?;
