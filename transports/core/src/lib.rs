@@ -20,15 +20,15 @@
 //!
 //! | contract item | verbs | UCX | libfabric |
 //! |---|---|---|---|
-//! | [`Transport::register`] / [`RemoteKey`] | `ibv_reg_mr`; key = `rkey` (4 B) | `ucp_mem_map` + `ucp_rkey_pack` (tens–hundreds of B) | `fi_mr_reg` (requested key when `mr_mode` lacks `FI_MR_PROV_KEY`); key = `fi_mr_key` (8 B) |
+//! | [`Transport::register`] → [`Registered`] `{ mr, key: RemoteKey }` | `ibv_reg_mr`; key = `rkey` (4 B) | `ucp_mem_map` + `ucp_rkey_pack` (tens–hundreds of B) | `fi_mr_reg` (requested key when `mr_mode` lacks `FI_MR_PROV_KEY`); key = `fi_mr_key` (8 B) |
 //! | [`Transport::post_send`] | `ibv_post_send(IBV_WR_SEND)` into pre-posted `ibv_post_recv` buffers, credit-counted | `ucp_am_send_nbx` | `fi_send` into pre-posted `fi_recv` buffers |
-//! | [`Transport::post_write`] (completion = visible at target) | `ibv_post_send(IBV_WR_RDMA_WRITE)`; RC completion implies placement | `ucp_put_nbx` **then** `ucp_ep_flush_nbx` (put completion is only local) | `fi_write`; `tcp;ofi_rxm` completes early, so the target's CQ is progressed / `FI_DELIVERY_COMPLETE` requested |
-//! | [`Transport::post_read`] | `ibv_post_send(IBV_WR_RDMA_READ)` | `ucp_get_nbx` | `fi_read` |
-//! | [`Transport::poll`] | `ibv_poll_cq` | `ucp_worker_progress` + request callbacks | `fi_cq_read` (+ `fi_cq_readerr`) |
-//! | [`Transport::wait_fd`] | completion channel fd (`ibv_get_cq_event`) | `ucp_worker_get_efd` + `ucp_worker_arm` | `fi_control(FI_GETWAIT)` |
-//! | [`Transport::tsend`] / [`Transport::trecv`] (native) | — | `ucp_tag_send_nbx` / `ucp_tag_recv_nbx` / `ucp_tag_send_sync_nbx` | `fi_tsend` / `fi_trecv` |
-//! | [`Transport::post_send_inline`] / [`Transport::tsend_inline`] (done inside the call: no completion queued) | never (default) | `FORCE_IMM_CMPL` sends | `fi_inject` / `fi_tinject` |
-//! | [`Transport::trecv_wait`] (a blocking native receive waited for inside the transport) | — | `ucp_tag_recv_nbx` into a stack slot, then `ucp_worker_progress` until its callback ran | — (posted and polled) |
+//! | [`Transport::post_rma`] [`Rma::Write`] (completion = visible at target) | `ibv_post_send(IBV_WR_RDMA_WRITE)`; RC completion implies placement | `ucp_put_nbx` **then** `ucp_ep_flush_nbx` (put completion is only local) | `fi_write`; `tcp;ofi_rxm` completes early, so the target's CQ is progressed / `FI_DELIVERY_COMPLETE` requested |
+//! | [`Transport::post_rma`] [`Rma::Read`] | `ibv_post_send(IBV_WR_RDMA_READ)` | `ucp_get_nbx` | `fi_read` |
+//! | [`Transport::poll`] (with or without `arrivals`) | `ibv_poll_cq` | `ucp_worker_progress` + request callbacks | `fi_cq_read` (+ `fi_cq_readerr`) |
+//! | `wait_fd` (inherent to each transport, not in the contract) | completion channel fd (`ibv_get_cq_event`) | `ucp_worker_get_efd` + `ucp_worker_arm` | `fi_control(FI_GETWAIT)` |
+//! | [`Transport::tagged`] → [`Tagged::tsend`] / [`Tagged::trecv`] | — | `ucp_tag_send_nbx` / `ucp_tag_recv_nbx` / `ucp_tag_send_sync_nbx` | `fi_tsend` / `fi_trecv` |
+//! | [`Posted::Done`] from [`Transport::post_send`] / [`Tagged::tsend`] (done inside the call: no completion queued) | never | `FORCE_IMM_CMPL` sends | `fi_inject` / `fi_tinject` |
+//! | [`Tagged::trecv_wait`] (a blocking tagged receive waited for inside the transport) | — | `ucp_tag_recv_nbx` into a stack slot, then `ucp_worker_progress` until its callback ran | posted and polled ([`trecv_wait_polling`]) |
 //! | [`Transport::address`] / [`Transport::connect`] | LID, GID, QPN, PSN → `ibv_modify_qp` RTR/RTS | `ucp_worker_get_address` → `ucp_ep_create` | `fi_getname` → `fi_av_insert` |
 
 #![deny(missing_docs)]

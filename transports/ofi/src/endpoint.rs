@@ -60,7 +60,7 @@ pub(crate) struct Endpoint {
     /// Completions found while retrying a post, handed out by `poll`.
     pending: VecDeque<Completion>,
     /// How many of `pending` are `Recv`s: a message goes to
-    /// `poll_arrivals`' taker only while none is (one might be its peer's,
+    /// the arrivals taker of `poll` only while none is (one might be its peer's,
     /// ahead of it), and a counter spares scanning the queue per message.
     queued_recvs: usize,
     pub(crate) recv_pool: Vec<Vec<u8>>,
@@ -244,7 +244,7 @@ impl Endpoint {
 
     /// Read the CQ, retry the backlog and watch peers: what `poll` does
     /// before handing out completions (the progress thread calls it).
-    /// Messages go to `sink` where order allows (`poll_arrivals`).
+    /// Messages go to `sink` where order allows (`poll` with arrivals).
     pub(crate) fn progress(&mut self, sink: Option<&mut Sink<'_>>) -> Result<(), TransportError> {
         self.drain_cq(sink)?;
         if !self.backlog.is_empty() {

@@ -1,4 +1,4 @@
-//! `poll_arrivals` on UCX: the caller's taker is lent to the active-message
+//! `poll` with arrivals on UCX: the caller's taker is lent to the active-message
 //! callback for the length of one poll (`Worker::lending`), so an in-order
 //! message goes from UCX's receive buffer straight to the protocol engine,
 //! and its payload straight to the user's buffer, with no owned copy and

@@ -65,7 +65,7 @@ pub(crate) struct Inbox {
     /// thread): completions are signalled only when one is, since an
     /// unconditional notify costs a futex syscall per completion.
     pub waiters: usize,
-    /// The caller's taker while a `poll_arrivals` runs (see `handover`
+    /// The caller's taker while a `poll` with arrivals runs (see `handover`
     /// and `Worker::lending`).
     pub taker: Option<Taker>,
     /// Messages handed to the taker in this lend.

@@ -48,7 +48,7 @@ impl Side {
         let last = self.inbox.sub(self.inbox.len - 1, 1);
         loop {
             let mut b = 0;
-            self.t.region(last, &mut |x| b = x[0]).expect("read_region");
+            self.t.region(last, &mut |x| b = x[0]).expect("region");
             if b == v {
                 return;
             }
@@ -68,9 +68,7 @@ impl Side {
     }
     fn set_last_byte(&mut self, v: u8) {
         let last = self.buf.sub(self.buf.len - 1, 1);
-        self.t
-            .region(last, &mut |x| x[0] = v)
-            .expect("write_region");
+        self.t.region(last, &mut |x| x[0] = v).expect("region");
     }
 }
 

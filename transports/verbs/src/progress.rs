@@ -33,7 +33,7 @@ impl VerbsTransport {
     /// request of its own in flight it blocks on the completion channel,
     /// so a message still wakes it at once. Ping-pong waits end long
     /// before that, and a caller spinning on a raw write's last byte
-    /// (`Transport::watching_memory`) never sleeps.
+    /// (`Idle::WatchingMemory`) never sleeps.
     pub(crate) fn idle_wait(&mut self) {
         self.idle_polls = self.idle_polls.wrapping_add(1);
         if self.idle_polls % IDLE_CHECK_EVERY != 0 || self.ops.in_flight() > 0 {

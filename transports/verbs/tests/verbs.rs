@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use ovbench_conformance::connect_all;
 use ovbench_core::Rma;
-use ovbench_core::{Completion, LocalSlice, OpKind, Transport};
+use ovbench_core::{Completion, CompletionStamps, LocalSlice, OpKind, Transport};
 use ovbench_verbs::{DeviceList, VerbsOptions, VerbsTransport};
 
 #[test]
@@ -261,15 +261,15 @@ fn completion_timestamps_or_host_fallback() {
         b.poll(&mut Vec::new(), None).unwrap();
         assert!(Instant::now() < end, "the send never completed");
     }
-    let stamps = a
-        .info()
-        .extra
-        .iter()
-        .find(|(k, _)| k == "completion_timestamps")
-        .map(|(_, v)| v.clone());
+    let info = a.info();
+    let stamps = info.caps.completion_stamps;
+    assert!(
+        !info.extra.iter().any(|(k, _)| k == "completion_timestamps"),
+        "the stamps are a capability now, not an extra"
+    );
     match a.nic_clock() {
         Some(_) => {
-            assert_eq!(stamps.as_deref(), Some("nic"));
+            assert_eq!(stamps, CompletionStamps::Nic);
             let t = a.last_completion_time().expect("a stamped completion");
             let now = Instant::now();
             let d = ovbench_core::clock::ns_since(t, now);
@@ -279,7 +279,7 @@ fn completion_timestamps_or_host_fallback() {
             );
         }
         None => {
-            assert_eq!(stamps.as_deref(), Some("host"));
+            assert_eq!(stamps, CompletionStamps::Host);
             assert_eq!(a.last_completion_time(), None);
             println!(
                 "timestamps: {} offers none, the host clock is used",

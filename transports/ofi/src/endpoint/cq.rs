@@ -1,6 +1,6 @@
 //! Completion-queue handling: `fi_cq_read`/`fi_cq_readerr` entries become
 //! the contract's completions (or, in order, go straight from the receive
-//! buffer to `poll_arrivals`' taker); receive buffers are reposted; a write
+//! buffer to the arrivals taker of `poll`); receive buffers are reposted; a write
 //! without delivery completion gets its fence read.
 
 use ovbench_core::{Arrivals, Completion, Ctx, OpKind, Placement, Rank, Tag, TransportError};
@@ -11,7 +11,7 @@ use crate::error::fi_str;
 use crate::fi::endpoint::CQ_BATCH;
 use crate::ops::{Fence, Kind, Op, SRC_HDR, TAG_SRC_SHIFT};
 
-/// `poll_arrivals`' taker during one poll: how many messages it took, and
+/// The arrivals taker of `poll` during one poll: how many messages it took, and
 /// the error that stopped it, kept until the CQ is drained so that the
 /// messages after it are queued, not lost.
 pub(crate) struct Sink<'a> {

@@ -1,7 +1,7 @@
 //! The two sends, the engine's message and the library's tagged send,
 //! each saying whether it finished inside the call: an injected message
 //! is copied at once and needs no completion from the queue
-//! (`Transport::post_send_inline`, `Transport::tsend_inline`).
+//! (`Posted::Done` from `Transport::post_send` and `Tagged::tsend`).
 
 use ovbench_core::{Ctx, LocalSlice, OpKind, Rank, Tag, TransportError};
 use ovbench_ofi_sys as sys;

@@ -1,5 +1,5 @@
 //! One poll of the worker, over the transport's fields it needs: `poll`
-//! and `poll_arrivals` share it, and the latter lends the caller's taker
+//! with and without arrivals share it, and the former lends the caller's taker
 //! the memory table meanwhile, which this borrow leaves untouched.
 
 use ovbench_core::fabric::peer_watch::PeerWatch;

@@ -1,8 +1,8 @@
 //! The two sends, ovbench's active message and UCX's tagged send, each
 //! saying whether UCX finished it inside the call: a short message over
 //! shared memory or tcp usually leaves at once, and its caller then needs
-//! no completion from the queue (`Transport::post_send_inline`,
-//! `Transport::tsend_inline`).
+//! no completion from the queue (`Posted::Done` from `Transport::post_send`
+//! and `Tagged::tsend`).
 
 use ovbench_core::{Ctx, LocalSlice, OpKind, Rank, Tag, TransportError};
 
