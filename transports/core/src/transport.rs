@@ -421,7 +421,9 @@ pub trait Tagged {
     /// request table and no poll loop of the caller's: on shared memory
     /// those were a third of a small message's one-way time. After
     /// `timeout` (or once the peer is found dead, an error) the receive is
-    /// withdrawn.
+    /// withdrawn where the library can; one that posts and polls
+    /// ([`trecv_wait_polling`]) may leave it posted, and the caller ends
+    /// the run.
     fn trecv_wait(
         &mut self,
         src: Option<Rank>,
