@@ -24,8 +24,8 @@
 //! let mut out = Vec::new();
 //! let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
 //! while !out.iter().any(|c| matches!(c, Completion::Recv { .. })) {
-//!     ts[0].poll(&mut out).unwrap(); // the send leaves
-//!     ts[1].poll(&mut out).unwrap(); // the message arrives
+//!     ts[0].poll(&mut out, None).unwrap(); // the send leaves
+//!     ts[1].poll(&mut out, None).unwrap(); // the message arrives
 //!     assert!(std::time::Instant::now() < end, "no message within 10 s");
 //! }
 //! ```
