@@ -133,7 +133,7 @@ macro_rules! conformance_tests {
             out_of_range_rejected, deregistered_key_rejected, garbled_key_rejected,
             many_outstanding, key_through_the_wire, block_returns_when_ready,
             tagged_if_offered, send_done_contract, tsend_done_contract,
-            send_end_known_once, trecv_wait_contract, arrivals_contract,
+            send_end_known_once, trecv_wait_contract, trecv_wait_truncation, arrivals_contract,
             peer_dropped_reported);
     };
     (@consts; $($name:ident),* $(,)?) => {

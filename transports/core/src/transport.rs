@@ -448,10 +448,12 @@ pub fn trecv_wait_polling<T: Transport + Tagged>(
     dst: LocalSlice,
     timeout: Duration,
 ) -> Result<Waited, TransportError> {
-    /// The context of the waited receive: the callers' contexts count up
-    /// from small numbers.
-    const WAIT_CTX: Ctx = u64::MAX;
-    t.trecv(src, tag, dst, WAIT_CTX)?;
+    /// Each wait's context counts down from the top (callers' contexts
+    /// count up from small numbers), so a receive left posted by a wait
+    /// that timed out is never taken for a later wait's.
+    static WAITS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let wait_ctx: Ctx = u64::MAX - WAITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    t.trecv(src, tag, dst, wait_ctx)?;
     let mut got = Vec::with_capacity(4);
     let mut start: Option<Instant> = None;
     let mut spins = 0u32;
@@ -461,17 +463,17 @@ pub fn trecv_wait_polling<T: Transport + Tagged>(
         for c in got.drain(..) {
             match c {
                 Completion::TaggedRecv {
-                    ctx: WAIT_CTX,
+                    ctx,
                     peer,
                     tag,
                     len,
-                } => found = Some(Waited::Done { peer, tag, len }),
+                } if ctx == wait_ctx => found = Some(Waited::Done { peer, tag, len }),
                 Completion::Error {
-                    ctx: Some(WAIT_CTX),
+                    ctx: Some(ctx),
                     peer,
                     op,
                     status,
-                } => return Err(TransportError::Peer { peer, op, status }),
+                } if ctx == wait_ctx => return Err(TransportError::Peer { peer, op, status }),
                 other => held.push(other),
             }
         }

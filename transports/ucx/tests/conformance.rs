@@ -69,7 +69,7 @@ macro_rules! shm_lane_checks {
             out_of_range_rejected, deregistered_key_rejected, garbled_key_rejected,
             many_outstanding, key_through_the_wire, block_returns_when_ready,
             tagged_if_offered, send_done_contract, tsend_done_contract,
-            trecv_wait_contract, arrivals_contract, send_end_known_once);
+            trecv_wait_contract, trecv_wait_truncation, arrivals_contract, send_end_known_once);
     };
 }
 /// Every check but `peer_dropped_reported` (see above).

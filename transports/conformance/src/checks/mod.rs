@@ -23,4 +23,4 @@ pub use rma::{
     deregistered_key_rejected, garbled_key_rejected, key_through_the_wire, out_of_range_rejected,
     read_returns_target_bytes, write_visible_on_completion,
 };
-pub use wait::trecv_wait_contract;
+pub use wait::{trecv_wait_contract, trecv_wait_truncation};
