@@ -123,49 +123,38 @@ mod tests {
         assert!(m.slice(LocalSlice::new(r, 1, 10_000)).is_err());
     }
 
+    /// The kit checks keys (its own tests); here: a local slice outside
+    /// its registration is named, each refusal reaches the wire as its
+    /// status, and freeing waits for deregistration.
     #[test]
-    fn resolve_checks_everything() {
+    fn registrations_are_checked_both_sides() {
         let mut m = Memory::default();
         let r = m.alloc(100).unwrap();
         let mr = m.register(LocalSlice::new(r, 10, 50)).unwrap();
-        let reg = m.registration(mr).unwrap();
-        assert_eq!(
-            m.resolve(mr.0, reg.check, 0, 50),
-            Ok(LocalSlice::new(r, 10, 50))
-        );
-        assert_eq!(
-            m.resolve(mr.0, reg.check ^ 1, 0, 1),
-            Err(Refusal::BadCheckWord)
-        );
-        assert_eq!(m.resolve(mr.0, reg.check, 1, 50), Err(Refusal::OutOfRange));
-        assert_eq!(
-            m.resolve(mr.0, reg.check, u64::MAX, 2),
-            Err(Refusal::OutOfRange)
-        );
-        assert_eq!(
-            m.resolve(mr.0 + 1, reg.check, 0, 1),
-            Err(Refusal::UnknownRegistration)
-        );
+        assert!(m.check_local(mr, LocalSlice::new(r, 30, 30)).is_ok());
+        let e = m.check_local(mr, LocalSlice::new(r, 30, 31)).unwrap_err();
+        assert!(e.contains("not inside registration"), "{e}");
+        assert!(m
+            .check_local(MrHandle(9), LocalSlice::new(r, 10, 1))
+            .is_err());
+        let check = m.registration(mr).unwrap().check;
+        let ok = m.resolve(mr.0, check, 0, 50);
+        assert_eq!(ok, Ok(LocalSlice::new(r, 10, 50)));
+        let cases = [
+            (mr.0, check ^ 1, 0, Refusal::BadCheckWord),
+            (mr.0, check, 1, Refusal::OutOfRange),
+            (mr.0 + 1, check, 0, Refusal::UnknownRegistration),
+        ];
+        for (reg, word, offset, why) in cases {
+            assert_eq!(m.resolve(reg, word, offset, 50), Err(why));
+        }
         assert!(m.free(r).is_err(), "free with a live registration");
         m.deregister(mr).unwrap();
         assert_eq!(
-            m.resolve(mr.0, reg.check, 0, 1),
+            m.resolve(mr.0, check, 0, 1),
             Err(Refusal::UnknownRegistration)
         );
         m.free(r).unwrap();
         assert!(m.slice(LocalSlice::new(r, 0, 1)).is_err());
-    }
-
-    #[test]
-    fn local_slices_must_lie_in_their_registration() {
-        let mut m = Memory::default();
-        let r = m.alloc(64).unwrap();
-        let mr = m.register(LocalSlice::new(r, 0, 32)).unwrap();
-        assert!(m.check_local(mr, LocalSlice::new(r, 16, 16)).is_ok());
-        let e = m.check_local(mr, LocalSlice::new(r, 16, 17)).unwrap_err();
-        assert!(e.contains("not inside registration"), "{e}");
-        assert!(m
-            .check_local(MrHandle(9), LocalSlice::new(r, 0, 1))
-            .is_err());
     }
 }
