@@ -65,15 +65,17 @@ pub struct Mr<H> {
 /// registrations (library handle `H`) of one transport.
 #[derive(Debug)]
 pub struct Regions<A, H> {
-    regions: Vec<Option<(A, usize)>>,
+    // Fields drop in order: a registration handle that releases itself
+    // on drop goes before the memory it covers.
     mrs: Vec<Option<Mr<H>>>,
+    regions: Vec<Option<(A, usize)>>,
 }
 
 impl<A, H> Default for Regions<A, H> {
     fn default() -> Self {
         Regions {
-            regions: Vec::new(),
             mrs: Vec::new(),
+            regions: Vec::new(),
         }
     }
 }
@@ -308,6 +310,28 @@ mod tests {
         assert_eq!(t.remote_key(a).blob, 0u32.to_le_bytes());
         t.take_mr(b).unwrap();
         assert_eq!(t.remote_key(b), RemoteKey::default());
+    }
+
+    #[test]
+    fn registrations_drop_before_their_memory() {
+        use std::cell::RefCell;
+        use std::rc::Rc;
+        struct Noisy(&'static str, Rc<RefCell<Vec<&'static str>>>);
+        impl Drop for Noisy {
+            fn drop(&mut self) {
+                self.1.borrow_mut().push(self.0);
+            }
+        }
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let mut t: Regions<Noisy, Noisy> = Regions::default();
+        let r = t.add(Noisy("region", log.clone()), 1);
+        t.add_mr(Mr {
+            handle: Noisy("mr", log.clone()),
+            slice: LocalSlice::new(r, 0, 1),
+            key: key(),
+        });
+        drop(t);
+        assert_eq!(*log.borrow(), ["mr", "region"]);
     }
 
     #[test]
