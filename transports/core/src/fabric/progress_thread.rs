@@ -6,14 +6,13 @@
 //! The fabric crate supplies a [`Driver`]: how to serve (drive the
 //! library, wake a blocked rank) and how to sleep (its event fd, epoll
 //! set or completion-queue wait object). The loop, the stop flag, the
-//! join and the report of a driver that fails or panics live here.
+//! join and the report of a driver that fails or panics live here; the
+//! error on failure to start is the caller's, so each fabric keeps its own.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
-
-use crate::TransportError;
 
 /// The longest a driver sleeps before the loop looks at its stop flag
 /// again (a stop also wakes it at once through the caller's wake-up).
@@ -27,6 +26,9 @@ pub enum Round {
     /// Nothing is pending: sleep until the library signals or
     /// [`WAKE_EVERY`] passes.
     Idle,
+    /// Work is in flight but the library cannot sleep on it (libfabric
+    /// when `fi_trywait` refuses): give up the CPU, then serve again.
+    Busy,
 }
 
 /// A fabric's part of the progress thread.
@@ -49,14 +51,14 @@ pub struct ProgressThread {
 
 impl ProgressThread {
     /// Start `driver` on a thread called `name` (e.g. `ovbench-ucx-progress-0`).
-    pub fn spawn(name: String, mut driver: impl Driver) -> Result<ProgressThread, TransportError> {
+    /// The caller words the error (e.g. "starting the TCP progress thread").
+    pub fn spawn(name: String, mut driver: impl Driver) -> std::io::Result<ProgressThread> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let label = name.clone();
         let handle = std::thread::Builder::new()
             .name(name.clone())
-            .spawn(move || run(&mut driver, &flag, &label))
-            .map_err(|e| TransportError::io(format!("starting the progress thread {name}"), e))?;
+            .spawn(move || run(&mut driver, &flag, &label))?;
         Ok(ProgressThread {
             stop,
             handle: Some(handle),
@@ -105,10 +107,15 @@ fn run(driver: &mut impl Driver, stop: &AtomicBool, name: &str) {
                 return;
             }
         };
-        if round == Round::Idle && !stop.load(Ordering::Acquire) {
-            if let Err(e) = driver.sleep(WAKE_EVERY) {
-                eprintln!("ovbench: the progress thread {name} stops: {e}");
-                return;
+        match round {
+            Round::Again => {}
+            Round::Busy => std::thread::yield_now(),
+            Round::Idle if stop.load(Ordering::Acquire) => {}
+            Round::Idle => {
+                if let Err(e) = driver.sleep(WAKE_EVERY) {
+                    eprintln!("ovbench: the progress thread {name} stops: {e}");
+                    return;
+                }
             }
         }
     }
@@ -168,6 +175,42 @@ mod tests {
         t.stop(move || tx.send(()).unwrap());
         let log = log.lock().unwrap();
         assert_eq!(log[..4], ["serve", "serve", "serve", "sleep"], "{log:?}");
+    }
+
+    #[test]
+    fn a_busy_round_serves_again_without_sleeping() {
+        let (s, log, tx) = script(vec![Ok(Round::Busy), Ok(Round::Busy), Ok(Round::Idle)]);
+        let t = ProgressThread::spawn("test-progress".into(), s).unwrap();
+        let start = Instant::now();
+        while log.lock().unwrap().len() < 4 && start.elapsed() < Duration::from_secs(5) {
+            std::thread::yield_now();
+        }
+        t.stop(move || tx.send(()).unwrap());
+        let log = log.lock().unwrap();
+        assert_eq!(log[..4], ["serve", "serve", "serve", "sleep"], "{log:?}");
+    }
+
+    #[test]
+    fn the_thread_has_its_name() {
+        let (s, _log, tx) = script(vec![]);
+        let (name_tx, name_rx) = mpsc::channel();
+        struct Named<D>(D, Option<mpsc::Sender<Option<String>>>);
+        impl<D: Driver> Driver for Named<D> {
+            fn serve(&mut self) -> Result<Round, String> {
+                if let Some(tx) = self.1.take() {
+                    let _ = tx.send(std::thread::current().name().map(String::from));
+                }
+                self.0.serve()
+            }
+            fn sleep(&mut self, max: Duration) -> Result<(), String> {
+                self.0.sleep(max)
+            }
+        }
+        let t =
+            ProgressThread::spawn("ovbench-x-progress-3".into(), Named(s, Some(name_tx))).unwrap();
+        let name = name_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        t.stop(move || drop(tx));
+        assert_eq!(name.as_deref(), Some("ovbench-x-progress-3"));
     }
 
     #[test]
