@@ -26,8 +26,9 @@ pub enum Round {
     /// Nothing is pending: sleep until the library signals or
     /// [`WAKE_EVERY`] passes.
     Idle,
-    /// Work is in flight but the library cannot sleep on it (libfabric
-    /// when `fi_trywait` refuses): give up the CPU, then serve again.
+    /// Work is in flight that the library cannot sleep on (libfabric with
+    /// a backlog, or when `fi_trywait` refuses): give up the CPU, then
+    /// serve again.
     Busy,
 }
 
