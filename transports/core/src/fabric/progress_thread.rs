@@ -165,9 +165,9 @@ mod tests {
         (s, log, tx)
     }
 
-    #[test]
-    fn serves_again_without_sleeping_then_sleeps_when_idle() {
-        let (s, log, tx) = script(vec![Ok(Round::Again), Ok(Round::Again), Ok(Round::Idle)]);
+    /// Two `busy` rounds, then an idle one: three serves, then a sleep.
+    fn serves_twice_more_then_sleeps(busy: Round) {
+        let (s, log, tx) = script(vec![Ok(busy), Ok(busy), Ok(Round::Idle)]);
         let t = ProgressThread::spawn("test-progress".into(), s).unwrap();
         let start = Instant::now();
         while log.lock().unwrap().len() < 4 && start.elapsed() < Duration::from_secs(5) {
@@ -179,16 +179,13 @@ mod tests {
     }
 
     #[test]
+    fn serves_again_without_sleeping_then_sleeps_when_idle() {
+        serves_twice_more_then_sleeps(Round::Again);
+    }
+
+    #[test]
     fn a_busy_round_serves_again_without_sleeping() {
-        let (s, log, tx) = script(vec![Ok(Round::Busy), Ok(Round::Busy), Ok(Round::Idle)]);
-        let t = ProgressThread::spawn("test-progress".into(), s).unwrap();
-        let start = Instant::now();
-        while log.lock().unwrap().len() < 4 && start.elapsed() < Duration::from_secs(5) {
-            std::thread::yield_now();
-        }
-        t.stop(move || tx.send(()).unwrap());
-        let log = log.lock().unwrap();
-        assert_eq!(log[..4], ["serve", "serve", "serve", "sleep"], "{log:?}");
+        serves_twice_more_then_sleeps(Round::Busy);
     }
 
     #[test]
