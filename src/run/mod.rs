@@ -23,6 +23,7 @@ use ovbench_launcher::{LaunchOptions, Role};
 use serde_json::Value;
 
 pub use command::execute;
+use command::execute_rank;
 
 use crate::cli::common::{ProtoArg, TransportKind};
 use crate::cli::{Cli, Command};

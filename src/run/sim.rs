@@ -9,7 +9,7 @@ use anyhow::{anyhow, Context, Result};
 use ovbench_core::{Clock, Progress};
 use ovbench_sim::{run_raw, RankKit, SimParams};
 
-use super::{comm, execute, rank0_header, rank0_sink, rank0_sink_of};
+use super::{comm, execute_rank, rank0_header, rank0_sink, rank0_sink_of};
 use crate::cli::{Cli, Command};
 use crate::control::SharedControl;
 use crate::env::RankFacts;
@@ -203,37 +203,11 @@ fn rank_main(cli: &Cli, p: &SimParams, controls: &[SharedControl], kit: RankKit)
         Box::new(kit.work),
         false,
     )?;
-    if rank == 0 {
-        let model = p.describe();
-        let mut sink = rank0_sink(
-            cli,
-            vec![RankFacts::here(0)],
-            comm.as_ref(),
-            np,
-            &model,
-            true,
-        )?;
-        execute(
-            &cli.command,
-            common,
-            comm.as_mut(),
-            &mut ctl,
-            &mut sink,
-            true,
-            false,
-        )
-        .with_context(|| format!("rank {rank}"))?;
-        sink.finish()
-    } else {
-        execute(
-            &cli.command,
-            common,
-            comm.as_mut(),
-            &mut ctl,
-            &mut NullSink,
-            false,
-            false,
-        )
-        .with_context(|| format!("rank {rank}"))
-    }
+    let sink = (rank == 0)
+        .then(|| {
+            let facts = vec![RankFacts::here(0)];
+            rank0_sink(cli, facts, comm.as_ref(), np, &p.describe(), true)
+        })
+        .transpose()?;
+    execute_rank(cli, comm.as_mut(), &mut ctl, rank, sink, false)
 }
