@@ -6,21 +6,8 @@
 
 mod common_methods;
 
-use clap::Parser;
-use common_methods::run_mock;
+use common_methods::{parse, run_mock};
 use ovbench::methods::{bcast, logp, overhead, MethodCommand};
-
-#[derive(Parser, Debug)]
-struct Cli {
-    #[command(subcommand)]
-    cmd: MethodCommand,
-}
-
-fn parse(args: &[&str]) -> MethodCommand {
-    let mut v = vec!["ovbench"];
-    v.extend_from_slice(args);
-    Cli::try_parse_from(v).expect("arguments parse").cmd
-}
 
 #[test]
 fn overhead_send_and_recv_on_two_and_four_ranks() {

@@ -6,10 +6,9 @@
 
 mod common_methods;
 
-use clap::Parser;
-use common_methods::MemSink;
+use common_methods::{parse, MemSink};
 use ovbench::methods::{bcast, commtest, logp, overhead, overlap, MethodCommand};
-use ovbench_core::engine_comm::{EngineComm, EngineConfig};
+use ovbench_core::engine_comm::EngineConfig;
 use ovbench_core::Communicator;
 use ovbench_sim::SimParams;
 
@@ -19,18 +18,6 @@ const OR: f64 = 300.0;
 const G: f64 = 500.0;
 const G_BYTE: f64 = 0.1;
 
-#[derive(Parser, Debug)]
-struct Cli {
-    #[command(subcommand)]
-    cmd: MethodCommand,
-}
-
-fn parse(args: &[&str]) -> MethodCommand {
-    let mut v = vec!["ovbench"];
-    v.extend_from_slice(args);
-    Cli::try_parse_from(v).expect("arguments parse").cmd
-}
-
 /// Run `f` on `np` simulated ranks over the engine; rank 0's result and sink.
 fn sim<R: Send>(
     np: u32,
@@ -39,16 +26,9 @@ fn sim<R: Send>(
     f: impl Fn(&mut dyn Communicator, &mut MemSink) -> anyhow::Result<R> + Sync,
 ) -> (R, MemSink) {
     let params = SimParams::parse(params).expect("sim parameters");
-    let (mut out, _truth) = ovbench_sim::run_raw(np, &params, |kit| {
-        let mut comm = EngineComm::new(
-            Box::new(kit.transport),
-            kit.clock,
-            Box::new(kit.work),
-            cfg.clone(),
-        )
-        .expect("engine communicator");
+    let (mut out, _truth) = ovbench_sim::run(np, &params, &cfg, |comm| {
         let mut sink = MemSink::default();
-        let r = f(&mut comm, &mut sink);
+        let r = f(comm, &mut sink);
         (r, sink)
     })
     .expect("simulation");

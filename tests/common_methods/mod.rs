@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use ovbench::methods::MethodCommand;
 use ovbench::report::Sink;
 use ovbench_core::clock::MonotonicClock;
 use ovbench_core::{
@@ -42,6 +43,20 @@ enum Pending {
         src: Source,
         tag: TagSel,
     },
+}
+
+/// The command line `ovbench ARGS`, parsed: the method it names.
+pub fn parse(args: &[&str]) -> MethodCommand {
+    #[derive(clap::Parser, Debug)]
+    struct Cli {
+        #[command(subcommand)]
+        cmd: MethodCommand,
+    }
+    let mut v = vec!["ovbench"];
+    v.extend_from_slice(args);
+    <Cli as clap::Parser>::try_parse_from(v)
+        .expect("arguments parse")
+        .cmd
 }
 
 /// One rank of the threaded mock.
