@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{json, ovbench, rows, scratch, serial};
+use common::{ovbench_rows, scratch, serial};
 
 const SIZES: &str = "0,8,64K,1M,4M";
 const ITERS: u64 = 4;
@@ -33,12 +33,9 @@ fn run(
         "--warmup",
         &warmup,
         "--verify",
-        "--json",
-        out.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    ovbench(&args, Duration::from_secs(120)).expect_ok();
-    rows(&json(&out))
+    ovbench_rows(&args, &out, Duration::from_secs(120)).1
 }
 
 #[test]

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{json, ovbench, rows, scratch, serial};
+use common::{json, ovbench, ovbench_rows, rows, scratch, serial};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -93,25 +93,11 @@ fn operation_counts_show_what_each_protocol_did() {
     let dir = scratch("ops");
     let count = |proto: &str| {
         let out = dir.join(format!("{proto}.json"));
-        ovbench(
-            &[
-                "latency",
-                "--proto",
-                proto,
-                "--sizes",
-                "64K",
-                "--iters",
-                "20",
-                "--warmup",
-                "2",
-                "--verify",
-                "--json",
-                out.to_str().unwrap(),
-            ],
-            LIMIT,
-        )
-        .expect_ok();
-        rows(&json(&out))[0]["ops"].clone()
+        let args = [
+            "latency", "--proto", proto, "--sizes", "64K", "--iters", "20", "--warmup", "2",
+            "--verify",
+        ];
+        ovbench_rows(&args, &out, LIMIT).1[0]["ops"].clone()
     };
     let eager = count("eager");
     let read = count("rdma-read");
@@ -140,25 +126,10 @@ fn bw_json_has_one_entry_per_size_with_samples() {
     let _g = serial();
     let dir = scratch("bw");
     let out = dir.join("bw.json");
-    ovbench(
-        &[
-            "bw",
-            "--sizes",
-            "8,4K",
-            "--iters",
-            "10",
-            "--warmup",
-            "1",
-            "--window",
-            "16",
-            "--verify",
-            "--json",
-            out.to_str().unwrap(),
-        ],
-        LIMIT,
-    )
-    .expect_ok();
-    let rows = rows(&json(&out));
+    let args = [
+        "bw", "--sizes", "8,4K", "--iters", "10", "--warmup", "1", "--window", "16", "--verify",
+    ];
+    let (_, rows) = ovbench_rows(&args, &out, LIMIT);
     assert_eq!(rows.len(), 2);
     for row in &rows {
         assert_eq!(row["samples"], 10, "{row}");

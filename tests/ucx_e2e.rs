@@ -11,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{fabric_latency_rows, json, ops, ovbench, rows, scratch, serial};
+use common::{fabric_latency_rows, ops, ovbench_rows, scratch, serial};
 
 const ITERS: u64 = 4;
 const WARMUP: u64 = 1;
@@ -81,11 +81,8 @@ fn overlap(dir: &Path, proto: &str) -> Vec<serde_json::Value> {
         "2",
         "--xfer-reps",
         "5",
-        "--json",
-        out.to_str().unwrap(),
     ];
-    ovbench(&args, LIMIT).expect_ok();
-    let rows = rows(&json(&out));
+    let (_, rows) = ovbench_rows(&args, &out, LIMIT);
     assert_eq!(rows.len(), 3, "{proto}: {rows:?}");
     rows
 }

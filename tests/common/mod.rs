@@ -4,9 +4,11 @@
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -41,19 +43,32 @@ impl Run {
     }
 }
 
-/// Run `ovbench args…`, killing it after `limit`.
-pub fn ovbench(args: &[&str], limit: Duration) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ovbench"))
-        .args(args)
+/// `ovbench ARGS`, to be spawned: no stdin, stdout and stderr piped.
+pub fn command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ovbench"));
+    cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start ovbench");
-    let out_pipe = child.stdout.take().expect("stdout");
-    let err_pipe = child.stderr.take().expect("stderr");
-    let out = std::thread::spawn(move || std::io::read_to_string(out_pipe).unwrap_or_default());
-    let err = std::thread::spawn(move || std::io::read_to_string(err_pipe).unwrap_or_default());
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Read `pipe` to its end on a thread of its own, so that a full pipe
+/// never stalls the child.
+pub fn drain(pipe: impl Read + Send + 'static) -> JoinHandle<String> {
+    std::thread::spawn(move || std::io::read_to_string(pipe).unwrap_or_default())
+}
+
+/// Run `ovbench args…`, killing it after `limit`.
+pub fn ovbench(args: &[&str], limit: Duration) -> Run {
+    run(&mut command(args), limit)
+}
+
+/// Run `cmd` (as [`command`] makes it), killing it after `limit`.
+pub fn run(cmd: &mut Command, limit: Duration) -> Run {
+    let mut child = cmd.spawn().expect("start ovbench");
+    let out = drain(child.stdout.take().expect("stdout"));
+    let err = drain(child.stderr.take().expect("stderr"));
     let deadline = Instant::now() + limit;
     let status = loop {
         if let Some(s) = child.try_wait().expect("wait") {
@@ -63,21 +78,16 @@ pub fn ovbench(args: &[&str], limit: Duration) -> Run {
             let _ = child.kill();
             let _ = child.wait();
             panic!(
-                "ovbench {args:?} ran past {limit:?}; stderr so far:\n{}",
+                "{cmd:?} ran past {limit:?}; stderr so far:\n{}",
                 err.join().unwrap_or_default()
             );
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let o = Output {
-        status,
-        stdout: out.join().unwrap_or_default().into_bytes(),
-        stderr: err.join().unwrap_or_default().into_bytes(),
-    };
     Run {
-        code: o.status.code(),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        code: status.code(),
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
     }
 }
 
@@ -110,7 +120,7 @@ pub fn scratch(name: &str) -> PathBuf {
 }
 
 /// Read a JSON export.
-pub fn json(path: &std::path::Path) -> serde_json::Value {
+pub fn json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}\n{text}", path.display()))
 }
@@ -123,11 +133,20 @@ pub fn rows(doc: &serde_json::Value) -> Vec<serde_json::Value> {
         .unwrap_or_default()
 }
 
+/// `ovbench ARGS --json OUT`, which must succeed: the run and the rows
+/// of its export's first table.
+pub fn ovbench_rows(args: &[&str], out: &Path, limit: Duration) -> (Run, Vec<serde_json::Value>) {
+    let mut args = args.to_vec();
+    args.extend_from_slice(&["--json", out.to_str().expect("utf-8 scratch path")]);
+    let run = ovbench(&args, limit).expect_ok();
+    (run, rows(&json(out)))
+}
+
 /// `ovbench latency <fabric flags> --proto PROTO --sizes 8,1M --verify
 /// --json OUT` with `iters`/`warmup`: the two JSON rows (8 B and 1 MiB).
 /// Shared by the fabric end-to-end tests (UCX, libfabric).
 pub fn fabric_latency_rows(
-    out: &std::path::Path,
+    out: &Path,
     fabric: &[&str],
     proto: &str,
     iters: u64,
@@ -138,21 +157,10 @@ pub fn fabric_latency_rows(
     let mut args = vec!["latency"];
     args.extend_from_slice(fabric);
     args.extend_from_slice(&[
-        "--proto",
-        proto,
-        "--sizes",
-        "8,1M",
-        "--iters",
-        &iters,
-        "--warmup",
-        &warmup,
-        "--verify",
-        "--json",
-        out.to_str().expect("utf-8 scratch path"),
+        "--proto", proto, "--sizes", "8,1M", "--iters", &iters, "--warmup", &warmup, "--verify",
     ]);
-    let r = ovbench(&args, limit).expect_ok();
+    let (r, rows) = ovbench_rows(&args, out, limit);
     assert!(r.stdout.contains("1048576"), "{}", r.stdout);
-    let rows = rows(&json(out));
     assert_eq!(rows.len(), 2, "{fabric:?}/{proto}: {rows:?}");
     rows
 }
