@@ -10,7 +10,7 @@ use ovbench_core::clock::best_clock;
 use ovbench_core::{Clock, Progress, Transport, WorkLoop};
 use ovbench_launcher::{Bootstrap, JobSource, RankEnv};
 
-use super::{comm, execute_rank, rank0_sink};
+use super::{comm, execute_rank, rank0_header, rank0_sink};
 use crate::cli::common::TransportKind;
 use crate::cli::Cli;
 use crate::control::{collect_values, deposit_value, BootstrapControl};
@@ -58,7 +58,10 @@ pub fn run(env: RankEnv, cli: &Cli) -> Result<()> {
     let facts: Option<Vec<RankFacts>> = collect_values(&mut ctl)
         .with_context(|| format!("rank {rank}: gathering the ranks' facts"))?;
     let sink = facts
-        .map(|facts| rank0_sink(cli, facts, comm.as_ref(), size, &[], !launched))
+        .map(|facts| {
+            let header = rank0_header(cli, facts, comm.as_ref(), size, &[], !launched);
+            rank0_sink(cli, header)
+        })
         .transpose()?;
     execute_rank(cli, comm.as_mut(), &mut ctl, rank, sink, true)?;
     drop(comm);
