@@ -61,6 +61,16 @@ fn answered(
     raw
 }
 
+/// The refusal of [`answered`]'s connection.
+fn refused(
+    addr: &str,
+    rank: u32,
+    size: u32,
+    mac: impl FnOnce(&[u8; NONCE_LEN]) -> Vec<u8>,
+) -> String {
+    refusal(&mut answered(addr, rank, size, mac))
+}
+
 /// The error a refused raw connection gets, after which it is closed.
 fn refusal(raw: &mut TcpStream) -> String {
     let Response::Err(msg) = recv(raw) else {
@@ -165,10 +175,9 @@ fn the_secret_is_proven_never_sent() {
 #[test]
 fn a_wrong_secret_is_refused_and_takes_no_place() {
     let (_s, addr) = start(2);
-    let mut raw = answered(&addr, 1, 2, |n| {
+    let e = refused(&addr, 1, 2, |n| {
         proof(b"another job's secret", n, 1, 2).to_vec()
     });
-    let e = refusal(&mut raw);
     assert!(e.contains("rank 1: wrong job secret"), "{e}");
     // The real rank 1 still joins.
     join(&addr, 1, 2, Duration::from_secs(2));
@@ -178,7 +187,7 @@ fn a_wrong_secret_is_refused_and_takes_no_place() {
 fn a_missing_secret_is_refused() {
     let (_s, addr) = start(2);
     // An empty proof: the rank has no secret.
-    let e = refusal(&mut answered(&addr, 0, 2, |_| Vec::new()));
+    let e = refused(&addr, 0, 2, |_| Vec::new());
     assert!(e.contains("rank 0: missing job secret"), "{e}");
     // Skipping the answer to go straight to work.
     let (mut raw, _) = hello(&addr, 0, 2);
@@ -206,17 +215,15 @@ fn a_replayed_answer_is_refused() {
     let recorded = proof(SECRET, &nonce, 0, 2).to_vec();
     drop(first);
     // …does not admit another connection: its challenge differs.
-    let mut raw = answered(&addr, 0, 2, |nonce2| {
+    let e = refused(&addr, 0, 2, |nonce2| {
         assert_ne!(&nonce, nonce2);
         recorded.clone()
     });
-    let e = refusal(&mut raw);
     assert!(e.contains("rank 0: wrong job secret"), "{e}");
     assert!(e.contains("replayed"), "{e}");
     // Nor does rank 1's answer on its own connection admit rank 0: the
     // rank is hashed, so an answer cannot be moved to another rank.
-    let mut raw = answered(&addr, 0, 2, |n| proof(SECRET, n, 1, 2).to_vec());
-    let e = refusal(&mut raw);
+    let e = refused(&addr, 0, 2, |n| proof(SECRET, n, 1, 2).to_vec());
     assert!(e.contains("wrong job secret"), "{e}");
     // Rank 0 proper still joins.
     join(&addr, 0, 2, Duration::from_secs(2));
