@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use common::{command, scratch, serial};
+use common::{command, Scratch};
 
 fn read_json(path: &std::path::Path) -> Option<serde_json::Value> {
     serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
@@ -18,8 +18,7 @@ fn read_json(path: &std::path::Path) -> Option<serde_json::Value> {
 
 #[test]
 fn sigkill_of_a_rank_stops_the_job_and_keeps_completed_rows() {
-    let _g = serial();
-    let dir = scratch("kill");
+    let dir = Scratch::new("kill");
     let out = dir.join("k.json");
     let mut child = command(&[
         "latency", "--sizes", "0:4M", "--iters", "3000", "--warmup", "10",
@@ -81,5 +80,4 @@ fn sigkill_of_a_rank_stops_the_job_and_keeps_completed_rows() {
     let rows = doc["tables"][0]["rows"].as_array().unwrap();
     assert!(rows.len() >= done, "{} rows < {done}", rows.len());
     assert_eq!(doc["complete"], false);
-    std::fs::remove_dir_all(&dir).unwrap();
 }

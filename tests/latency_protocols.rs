@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{ovbench_rows, scratch, serial};
+use common::{ovbench_rows, Scratch};
 
 const SIZES: &str = "0,8,64K,1M,4M";
 const ITERS: u64 = 4;
@@ -40,8 +40,7 @@ fn run(
 
 #[test]
 fn every_protocol_verifies_with_poll_and_thread_progress() {
-    let _g = serial();
-    let dir = scratch("protos");
+    let dir = Scratch::new("protos");
     let n = ITERS + WARMUP;
     for progress in ["poll", "thread"] {
         for proto in ["eager", "rdma-write", "rdma-read", "pipelined", "auto"] {
@@ -75,5 +74,4 @@ fn every_protocol_verifies_with_poll_and_thread_progress() {
         );
         assert_eq!(rows.len(), 3);
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }

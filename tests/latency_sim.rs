@@ -5,14 +5,13 @@ mod common;
 
 use std::time::Duration;
 
-use common::{json, ovbench_rows, scratch, serial};
+use common::{json, ovbench_rows, Scratch};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
 #[test]
 fn sim_latency_is_the_closed_form() {
-    let _g = serial();
-    let dir = scratch("sim");
+    let dir = Scratch::new("sim");
     let out = dir.join("sim.json");
     let args = [
         "latency",
@@ -47,13 +46,11 @@ fn sim_latency_is_the_closed_form() {
         "{}",
         doc["header"]
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn instrument_adds_a_recorded_pass_that_costs_no_virtual_time() {
-    let _g = serial();
-    let dir = scratch("siminstr");
+    let dir = Scratch::new("siminstr");
     let out = dir.join("i.json");
     let args = [
         "latency",
@@ -85,5 +82,4 @@ fn instrument_adds_a_recorded_pass_that_costs_no_virtual_time() {
             assert_eq!(rk["transfers"].as_u64().unwrap(), 2 * 22, "{rk}");
         }
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{children, command, drain, scratch, serial};
+use common::{children, command, drain, Scratch};
 
 const VAR: &str = "OVBENCH_SECRET";
 
@@ -34,8 +34,7 @@ fn longest_hex_run(s: &str) -> usize {
 
 #[test]
 fn the_secret_is_in_no_command_line_json_or_output() {
-    let _g = serial();
-    let dir = scratch("secret");
+    let dir = Scratch::new("secret");
     let json = dir.join("s.json");
     let csv = dir.join("s.csv");
     let mut child = command(&[

@@ -119,6 +119,39 @@ pub fn scratch(name: &str) -> PathBuf {
     d
 }
 
+/// A test's fresh scratch directory, held with the one-run-at-a-time
+/// lock ([`serial`]); removed when the test is done with it, and kept
+/// after a failure for a look.
+pub struct Scratch {
+    dir: PathBuf,
+    _serial: MutexGuard<'static, ()>,
+}
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        let _serial = serial();
+        Scratch {
+            dir: scratch(name),
+            _serial,
+        }
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
 /// Read a JSON export.
 pub fn json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -170,4 +203,64 @@ pub fn ops(row: &serde_json::Value, key: &str) -> u64 {
     row["ops"][key]
         .as_u64()
         .unwrap_or_else(|| panic!("no ops.{key} in {row}"))
+}
+
+/// What one operation count of a run must be.
+#[derive(Clone, Copy, Debug)]
+pub enum Count {
+    Zero,
+    AtLeast(u64),
+}
+
+/// What `--proto native` may issue: tagged sends only, at least `min`.
+pub fn tagged_only(min: u64) -> [(&'static str, Count); 4] {
+    [
+        ("tagged_sends", Count::AtLeast(min)),
+        ("sends", Count::Zero),
+        ("writes", Count::Zero),
+        ("reads", Count::Zero),
+    ]
+}
+
+/// What an own rendezvous protocol may issue: `data` (a write or a read)
+/// once per message and `controls` control messages as sends per
+/// message, at least `min` messages; no tagged send, no `other` operation.
+pub fn rendezvous(
+    data: &'static str,
+    other: &'static str,
+    controls: u64,
+    min: u64,
+) -> [(&'static str, Count); 4] {
+    [
+        ("tagged_sends", Count::Zero),
+        (data, Count::AtLeast(min)),
+        ("sends", Count::AtLeast(controls * min)),
+        (other, Count::Zero),
+    ]
+}
+
+/// A fabric latency run, `(fabric choice, --proto, the counts its rows must show)`.
+pub type OpsCase<'a> = (&'a str, &'a str, &'a [(&'a str, Count)]);
+
+/// Run each case with `latency(dir, choice, proto)` in the scratch
+/// directory `name`: every row's operation counts are as the case says,
+/// and its p50 is positive.
+pub fn check_ops(
+    name: &str,
+    cases: &[OpsCase],
+    latency: impl Fn(&Path, &str, &str) -> Vec<serde_json::Value>,
+) {
+    let dir = Scratch::new(name);
+    for &(choice, proto, want) in cases {
+        for row in latency(&dir, choice, proto) {
+            for &(key, count) in want {
+                let n = ops(&row, key);
+                match count {
+                    Count::Zero => assert_eq!(n, 0, "{choice}/{proto} issued {key}: {row}"),
+                    Count::AtLeast(k) => assert!(n >= k, "{choice}/{proto}: {key} < {k}: {row}"),
+                }
+            }
+            assert!(row["p50_ns"].as_f64().unwrap() > 0.0, "{row}");
+        }
+    }
 }
