@@ -63,6 +63,20 @@ pub fn parse(args: &[&str]) -> MethodCommand {
         .cmd
 }
 
+/// One method's options `ARGS` (the command line after its name),
+/// parsed as its subcommand parses them.
+pub fn method_args<T: clap::Args>(args: &[&str]) -> T {
+    #[derive(clap::Parser)]
+    struct Cli<T: clap::Args> {
+        #[command(flatten)]
+        args: T,
+    }
+    let argv = std::iter::once("ovbench").chain(args.iter().copied());
+    <Cli<T> as clap::Parser>::try_parse_from(argv)
+        .expect("arguments parse")
+        .args
+}
+
 /// One rank of the threaded mock.
 pub struct MockComm {
     rank: Rank,
