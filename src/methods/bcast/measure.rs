@@ -211,8 +211,7 @@ impl Bc<'_> {
             let ops = loop {
                 let (v, steady, ops) = self.once(what, args.reps, ticks)?;
                 let stop = s.add(v, steady, args);
-                let verdict = self.ctrl.bcast(self.comm, &[u64::from(stop)])?;
-                if verdict.first().copied().unwrap_or(1) != 0 {
+                if self.rank0_says(stop)? {
                     break ops;
                 }
             };
@@ -226,8 +225,12 @@ impl Bc<'_> {
     /// Whether rank 0's series is final: it converged, or this was its
     /// second try. Every rank learns rank 0's answer.
     fn settled(&mut self, converged: bool, tries: usize) -> anyhow::Result<bool> {
-        let done = u64::from(converged || tries >= 2);
-        let w = self.ctrl.bcast(self.comm, &[done])?;
+        self.rank0_says(converged || tries >= 2)
+    }
+
+    /// Rank 0's `yes`, learnt by every rank (the others' is not used).
+    fn rank0_says(&mut self, yes: bool) -> anyhow::Result<bool> {
+        let w = self.ctrl.bcast(self.comm, &[u64::from(yes)])?;
         Ok(w.first().copied().unwrap_or(1) != 0)
     }
 
@@ -302,8 +305,7 @@ impl Bc<'_> {
                         stop &= g[r].add(gs[r], false, args);
                     }
                 }
-                let w = self.ctrl.bcast(self.comm, &[u64::from(stop)])?;
-                if w.first().copied().unwrap_or(1) != 0 {
+                if self.rank0_says(stop)? {
                     break;
                 }
             }
