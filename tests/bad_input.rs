@@ -12,7 +12,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{ovbench, scratch, serial};
+use common::{ovbench, Scratch};
 
 /// One run's deadline: a case that hangs fails instead of stalling the suite.
 const LIMIT: Duration = Duration::from_secs(20);
@@ -258,8 +258,7 @@ fn first_line(stderr: &str) -> &str {
 
 #[test]
 fn every_bad_input_is_refused_naming_its_flag() {
-    let _g = serial();
-    let dir = scratch("bad-input");
+    let dir = Scratch::new("bad-input");
     std::fs::write(dir.join("garbage.txt"), "8 100\nnot a line\n1K ns\n").unwrap();
     std::fs::write(dir.join("empty.txt"), "").unwrap();
     std::fs::write(dir.join("t16.txt"), "16 100\n").unwrap();
@@ -342,7 +341,6 @@ fn every_bad_input_is_refused_naming_its_flag() {
             ));
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
     eprintln!("{} cases in {:.1?}: {kinds:?}", CASES.len(), t0.elapsed());
     assert!(
         failures.is_empty(),

@@ -31,7 +31,7 @@
 
 mod sim_truth;
 
-use sim_truth::{close, num, over_draws, rows, sim_json, LogGp};
+use sim_truth::{close, none_failed, num, over_draws, rows, sim_json, LogGp};
 
 /// The children of each rank of a binomial broadcast from rank 0 over
 /// `n` ranks, in sending order, by the recursive definition.
@@ -219,11 +219,7 @@ fn check_oli(test: &str, alg: &str, seed: u64, children: fn(u32) -> Vec<Vec<u32>
                 }
             }
         }
-        if why.is_empty() {
-            Ok(())
-        } else {
-            Err(why.join("; "))
-        }
+        none_failed(why, "; ")
     });
     let k = exact_checks.load(Ordering::Relaxed);
     eprintln!("{test}: {k} OL_i held to the truth exactly");
@@ -323,11 +319,8 @@ fn per_processor_overhead_is_receive_plus_sends() {
 #[test]
 fn flat_broadcast_is_flagged_where_the_root_gap_exceeds_e_i() {
     let p = LogGp {
-        l_ps: 1_000_000,
-        os_ps: 300_000,
-        or_ps: 300_000,
         g_ps: 2_000_000,
-        big_g_fs: 100_000,
+        ..LogGp::DEFAULTS
     };
     let doc = sim_json("bcast", &p, 6, &["--algorithm", "flat", "--reps", "3"]);
     let r = rows(&doc, "OL_i,");
@@ -342,13 +335,7 @@ fn flat_broadcast_is_flagged_where_the_root_gap_exceeds_e_i() {
 /// whose max OL_i agrees with each run's own OL_i table.
 #[test]
 fn sweep_summarises_each_rank_count() {
-    let p = LogGp {
-        l_ps: 1_000_000,
-        os_ps: 300_000,
-        or_ps: 300_000,
-        g_ps: 500_000,
-        big_g_fs: 100_000,
-    };
+    let p = LogGp::DEFAULTS;
     let sim = p.sim_arg();
     let doc = sim_truth::ovbench_json(&[
         "bcast",
@@ -398,13 +385,7 @@ fn oli_rows_of(doc: &serde_json::Value, np: u32) -> Vec<f64> {
 /// bcast needs 3 ranks: said before any starts; without --np it runs 4.
 #[test]
 fn bcast_rank_count_default_and_check() {
-    let p = LogGp {
-        l_ps: 1_000_000,
-        os_ps: 300_000,
-        or_ps: 300_000,
-        g_ps: 500_000,
-        big_g_fs: 100_000,
-    };
+    let p = LogGp::DEFAULTS;
     let sim = p.sim_arg();
     let doc =
         sim_truth::ovbench_json(&["bcast", "--transport", "sim", "--sim", &sim, "--reps", "2"]);

@@ -30,7 +30,7 @@
 
 mod sim_truth;
 
-use sim_truth::{close, num, over_draws, rows, sim_json, LogGp};
+use sim_truth::{close, none_failed, num, over_draws, rows, sim_json, LogGp};
 
 /// The rows of a commtest run of `--total total --min-packet min`.
 fn commtest(p: &LogGp, total: usize, min: usize, protocols: &[&str]) -> serde_json::Value {
@@ -108,11 +108,7 @@ fn two_more_packets_cost_two_periods() {
                 }
             }
         }
-        if why.is_empty() {
-            Ok(())
-        } else {
-            Err(why.join("; "))
-        }
+        none_failed(why, "; ")
     });
     let k = gap_bound.load(Ordering::Relaxed);
     eprintln!("two_more_packets_cost_two_periods: {k} of 20 draws with max(g, p·G) > H");
@@ -151,13 +147,7 @@ const SMALL: usize = 64;
 /// 2 × 1500 B, in 4 packets 4 × 750 B — not the 3001 B asked for.
 #[test]
 fn bandwidth_counts_the_bytes_moved() {
-    let p = LogGp {
-        l_ps: 1_000_000,
-        os_ps: 300_000,
-        or_ps: 300_000,
-        g_ps: 500_000,
-        big_g_fs: 100_000,
-    };
+    let p = LogGp::DEFAULTS;
     let doc = commtest(&p, 3001, 700, &["1,0", "0,3"]);
     for r in rows(&doc, "commtest") {
         let k = num(r, "packets") as usize;

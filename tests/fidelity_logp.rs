@@ -38,7 +38,7 @@
 
 mod sim_truth;
 
-use sim_truth::{close, num, over_draws, rows, sim_json, LogGp};
+use sim_truth::{close, none_failed, num, over_draws, rows, sim_json, LogGp};
 
 const SENDS: [&str; 3] = ["send", "isend", "ssend"];
 const RECVS: [&str; 2] = ["recv", "irecv"];
@@ -158,11 +158,7 @@ fn check(p: &LogGp, send: &str, recv: &str, worst: &mut Worst) -> Result<(), Str
             }
         }
     }
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(errs.join("; "))
-    }
+    none_failed(errs, "; ")
 }
 
 #[test]
@@ -184,11 +180,7 @@ fn every_mode_pair_recovers_os_or_g0_and_l_logp() {
                     }
                 }
             }
-            if errs.is_empty() {
-                Ok(())
-            } else {
-                Err(errs.join("\n    "))
-            }
+            none_failed(errs, "\n    ")
         },
     );
     // The figures behind the claim (shown with --nocapture).
@@ -207,13 +199,7 @@ fn every_mode_pair_recovers_os_or_g0_and_l_logp() {
 fn ssend_makes_l_unknown_and_says_why_with_the_defaults() {
     // The defaults (L 1 µs, o_s = o_r = 300 ns, g 500 ns): R = 3.2 µs,
     // G0 = 0.5 µs; ssend: RTT(0) = 3.7 µs, g(0) = 3.2 µs, L = −1.35 µs.
-    let p = LogGp {
-        l_ps: 1_000_000,
-        os_ps: 300_000,
-        or_ps: 300_000,
-        g_ps: 500_000,
-        big_g_fs: 100_000,
-    };
+    let p = LogGp::DEFAULTS;
     let doc = sim_json("logp", &p, 2, &["--max-size", "0", "--send-mode", "ssend"]);
     let s = &doc["summary"];
     assert!(s["L_ns"].is_null(), "{s}");

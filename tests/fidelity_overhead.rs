@@ -269,32 +269,6 @@ fn nic_gap_sets_base_t_where_g_is_large() {
     });
 }
 
-/// `ovbench ARGS --json FILE`: (stdout, JSON).
-fn run_with_stdout(args: &[&str]) -> (String, serde_json::Value) {
-    let path = std::env::temp_dir().join(format!(
-        "ovbench-fidelity-overhead-{}-{}.json",
-        std::process::id(),
-        args.join("_").replace(['/', ','], "-")
-    ));
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ovbench"))
-        .args(args)
-        .arg("--json")
-        .arg(&path)
-        .output()
-        .expect("start ovbench");
-    let text = std::fs::read_to_string(&path).unwrap_or_default();
-    std::fs::remove_file(&path).ok();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        serde_json::from_str(&text).expect("JSON"),
-    )
-}
-
 /// A figure no measurement can have: overhead below zero, availability
 /// outside 0–100 % (the definitions, not the code's check).
 fn impossible(run: &serde_json::Value) -> bool {
@@ -322,7 +296,7 @@ fn noisy_runs_report_median_and_range_and_flag_impossible_rows() {
     let (mut flagged, mut rejected) = (0, 0);
     for seed in 1..=3 {
         let sim = format!("L=1us,jitter=30us,seed={seed}");
-        let (stdout, doc) = run_with_stdout(&[
+        let (stdout, doc) = sim_truth::ovbench_out(&[
             "overhead",
             "--transport",
             "sim",

@@ -18,18 +18,11 @@
 mod common_methods;
 mod sim_truth;
 
-use clap::Parser;
-use common_methods::MemSink;
-use ovbench::methods::{run_method, MethodCommand};
-use ovbench_core::engine_comm::{EngineComm, EngineConfig, Protocol};
+use common_methods::{parse, MemSink};
+use ovbench::methods::run_method;
+use ovbench_core::engine_comm::{EngineConfig, Protocol};
 use ovbench_sim::{SimParams, SimReport};
 use sim_truth::{draw, seed, Draw, LogGp};
-
-#[derive(Parser, Debug)]
-struct Cli {
-    #[command(subcommand)]
-    cmd: MethodCommand,
-}
 
 struct Run {
     rows: Vec<serde_json::Value>,
@@ -37,8 +30,7 @@ struct Run {
 }
 
 fn overlap(p: &LogGp, extra: &str, proto: Protocol, pair: &str, size: &str) -> Run {
-    let cmd = Cli::try_parse_from([
-        "ovbench",
+    let cmd = parse(&[
         "overlap",
         "--pair",
         pair,
@@ -50,24 +42,15 @@ fn overlap(p: &LogGp, extra: &str, proto: Protocol, pair: &str, size: &str) -> R
         "6",
         "--xfer-reps",
         "5",
-    ])
-    .expect("arguments")
-    .cmd;
+    ]);
     let params = SimParams::parse(&format!("{},{extra}", p.sim_arg())).expect("sim parameters");
     let cfg = EngineConfig {
         protocol: proto,
         ..EngineConfig::default()
     };
-    let (mut outs, truth) = ovbench_sim::run_raw(2, &params, |kit| {
-        let mut comm = EngineComm::new(
-            Box::new(kit.transport),
-            kit.clock,
-            Box::new(kit.work),
-            cfg.clone(),
-        )
-        .expect("engine communicator");
+    let (mut outs, truth) = ovbench_sim::run(2, &params, &cfg, |comm| {
         let mut sink = MemSink::default();
-        run_method(&cmd, &mut comm, &mut sink).map(|_| sink)
+        run_method(&cmd, comm, &mut sink).map(|_| sink)
     })
     .expect("simulation");
     let sink = outs.swap_remove(0).expect("rank 0");

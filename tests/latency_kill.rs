@@ -4,13 +4,13 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use common::{scratch, serial};
+use common::{command, Scratch};
 
 fn read_json(path: &std::path::Path) -> Option<serde_json::Value> {
     serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
@@ -18,20 +18,16 @@ fn read_json(path: &std::path::Path) -> Option<serde_json::Value> {
 
 #[test]
 fn sigkill_of_a_rank_stops_the_job_and_keeps_completed_rows() {
-    let _g = serial();
-    let dir = scratch("kill");
+    let dir = Scratch::new("kill");
     let out = dir.join("k.json");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ovbench"))
-        .args([
-            "latency", "--sizes", "0:4M", "--iters", "3000", "--warmup", "10",
-        ])
-        .arg("--json")
-        .arg(&out)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start ovbench");
+    let mut child = command(&[
+        "latency", "--sizes", "0:4M", "--iters", "3000", "--warmup", "10",
+    ])
+    .arg("--json")
+    .arg(&out)
+    .stdout(Stdio::null())
+    .spawn()
+    .expect("start ovbench");
     // Wait until two sizes are complete; the header names every rank's pid.
     let deadline = Instant::now() + Duration::from_secs(60);
     let (pids, done) = loop {
@@ -84,5 +80,4 @@ fn sigkill_of_a_rank_stops_the_job_and_keeps_completed_rows() {
     let rows = doc["tables"][0]["rows"].as_array().unwrap();
     assert!(rows.len() >= done, "{} rows < {done}", rows.len());
     assert_eq!(doc["complete"], false);
-    std::fs::remove_dir_all(&dir).unwrap();
 }

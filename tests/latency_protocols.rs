@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{json, ovbench, rows, scratch, serial};
+use common::{ovbench_rows, Scratch};
 
 const SIZES: &str = "0,8,64K,1M,4M";
 const ITERS: u64 = 4;
@@ -33,18 +33,14 @@ fn run(
         "--warmup",
         &warmup,
         "--verify",
-        "--json",
-        out.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    ovbench(&args, Duration::from_secs(120)).expect_ok();
-    rows(&json(&out))
+    ovbench_rows(&args, &out, Duration::from_secs(120)).1
 }
 
 #[test]
 fn every_protocol_verifies_with_poll_and_thread_progress() {
-    let _g = serial();
-    let dir = scratch("protos");
+    let dir = Scratch::new("protos");
     let n = ITERS + WARMUP;
     for progress in ["poll", "thread"] {
         for proto in ["eager", "rdma-write", "rdma-read", "pipelined", "auto"] {
@@ -78,5 +74,4 @@ fn every_protocol_verifies_with_poll_and_thread_progress() {
         );
         assert_eq!(rows.len(), 3);
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }

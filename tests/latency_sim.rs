@@ -5,39 +5,32 @@ mod common;
 
 use std::time::Duration;
 
-use common::{json, ovbench, rows, scratch, serial};
+use common::{json, ovbench_rows, Scratch};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
 #[test]
 fn sim_latency_is_the_closed_form() {
-    let _g = serial();
-    let dir = scratch("sim");
+    let dir = Scratch::new("sim");
     let out = dir.join("sim.json");
-    let r = ovbench(
-        &[
-            "latency",
-            "--transport",
-            "sim",
-            "--sim",
-            "L=2us,os=250ns,or=400ns",
-            "--sizes",
-            "0,8",
-            "--iters",
-            "50",
-            "--warmup",
-            "3",
-            "--verify",
-            "--json",
-            out.to_str().unwrap(),
-        ],
-        LIMIT,
-    )
-    .expect_ok();
+    let args = [
+        "latency",
+        "--transport",
+        "sim",
+        "--sim",
+        "L=2us,os=250ns,or=400ns",
+        "--sizes",
+        "0,8",
+        "--iters",
+        "50",
+        "--warmup",
+        "3",
+        "--verify",
+    ];
+    let (r, rows) = ovbench_rows(&args, &out, LIMIT);
     assert!(r.stdout.contains("# transport L: "), "{}", r.stdout);
     assert!(r.stdout.contains("clock: virtual"), "{}", r.stdout);
-    let doc = json(&out);
-    for row in rows(&doc) {
+    for row in rows {
         // 250 ns + 2 µs + 400 ns, exactly, every iteration (G·m negligible at 8 B:
         // 0.1 ns/B default adds 0.8 ns).
         let want = 2650.0 + 0.1 * row["size"].as_f64().unwrap();
@@ -47,43 +40,37 @@ fn sim_latency_is_the_closed_form() {
         }
         assert_eq!(row["samples"], 50);
     }
+    let doc = json(&out);
     assert!(
         doc["header"]["sim_model"]["L"].is_string(),
         "{}",
         doc["header"]
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn instrument_adds_a_recorded_pass_that_costs_no_virtual_time() {
-    let _g = serial();
-    let dir = scratch("siminstr");
+    let dir = Scratch::new("siminstr");
     let out = dir.join("i.json");
-    let r = ovbench(
-        &[
-            "latency",
-            "--transport",
-            "sim",
-            "--sizes",
-            "8,64K",
-            "--iters",
-            "20",
-            "--warmup",
-            "2",
-            "--instrument",
-            "--json",
-            out.to_str().unwrap(),
-        ],
-        LIMIT,
-    )
-    .expect_ok();
+    let args = [
+        "latency",
+        "--transport",
+        "sim",
+        "--sizes",
+        "8,64K",
+        "--iters",
+        "20",
+        "--warmup",
+        "2",
+        "--instrument",
+    ];
+    let (r, rows) = ovbench_rows(&args, &out, LIMIT);
     assert!(
         r.stdout.contains("size 8 instrumented: p50"),
         "{}",
         r.stdout
     );
-    for row in rows(&json(&out)) {
+    for row in rows {
         let i = &row["instrumented"];
         // Virtual time: recording events costs nothing, so p50 is unchanged.
         assert_eq!(i["p50_ns"], row["p50_ns"], "{row}");
@@ -95,5 +82,4 @@ fn instrument_adds_a_recorded_pass_that_costs_no_virtual_time() {
             assert_eq!(rk["transfers"].as_u64().unwrap(), 2 * 22, "{rk}");
         }
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -5,14 +5,13 @@ mod common;
 
 use std::time::Duration;
 
-use common::{json, ovbench, rows, scratch, serial};
+use common::{json, ovbench, ovbench_rows, rows, Scratch};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
 #[test]
 fn latency_sweep_with_verify_writes_json_and_table() {
-    let _g = serial();
-    let dir = scratch("lat");
+    let dir = Scratch::new("lat");
     let out = dir.join("lat.json");
     let csv = dir.join("lat.csv");
     let r = ovbench(
@@ -84,34 +83,18 @@ fn latency_sweep_with_verify_writes_json_and_table() {
         "{csv}"
     );
     assert_eq!(csv.lines().count(), 4, "{csv}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn operation_counts_show_what_each_protocol_did() {
-    let _g = serial();
-    let dir = scratch("ops");
+    let dir = Scratch::new("ops");
     let count = |proto: &str| {
         let out = dir.join(format!("{proto}.json"));
-        ovbench(
-            &[
-                "latency",
-                "--proto",
-                proto,
-                "--sizes",
-                "64K",
-                "--iters",
-                "20",
-                "--warmup",
-                "2",
-                "--verify",
-                "--json",
-                out.to_str().unwrap(),
-            ],
-            LIMIT,
-        )
-        .expect_ok();
-        rows(&json(&out))[0]["ops"].clone()
+        let args = [
+            "latency", "--proto", proto, "--sizes", "64K", "--iters", "20", "--warmup", "2",
+            "--verify",
+        ];
+        ovbench_rows(&args, &out, LIMIT).1[0]["ops"].clone()
     };
     let eager = count("eager");
     let read = count("rdma-read");
@@ -132,38 +115,20 @@ fn operation_counts_show_what_each_protocol_did() {
         Some(2 * 22),
         "one write per message: {write}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn bw_json_has_one_entry_per_size_with_samples() {
-    let _g = serial();
-    let dir = scratch("bw");
+    let dir = Scratch::new("bw");
     let out = dir.join("bw.json");
-    ovbench(
-        &[
-            "bw",
-            "--sizes",
-            "8,4K",
-            "--iters",
-            "10",
-            "--warmup",
-            "1",
-            "--window",
-            "16",
-            "--verify",
-            "--json",
-            out.to_str().unwrap(),
-        ],
-        LIMIT,
-    )
-    .expect_ok();
-    let rows = rows(&json(&out));
+    let args = [
+        "bw", "--sizes", "8,4K", "--iters", "10", "--warmup", "1", "--window", "16", "--verify",
+    ];
+    let (_, rows) = ovbench_rows(&args, &out, LIMIT);
     assert_eq!(rows.len(), 2);
     for row in &rows {
         assert_eq!(row["samples"], 10, "{row}");
         assert_eq!(row["messages"], 160, "{row}");
         assert!(row["bytes_per_sec"].as_f64().unwrap() > 0.0, "{row}");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -6,32 +6,17 @@
 
 mod common_methods;
 
-use clap::Parser;
-use common_methods::run_mock;
-use ovbench::methods::{bcast, logp, overhead, MethodCommand};
-
-#[derive(Parser, Debug)]
-struct Cli {
-    #[command(subcommand)]
-    cmd: MethodCommand,
-}
-
-fn parse(args: &[&str]) -> MethodCommand {
-    let mut v = vec!["ovbench"];
-    v.extend_from_slice(args);
-    Cli::try_parse_from(v).expect("arguments parse").cmd
-}
+use common_methods::{method_args, run_mock};
+use ovbench::methods::{bcast, logp, overhead};
 
 #[test]
 fn overhead_send_and_recv_on_two_and_four_ranks() {
     for (np, recv) in [(2, false), (2, true), (4, false)] {
-        let mut a = vec!["overhead", "--sizes", "0,1K", "--iterations", "20"];
+        let mut a = vec!["--sizes", "0,1K", "--iterations", "20"];
         if recv {
             a.push("--recv");
         }
-        let MethodCommand::Overhead(args) = parse(&a) else {
-            panic!()
-        };
+        let args: overhead::Args = method_args(&a);
         let (out, sink) = run_mock(np, move |c, s| overhead::run(c, &args, s));
         assert_eq!(out.sizes.len(), 2);
         assert_eq!(sink.rows.len(), 2);
@@ -47,17 +32,14 @@ fn overhead_send_and_recv_on_two_and_four_ranks() {
 
 #[test]
 fn overhead_rejects_odd_rank_counts() {
-    let MethodCommand::Overhead(args) = parse(&["overhead"]) else {
-        panic!()
-    };
+    let args: overhead::Args = method_args(&[]);
     let r = std::panic::catch_unwind(|| run_mock(3, move |c, s| overhead::run(c, &args, s)));
     assert!(r.is_err(), "3 ranks must be refused");
 }
 
 #[test]
 fn logp_runs_and_reports_every_size() {
-    let MethodCommand::Logp(args) = parse(&[
-        "logp",
+    let args: logp::Args = method_args(&[
         "--max-size",
         "4K",
         "--max-its",
@@ -66,9 +48,7 @@ fn logp_runs_and_reports_every_size() {
         "0.5",
         "--max-diff",
         "10",
-    ]) else {
-        panic!()
-    };
+    ]);
     let (out, sink) = run_mock(2, move |c, s| logp::run(c, &args, s));
     let sizes: Vec<usize> = out.sizes.iter().map(|r| r.size).collect();
     assert_eq!(sizes[..3], [0, 1, 2]);
@@ -90,8 +70,7 @@ fn logp_runs_and_reports_every_size() {
 #[test]
 fn logp_modes_run() {
     for (s, r) in [("isend", "irecv"), ("ssend", "recv")] {
-        let MethodCommand::Logp(args) = parse(&[
-            "logp",
+        let args: logp::Args = method_args(&[
             "--max-size",
             "64",
             "--max-its",
@@ -104,9 +83,7 @@ fn logp_modes_run() {
             s,
             "--recv-mode",
             r,
-        ]) else {
-            panic!()
-        };
+        ]);
         let (out, _) = run_mock(3, move |c, s| logp::run(c, &args, s));
         // Every power of two up to --max-size (real-time noise may extend
         // k_max beyond it).
@@ -120,8 +97,7 @@ fn logp_modes_run() {
 fn bcast_all_methods_every_algorithm() {
     for alg in ["binomial", "linear", "backward", "flat"] {
         for barrier in ["dissemination", "ring"] {
-            let MethodCommand::Bcast(args) = parse(&[
-                "bcast",
+            let args: bcast::Args = method_args(&[
                 "--method",
                 "all",
                 "--algorithm",
@@ -134,9 +110,7 @@ fn bcast_all_methods_every_algorithm() {
                 "2",
                 "--max-measurements",
                 "3",
-            ]) else {
-                panic!()
-            };
+            ]);
             let (out, sink) = run_mock(5, move |c, s| bcast::run(c, &args, s));
             assert_eq!(out.oli.len(), 4);
             let names: Vec<&str> = out.figures.iter().map(|f| f.method.as_str()).collect();
@@ -167,9 +141,7 @@ fn bcast_all_methods_every_algorithm() {
 
 #[test]
 fn bcast_needs_three_ranks() {
-    let MethodCommand::Bcast(args) = parse(&["bcast"]) else {
-        panic!()
-    };
+    let args: bcast::Args = method_args(&[]);
     let r = std::panic::catch_unwind(|| run_mock(2, move |c, s| bcast::run(c, &args, s)));
     assert!(r.is_err());
 }
@@ -188,7 +160,6 @@ fn commtest_every_protocol_swap_and_sendrecv() {
         (4, "sendrecv", true, false, 4),
     ] {
         let mut a = vec![
-            "commtest",
             "--total",
             "16K",
             "--min-packet",
@@ -204,9 +175,7 @@ fn commtest_every_protocol_swap_and_sendrecv() {
         if all {
             a.push("--all-pairs");
         }
-        let MethodCommand::Commtest(args) = parse(&a) else {
-            panic!()
-        };
+        let args: commtest::Args = method_args(&a);
         let (out, sink) = run_mock(np, move |c, s| commtest::run(c, &args, s));
         // 20 protocols ((1,6) left out) × packet counts 1, 2, 4.
         assert_eq!(out.rows.len(), 20 * 3, "{ex} reorganized {reorg}");

@@ -6,10 +6,9 @@
 
 mod common_methods;
 
-use clap::Parser;
-use common_methods::MemSink;
-use ovbench::methods::{bcast, commtest, logp, overhead, overlap, MethodCommand};
-use ovbench_core::engine_comm::{EngineComm, EngineConfig};
+use common_methods::{method_args, MemSink};
+use ovbench::methods::{bcast, commtest, logp, overhead, overlap};
+use ovbench_core::engine_comm::EngineConfig;
 use ovbench_core::Communicator;
 use ovbench_sim::SimParams;
 
@@ -19,18 +18,6 @@ const OR: f64 = 300.0;
 const G: f64 = 500.0;
 const G_BYTE: f64 = 0.1;
 
-#[derive(Parser, Debug)]
-struct Cli {
-    #[command(subcommand)]
-    cmd: MethodCommand,
-}
-
-fn parse(args: &[&str]) -> MethodCommand {
-    let mut v = vec!["ovbench"];
-    v.extend_from_slice(args);
-    Cli::try_parse_from(v).expect("arguments parse").cmd
-}
-
 /// Run `f` on `np` simulated ranks over the engine; rank 0's result and sink.
 fn sim<R: Send>(
     np: u32,
@@ -39,16 +26,9 @@ fn sim<R: Send>(
     f: impl Fn(&mut dyn Communicator, &mut MemSink) -> anyhow::Result<R> + Sync,
 ) -> (R, MemSink) {
     let params = SimParams::parse(params).expect("sim parameters");
-    let (mut out, _truth) = ovbench_sim::run_raw(np, &params, |kit| {
-        let mut comm = EngineComm::new(
-            Box::new(kit.transport),
-            kit.clock,
-            Box::new(kit.work),
-            cfg.clone(),
-        )
-        .expect("engine communicator");
+    let (mut out, _truth) = ovbench_sim::run(np, &params, &cfg, |comm| {
         let mut sink = MemSink::default();
-        let r = f(&mut comm, &mut sink);
+        let r = f(comm, &mut sink);
         (r, sink)
     })
     .expect("simulation");
@@ -63,13 +43,11 @@ fn within(got: f64, want: f64, rel: f64) -> bool {
 #[test]
 fn overhead_is_o_s_and_with_recv_o_r() {
     for (recv, want) in [(false, OS), (true, OR)] {
-        let mut a = vec!["overhead", "--msgsize", "8", "--iterations", "50"];
+        let mut a = vec!["--msgsize", "8", "--iterations", "50"];
         if recv {
             a.push("--recv");
         }
-        let MethodCommand::Overhead(args) = parse(&a) else {
-            panic!()
-        };
+        let args: overhead::Args = method_args(&a);
         let (out, _) = sim(2, "", EngineConfig::default(), |c, s| {
             overhead::run(c, &args, s)
         });
@@ -87,13 +65,11 @@ fn overhead_is_o_s_and_with_recv_o_r() {
 fn overhead_tracks_the_sim_parameters() {
     // o_s ≠ o_r, and g above both: each direction still finds its own.
     for (recv, want) in [(false, 1000.0), (true, 700.0)] {
-        let mut a = vec!["overhead", "--iterations", "20"];
+        let mut a = vec!["--iterations", "20"];
         if recv {
             a.push("--recv");
         }
-        let MethodCommand::Overhead(args) = parse(&a) else {
-            panic!()
-        };
+        let args: overhead::Args = method_args(&a);
         let (out, _) = sim(
             2,
             "os=1us,or=700ns,g=2us",
@@ -105,18 +81,9 @@ fn overhead_tracks_the_sim_parameters() {
     }
 }
 
-fn logp_args(extra: &[&str]) -> logp::Args {
-    let mut a = vec!["logp"];
-    a.extend_from_slice(extra);
-    let MethodCommand::Logp(args) = parse(&a) else {
-        panic!()
-    };
-    args
-}
-
 #[test]
 fn logp_small_message_parameters() {
-    let args = logp_args(&["--max-size", "1K"]);
+    let args: logp::Args = method_args(&["--max-size", "1K"]);
     let (out, sink) = sim(2, "", EngineConfig::default(), |c, s| {
         logp::run(c, &args, s)
     });
@@ -163,7 +130,7 @@ fn logp_small_message_parameters() {
 
 #[test]
 fn logp_os_above_g_at_rendezvous_and_probes_the_eager_limit() {
-    let args = logp_args(&["--max-size", "16K"]);
+    let args: logp::Args = method_args(&["--max-size", "16K"]);
     let cfg = EngineConfig {
         eager_limit: 4096,
         ..EngineConfig::default()
@@ -196,7 +163,7 @@ fn logp_os_above_g_at_rendezvous_and_probes_the_eager_limit() {
 
 #[test]
 fn logp_with_jitter_repeats_more_within_the_caps() {
-    let args = logp_args(&["--max-size", "64", "--eps", "0.01"]);
+    let args: logp::Args = method_args(&["--max-size", "64", "--eps", "0.01"]);
     let (out, _) = sim(2, "jitter=400ns,seed=7", EngineConfig::default(), |c, s| {
         logp::run(c, &args, s)
     });
@@ -208,15 +175,6 @@ fn logp_with_jitter_repeats_more_within_the_caps() {
         .sizes
         .iter()
         .all(|r| r.os.samples <= 72 && r.or.samples <= 72));
-}
-
-fn bcast_args(extra: &[&str]) -> bcast::Args {
-    let mut a = vec!["bcast"];
-    a.extend_from_slice(extra);
-    let MethodCommand::Bcast(args) = parse(&a) else {
-        panic!()
-    };
-    args
 }
 
 /// The children of rank `v` in a binomial broadcast from 0 over `np`
@@ -269,7 +227,8 @@ fn bcast_max_oli_matches_linear_and_binomial_closed_forms() {
     let m = 8.0;
     for np in [4u32, 7, 16, 64] {
         let h = OS + L + m * G_BYTE + OR;
-        let args = bcast_args(&["--algorithm", "linear", "--reps", "4", "--msgsize", "8"]);
+        let args: bcast::Args =
+            method_args(&["--algorithm", "linear", "--reps", "4", "--msgsize", "8"]);
         let (out, _) = sim(np, "", EngineConfig::default(), |c, s| {
             bcast::run(c, &args, s)
         });
@@ -279,7 +238,7 @@ fn bcast_max_oli_matches_linear_and_binomial_closed_forms() {
         assert_eq!(out.max_ol_rank, Some(np - 1));
         assert!(out.oli.iter().all(|o| o.measurements <= 2), "{:?}", out.oli);
 
-        let args = bcast_args(&["--reps", "4", "--msgsize", "8"]);
+        let args: bcast::Args = method_args(&["--reps", "4", "--msgsize", "8"]);
         let (out, _) = sim(np, "", EngineConfig::default(), |c, s| {
             bcast::run(c, &args, s)
         });
@@ -292,7 +251,8 @@ fn bcast_max_oli_matches_linear_and_binomial_closed_forms() {
 #[test]
 fn bcast_methods_bracket_oli() {
     for alg in ["binomial", "linear", "backward"] {
-        let args = bcast_args(&["--method", "all", "--algorithm", alg, "--reps", "5"]);
+        let args: bcast::Args =
+            method_args(&["--method", "all", "--algorithm", alg, "--reps", "5"]);
         let (out, _) = sim(8, "", EngineConfig::default(), |c, s| {
             bcast::run(c, &args, s)
         });
@@ -341,7 +301,7 @@ fn bcast_methods_bracket_oli() {
 
 #[test]
 fn bcast_with_jitter_repeats_within_the_caps() {
-    let args = bcast_args(&["--method", "ack", "--reps", "5"]);
+    let args: bcast::Args = method_args(&["--method", "ack", "--reps", "5"]);
     let (out, _) = sim(4, "jitter=300ns,seed=3", EngineConfig::default(), |c, s| {
         bcast::run(c, &args, s)
     });
@@ -363,7 +323,7 @@ fn bcast_kids_by_definition() {
 /// reported.
 #[test]
 fn bcast_remeasures_a_figure_that_misses_the_cutoff_then_flags_it() {
-    let args = bcast_args(&[
+    let args: bcast::Args = method_args(&[
         "--method",
         "ack",
         "--reps",
@@ -388,7 +348,7 @@ fn bcast_remeasures_a_figure_that_misses_the_cutoff_then_flags_it() {
         sink.notes
     );
     // A figure that meets it is measured once and valid.
-    let args = bcast_args(&["--method", "ack", "--reps", "3"]);
+    let args: bcast::Args = method_args(&["--method", "ack", "--reps", "3"]);
     let (out, _) = sim(4, "", EngineConfig::default(), |c, s| {
         bcast::run(c, &args, s)
     });
@@ -398,17 +358,8 @@ fn bcast_remeasures_a_figure_that_misses_the_cutoff_then_flags_it() {
 
 #[test]
 fn commtest_ssend_costs_one_acknowledgement_more() {
-    let MethodCommand::Commtest(args) = parse(&[
-        "commtest",
-        "--total",
-        "4K",
-        "--min-packet",
-        "1K",
-        "--iterations",
-        "2",
-    ]) else {
-        panic!()
-    };
+    let args: commtest::Args =
+        method_args(&["--total", "4K", "--min-packet", "1K", "--iterations", "2"]);
     let (out, _) = sim(2, "", EngineConfig::default(), |c, s| {
         commtest::run(c, &args, s)
     });
@@ -448,11 +399,7 @@ fn overlap_run(
     pair: &str,
     size: &str,
 ) -> (overlap::Output, ()) {
-    let MethodCommand::Overlap(args) =
-        parse(&["overlap", "--pair", pair, "--sizes", size, "--iters", "4"])
-    else {
-        panic!()
-    };
+    let args: overlap::Args = method_args(&["--pair", pair, "--sizes", size, "--iters", "4"]);
     let cfg = EngineConfig {
         protocol: proto,
         ..EngineConfig::default()
@@ -529,8 +476,7 @@ fn overlap_shapes_of_the_paper() {
 
 #[test]
 fn commtest_global_clock_sees_through_skew_and_drift() {
-    let MethodCommand::Commtest(args) = parse(&[
-        "commtest",
+    let args: commtest::Args = method_args(&[
         "--total",
         "8K",
         "--min-packet",
@@ -542,9 +488,7 @@ fn commtest_global_clock_sees_through_skew_and_drift() {
         "--protocol",
         "0,3",
         "--global-clock",
-    ]) else {
-        panic!()
-    };
+    ]);
     // Rank 1's clock reads 50 µs ahead of rank 0's and gains 1 ms per second.
     let (out, sink) = sim(
         2,
@@ -583,7 +527,7 @@ fn logp_flood_measures_g_m_by_saturation() {
     // Flooded, the per-message gap at every size is the NIC's injection
     // spacing max(g, m·G) (o_s and o_r are below g): 500 ns up to 4K,
     // m·G beyond — not the round-trip formula g(0) + m·G.
-    let args = logp_args(&["--max-size", "8K", "--flood", "--max-diff", "10"]);
+    let args: logp::Args = method_args(&["--max-size", "8K", "--flood", "--max-diff", "10"]);
     let (out, _) = sim(2, "", EngineConfig::default(), |c, s| {
         logp::run(c, &args, s)
     });
@@ -609,17 +553,14 @@ fn overlap_measures_raw_xfer_time_and_writes_the_table() {
         let p = path.to_str().unwrap().to_string();
         // A raw send moves at most one bounce buffer: 10K for it.
         let sizes = if op == RawOp::Send { "10K" } else { "10K,1M" };
-        let MethodCommand::Overlap(args) = parse(&[
-            "overlap",
+        let args: overlap::Args = method_args(&[
             "--sizes",
             sizes,
             "--xfer-reps",
             "5",
             "--write-xfer-table",
             &p,
-        ]) else {
-            panic!()
-        };
+        ]);
         let cfg = EngineConfig {
             protocol: Protocol::Raw(op),
             ..EngineConfig::default()
@@ -640,7 +581,7 @@ fn overlap_measures_raw_xfer_time_and_writes_the_table() {
 
 #[test]
 fn logp_with_a_large_min_size_still_reports_size_zero() {
-    let args = logp_args(&["--min-size", "64K", "--max-size", "128K"]);
+    let args: logp::Args = method_args(&["--min-size", "64K", "--max-size", "128K"]);
     let (out, _) = sim(2, "", EngineConfig::default(), |c, s| {
         logp::run(c, &args, s)
     });

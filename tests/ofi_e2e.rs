@@ -11,7 +11,8 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{fabric_latency_rows, ops, scratch, serial};
+use common::Count::{AtLeast, Zero};
+use common::{check_ops, fabric_latency_rows, rendezvous, tagged_only};
 
 const ITERS: u64 = 4;
 const WARMUP: u64 = 1;
@@ -31,46 +32,31 @@ fn latency(dir: &Path, provider: &str, proto: &str) -> Vec<serde_json::Value> {
 
 #[test]
 fn shm_native_issues_tagged_operations_only() {
-    let _g = serial();
-    let dir = scratch("ofi-native");
-    for row in latency(&dir, "shm", "native") {
-        assert!(ops(&row, "tagged_sends") >= MIN_MESSAGES, "{row}");
-        for k in ["sends", "writes", "reads"] {
-            assert_eq!(ops(&row, k), 0, "native issued {k}: {row}");
-        }
-        assert!(row["p50_ns"].as_f64().unwrap() > 0.0, "{row}");
-    }
-    std::fs::remove_dir_all(&dir).unwrap();
+    let native = tagged_only(MIN_MESSAGES);
+    check_ops("ofi-native", &[("shm", "native", &native)], latency);
 }
 
 #[test]
 fn shm_rdma_write_issues_sends_and_writes_never_tagged() {
-    let _g = serial();
-    let dir = scratch("ofi-write");
-    for row in latency(&dir, "shm", "rdma-write") {
-        assert_eq!(ops(&row, "tagged_sends"), 0, "{row}");
-        // --proto rdma-write is rendezvous at every size: one write per
-        // message; RTS, CTS and FIN as fi_send messages.
-        assert!(ops(&row, "writes") >= MIN_MESSAGES, "{row}");
-        assert!(ops(&row, "sends") >= 3 * MIN_MESSAGES, "{row}");
-        assert_eq!(ops(&row, "reads"), 0, "{row}");
-    }
-    std::fs::remove_dir_all(&dir).unwrap();
+    // --proto rdma-write is rendezvous at every size: one write per
+    // message; RTS, CTS and FIN as fi_send messages.
+    let write = rendezvous("writes", "reads", 3, MIN_MESSAGES);
+    check_ops("ofi-write", &[("shm", "rdma-write", &write)], latency);
 }
 
 /// The default provider, tcp;ofi_rxm, both ways: the protocol split holds
 /// there too.
 #[test]
 fn tcp_rxm_native_and_rdma_read() {
-    let _g = serial();
-    let dir = scratch("ofi-tcp");
-    for row in latency(&dir, "tcp;ofi_rxm", "native") {
-        assert!(ops(&row, "tagged_sends") >= MIN_MESSAGES, "{row}");
-        assert_eq!(ops(&row, "writes") + ops(&row, "reads"), 0, "{row}");
-    }
-    for row in latency(&dir, "tcp;ofi_rxm", "rdma-read") {
-        assert_eq!(ops(&row, "tagged_sends"), 0, "{row}");
-        assert!(ops(&row, "reads") >= MIN_MESSAGES, "{row}");
-    }
-    std::fs::remove_dir_all(&dir).unwrap();
+    let native = [
+        ("tagged_sends", AtLeast(MIN_MESSAGES)),
+        ("writes", Zero),
+        ("reads", Zero),
+    ];
+    let read = [("tagged_sends", Zero), ("reads", AtLeast(MIN_MESSAGES))];
+    let cases = [
+        ("tcp;ofi_rxm", "native", &native[..]),
+        ("tcp;ofi_rxm", "rdma-read", &read[..]),
+    ];
+    check_ops("ofi-tcp", &cases, latency);
 }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use common::{children, serial};
+use common::{children, Scratch};
 
 /// How many upcoming pids get a planted segment.
 const PLANTED: u32 = 64;
@@ -137,8 +137,7 @@ fn run_over_planted(segment: &[u8], at: usize, dir: &Path) -> bool {
 
 #[test]
 fn shm_opens_over_a_dead_ranks_segment_under_a_reused_pid() {
-    let _g = serial();
-    let dir = common::scratch("ofi-stale-shm");
+    let dir = Scratch::new("ofi-stale-shm");
     let (segment, dead) = killed_rank_segment();
     // Where the segment records its creator's pid.
     let at = segment[..64]
@@ -149,5 +148,4 @@ fn shm_opens_over_a_dead_ranks_segment_under_a_reused_pid() {
     // a rank ran over a planted segment.
     let hit = (0..3).any(|_| run_over_planted(&segment, at, &dir));
     assert!(hit, "no rank got a pid with a planted segment in 3 runs");
-    std::fs::remove_dir_all(&dir).unwrap();
 }

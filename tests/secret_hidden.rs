@@ -4,10 +4,9 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{children, scratch, serial};
+use common::{children, command, drain, Scratch};
 
 const VAR: &str = "OVBENCH_SECRET";
 
@@ -35,29 +34,21 @@ fn longest_hex_run(s: &str) -> usize {
 
 #[test]
 fn the_secret_is_in_no_command_line_json_or_output() {
-    let _g = serial();
-    let dir = scratch("secret");
+    let dir = Scratch::new("secret");
     let json = dir.join("s.json");
     let csv = dir.join("s.csv");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ovbench"))
-        .args([
-            "latency", "--sizes", "0,1K", "--iters", "4000", "--warmup", "10",
-        ])
-        .arg("--json")
-        .arg(&json)
-        .arg("--csv")
-        .arg(&csv)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start ovbench");
+    let mut child = command(&[
+        "latency", "--sizes", "0,1K", "--iters", "4000", "--warmup", "10",
+    ])
+    .arg("--json")
+    .arg(&json)
+    .arg("--csv")
+    .arg(&csv)
+    .spawn()
+    .expect("start ovbench");
     let launcher = child.id();
-    let out_pipe = child.stdout.take().unwrap();
-    let err_pipe = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || std::io::read_to_string(out_pipe).unwrap_or_default());
-    let err = std::thread::spawn(move || std::io::read_to_string(err_pipe).unwrap_or_default());
-
+    let out = drain(child.stdout.take().unwrap());
+    let err = drain(child.stderr.take().unwrap());
     // While the job runs: the ranks' secret (from their environment, where
     // the launcher puts it) and every command line of the job.
     let mut secrets = Vec::new();

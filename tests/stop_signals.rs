@@ -9,7 +9,7 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use common::{children, serial};
+use common::{children, command, drain, serial};
 
 /// A job that measures until it is stopped.
 struct Job {
@@ -33,18 +33,13 @@ struct Job {
 /// so that Ctrl-C reaches the launcher and its ranks); returned once rank 0
 /// has printed its table's column line (the ranks are connected).
 fn start(fabric: &[&str], proto: &str) -> Job {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ovbench"))
-        .arg("latency")
+    let mut child = command(&["latency"])
         .args(fabric)
         .args(["--proto", proto, "--sizes", "8", "--iters", "1000000000"])
         .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .spawn()
         .expect("start ovbench");
-    let err = child.stderr.take().expect("stderr");
-    let stderr = std::thread::spawn(move || std::io::read_to_string(err).unwrap_or_default());
+    let stderr = drain(child.stderr.take().expect("stderr"));
     // Read on to the end: a closed pipe would fail rank 0's next print.
     let out = BufReader::new(child.stdout.take().expect("stdout"));
     let (tx, rx) = mpsc::channel();

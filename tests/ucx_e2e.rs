@@ -11,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{fabric_latency_rows, json, ops, ovbench, rows, scratch, serial};
+use common::{check_ops, fabric_latency_rows, ovbench_rows, rendezvous, tagged_only, Scratch};
 
 const ITERS: u64 = 4;
 const WARMUP: u64 = 1;
@@ -30,35 +30,21 @@ const MIN_MESSAGES: u64 = 2 * (ITERS + WARMUP);
 
 #[test]
 fn native_issues_tagged_operations_only() {
-    let _g = serial();
-    let dir = scratch("ucx-native");
-    for tls in ["tcp", "posix"] {
-        for row in latency(&dir, tls, "native") {
-            assert!(ops(&row, "tagged_sends") >= MIN_MESSAGES, "{tls}: {row}");
-            for k in ["sends", "writes", "reads"] {
-                assert_eq!(ops(&row, k), 0, "{tls}: native issued {k}: {row}");
-            }
-            assert!(row["p50_ns"].as_f64().unwrap() > 0.0, "{row}");
-        }
-    }
-    std::fs::remove_dir_all(&dir).unwrap();
+    let native = tagged_only(MIN_MESSAGES);
+    let cases = [("tcp", "native", &native[..]), ("posix", "native", &native)];
+    check_ops("ucx-native", &cases, latency);
 }
 
 #[test]
 fn rdma_read_issues_am_and_gets_never_tagged() {
-    let _g = serial();
-    let dir = scratch("ucx-read");
-    for tls in ["tcp", "posix"] {
-        for row in latency(&dir, tls, "rdma-read") {
-            assert_eq!(ops(&row, "tagged_sends"), 0, "{tls}: {row}");
-            // --proto rdma-read is rendezvous at every size: one get per
-            // message, RTS and FIN as active messages.
-            assert!(ops(&row, "reads") >= MIN_MESSAGES, "{tls}: {row}");
-            assert!(ops(&row, "sends") >= 2 * MIN_MESSAGES, "{tls}: {row}");
-            assert_eq!(ops(&row, "writes"), 0, "{tls}: {row}");
-        }
-    }
-    std::fs::remove_dir_all(&dir).unwrap();
+    // --proto rdma-read is rendezvous at every size: one get per
+    // message, RTS and FIN as active messages.
+    let read = rendezvous("reads", "writes", 2, MIN_MESSAGES);
+    let cases = [
+        ("tcp", "rdma-read", &read[..]),
+        ("posix", "rdma-read", &read),
+    ];
+    check_ops("ucx-read", &cases, latency);
 }
 
 /// `ovbench overlap --transport ucx --ucx-tls posix --proto PROTO` at
@@ -81,11 +67,8 @@ fn overlap(dir: &Path, proto: &str) -> Vec<serde_json::Value> {
         "2",
         "--xfer-reps",
         "5",
-        "--json",
-        out.to_str().unwrap(),
     ];
-    ovbench(&args, LIMIT).expect_ok();
-    let rows = rows(&json(&out));
+    let (_, rows) = ovbench_rows(&args, &out, LIMIT);
     assert_eq!(rows.len(), 3, "{proto}: {rows:?}");
     rows
 }
@@ -98,8 +81,7 @@ fn side(row: &serde_json::Value, side: &str, key: &str) -> f64 {
 
 #[test]
 fn overlap_native_is_call_bounded_and_rdma_read_has_true_bounds() {
-    let _g = serial();
-    let dir = scratch("ucx-overlap");
+    let dir = Scratch::new("ucx-overlap");
     // Native: UCX gives call events only, so each transfer spans its
     // posting call's entry to its completing call's exit and the bounds
     // are the paper's case 3: min = 0, max = min(computation, xfer_time).
@@ -142,5 +124,4 @@ fn overlap_native_is_call_bounded_and_rdma_read_has_true_bounds() {
         "rdma-read never reported a positive lower bound in {} runs: {runs:?}",
         runs.len()
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }

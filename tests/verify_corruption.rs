@@ -10,8 +10,7 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::serial;
 use ovbench::bench::latency::default_counts;
@@ -28,8 +27,7 @@ const BAD: u64 = 7;
 /// code, stderr).
 fn latency(extra: &[&str], corrupt: Option<&str>) -> (Option<i32>, String) {
     let iters = ITERS.to_string();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ovbench"));
-    cmd.args([
+    let mut cmd = common::command(&[
         "latency",
         "--transport",
         "tcp",
@@ -38,31 +36,13 @@ fn latency(extra: &[&str], corrupt: Option<&str>) -> (Option<i32>, String) {
         "--iters",
         &iters,
         "--verify",
-    ])
-    .args(extra)
-    .env_remove("OVBENCH_TCP_CORRUPT")
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped());
+    ]);
+    cmd.args(extra).env_remove("OVBENCH_TCP_CORRUPT");
     if let Some(c) = corrupt {
         cmd.env("OVBENCH_TCP_CORRUPT", c);
     }
-    let mut child = cmd.spawn().expect("start ovbench");
-    let pipe = child.stderr.take().expect("stderr");
-    let err = std::thread::spawn(move || std::io::read_to_string(pipe).unwrap_or_default());
-    let deadline = Instant::now() + LIMIT;
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("ovbench {extra:?} ran past {LIMIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    (status.code(), err.join().unwrap_or_default())
+    let r = common::run(&mut cmd, LIMIT);
+    (r.code, r.stderr)
 }
 
 /// The hook's value for the message `sender` sends in iteration [`BAD`]

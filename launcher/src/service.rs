@@ -82,6 +82,28 @@ impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Wait for the state to change, a tick at most (so that a stop is
+    /// seen): the guard again, or the request's answer where it ends here,
+    /// `late()` past `deadline` or the service stopping.
+    fn wait<'a>(
+        &'a self,
+        st: MutexGuard<'a, State>,
+        deadline: Instant,
+        late: impl FnOnce() -> String,
+    ) -> Result<MutexGuard<'a, State>, Response> {
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(Response::Err(late()));
+        }
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(Response::Err(
+                "the bootstrap service is shutting down".into(),
+            ));
+        }
+        let st = self.cv.wait_timeout(st, (deadline - now).min(TICK));
+        Ok(st.unwrap_or_else(|e| e.into_inner()).0)
+    }
 }
 
 /// A running bootstrap service; dropping it stops it and joins its threads.
@@ -433,21 +455,16 @@ fn get(shared: &Shared, key: &str, wait_ms: u32) -> Response {
         if let Some(msg) = died_message(&st) {
             return Response::Err(format!("waiting for key {key:?}: {msg}"));
         }
-        let now = Instant::now();
-        if now >= deadline {
-            return Response::Err(format!(
+        let late = || {
+            format!(
                 "key {key:?} did not appear within {:.1} s; the rank that should publish it may be stuck",
                 wait_ms as f64 / 1e3
-            ));
-        }
-        if shared.stop.load(Ordering::Relaxed) {
-            return Response::Err("the bootstrap service is shutting down".into());
-        }
-        st = shared
-            .cv
-            .wait_timeout(st, (deadline - now).min(TICK))
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
+            )
+        };
+        st = match shared.wait(st, deadline, late) {
+            Ok(st) => st,
+            Err(answer) => return answer,
+        };
     }
 }
 
@@ -511,22 +528,17 @@ fn collective(shared: &Shared, rank: u32, kind: CollKind, wait_ms: u32, data: Ve
                 .unwrap_or_else(|| format!("rank {} already finished and left the job", gone[0]));
             return Response::Err(format!("{kind:?} #{step}: {why}"));
         }
-        let now = Instant::now();
-        if now >= deadline {
-            return Response::Err(format!(
+        let late = || {
+            format!(
                 "{kind:?} #{step} timed out after {:.1} s; still waiting for rank(s) {}",
                 wait_ms as f64 / 1e3,
                 list(&missing)
-            ));
-        }
-        if shared.stop.load(Ordering::Relaxed) {
-            return Response::Err("the bootstrap service is shutting down".into());
-        }
-        st = shared
-            .cv
-            .wait_timeout(st, (deadline - now).min(TICK))
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
+            )
+        };
+        st = match shared.wait(st, deadline, late) {
+            Ok(st) => st,
+            Err(answer) => return answer,
+        };
     }
 }
 

@@ -167,11 +167,17 @@ fn a_killed_rank_stops_the_job_within_5_s() {
     assert_all_gone(&p);
 }
 
-#[test]
-fn interrupting_the_launcher_stops_every_rank() {
+/// A two-rank job whose ranks both hang once started, and their pids.
+fn two_hanging_ranks() -> (Job, BTreeMap<u32, i32>) {
     let mut job = Job::start(2, &[("PROBE_FAIL", "hang-all")]);
     job.wait_for(|seen| seen.iter().filter(|l| l.contains("hanging")).count() == 2);
     let p = pids(&job.seen);
+    (job, p)
+}
+
+#[test]
+fn interrupting_the_launcher_stops_every_rank() {
+    let (mut job, p) = two_hanging_ranks();
     kill(Pid::from_raw(job.child.id() as i32), Signal::SIGINT).unwrap();
     let (code, took) = job.finish(Duration::from_secs(10));
     assert!(took < Duration::from_secs(5), "took {took:?}");
@@ -182,9 +188,7 @@ fn interrupting_the_launcher_stops_every_rank() {
 
 #[test]
 fn ranks_die_with_a_killed_launcher() {
-    let mut job = Job::start(2, &[("PROBE_FAIL", "hang-all")]);
-    job.wait_for(|seen| seen.iter().filter(|l| l.contains("hanging")).count() == 2);
-    let p = pids(&job.seen);
+    let (mut job, p) = two_hanging_ranks();
     job.child.kill().unwrap();
     job.child.wait().unwrap();
     assert_all_gone(&p);

@@ -17,8 +17,7 @@ use super::pingpong::{pingpong, verify_pass, PingPong};
 use super::rankreport::{collect, deposit, round2, row_fields, CpuTotals, Meter};
 use super::verify;
 use super::{data_tag, BenchCtx, Counts, SweepArgs, HUGE, LARGE};
-use crate::output::{us, ProgressLine};
-use crate::sizes::format_bytes;
+use crate::output::us;
 use crate::stats::{Summary, DEFAULT_LEVEL};
 use ovbench_core::engine_comm::RawOp;
 
@@ -68,8 +67,6 @@ pub fn run(cx: &mut BenchCtx<'_>, args: &LatencyArgs) -> Result<()> {
     if size < 2 {
         bail!("latency needs two ranks (it runs between ranks 0 and 1): use --np 2 or more");
     }
-    let rank = cx.comm.rank();
-    let sizes = args.sweep.sizes.as_slice();
     let max = args.sweep.sizes.max().max(1);
     let sbuf = cx.comm.alloc(max)?;
     let rbuf = cx.comm.alloc(max)?;
@@ -78,33 +75,14 @@ pub fn run(cx: &mut BenchCtx<'_>, args: &LatencyArgs) -> Result<()> {
         _ => "latency: one-way = round trip / 2, ranks 0 <-> 1",
     };
     cx.sink.table(title, &COLUMNS);
-    let mut progress = ProgressLine::new("latency", sizes.len());
-    progress.enabled_if(cx.progress && rank == 0);
-    let mut cpu = CpuTotals::default();
-    for (idx, &len) in sizes.iter().enumerate() {
-        if let Some(why) = cx.skip_reason(len) {
-            cx.sink.note(&why);
-            continue;
-        }
-        progress.start(&format!("size {}", format_bytes(len)));
-        let counts = args.sweep.counts(len, default_counts);
-        one_size(
-            cx,
-            &mut cpu,
-            idx,
-            len,
-            counts,
-            args.sweep.verify,
-            sbuf,
-            rbuf,
-        )?;
-        progress.step();
-    }
-    progress.clear();
-    if let Some((json, lines)) = cpu.summary() {
-        cx.sink.summary(json, &lines);
-    }
-    Ok(())
+    cx.sweep_sizes(
+        "latency",
+        &args.sweep,
+        default_counts,
+        |cx, cpu, idx, len, counts| {
+            one_size(cx, cpu, idx, len, counts, args.sweep.verify, sbuf, rbuf)
+        },
+    )
 }
 
 #[allow(clippy::too_many_arguments)]

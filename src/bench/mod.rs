@@ -19,9 +19,11 @@ use clap::Args;
 use ovbench_core::{Communicator, Tag};
 
 use crate::control::Control;
+use crate::output::ProgressLine;
 use crate::report::Sink;
-use crate::sizes::Sizes;
+use crate::sizes::{format_bytes, Sizes};
 use ovbench_core::engine_comm::RawOp;
+use rankreport::CpuTotals;
 
 pub use rankreport::{Ops, RankReport};
 
@@ -136,6 +138,36 @@ impl BenchCtx<'_> {
     }
     fn skip_reason(&self, size: usize) -> Option<String> {
         skip_reason(self.raw, self.raw_send_max, size)
+    }
+
+    /// Time every size of `sweep` with `one` (given the size's index,
+    /// length and counts), noting those `--proto raw` cannot time, under a
+    /// progress line on rank 0; then the CPU-use summary.
+    fn sweep_sizes(
+        &mut self,
+        name: &str,
+        sweep: &SweepArgs,
+        default_counts: fn(usize) -> Counts,
+        mut one: impl FnMut(&mut Self, &mut CpuTotals, usize, usize, Counts) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        let sizes = sweep.sizes.as_slice();
+        let mut progress = ProgressLine::new(name, sizes.len());
+        progress.enabled_if(self.progress && self.comm.rank() == 0);
+        let mut cpu = CpuTotals::default();
+        for (idx, &len) in sizes.iter().enumerate() {
+            if let Some(why) = self.skip_reason(len) {
+                self.sink.note(&why);
+                continue;
+            }
+            progress.start(&format!("size {}", format_bytes(len)));
+            one(self, &mut cpu, idx, len, sweep.counts(len, default_counts))?;
+            progress.step();
+        }
+        progress.clear();
+        if let Some((json, lines)) = cpu.summary() {
+            self.sink.summary(json, &lines);
+        }
+        Ok(())
     }
 }
 

@@ -3,7 +3,7 @@
 //! `--instrument` pass, and `--verify`'s untimed pass.
 
 use anyhow::Result;
-use ovbench_core::{Buf, Communicator};
+use ovbench_core::{Buf, Communicator, Rank};
 
 use super::verify::{self, Which};
 
@@ -18,6 +18,19 @@ pub(crate) struct PingPong {
     pub read: bool,
 }
 
+impl PingPong {
+    /// Send the message to `peer`.
+    fn send(&self, comm: &mut dyn Communicator, peer: Rank) -> Result<()> {
+        comm.send(self.sbuf, 0, self.len, peer, self.tag)?;
+        Ok(())
+    }
+    /// Receive the message from `peer`.
+    fn recv(&self, comm: &mut dyn Communicator, peer: Rank) -> Result<()> {
+        comm.recv(self.rbuf, 0, self.len, Some(peer), Some(self.tag))?;
+        Ok(())
+    }
+}
+
 /// Run `n` iterations; rank 0 stamps the last `ticks.len()` (each round
 /// trip, or each raw read).
 pub(crate) fn pingpong(
@@ -27,13 +40,6 @@ pub(crate) fn pingpong(
     ticks: &mut [u64],
 ) -> Result<()> {
     let warm = n - ticks.len();
-    let PingPong {
-        len,
-        tag,
-        sbuf,
-        rbuf,
-        ..
-    } = pp;
     match (comm.rank(), pp.read) {
         (0, false) => {
             // One clock read per round trip, as ucx_perftest times its
@@ -42,8 +48,8 @@ pub(crate) fn pingpong(
             // its cost (~9 ns of TSC under a VM) to every round trip.
             let mut prev = comm.now();
             for i in 0..n {
-                comm.send(sbuf, 0, len, 1, tag)?;
-                comm.recv(rbuf, 0, len, Some(1), Some(tag))?;
+                pp.send(comm, 1)?;
+                pp.recv(comm, 1)?;
                 let t = comm.now();
                 if i >= warm {
                     ticks[i - warm] = t.wrapping_sub(prev);
@@ -53,14 +59,14 @@ pub(crate) fn pingpong(
         }
         (1, false) => {
             for _ in 0..n {
-                comm.recv(rbuf, 0, len, Some(0), Some(tag))?;
-                comm.send(sbuf, 0, len, 0, tag)?;
+                pp.recv(comm, 0)?;
+                pp.send(comm, 0)?;
             }
         }
         (0, true) => {
             for i in 0..n {
                 let t0 = comm.now();
-                comm.recv(rbuf, 0, len, Some(1), Some(tag))?;
+                pp.recv(comm, 1)?;
                 let t1 = comm.now();
                 if i >= warm {
                     ticks[i - warm] = t1.wrapping_sub(t0);
@@ -71,7 +77,7 @@ pub(crate) fn pingpong(
             // The read's target: announce the buffer, then serve reads
             // (progress) until rank 0 is done, in the caller's barrier.
             for _ in 0..n {
-                comm.send(sbuf, 0, len, 0, tag)?;
+                pp.send(comm, 0)?;
             }
         }
         _ => {}
@@ -91,42 +97,35 @@ pub(crate) fn verify_pass(
     v: usize,
     checked: usize,
 ) -> Result<()> {
-    let PingPong {
-        len,
-        tag,
-        sbuf,
-        rbuf,
-        ..
-    } = pp;
     let look = |comm: &mut dyn Communicator, i: usize, sender| -> Result<()> {
         let which = Which::Pass { i: i + 1, of: v };
-        verify::check(comm, rbuf, len, sender, checked, which)?;
-        verify::clear_first(comm, rbuf, checked)
+        verify::check(comm, pp.rbuf, pp.len, sender, checked, which)?;
+        verify::clear_first(comm, pp.rbuf, checked)
     };
     match (comm.rank(), pp.read) {
         (0, false) => {
             for i in 0..v {
-                comm.send(sbuf, 0, len, 1, tag)?;
-                comm.recv(rbuf, 0, len, Some(1), Some(tag))?;
+                pp.send(comm, 1)?;
+                pp.recv(comm, 1)?;
                 look(comm, i, 1)?;
             }
         }
         (1, false) => {
             for i in 0..v {
-                comm.recv(rbuf, 0, len, Some(0), Some(tag))?;
+                pp.recv(comm, 0)?;
                 look(comm, i, 0)?;
-                comm.send(sbuf, 0, len, 0, tag)?;
+                pp.send(comm, 0)?;
             }
         }
         (0, true) => {
             for i in 0..v {
-                comm.recv(rbuf, 0, len, Some(1), Some(tag))?;
+                pp.recv(comm, 1)?;
                 look(comm, i, 1)?;
             }
         }
         (1, true) => {
             for _ in 0..v {
-                comm.send(sbuf, 0, len, 0, tag)?;
+                pp.send(comm, 0)?;
             }
         }
         _ => {}

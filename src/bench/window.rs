@@ -17,8 +17,7 @@ use serde_json::{json, Value};
 use super::rankreport::{collect, deposit, round2, row_fields, CpuTotals, Meter, RankReport};
 use super::verify;
 use super::{data_tag, BenchCtx, Counts, SweepArgs, ACK_TAG, LARGE};
-use crate::output::{mbps, us, ProgressLine};
-use crate::sizes::format_bytes;
+use crate::output::{mbps, us};
 use crate::stats::{Estimate, Sample, Summary, DEFAULT_LEVEL};
 use ovbench_core::engine_comm::RawOp;
 
@@ -104,7 +103,6 @@ pub fn run(cx: &mut BenchCtx<'_>, kind: Kind, args: &WindowArgs) -> Result<()> {
             kind.name()
         );
     }
-    let sizes = args.sweep.sizes.as_slice();
     let max = args.sweep.sizes.max().max(1);
     let sbuf = cx.comm.alloc(max)?;
     let rbuf = cx.comm.alloc(max)?;
@@ -123,25 +121,13 @@ pub fn run(cx: &mut BenchCtx<'_>, kind: Kind, args: &WindowArgs) -> Result<()> {
             kind.name()
         ));
     }
-    let mut progress = ProgressLine::new(kind.name(), sizes.len());
-    progress.enabled_if(cx.progress && cx.comm.rank() == 0);
-    let mut cpu = CpuTotals::default();
-    for (idx, &len) in sizes.iter().enumerate() {
-        if let Some(why) = cx.skip_reason(len) {
-            cx.sink.note(&why);
-            continue;
-        }
-        progress.start(&format!("size {}", format_bytes(len)));
-        let counts = args.sweep.counts(len, default_counts);
-        let bufs = Bufs { sbuf, rbuf, ack };
-        one_size(cx, &mut cpu, kind, args, idx, len, counts, bufs)?;
-        progress.step();
-    }
-    progress.clear();
-    if let Some((json, lines)) = cpu.summary() {
-        cx.sink.summary(json, &lines);
-    }
-    Ok(())
+    let bufs = Bufs { sbuf, rbuf, ack };
+    cx.sweep_sizes(
+        kind.name(),
+        &args.sweep,
+        default_counts,
+        |cx, cpu, idx, len, counts| one_size(cx, cpu, kind, args, idx, len, counts, bufs),
+    )
 }
 
 #[derive(Clone, Copy)]

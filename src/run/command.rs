@@ -1,16 +1,17 @@
 //! Run the chosen subcommand on this rank, with its communicator, control
 //! channel and sink.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use ovbench_core::Communicator;
 
 use crate::bench::window::{self, Kind};
 use crate::bench::{latency, with_cpu_use, BenchCtx};
 use crate::cli::common::CommonArgs;
-use crate::cli::Command;
+use crate::cli::{Cli, Command};
 use crate::control::Control;
 use crate::methods::run_method;
-use crate::report::Sink;
+use crate::output::ReportSink;
+use crate::report::{NullSink, Sink};
 
 /// Run `cmd` on this rank; every rank calls it.
 pub fn execute(
@@ -49,4 +50,33 @@ pub fn execute(
         Command::Bibw(a) => window::run(&mut cx(comm, ctl, sink), Kind::Bibw, a),
         Command::Msgrate(a) => window::run(&mut cx(comm, ctl, sink), Kind::Msgrate, a),
     }
+}
+
+/// Run the command line's command as rank `rank`: rank 0 with its report
+/// `sink` (and a progress line), finished after; the others with none.
+pub(crate) fn execute_rank(
+    cli: &Cli,
+    comm: &mut dyn Communicator,
+    ctl: &mut dyn Control,
+    rank: u32,
+    mut sink: Option<ReportSink>,
+    real_time: bool,
+) -> Result<()> {
+    let mut null = NullSink;
+    let progress_line = sink.is_some();
+    let out: &mut dyn Sink = match sink.as_mut() {
+        Some(s) => s,
+        None => &mut null,
+    };
+    execute(
+        &cli.command,
+        &cli.common,
+        comm,
+        ctl,
+        out,
+        progress_line,
+        real_time,
+    )
+    .with_context(|| format!("rank {rank}"))?;
+    sink.map_or(Ok(()), ReportSink::finish)
 }

@@ -23,6 +23,7 @@ use ovbench_launcher::{LaunchOptions, Role};
 use serde_json::Value;
 
 pub use command::execute;
+use command::execute_rank;
 
 use crate::cli::common::{ProtoArg, TransportKind};
 use crate::cli::{Cli, Command};
@@ -294,30 +295,18 @@ const ON_KILLED: Option<fn(u32)> = Some(|pid| {
 #[cfg(not(feature = "ofi"))]
 const ON_KILLED: Option<fn(u32)> = None;
 
-/// Rank 0's sink: the environment and run header printed, the export
-/// files created. `model` adds the simulator's parameters. Warnings go
-/// into the header and, with `echo_warnings`, to stderr (the local
-/// launcher has already said its own there).
-pub(crate) fn rank0_sink(
-    cli: &Cli,
-    facts: Vec<RankFacts>,
-    comm: &dyn Communicator,
-    np: u32,
-    model: &[(String, String)],
-    echo_warnings: bool,
-) -> Result<ReportSink> {
-    let (json, lines) = rank0_header(cli, facts, comm, np, model, echo_warnings);
-    rank0_sink_of(cli, json, &lines)
-}
-
-/// The sink of [`rank0_sink`] for a header built already (a bcast sweep
-/// under sim builds it on rank 0's thread and prints on the main one).
-pub(crate) fn rank0_sink_of(cli: &Cli, json: Value, lines: &[String]) -> Result<ReportSink> {
+/// Rank 0's sink for `header` (from [`rank0_header`]): the header
+/// printed, the export files created.
+pub(crate) fn rank0_sink(cli: &Cli, header: (Value, Vec<String>)) -> Result<ReportSink> {
+    let (json, lines) = header;
     let files = FileExports::new(cli.common.json.as_deref(), cli.common.csv.as_deref());
-    ReportSink::new(json, lines, files, Box::new(std::io::stdout()))
+    ReportSink::new(json, &lines, files, Box::new(std::io::stdout()))
 }
 
-/// [`rank0_sink`]'s header: its JSON and the lines to print.
+/// Rank 0's environment and run header: its JSON and the lines to print.
+/// `model` adds the simulator's parameters. Warnings go into the header
+/// and, with `echo_warnings`, to stderr (the local launcher has already
+/// said its own there).
 pub(crate) fn rank0_header(
     cli: &Cli,
     facts: Vec<RankFacts>,

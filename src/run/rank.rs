@@ -10,12 +10,11 @@ use ovbench_core::clock::best_clock;
 use ovbench_core::{Clock, Progress, Transport, WorkLoop};
 use ovbench_launcher::{Bootstrap, JobSource, RankEnv};
 
-use super::{comm, execute, rank0_sink};
+use super::{comm, execute_rank, rank0_header, rank0_sink};
 use crate::cli::common::TransportKind;
 use crate::cli::Cli;
 use crate::control::{collect_values, deposit_value, BootstrapControl};
 use crate::env::RankFacts;
-use crate::report::NullSink;
 
 /// How long the work loop calibrates.
 const WORK_CALIBRATION: Duration = Duration::from_millis(20);
@@ -58,34 +57,13 @@ pub fn run(env: RankEnv, cli: &Cli) -> Result<()> {
     deposit_value(&mut ctl, &RankFacts::here(rank))?;
     let facts: Option<Vec<RankFacts>> = collect_values(&mut ctl)
         .with_context(|| format!("rank {rank}: gathering the ranks' facts"))?;
-    match facts {
-        Some(facts) => {
-            let mut sink = rank0_sink(cli, facts, comm.as_ref(), size, &[], !launched)?;
-            execute(
-                &cli.command,
-                common,
-                comm.as_mut(),
-                &mut ctl,
-                &mut sink,
-                true,
-                true,
-            )
-            .with_context(|| format!("rank {rank}"))?;
-            sink.finish()?;
-        }
-        None => {
-            execute(
-                &cli.command,
-                common,
-                comm.as_mut(),
-                &mut ctl,
-                &mut NullSink,
-                false,
-                true,
-            )
-            .with_context(|| format!("rank {rank}"))?;
-        }
-    }
+    let sink = facts
+        .map(|facts| {
+            let header = rank0_header(cli, facts, comm.as_ref(), size, &[], !launched);
+            rank0_sink(cli, header)
+        })
+        .transpose()?;
+    execute_rank(cli, comm.as_mut(), &mut ctl, rank, sink, true)?;
     drop(comm);
     ctl.into_inner()
         .finish()
@@ -102,36 +80,36 @@ fn transport(kind: TransportKind, rank: u32, size: u32, cli: &Cli) -> Result<Box
                 timeout: cli.common.timeout.0,
                 ..Default::default()
             };
-            Ok(Box::new(
-                ovbench_tcp::TcpTransport::new(rank, size, opts)
-                    .with_context(|| format!("rank {rank}: creating the TCP transport"))?,
-            ))
+            boxed(
+                ovbench_tcp::TcpTransport::new(rank, size, opts),
+                rank,
+                "TCP transport",
+            )
         }
         #[cfg(feature = "verbs")]
         TransportKind::Verbs => {
             let opts = cli.common.fabric.verbs_options(cli.common.progress)?;
-            Ok(Box::new(
-                ovbench_verbs::VerbsTransport::new(rank, size, opts)
-                    .with_context(|| format!("rank {rank}: creating the verbs transport"))?,
-            ))
+            let made = ovbench_verbs::VerbsTransport::new(rank, size, opts);
+            boxed(made, rank, "verbs transport")
         }
         #[cfg(feature = "ucx")]
         TransportKind::Ucx => {
             let opts = cli.common.fabric.ucx_options(cli.common.progress);
-            Ok(Box::new(
-                ovbench_ucx::UcxTransport::new(rank, size, opts)
-                    .with_context(|| format!("rank {rank}: creating the UCX transport"))?,
-            ))
+            boxed(
+                ovbench_ucx::UcxTransport::new(rank, size, opts),
+                rank,
+                "UCX transport",
+            )
         }
         #[cfg(feature = "ofi")]
         TransportKind::Ofi => {
             let opts = cli.common.fabric.ofi_options(cli.common.progress);
-            let provider = opts.provider.clone();
-            Ok(Box::new(
-                ovbench_ofi::OfiTransport::new(rank, size, opts).with_context(|| {
-                    format!("rank {rank}: creating the libfabric transport (provider {provider})")
-                })?,
-            ))
+            let what = format!("libfabric transport (provider {})", opts.provider);
+            boxed(
+                ovbench_ofi::OfiTransport::new(rank, size, opts),
+                rank,
+                &what,
+            )
         }
         other => {
             // Not compiled in (feature and package named), or mpi, which
@@ -143,4 +121,15 @@ fn transport(kind: TransportKind, rank: u32, size: u32, cli: &Cli) -> Result<Box
             )
         }
     }
+}
+
+/// A created endpoint, boxed, or why creating `what` failed on `rank`.
+#[cfg(any(feature = "tcp", feature = "verbs", feature = "ucx", feature = "ofi"))]
+fn boxed<T, E>(made: Result<T, E>, rank: u32, what: &str) -> Result<Box<dyn Transport>>
+where
+    T: Transport + 'static,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let endpoint = made.with_context(|| format!("rank {rank}: creating the {what}"))?;
+    Ok(Box::new(endpoint))
 }

@@ -6,10 +6,11 @@
 use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, Context, Result};
-use ovbench_core::{Clock, Progress};
+use ovbench_core::{Clock, Communicator, Progress};
 use ovbench_sim::{run_raw, RankKit, SimParams};
+use serde_json::Value;
 
-use super::{comm, execute, rank0_header, rank0_sink, rank0_sink_of};
+use super::{comm, execute_rank, rank0_header, rank0_sink};
 use crate::cli::{Cli, Command};
 use crate::control::SharedControl;
 use crate::env::RankFacts;
@@ -72,14 +73,7 @@ fn sweep(cli: &Cli, p: &SimParams, args: &bcast::Args, nps: &[u32]) -> Result<()
             }
             let mut h = header.lock().unwrap_or_else(|e| e.into_inner());
             if h.is_none() {
-                *h = Some(rank0_header(
-                    cli,
-                    vec![RankFacts::here(0)],
-                    comm.as_ref(),
-                    np,
-                    &p.describe(),
-                    true,
-                ));
+                *h = Some(sim_header(cli, comm.as_ref(), np, p));
             }
             drop(h);
             let mut rec = Recorder::default();
@@ -88,12 +82,12 @@ fn sweep(cli: &Cli, p: &SimParams, args: &bcast::Args, nps: &[u32]) -> Result<()
             Ok(())
         })?;
         if sink.is_none() {
-            let (json, lines) = header
+            let header = header
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .take()
                 .context("the sweep's first run left no header")?;
-            let mut s = rank0_sink_of(cli, json, &lines)?;
+            let mut s = rank0_sink(cli, header)?;
             crate::report::Sink::note(
                 &mut s,
                 &format!(
@@ -203,37 +197,13 @@ fn rank_main(cli: &Cli, p: &SimParams, controls: &[SharedControl], kit: RankKit)
         Box::new(kit.work),
         false,
     )?;
-    if rank == 0 {
-        let model = p.describe();
-        let mut sink = rank0_sink(
-            cli,
-            vec![RankFacts::here(0)],
-            comm.as_ref(),
-            np,
-            &model,
-            true,
-        )?;
-        execute(
-            &cli.command,
-            common,
-            comm.as_mut(),
-            &mut ctl,
-            &mut sink,
-            true,
-            false,
-        )
-        .with_context(|| format!("rank {rank}"))?;
-        sink.finish()
-    } else {
-        execute(
-            &cli.command,
-            common,
-            comm.as_mut(),
-            &mut ctl,
-            &mut NullSink,
-            false,
-            false,
-        )
-        .with_context(|| format!("rank {rank}"))
-    }
+    let sink = (rank == 0)
+        .then(|| rank0_sink(cli, sim_header(cli, comm.as_ref(), np, p)))
+        .transpose()?;
+    execute_rank(cli, comm.as_mut(), &mut ctl, rank, sink, false)
+}
+
+/// Rank 0's header under sim: one process, the model's parameters.
+fn sim_header(cli: &Cli, comm: &dyn Communicator, np: u32, p: &SimParams) -> (Value, Vec<String>) {
+    rank0_header(cli, vec![RankFacts::here(0)], comm, np, &p.describe(), true)
 }

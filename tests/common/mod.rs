@@ -4,9 +4,11 @@
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -41,19 +43,32 @@ impl Run {
     }
 }
 
-/// Run `ovbench args…`, killing it after `limit`.
-pub fn ovbench(args: &[&str], limit: Duration) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ovbench"))
-        .args(args)
+/// `ovbench ARGS`, to be spawned: no stdin, stdout and stderr piped.
+pub fn command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ovbench"));
+    cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start ovbench");
-    let out_pipe = child.stdout.take().expect("stdout");
-    let err_pipe = child.stderr.take().expect("stderr");
-    let out = std::thread::spawn(move || std::io::read_to_string(out_pipe).unwrap_or_default());
-    let err = std::thread::spawn(move || std::io::read_to_string(err_pipe).unwrap_or_default());
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Read `pipe` to its end on a thread of its own, so that a full pipe
+/// never stalls the child.
+pub fn drain(pipe: impl Read + Send + 'static) -> JoinHandle<String> {
+    std::thread::spawn(move || std::io::read_to_string(pipe).unwrap_or_default())
+}
+
+/// Run `ovbench args…`, killing it after `limit`.
+pub fn ovbench(args: &[&str], limit: Duration) -> Run {
+    run(&mut command(args), limit)
+}
+
+/// Run `cmd` (as [`command`] makes it), killing it after `limit`.
+pub fn run(cmd: &mut Command, limit: Duration) -> Run {
+    let mut child = cmd.spawn().expect("start ovbench");
+    let out = drain(child.stdout.take().expect("stdout"));
+    let err = drain(child.stderr.take().expect("stderr"));
     let deadline = Instant::now() + limit;
     let status = loop {
         if let Some(s) = child.try_wait().expect("wait") {
@@ -63,21 +78,16 @@ pub fn ovbench(args: &[&str], limit: Duration) -> Run {
             let _ = child.kill();
             let _ = child.wait();
             panic!(
-                "ovbench {args:?} ran past {limit:?}; stderr so far:\n{}",
+                "{cmd:?} ran past {limit:?}; stderr so far:\n{}",
                 err.join().unwrap_or_default()
             );
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let o = Output {
-        status,
-        stdout: out.join().unwrap_or_default().into_bytes(),
-        stderr: err.join().unwrap_or_default().into_bytes(),
-    };
     Run {
-        code: o.status.code(),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        code: status.code(),
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
     }
 }
 
@@ -109,8 +119,41 @@ pub fn scratch(name: &str) -> PathBuf {
     d
 }
 
+/// A test's fresh scratch directory, held with the one-run-at-a-time
+/// lock ([`serial`]); removed when the test is done with it, and kept
+/// after a failure for a look.
+pub struct Scratch {
+    dir: PathBuf,
+    _serial: MutexGuard<'static, ()>,
+}
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        let _serial = serial();
+        Scratch {
+            dir: scratch(name),
+            _serial,
+        }
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
 /// Read a JSON export.
-pub fn json(path: &std::path::Path) -> serde_json::Value {
+pub fn json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}\n{text}", path.display()))
 }
@@ -123,11 +166,20 @@ pub fn rows(doc: &serde_json::Value) -> Vec<serde_json::Value> {
         .unwrap_or_default()
 }
 
+/// `ovbench ARGS --json OUT`, which must succeed: the run and the rows
+/// of its export's first table.
+pub fn ovbench_rows(args: &[&str], out: &Path, limit: Duration) -> (Run, Vec<serde_json::Value>) {
+    let mut args = args.to_vec();
+    args.extend_from_slice(&["--json", out.to_str().expect("utf-8 scratch path")]);
+    let run = ovbench(&args, limit).expect_ok();
+    (run, rows(&json(out)))
+}
+
 /// `ovbench latency <fabric flags> --proto PROTO --sizes 8,1M --verify
 /// --json OUT` with `iters`/`warmup`: the two JSON rows (8 B and 1 MiB).
 /// Shared by the fabric end-to-end tests (UCX, libfabric).
 pub fn fabric_latency_rows(
-    out: &std::path::Path,
+    out: &Path,
     fabric: &[&str],
     proto: &str,
     iters: u64,
@@ -138,21 +190,10 @@ pub fn fabric_latency_rows(
     let mut args = vec!["latency"];
     args.extend_from_slice(fabric);
     args.extend_from_slice(&[
-        "--proto",
-        proto,
-        "--sizes",
-        "8,1M",
-        "--iters",
-        &iters,
-        "--warmup",
-        &warmup,
-        "--verify",
-        "--json",
-        out.to_str().expect("utf-8 scratch path"),
+        "--proto", proto, "--sizes", "8,1M", "--iters", &iters, "--warmup", &warmup, "--verify",
     ]);
-    let r = ovbench(&args, limit).expect_ok();
+    let (r, rows) = ovbench_rows(&args, out, limit);
     assert!(r.stdout.contains("1048576"), "{}", r.stdout);
-    let rows = rows(&json(out));
     assert_eq!(rows.len(), 2, "{fabric:?}/{proto}: {rows:?}");
     rows
 }
@@ -162,4 +203,64 @@ pub fn ops(row: &serde_json::Value, key: &str) -> u64 {
     row["ops"][key]
         .as_u64()
         .unwrap_or_else(|| panic!("no ops.{key} in {row}"))
+}
+
+/// What one operation count of a run must be.
+#[derive(Clone, Copy, Debug)]
+pub enum Count {
+    Zero,
+    AtLeast(u64),
+}
+
+/// What `--proto native` may issue: tagged sends only, at least `min`.
+pub fn tagged_only(min: u64) -> [(&'static str, Count); 4] {
+    [
+        ("tagged_sends", Count::AtLeast(min)),
+        ("sends", Count::Zero),
+        ("writes", Count::Zero),
+        ("reads", Count::Zero),
+    ]
+}
+
+/// What an own rendezvous protocol may issue: `data` (a write or a read)
+/// once per message and `controls` control messages as sends per
+/// message, at least `min` messages; no tagged send, no `other` operation.
+pub fn rendezvous(
+    data: &'static str,
+    other: &'static str,
+    controls: u64,
+    min: u64,
+) -> [(&'static str, Count); 4] {
+    [
+        ("tagged_sends", Count::Zero),
+        (data, Count::AtLeast(min)),
+        ("sends", Count::AtLeast(controls * min)),
+        (other, Count::Zero),
+    ]
+}
+
+/// A fabric latency run, `(fabric choice, --proto, the counts its rows must show)`.
+pub type OpsCase<'a> = (&'a str, &'a str, &'a [(&'a str, Count)]);
+
+/// Run each case with `latency(dir, choice, proto)` in the scratch
+/// directory `name`: every row's operation counts are as the case says,
+/// and its p50 is positive.
+pub fn check_ops(
+    name: &str,
+    cases: &[OpsCase],
+    latency: impl Fn(&Path, &str, &str) -> Vec<serde_json::Value>,
+) {
+    let dir = Scratch::new(name);
+    for &(choice, proto, want) in cases {
+        for row in latency(&dir, choice, proto) {
+            for &(key, count) in want {
+                let n = ops(&row, key);
+                match count {
+                    Count::Zero => assert_eq!(n, 0, "{choice}/{proto} issued {key}: {row}"),
+                    Count::AtLeast(k) => assert!(n >= k, "{choice}/{proto}: {key} < {k}: {row}"),
+                }
+            }
+            assert!(row["p50_ns"].as_f64().unwrap() > 0.0, "{row}");
+        }
+    }
 }

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use ovbench::methods::MethodCommand;
 use ovbench::report::Sink;
 use ovbench_core::clock::MonotonicClock;
 use ovbench_core::{
@@ -35,13 +36,45 @@ struct Mailbox {
 enum Pending {
     Done(Status),
     Send(Option<Arc<AtomicBool>>, Status),
-    Recv {
-        buf: Buf,
-        off: usize,
-        len: usize,
-        src: Source,
-        tag: TagSel,
-    },
+    Recv(Posted),
+}
+
+/// A posted receive: where it lands and what it matches.
+#[derive(Clone, Copy)]
+struct Posted {
+    buf: Buf,
+    off: usize,
+    len: usize,
+    src: Source,
+    tag: TagSel,
+}
+
+/// The command line `ovbench ARGS`, parsed: the method it names.
+pub fn parse(args: &[&str]) -> MethodCommand {
+    #[derive(clap::Parser, Debug)]
+    struct Cli {
+        #[command(subcommand)]
+        cmd: MethodCommand,
+    }
+    let mut v = vec!["ovbench"];
+    v.extend_from_slice(args);
+    <Cli as clap::Parser>::try_parse_from(v)
+        .expect("arguments parse")
+        .cmd
+}
+
+/// One method's options `ARGS` (the command line after its name),
+/// parsed as its subcommand parses them.
+pub fn method_args<T: clap::Args>(args: &[&str]) -> T {
+    #[derive(clap::Parser)]
+    struct Cli<T: clap::Args> {
+        #[command(flatten)]
+        args: T,
+    }
+    let argv = std::iter::once("ovbench").chain(args.iter().copied());
+    <Cli<T> as clap::Parser>::try_parse_from(argv)
+        .expect("arguments parse")
+        .args
 }
 
 /// One rank of the threaded mock.
@@ -65,7 +98,7 @@ impl MockComm {
     /// Retire `id` if it finished.
     fn take(&mut self, id: u64) -> Result<Option<Status>, TransportError> {
         match self.pending.get(&id) {
-            Some(Pending::Recv { .. }) => Ok(None),
+            Some(Pending::Recv(_)) => Ok(None),
             Some(_) => {
                 let r = self.try_match(id)?;
                 if r.is_some() {
@@ -83,7 +116,7 @@ impl MockComm {
         let mut ids: Vec<u64> = self
             .pending
             .iter()
-            .filter(|(_, p)| matches!(p, Pending::Recv { .. }))
+            .filter(|(_, p)| matches!(p, Pending::Recv(_)))
             .map(|(&id, _)| id)
             .collect();
         ids.sort_unstable();
@@ -111,33 +144,27 @@ impl MockComm {
                 }
                 Ok(None)
             }
-            Pending::Recv {
-                buf,
-                off,
-                len,
-                src,
-                tag,
-            } => {
-                let (buf, off, len, src, tag) = (*buf, *off, *len, *src, *tag);
+            &Pending::Recv(r) => {
                 let mb = &self.boxes[self.rank as usize];
                 let mut q = mb.q.lock().unwrap();
                 let pos = q.iter().position(|m| {
-                    src.map_or(true, |s| s == m.src) && tag.map_or(true, |t| t == m.tag)
+                    r.src.map_or(true, |s| s == m.src) && r.tag.map_or(true, |t| t == m.tag)
                 });
                 let Some(pos) = pos else {
                     return Ok(None);
                 };
                 let m = q.remove(pos).unwrap();
                 drop(q);
-                if m.data.len() > len {
+                if m.data.len() > r.len {
                     return Err(TransportError::Invalid(format!(
-                        "mock rank {}: {} bytes from rank {} into a {len}-byte receive",
+                        "mock rank {}: {} bytes from rank {} into a {}-byte receive",
                         self.rank,
                         m.data.len(),
-                        m.src
+                        m.src,
+                        r.len
                     )));
                 }
-                self.regions[buf.region.0 as usize][off..off + m.data.len()]
+                self.regions[r.buf.region.0 as usize][r.off..r.off + m.data.len()]
                     .copy_from_slice(&m.data);
                 if let Some(f) = m.matched {
                     f.store(true, Ordering::Release);
@@ -242,13 +269,13 @@ impl Communicator for MockComm {
         self.next += 1;
         self.pending.insert(
             self.next,
-            Pending::Recv {
+            Pending::Recv(Posted {
                 buf,
                 off,
                 len,
                 src,
                 tag,
-            },
+            }),
         );
         Ok(Req(self.next))
     }

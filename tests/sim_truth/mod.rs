@@ -21,6 +21,15 @@ pub struct LogGp {
 }
 
 impl LogGp {
+    /// The sim's defaults: L 1 µs, o_s = o_r = 300 ns, g 500 ns, G 0.1 ns/B.
+    pub const DEFAULTS: LogGp = LogGp {
+        l_ps: 1_000_000,
+        os_ps: 300_000,
+        or_ps: 300_000,
+        g_ps: 500_000,
+        big_g_fs: 100_000,
+    };
+
     /// Nanoseconds, for the closed forms.
     pub fn l(&self) -> f64 {
         self.l_ps as f64 / 1000.0
@@ -134,6 +143,11 @@ fn scratch(name: &str) -> PathBuf {
 /// Run `ovbench ARGS --json FILE` and return the JSON document; an exit
 /// other than 0 fails with its stderr.
 pub fn ovbench_json(args: &[&str]) -> serde_json::Value {
+    ovbench_out(args).1
+}
+
+/// [`ovbench_json`], with what the run printed on stdout.
+pub fn ovbench_out(args: &[&str]) -> (String, serde_json::Value) {
     let path = scratch(args.first().copied().unwrap_or("run"));
     let out = Command::new(env!("CARGO_BIN_EXE_ovbench"))
         .args(args)
@@ -150,8 +164,9 @@ pub fn ovbench_json(args: &[&str]) -> serde_json::Value {
         out.status.code(),
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("JSON of ovbench {}: {e}", args.join(" ")))
+    let doc = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("JSON of ovbench {}: {e}", args.join(" ")));
+    (String::from_utf8_lossy(&out.stdout).into_owned(), doc)
 }
 
 /// `ovbench CMD --transport sim --sim P ARGS`, its JSON.
@@ -190,5 +205,14 @@ pub fn close(what: &str, got: f64, want: f64, rel: f64) -> Result<(), String> {
             "{what} = {got:.3} ns, closed form {want:.3} ns ({:+.2}%)",
             100.0 * (got - want) / want
         ))
+    }
+}
+
+/// Ok where no check failed, else the failures joined by `sep`.
+pub fn none_failed(why: Vec<String>, sep: &str) -> Result<(), String> {
+    if why.is_empty() {
+        Ok(())
+    } else {
+        Err(why.join(sep))
     }
 }

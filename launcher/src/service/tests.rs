@@ -48,6 +48,29 @@ fn hello(addr: &str, rank: u32, size: u32) -> (TcpStream, [u8; NONCE_LEN]) {
     }
 }
 
+/// A raw connection that said hello as `rank` of `size` and answered the
+/// challenge with `mac(nonce)`.
+fn answered(
+    addr: &str,
+    rank: u32,
+    size: u32,
+    mac: impl FnOnce(&[u8; NONCE_LEN]) -> Vec<u8>,
+) -> TcpStream {
+    let (mut raw, nonce) = hello(addr, rank, size);
+    send(&mut raw, &Request::Proof { mac: mac(&nonce) });
+    raw
+}
+
+/// The refusal of [`answered`]'s connection.
+fn refused(
+    addr: &str,
+    rank: u32,
+    size: u32,
+    mac: impl FnOnce(&[u8; NONCE_LEN]) -> Vec<u8>,
+) -> String {
+    refusal(&mut answered(addr, rank, size, mac))
+}
+
 /// The error a refused raw connection gets, after which it is closed.
 fn refusal(raw: &mut TcpStream) -> String {
     let Response::Err(msg) = recv(raw) else {
@@ -152,10 +175,9 @@ fn the_secret_is_proven_never_sent() {
 #[test]
 fn a_wrong_secret_is_refused_and_takes_no_place() {
     let (_s, addr) = start(2);
-    let (mut raw, nonce) = hello(&addr, 1, 2);
-    let mac = proof(b"another job's secret", &nonce, 1, 2).to_vec();
-    send(&mut raw, &Request::Proof { mac });
-    let e = refusal(&mut raw);
+    let e = refused(&addr, 1, 2, |n| {
+        proof(b"another job's secret", n, 1, 2).to_vec()
+    });
     assert!(e.contains("rank 1: wrong job secret"), "{e}");
     // The real rank 1 still joins.
     join(&addr, 1, 2, Duration::from_secs(2));
@@ -165,9 +187,7 @@ fn a_wrong_secret_is_refused_and_takes_no_place() {
 fn a_missing_secret_is_refused() {
     let (_s, addr) = start(2);
     // An empty proof: the rank has no secret.
-    let (mut raw, _) = hello(&addr, 0, 2);
-    send(&mut raw, &Request::Proof { mac: Vec::new() });
-    let e = refusal(&mut raw);
+    let e = refused(&addr, 0, 2, |_| Vec::new());
     assert!(e.contains("rank 0: missing job secret"), "{e}");
     // Skipping the answer to go straight to work.
     let (mut raw, _) = hello(&addr, 0, 2);
@@ -195,23 +215,15 @@ fn a_replayed_answer_is_refused() {
     let recorded = proof(SECRET, &nonce, 0, 2).to_vec();
     drop(first);
     // …does not admit another connection: its challenge differs.
-    let (mut raw, nonce2) = hello(&addr, 0, 2);
-    assert_ne!(nonce, nonce2);
-    send(
-        &mut raw,
-        &Request::Proof {
-            mac: recorded.clone(),
-        },
-    );
-    let e = refusal(&mut raw);
+    let e = refused(&addr, 0, 2, |nonce2| {
+        assert_ne!(&nonce, nonce2);
+        recorded.clone()
+    });
     assert!(e.contains("rank 0: wrong job secret"), "{e}");
     assert!(e.contains("replayed"), "{e}");
     // Nor does rank 1's answer on its own connection admit rank 0: the
     // rank is hashed, so an answer cannot be moved to another rank.
-    let (mut raw, nonce3) = hello(&addr, 0, 2);
-    let rank1 = proof(SECRET, &nonce3, 1, 2).to_vec();
-    send(&mut raw, &Request::Proof { mac: rank1 });
-    let e = refusal(&mut raw);
+    let e = refused(&addr, 0, 2, |n| proof(SECRET, n, 1, 2).to_vec());
     assert!(e.contains("wrong job secret"), "{e}");
     // Rank 0 proper still joins.
     join(&addr, 0, 2, Duration::from_secs(2));
@@ -266,9 +278,7 @@ fn garbage_before_the_secret_is_dropped() {
 #[test]
 fn oversized_frame_is_refused_and_the_rank_reported() {
     let (service, addr) = start(2);
-    let (mut raw, nonce) = hello(&addr, 1, 2);
-    let mac = proof(SECRET, &nonce, 1, 2).to_vec();
-    send(&mut raw, &Request::Proof { mac });
+    let mut raw = answered(&addr, 1, 2, |n| proof(SECRET, n, 1, 2).to_vec());
     assert_eq!(recv(&mut raw), Response::Ok);
     raw.write_all(&((MAX_REQUEST as u32) + 1).to_le_bytes())
         .unwrap();

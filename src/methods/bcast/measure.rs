@@ -66,6 +66,25 @@ impl Bc<'_> {
         }
     }
 
+    /// `round` once unmeasured, then `reps` times each stamped: the
+    /// first round waits out what was still in flight, and the stamps
+    /// start after it.
+    fn after_one_unmeasured(
+        &mut self,
+        reps: u64,
+        ticks: &mut Vec<u64>,
+        mut round: impl FnMut(&mut Self) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        round(self)?;
+        ticks.clear();
+        ticks.push(self.comm.now());
+        for _ in 0..reps {
+            round(self)?;
+            self.stamp(ticks);
+        }
+        Ok(())
+    }
+
     /// One measurement of a method at the root (ns per broadcast, or E_i
     /// for `Ei`), whether its repetitions after the first were all
     /// identical, and the operations this rank posted in it. `ticks` is the
@@ -123,43 +142,32 @@ impl Bc<'_> {
                 reps
             }
             What::Ei(i) => {
-                // One unmeasured broadcast and acknowledgement first.
-                for k in 0..=reps {
-                    if k == 1 {
-                        ticks.clear();
-                        ticks.push(self.comm.now());
-                    }
-                    self.bcast(0)?;
+                // A broadcast and i's acknowledgement.
+                self.after_one_unmeasured(reps, ticks, |m| {
+                    m.bcast(0)?;
                     if me == 0 {
-                        self.comm.recv(b, 0, 0, Some(i), Some(TAG_ACK))?;
+                        m.comm.recv(b, 0, 0, Some(i), Some(TAG_ACK))?;
                     } else if me == i {
-                        self.comm.send(b, 0, 0, 0, TAG_ACK)?;
+                        m.comm.send(b, 0, 0, 0, TAG_ACK)?;
                     }
-                    if k > 0 {
-                        self.stamp(ticks);
-                    }
-                }
+                    Ok(())
+                })?;
                 reps
             }
             What::Rtl(i) => {
-                // One unmeasured round trip first: i may still be
-                // forwarding an earlier broadcast, a NIC still injecting.
-                for k in 0..=reps {
-                    if k == 1 {
-                        ticks.clear();
-                        ticks.push(self.comm.now());
-                    }
+                // A round trip between the root and i (the unmeasured
+                // one: i may still be forwarding an earlier broadcast, a
+                // NIC still injecting).
+                self.after_one_unmeasured(reps, ticks, |m| {
                     if me == 0 {
-                        self.comm.send(b, 0, 0, i, TAG_PING)?;
-                        self.comm.recv(b, 0, 0, Some(i), Some(TAG_PING))?;
+                        m.comm.send(b, 0, 0, i, TAG_PING)?;
+                        m.comm.recv(b, 0, 0, Some(i), Some(TAG_PING))?;
                     } else if me == i {
-                        self.comm.recv(b, 0, 0, Some(0), Some(TAG_PING))?;
-                        self.comm.send(b, 0, 0, 0, TAG_PING)?;
+                        m.comm.recv(b, 0, 0, Some(0), Some(TAG_PING))?;
+                        m.comm.send(b, 0, 0, 0, TAG_PING)?;
                     }
-                    if k > 0 {
-                        self.stamp(ticks);
-                    }
-                }
+                    Ok(())
+                })?;
                 reps
             }
         };
@@ -203,8 +211,7 @@ impl Bc<'_> {
             let ops = loop {
                 let (v, steady, ops) = self.once(what, args.reps, ticks)?;
                 let stop = s.add(v, steady, args);
-                let verdict = self.ctrl.bcast(self.comm, &[u64::from(stop)])?;
-                if verdict.first().copied().unwrap_or(1) != 0 {
+                if self.rank0_says(stop)? {
                     break ops;
                 }
             };
@@ -218,8 +225,12 @@ impl Bc<'_> {
     /// Whether rank 0's series is final: it converged, or this was its
     /// second try. Every rank learns rank 0's answer.
     fn settled(&mut self, converged: bool, tries: usize) -> anyhow::Result<bool> {
-        let done = u64::from(converged || tries >= 2);
-        let w = self.ctrl.bcast(self.comm, &[done])?;
+        self.rank0_says(converged || tries >= 2)
+    }
+
+    /// Rank 0's `yes`, learnt by every rank (the others' is not used).
+    fn rank0_says(&mut self, yes: bool) -> anyhow::Result<bool> {
+        let w = self.ctrl.bcast(self.comm, &[u64::from(yes)])?;
         Ok(w.first().copied().unwrap_or(1) != 0)
     }
 
@@ -294,8 +305,7 @@ impl Bc<'_> {
                         stop &= g[r].add(gs[r], false, args);
                     }
                 }
-                let w = self.ctrl.bcast(self.comm, &[u64::from(stop)])?;
-                if w.first().copied().unwrap_or(1) != 0 {
+                if self.rank0_says(stop)? {
                     break;
                 }
             }

@@ -525,43 +525,33 @@ pub fn run(
                     times.push(max);
                 }
             }
-            let row = if !runnable || error.is_some() || times.is_empty() {
-                Row {
-                    protocol: p.label(),
-                    name: p.name.into(),
-                    reorganized: args.reorganized,
-                    packets,
-                    packet_size: psize,
-                    calls: p.calls(args.reorganized),
-                    time_ns: None,
-                    mean_ns: None,
-                    global_ns: None,
-                    sync_error_ns: None,
-                    bytes_moved: moved,
-                    bytes_per_sec: None,
-                    error: error.or(Some("not defined for this protocol".into())),
-                    ops,
-                }
-            } else {
+            let measured = runnable && error.is_none() && !times.is_empty();
+            let mut row = Row {
+                protocol: p.label(),
+                name: p.name.into(),
+                reorganized: args.reorganized,
+                packets,
+                packet_size: psize,
+                calls: p.calls(args.reorganized),
+                time_ns: None,
+                mean_ns: None,
+                global_ns: None,
+                sync_error_ns: None,
+                bytes_moved: moved,
+                bytes_per_sec: None,
+                error: (!measured)
+                    .then(|| error.unwrap_or_else(|| "not defined for this protocol".into())),
+                ops,
+            };
+            if measured {
                 let best = times.iter().copied().fold(f64::INFINITY, f64::min);
                 let global = globals.iter().copied().min_by(|a, b| a.0.total_cmp(&b.0));
-                Row {
-                    protocol: p.label(),
-                    name: p.name.into(),
-                    reorganized: args.reorganized,
-                    packets,
-                    packet_size: psize,
-                    calls: p.calls(args.reorganized),
-                    time_ns: Some(best),
-                    mean_ns: Some(mean(&times)),
-                    global_ns: global.map(|g| g.0),
-                    sync_error_ns: global.map(|g| g.1),
-                    bytes_moved: moved,
-                    bytes_per_sec: (best > 0.0).then(|| moved as f64 / (best * 1e-9)),
-                    error: None,
-                    ops,
-                }
-            };
+                row.time_ns = Some(best);
+                row.mean_ns = Some(mean(&times));
+                row.global_ns = global.map(|g| g.0);
+                row.sync_error_ns = global.map(|g| g.1);
+                row.bytes_per_sec = (best > 0.0).then(|| moved as f64 / (best * 1e-9));
+            }
             let na = || "n/a".to_string();
             let mut cells = vec![
                 row.protocol.clone(),

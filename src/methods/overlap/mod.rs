@@ -22,7 +22,7 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use ovbench_core::{Communicator, OverlapReport, Tag};
+use ovbench_core::{Buf, Communicator, OverlapReport, Rank, Tag};
 use serde::Serialize;
 
 use super::common::{ns, us, Ctrl};
@@ -273,6 +273,45 @@ fn side_of(report: Option<OverlapReport>, wait_ns: f64, start: u64, end: u64) ->
     }
 }
 
+/// One transfer of the pair on rank `me` (0 sends to 1, which receives),
+/// a nonblocking call with `units` of work between post and wait: the
+/// ticks spent in the wait, or in the blocking call.
+fn transfer(
+    comm: &mut dyn Communicator,
+    pair: Pair,
+    me: Rank,
+    buf: Buf,
+    size: usize,
+    units: u64,
+) -> anyhow::Result<u64> {
+    let sends = me == 0;
+    let nb = if sends {
+        pair.sender_nb()
+    } else {
+        pair.receiver_nb()
+    };
+    let t = if nb {
+        let r = if sends {
+            comm.isend(buf, 0, size, 1, TAG_DATA)?
+        } else {
+            comm.irecv(buf, 0, size, Some(0), Some(TAG_DATA))?
+        };
+        comm.work(units);
+        let t = comm.now();
+        comm.wait(r)?;
+        t
+    } else {
+        let t = comm.now();
+        if sends {
+            comm.send(buf, 0, size, 1, TAG_DATA)?;
+        } else {
+            comm.recv(buf, 0, size, Some(0), Some(TAG_DATA))?;
+        }
+        t
+    };
+    Ok(comm.now() - t)
+}
+
 /// Run the method on every rank; rank 0's sink prints.
 pub fn run(
     comm: &mut dyn Communicator,
@@ -403,33 +442,9 @@ pub fn run(
                 let start = comm.now();
                 waits.clear();
                 let iters = args.iters_for(size);
-                for _ in 0..iters {
-                    match me {
-                        0 if pair.sender_nb() => {
-                            let r = comm.isend(buf, 0, size, 1, TAG_DATA)?;
-                            comm.work(units);
-                            let t = comm.now();
-                            comm.wait(r)?;
-                            waits.push(comm.now() - t);
-                        }
-                        0 => {
-                            let t = comm.now();
-                            comm.send(buf, 0, size, 1, TAG_DATA)?;
-                            waits.push(comm.now() - t);
-                        }
-                        1 if pair.receiver_nb() => {
-                            let r = comm.irecv(buf, 0, size, Some(0), Some(TAG_DATA))?;
-                            comm.work(units);
-                            let t = comm.now();
-                            comm.wait(r)?;
-                            waits.push(comm.now() - t);
-                        }
-                        1 => {
-                            let t = comm.now();
-                            comm.recv(buf, 0, size, Some(0), Some(TAG_DATA))?;
-                            waits.push(comm.now() - t);
-                        }
-                        _ => {}
+                if me < 2 {
+                    for _ in 0..iters {
+                        waits.push(transfer(comm, pair, me, buf, size, units)?);
                     }
                 }
                 let end = comm.now();

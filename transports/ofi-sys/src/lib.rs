@@ -5,17 +5,9 @@
 //! under their own names through bindgen's `wrap_static_fns` shims. Macros
 //! that are casts (`FI_ADDR_UNSPEC`) or function-like (`FI_VERSION`) are
 //! not emitted by bindgen; they are defined here.
-#![allow(
-    non_upper_case_globals,
-    non_camel_case_types,
-    non_snake_case,
-    dead_code,
-    clippy::all,
-    clippy::undocumented_unsafe_blocks,
-    missing_docs,
-    unsafe_op_in_unsafe_fn
-)]
 
+// The lint allowances for the generated names come with the file
+// (ovbench-sys-build).
 include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 
 /// `FI_ADDR_UNSPEC` (`((uint64_t) -1)`): no particular peer.

@@ -69,6 +69,7 @@ mod fi;
 mod liveness;
 mod memory;
 mod ops;
+mod progress;
 mod seal;
 mod shm_name;
 mod transport;

@@ -11,32 +11,28 @@
 //! With polling only there is no mutex at all.
 
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use ovbench_core::fabric::progress_thread::ProgressThread;
 use ovbench_core::{
     Arrivals, Completion, Ctx, Idle, LocalSlice, MrHandle, Posted, Progress, Rank, RegionId,
     Registered, RemoteKey, Rma, Tag, Tagged, Transport, TransportError, TransportInfo, Waited,
 };
 
-use crate::endpoint::{sleep_on, Endpoint};
+use crate::endpoint::Endpoint;
+use crate::progress;
 use crate::OfiOptions;
-
-/// How long the progress thread sleeps between checks of its stop flag.
-const WAKE: Duration = Duration::from_millis(100);
 
 /// The endpoint and the condition variable signalled when it has
 /// completions for the rank.
-type Shared = Arc<(Mutex<Endpoint>, Condvar)>;
+pub(crate) type Shared = Arc<(Mutex<Endpoint>, Condvar)>;
 
 enum Mode {
     Poll(Box<Endpoint>),
     Thread {
         shared: Shared,
-        stop: Arc<AtomicBool>,
-        handle: Option<JoinHandle<()>>,
+        handle: Option<ProgressThread>,
     },
 }
 
@@ -48,7 +44,7 @@ pub struct OfiTransport {
     held: Vec<Completion>,
 }
 
-fn lock(shared: &Shared) -> MutexGuard<'_, Endpoint> {
+pub(crate) fn lock(shared: &Shared) -> MutexGuard<'_, Endpoint> {
     // A panic on the progress thread leaves consistent queues behind.
     shared.0.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -72,16 +68,11 @@ impl OfiTransport {
             )));
         };
         let shared: Shared = Arc::new((Mutex::new(ep), Condvar::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (s, f) = (Arc::clone(&shared), Arc::clone(&stop));
-        let handle = std::thread::Builder::new()
-            .name(format!("ovbench-ofi-progress-{rank}"))
-            .spawn(move || run(&s, fd, &f))
+        let handle = progress::spawn(Arc::clone(&shared), fd, rank)
             .map_err(|e| TransportError::io("starting the libfabric progress thread", e))?;
         Ok(OfiTransport {
             mode: Mode::Thread {
                 shared,
-                stop,
                 handle: Some(handle),
             },
             held: Vec::new(),
@@ -110,38 +101,6 @@ impl OfiTransport {
     /// How writes become visible at the target with this provider.
     pub fn write_visibility(&self) -> &'static str {
         self.with(|e| e.write_visibility())
-    }
-}
-
-/// The progress thread: read the CQ whenever the provider may have work,
-/// sleep on its fd otherwise.
-fn run(shared: &Shared, fd: RawFd, stop: &AtomicBool) {
-    while !stop.load(Ordering::Acquire) {
-        let sleep = {
-            let mut ep = lock(shared);
-            if let Err(e) = ep.progress(None) {
-                eprintln!("ovbench: libfabric progress thread stops: {e}");
-                return;
-            }
-            // Only a blocked rank needs the futex wake-up; one that polls
-            // finds the completions itself.
-            if ep.waiters > 0 && ep.has_pending() {
-                shared.1.notify_all();
-            }
-            let sleep = ep.may_sleep();
-            if sleep {
-                ep.watch_soon();
-            }
-            sleep
-        };
-        if sleep {
-            if let Err(e) = sleep_on(fd, WAKE) {
-                eprintln!("ovbench: libfabric progress thread stops: {e}");
-                return;
-            }
-        } else {
-            std::thread::yield_now();
-        }
     }
 }
 
@@ -342,12 +301,11 @@ impl Tagged for OfiTransport {
 
 impl Drop for OfiTransport {
     fn drop(&mut self) {
-        if let Mode::Thread { stop, handle, .. } = &mut self.mode {
-            stop.store(true, Ordering::Release);
+        // Stopped before the endpoint goes, so it is destroyed here; there
+        // is no CQ signal, so the thread notices within its sleep.
+        if let Mode::Thread { handle, .. } = &mut self.mode {
             if let Some(h) = handle.take() {
-                if h.join().is_err() {
-                    eprintln!("ovbench: the libfabric progress thread panicked");
-                }
+                h.stop(|| {});
             }
         }
     }

@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 pub(crate) use crate::hash::HashMap;
 use crate::idmap::IdMap;
 use crate::recv::Posted;
-pub(crate) use crate::state::{Outcome, Proto, Req};
+pub(crate) use crate::state::{Outcome, Proto, Reg, Req};
 
 use crate::wire::{self, Header, Kind};
 use crate::{
@@ -706,6 +706,35 @@ impl Engine {
                     len: r.len,
                 });
             }
+        }
+    }
+
+    /// A rendezvous whose peer did the RDMA ends at the peer's FIN: its
+    /// transfer ends, its registration goes (unless cached), it is done.
+    pub(crate) fn end_at_fin(
+        &mut self,
+        now: u64,
+        req: u64,
+        xfer: u64,
+        len: usize,
+        mr: Option<Reg>,
+    ) {
+        self.event(EventKind::XferEnd, xfer, len, now);
+        if let Some((mr, _, false)) = mr {
+            self.dereg(mr);
+        }
+        self.finish(req);
+    }
+
+    /// Forget `req` if the user retired it while its RDMA was in flight:
+    /// that completion was its last use, and nobody will take it.
+    pub(crate) fn drop_if_retired(&mut self, req: u64) {
+        if self
+            .reqs
+            .get(&req)
+            .is_some_and(|r| r.outcome == Outcome::Retired)
+        {
+            self.reqs.remove(&req);
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The receiver's side: matching (expected and unexpected queues, MPI's
 //! non-overtaking order, wildcards) and the receive half of each protocol.
 
-use crate::engine::{CtxUse, Engine, In, Outcome, Proto, Req, Token, Unexp};
+use crate::engine::{CtxUse, Engine, In, Proto, Req, Token, Unexp};
 use crate::send::gone;
 use crate::state::{Eager, Pipelined, Raw, RdmaRead, RdmaWrite, ReadStage, WriteStage};
 use crate::wire::{Fixed, Header, Kind, FLAG_INTERNAL, FLAG_READY, FLAG_SYNC};
@@ -493,11 +493,7 @@ impl Engine {
             Proto::RdmaWrite(s) if pending && s.stage == WriteStage::WaitFin => {
                 let (xfer, mr) = (s.xfer, s.mr.take());
                 self.incoming.remove(&(peer, h.seq));
-                self.event(EventKind::XferEnd, xfer, len, now);
-                if let Some((mr, _, false)) = mr {
-                    self.dereg(mr);
-                }
-                self.finish(id);
+                self.end_at_fin(now, id, xfer, len, mr);
             }
             Proto::Pipelined(_) if pending => {
                 let Some((xfer, mr, n)) = self.frags.remove(&(id, h.offset as usize)) else {
@@ -551,13 +547,7 @@ impl Engine {
             self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
         }
         self.finish(req);
-        if self
-            .reqs
-            .get(&req)
-            .is_some_and(|r| r.outcome == Outcome::Retired)
-        {
-            self.reqs.remove(&req);
-        }
+        self.drop_if_retired(req);
         Ok(())
     }
 }

@@ -1,6 +1,6 @@
 //! The sender's side of every protocol, and the registration dispatch.
 
-use crate::engine::{CtxUse, Engine, Outcome, Proto, Token, Wire, QUIET_CTX};
+use crate::engine::{CtxUse, Engine, Proto, Token, Wire, QUIET_CTX};
 use crate::state::{ReadStage, WriteStage};
 use crate::wire::{self, Header, Kind, FLAG_INTERNAL, FLAG_READY, FLAG_SYNC};
 use crate::{
@@ -382,35 +382,29 @@ impl Engine {
             r.send,
         );
         let reg = Some((mr, key.clone(), cached));
-        match (send, &mut r.proto) {
+        // The side that does no RDMA hands its key over in a control
+        // packet (its transfer runs from that post to the FIN); the other
+        // side starts the RDMA.
+        let next = match (send, &mut r.proto) {
             (true, Proto::RdmaRead(s)) => {
                 (s.mr, s.xfer, s.stage) = (reg, xfer, ReadStage::WaitFin);
                 let mut h = Header::ctrl(Kind::RtsRead, seq, tag, len as u64);
-                h.flags = s.flags;
-                h.key = Some(key);
-                // The sender does no RDMA: RTS post → FIN discovery.
-                self.event(EventKind::XferBegin, xfer, len, now);
-                self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
+                (h.flags, h.key) = (s.flags, Some(key));
+                Next::Ctrl(h)
             }
             (true, Proto::RdmaWrite(s)) => {
                 (s.mr, s.xfer, s.stage) = (reg, xfer, WriteStage::Writing);
-                let pk = s.peer_key.take().ok_or_else(|| gone(req))?;
-                self.event(EventKind::XferBegin, xfer, len, now);
-                self.post_write(peer, slice, mr, pk, req, xfer, 0, cached);
+                Next::Write(s.peer_key.take().ok_or_else(|| gone(req))?)
             }
             (false, Proto::RdmaWrite(s)) => {
                 (s.mr, s.xfer, s.stage) = (reg, xfer, WriteStage::WaitFin);
                 let mut h = Header::ctrl(Kind::Cts, seq, tag, len as u64);
                 h.key = Some(key);
-                // The receiver does no RDMA: CTS post → FIN discovery.
-                self.event(EventKind::XferBegin, xfer, len, now);
-                self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
+                Next::Ctrl(h)
             }
             (false, Proto::RdmaRead(s)) => {
                 (s.mr, s.xfer, s.stage) = (reg, xfer, ReadStage::Reading);
-                let pk = s.peer_key.take().ok_or_else(|| gone(req))?;
-                self.event(EventKind::XferBegin, xfer, len, now);
-                self.post_read(peer, slice, mr, pk, 0, req, xfer);
+                Next::Read(s.peer_key.take().ok_or_else(|| gone(req))?)
             }
             (s, _) => {
                 return Err(ProtoError::Invalid(format!(
@@ -419,6 +413,14 @@ impl Engine {
                     r.wire()
                 )))
             }
+        };
+        self.event(EventKind::XferBegin, xfer, len, now);
+        match next {
+            Next::Ctrl(h) => {
+                self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
+            }
+            Next::Write(pk) => self.post_write(peer, slice, mr, pk, req, xfer, 0, cached),
+            Next::Read(pk) => self.post_read(peer, slice, mr, pk, 0, req, xfer),
         }
         Ok(())
     }
@@ -459,14 +461,7 @@ impl Engine {
             }
             _ => self.finish(req),
         }
-        if self
-            .reqs
-            .get(&req)
-            .is_some_and(|r| r.outcome == Outcome::Retired)
-        {
-            // Retired by the user while the write was in flight.
-            self.reqs.remove(&req);
-        }
+        self.drop_if_retired(req);
         Ok(())
     }
 
@@ -549,11 +544,7 @@ impl Engine {
         }
         let (xfer, mr) = (s.xfer, s.mr.take());
         self.outgoing.remove(&(peer, h.seq));
-        self.event(EventKind::XferEnd, xfer, len, now);
-        if let Some((mr, _, false)) = mr {
-            self.dereg(mr);
-        }
-        self.finish(id);
+        self.end_at_fin(now, id, xfer, len, mr);
         Ok(())
     }
 
@@ -658,4 +649,14 @@ pub(crate) fn flags(mode: Mode, space: Space) -> u8 {
         f |= FLAG_INTERNAL;
     }
     f
+}
+
+/// What a rendezvous side posts once its buffer is registered.
+enum Next {
+    /// A control packet that carries its key (RTS-read or CTS).
+    Ctrl(Header),
+    /// A write to the peer's key.
+    Write(Key),
+    /// A read from the peer's key.
+    Read(Key),
 }

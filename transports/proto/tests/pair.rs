@@ -80,11 +80,7 @@ fn protocols_use_the_operations_they_should() {
 
 #[test]
 fn auto_prefers_read_where_rma_is_offloaded() {
-    let mut s = Sim::with(2, |r| {
-        let mut c = util::config(r, 2, Protocol::Auto);
-        c.prefer_read = true;
-        c
-    });
+    let mut s = Sim::tuned(Protocol::Auto, |c| c.prefer_read = true);
     let src = s.alloc(0, 5000, pattern(1));
     let dst = s.alloc(1, 5000, |_| 0);
     let rr = s.irecv(1, dst, Some(0), None);
@@ -98,9 +94,7 @@ fn auto_prefers_read_where_rma_is_offloaded() {
 
 #[test]
 fn cts_before_the_rts_send_completes() {
-    let mut s = Sim::new(2, Protocol::RdmaWrite);
-    let src = s.alloc(0, 4000, pattern(2));
-    let dst = s.alloc(1, 4000, |_| 0);
+    let (mut s, src, dst) = Sim::pair(Protocol::RdmaWrite, 4000, 2);
     let rr = s.irecv(1, dst, Some(0), Some(1));
     let sr = s.isend(0, src, 1, 1, Mode::Standard);
     // Hold the sender's completions: the CTS arrives first.
@@ -116,9 +110,7 @@ fn cts_before_the_rts_send_completes() {
 #[test]
 fn fin_never_overtakes_the_data() {
     for proto in [Protocol::RdmaWrite, Protocol::Pipelined] {
-        let mut s = Sim::new(2, proto);
-        let src = s.alloc(0, 20_000, pattern(3));
-        let dst = s.alloc(1, 20_000, |_| 0);
+        let (mut s, src, dst) = Sim::pair(proto, 20_000, 3);
         let rr = s.irecv(1, dst, Some(0), Some(1));
         let sr = s.isend(0, src, 1, 1, Mode::Standard);
         // The emulated path serves writes late: hold every placement.
@@ -141,9 +133,7 @@ fn fin_never_overtakes_the_data() {
 
 #[test]
 fn a_fin_before_its_cts_is_rejected() {
-    let mut s = Sim::new(2, Protocol::RdmaWrite);
-    let src = s.alloc(0, 4000, pattern(2));
-    let dst = s.alloc(1, 4000, |_| 0);
+    let (mut s, src, dst) = Sim::pair(Protocol::RdmaWrite, 4000, 2);
     let _rr = s.irecv(1, dst, Some(0), Some(1));
     let _sr = s.isend(0, src, 1, 1, Mode::Standard);
     // Deliver the RTS but hold the registration's CTS; forge a FIN.
@@ -160,9 +150,7 @@ fn a_fin_before_its_cts_is_rejected() {
 
 #[test]
 fn unexpected_eager_train_completed_after_match() {
-    let mut s = Sim::new(2, Protocol::Eager);
-    let src = s.alloc(0, 5000, pattern(4));
-    let dst = s.alloc(1, 5000, |_| 0);
+    let (mut s, src, dst) = Sim::pair(Protocol::Eager, 5000, 4);
     let sr = s.isend(0, src, 1, 9, Mode::Standard);
     // Deliver only the first two packets, then post the receive.
     for _ in 0..2 {
@@ -246,9 +234,7 @@ fn wildcards_match_in_arrival_order() {
 
 #[test]
 fn synchronous_send_waits_for_the_match() {
-    let mut s = Sim::new(2, Protocol::Eager);
-    let src = s.alloc(0, 8, pattern(5));
-    let dst = s.alloc(1, 8, |_| 0);
+    let (mut s, src, dst) = Sim::pair(Protocol::Eager, 8, 5);
     let sr = s.isend(0, src, 1, 0, Mode::Synchronous);
     s.run().unwrap();
     assert!(
@@ -333,19 +319,11 @@ fn internal_messages_never_match_user_receives() {
 #[test]
 fn registration_cache_on_and_off() {
     for (cache, want) in [(true, 2), (false, 10)] {
-        let mut s = Sim::with(2, |r| {
-            let mut c = util::config(r, 2, Protocol::RdmaWrite);
-            c.reg_cache = cache;
-            c
-        });
+        let mut s = Sim::tuned(Protocol::RdmaWrite, |c| c.reg_cache = cache);
         let src = s.alloc(0, 4000, pattern(6));
         let dst = s.alloc(1, 4000, |_| 0);
         for _ in 0..5 {
-            let rr = s.irecv(1, dst, Some(0), Some(0));
-            let sr = s.isend(0, src, 1, 0, Mode::Standard);
-            s.run().unwrap();
-            s.done(0, sr);
-            s.done(1, rr);
+            s.exchange(src, dst, 0, Mode::Standard);
         }
         let regs: u64 = s.nodes.iter().map(|n| n.eng.counts().registrations).sum();
         assert_eq!(regs, want, "cache {cache}");
@@ -362,15 +340,9 @@ fn registration_cache_on_and_off() {
 #[test]
 fn raw_operations_move_the_data() {
     for op in [RawOp::Send, RawOp::Write, RawOp::Read] {
-        let mut s = Sim::new(2, Protocol::Raw(op));
-        let src = s.alloc(0, 500, pattern(8));
-        let dst = s.alloc(1, 500, |_| 0);
+        let (mut s, src, dst) = Sim::pair(Protocol::Raw(op), 500, 8);
         for it in 0..300 {
-            let rr = s.irecv(1, dst, Some(0), Some(1));
-            let sr = s.isend(0, src, 1, 1, Mode::Standard);
-            s.run().unwrap();
-            s.done(0, sr);
-            s.done(1, rr);
+            s.exchange(src, dst, 1, Mode::Standard);
             assert_eq!(s.bytes(1, dst), s.bytes(0, src), "{op:?} iteration {it}");
         }
         let c = s.nodes[0].eng.counts();
@@ -441,9 +413,7 @@ fn xfer_events_follow_the_paper() {
 
 #[test]
 fn bad_messages_are_errors_naming_the_peer() {
-    let mut s = Sim::new(2, Protocol::RdmaWrite);
-    let src = s.alloc(0, 4000, pattern(2));
-    let dst = s.alloc(1, 4000, |_| 0);
+    let (mut s, src, dst) = Sim::pair(Protocol::RdmaWrite, 4000, 2);
     let _ = s.irecv(1, dst, Some(0), Some(1));
     let _ = s.isend(0, src, 1, 1, Mode::Standard);
     let Some(Ev::Msg { bytes: rts, .. }) = s.queue.pop_front() else {
@@ -512,11 +482,7 @@ fn random_bytes_never_panic() {
 
 #[test]
 fn transfers_begun_while_off_never_end_in_the_record() {
-    let mut s = Sim::with(2, |r| {
-        let mut c = util::config(r, 2, Protocol::Eager);
-        c.instrument = false;
-        c
-    });
+    let mut s = Sim::tuned(Protocol::Eager, |c| c.instrument = false);
     let src = s.alloc(0, 100, pattern(1));
     let dst = s.alloc(1, 100, |_| 0);
     let rr = s.irecv(1, dst, Some(0), Some(0));
@@ -538,16 +504,10 @@ fn control_messages_never_match_user_receives() {
     // Rank 0's rendezvous send gets a CTS while rank 0 has no receive
     // posted; its later wildcard receive must get rank 1's data, not the CTS.
     for proto in [Protocol::RdmaWrite, Protocol::RdmaRead, Protocol::Pipelined] {
-        let mut s = Sim::new(2, proto);
-        let a = s.alloc(0, 9000, pattern(1));
-        let b = s.alloc(1, 9000, |_| 0);
+        let (mut s, a, b) = Sim::pair(proto, 9000, 1);
         let back = s.alloc(1, 40, pattern(2));
         let got = s.alloc(0, 9000, |_| 0);
-        let rr = s.irecv(1, b, Some(0), Some(1));
-        let sr = s.isend(0, a, 1, 1, Mode::Standard);
-        s.run().unwrap();
-        s.done(0, sr);
-        s.done(1, rr);
+        s.exchange(a, b, 1, Mode::Standard);
         let r0 = s.irecv(0, got, None, None);
         s.run().unwrap();
         assert!(
@@ -676,14 +636,8 @@ fn forged_control_messages_in_every_state_never_panic() {
 fn ready_mode_applies_to_rendezvous_requests_too() {
     for proto in [Protocol::RdmaWrite, Protocol::RdmaRead, Protocol::Pipelined] {
         // Posted in time: fine.
-        let mut s = Sim::new(2, proto);
-        let a = s.alloc(0, 9000, pattern(1));
-        let b = s.alloc(1, 9000, |_| 0);
-        let rr = s.irecv(1, b, Some(0), Some(1));
-        let sr = s.isend(0, a, 1, 1, Mode::Ready);
-        s.run().unwrap();
-        s.done(0, sr);
-        s.done(1, rr);
+        let (mut s, a, b) = Sim::pair(proto, 9000, 1);
+        s.exchange(a, b, 1, Mode::Ready);
         // Not posted: the receiver names the sender.
         let _ = s.isend(0, a, 1, 2, Mode::Ready);
         let e = s.run().unwrap_err();
@@ -706,9 +660,7 @@ fn a_posted_receive_is_in_flight_and_not_done_until_matched() {
     // A posted receive has no request state until a message matches it
     // (an eager one that lands whole never gets any): the bookkeeping
     // must still see it.
-    let mut s = Sim::new(2, Protocol::Eager);
-    let src = s.alloc(0, 8, pattern(1));
-    let dst = s.alloc(1, 8, |_| 0);
+    let (mut s, src, dst) = Sim::pair(Protocol::Eager, 8, 1);
     let rr = s.irecv(1, dst, None, None);
     let eng = &s.nodes[1].eng;
     assert_eq!(eng.in_flight(), 1);

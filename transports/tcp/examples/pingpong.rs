@@ -6,9 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use ovbench_conformance::connect_all;
-use ovbench_core::{Completion, Progress, Rank, Transport};
-use ovbench_tcp::{TcpOptions, TcpTransport};
+use ovbench_core::{Completion, Rank, Transport};
+
+mod common;
 
 const WARMUP: usize = 1000;
 
@@ -64,22 +64,8 @@ fn rank_loop(mut t: Box<dyn Transport>, iters: usize) -> Vec<f64> {
 fn main() {
     let mut args = std::env::args().skip(1);
     let iters: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(20_000);
-    let progress: Progress = args
-        .next()
-        .map(|s| s.parse().expect("poll or thread"))
-        .unwrap_or_default();
-    let opts = TcpOptions {
-        progress,
-        ..TcpOptions::default()
-    };
-    let mut ts: Vec<Box<dyn Transport>> = (0..2)
-        .map(|r| {
-            Box::new(TcpTransport::new(r, 2, opts.clone()).expect("listen")) as Box<dyn Transport>
-        })
-        .collect();
-    connect_all(&mut ts).expect("connect");
-    let t1 = ts.pop().expect("two");
-    let t0 = ts.pop().expect("two");
+    let progress = common::progress_arg(&mut args);
+    let (t0, t1) = common::connected_pair(progress);
     let h = std::thread::spawn(move || rank_loop(t1, iters));
     let mut rtts = rank_loop(t0, iters);
     h.join().expect("rank 1");

@@ -7,10 +7,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ovbench_conformance::connect_all;
-use ovbench_core::Rma;
-use ovbench_core::{Completion, LocalSlice, Progress, Transport};
-use ovbench_tcp::{TcpOptions, TcpTransport};
+use ovbench_core::{Completion, LocalSlice, Rma};
+
+mod common;
 
 const WINDOW: usize = 16;
 
@@ -23,31 +22,16 @@ fn main() {
     };
     let size: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(1 << 20);
     let count: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(2000);
-    let progress: Progress = args
-        .next()
-        .map(|s| s.parse().expect("poll or thread"))
-        .unwrap_or_default();
-    let opts = TcpOptions {
-        progress,
-        ..TcpOptions::default()
-    };
-    let mut ts: Vec<Box<dyn Transport>> = (0..2)
-        .map(|r| {
-            Box::new(TcpTransport::new(r, 2, opts.clone()).expect("listen")) as Box<dyn Transport>
-        })
-        .collect();
-    connect_all(&mut ts).expect("connect");
-    let dst = ts[1].alloc(size).expect("alloc");
-    let key = ts[1]
+    let progress = common::progress_arg(&mut args);
+    let (mut t0, mut target) = common::connected_pair(progress);
+    let dst = target.alloc(size).expect("alloc");
+    let key = target
         .register(LocalSlice::new(dst, 0, size))
         .expect("register")
         .key;
-    let src = ts[0].alloc(size).expect("alloc");
+    let src = t0.alloc(size).expect("alloc");
     let ls = LocalSlice::new(src, 0, size);
-    let smr_reg = ts[0].register(ls).expect("register");
-    let smr = smr_reg.mr;
-    let mut target = ts.pop().expect("two");
-    let mut t0 = ts.pop().expect("two");
+    let smr = t0.register(ls).expect("register").mr;
     let stop = AtomicBool::new(false);
     let secs = std::thread::scope(|s| {
         let stop = &stop;

@@ -7,10 +7,10 @@ use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
+use ovbench_core::fabric::progress_thread::ProgressThread;
 use ovbench_core::{
     Arrivals, Caps, Completion, CompletionStamps, Ctx, Idle, LocalSlice, MrHandle, OpKind, Posted,
     Progress, Rank, RegionId, Registered, RemoteKey, Rma, RmaKind, RmaProgress, Transport,
@@ -54,7 +54,7 @@ const SHUTDOWN_BUDGET: Duration = Duration::from_millis(500);
 
 /// The progress thread and the sockets that talk to it.
 struct Worker {
-    handle: JoinHandle<()>,
+    handle: ProgressThread,
     wake: UnixStream,
     notify: UnixStream,
 }
@@ -139,7 +139,6 @@ impl TcpTransport {
             address,
             shared: Arc::new(Shared {
                 engine: Mutex::new(engine),
-                stop: AtomicBool::new(false),
                 notified: AtomicBool::new(false),
             }),
             epoll,
@@ -475,9 +474,9 @@ impl TcpTransport {
 impl Drop for TcpTransport {
     fn drop(&mut self) {
         if let Some(w) = self.worker.take() {
-            self.shared.stop.store(true, Ordering::Release);
-            let _ = (&w.wake).write(&[1]);
-            let _ = w.handle.join();
+            w.handle.stop(|| {
+                let _ = (&w.wake).write(&[1]);
+            });
         }
         self.shared.lock().shutdown(SHUTDOWN_BUDGET);
     }

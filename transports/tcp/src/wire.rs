@@ -5,6 +5,9 @@
 //! magic, the kind, the reserved bytes and the length caps, and the
 //! engine checks keys and ranges before touching memory.
 
+use ovbench_core::fabric::check_word::{self, CheckWord};
+use ovbench_core::MrHandle;
+
 /// Bytes in a frame header.
 pub const HDR_LEN: usize = 44;
 /// First bytes of every frame ("OVTC").
@@ -12,8 +15,6 @@ pub const MAGIC: u32 = 0x4354_564f;
 /// Largest one-sided transfer accepted from the wire (caps what a bad
 /// frame can make the engine read and discard).
 pub const MAX_RMA_LEN: u64 = 1 << 36;
-/// Bytes in the TCP key blob: registration id (4) and check word (8).
-pub const KEY_BLOB_LEN: usize = 12;
 
 /// What a frame is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,22 +161,15 @@ impl Header {
     }
 }
 
-/// The TCP key blob: registration id and check word.
+/// The TCP key blob: registration id and check word (the core kit's
+/// check-word blob).
 pub fn key_blob(reg: u32, check: u64) -> Vec<u8> {
-    let mut v = Vec::with_capacity(KEY_BLOB_LEN);
-    v.extend_from_slice(&reg.to_le_bytes());
-    v.extend_from_slice(&check.to_le_bytes());
-    v
+    check_word::check_blob(MrHandle(reg), CheckWord(check))
 }
 
 /// Parse a key blob; `None` when its length is wrong.
 pub fn parse_key_blob(blob: &[u8]) -> Option<(u32, u64)> {
-    if blob.len() != KEY_BLOB_LEN {
-        return None;
-    }
-    let reg = u32::from_le_bytes(blob[0..4].try_into().ok()?);
-    let check = u64::from_le_bytes(blob[4..12].try_into().ok()?);
-    Some((reg, check))
+    check_word::parse_check_blob(blob).map(|(h, c)| (h.0, c.0))
 }
 
 #[cfg(test)]

@@ -5,16 +5,9 @@
 //! reachable through bindgen's `wrap_static_fns` shims under their own
 //! names. The pointer-status macros `UCS_PTR_IS_ERR`/`UCS_PTR_STATUS` are
 //! not C functions; [`ptr_is_err`] and [`ptr_status`] reimplement them.
-#![allow(
-    non_upper_case_globals,
-    non_camel_case_types,
-    non_snake_case,
-    dead_code,
-    clippy::all,
-    clippy::undocumented_unsafe_blocks,
-    missing_docs
-)]
 
+// The lint allowances for the generated names come with the file
+// (ovbench-sys-build).
 include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 
 /// `UCS_PTR_IS_ERR(ptr)`: a request pointer that encodes an error status

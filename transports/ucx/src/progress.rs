@@ -1,22 +1,17 @@
-//! `--progress thread`: a thread that sleeps on the worker's event fd
-//! (never spinning) and drives `ucp_worker_progress` when it wakes, so
-//! active messages and target-side RMA are served while the rank computes.
+//! `--progress thread`: the core kit's progress thread, sleeping on the
+//! worker's event fd (never spinning) and driving `ucp_worker_progress`
+//! when it wakes, so active messages and target-side RMA are served while
+//! the rank computes.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::time::Duration;
 
+use ovbench_core::fabric::progress_thread::{self, Driver, Round};
 use ovbench_core::TransportError;
 
 use crate::ffi::worker::{ThreadWorker, Worker};
 
-/// How long the thread sleeps between checks of its stop flag.
-const WAKE_MS: libc::c_int = 100;
-
-pub(crate) struct ProgressThread {
-    stop: Arc<AtomicBool>,
-    handle: JoinHandle<()>,
-}
+/// The running thread; [`stop`](Self::stop) it before the worker goes.
+pub(crate) struct ProgressThread(progress_thread::ProgressThread);
 
 impl ProgressThread {
     /// Start the thread on `worker` (made for a progress thread).
@@ -24,37 +19,36 @@ impl ProgressThread {
         let w = worker.thread_handle().ok_or_else(|| {
             TransportError::Invalid("a progress thread needs a worker in multi-thread mode".into())
         })?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let handle = std::thread::Builder::new()
-            .name("ovbench-ucx-progress".into())
-            .spawn(move || run(&w, &flag))
-            .map_err(|e| TransportError::io("starting the UCX progress thread", e))?;
-        Ok(ProgressThread { stop, handle })
+        progress_thread::ProgressThread::spawn("ovbench-ucx-progress".into(), UcxDriver(w))
+            .map(ProgressThread)
+            .map_err(|e| TransportError::io("starting the UCX progress thread", e))
     }
 
-    /// Stop and join the thread (before the worker is destroyed).
+    /// Stop and join the thread (before the worker is destroyed); the
+    /// worker's signal wakes it from its fd at once.
     pub fn stop(self, worker: &Worker) {
-        self.stop.store(true, Ordering::Release);
-        worker.signal();
-        if self.handle.join().is_err() {
-            eprintln!("ovbench: the UCX progress thread panicked during shutdown");
-        }
+        self.0.stop(|| worker.signal());
     }
 }
 
-fn run(worker: &ThreadWorker, stop: &AtomicBool) {
-    while !stop.load(Ordering::Acquire) {
-        while worker.progress() {}
-        match worker.arm() {
-            Ok(false) => continue,
-            Ok(true) => {}
-            Err(e) => {
-                eprintln!("ovbench: UCX progress thread stops: {e}");
-                return;
-            }
+struct UcxDriver(ThreadWorker);
+
+impl Driver for UcxDriver {
+    fn serve(&mut self) -> Result<Round, String> {
+        while self.0.progress() {}
+        // Arming fails (false) when events arrived since the last
+        // progress: drive again rather than sleep past them.
+        match self.0.arm() {
+            Ok(true) => Ok(Round::Idle),
+            Ok(false) => Ok(Round::Again),
+            Err(e) => Err(e.to_string()),
         }
-        // A failed poll (EINTR) just loops.
-        let _ = worker.wait(WAKE_MS);
+    }
+
+    fn sleep(&mut self, max: Duration) -> Result<(), String> {
+        let ms = max.as_millis().min(libc::c_int::MAX as u128) as libc::c_int;
+        // A failed poll (EINTR) just serves again.
+        let _ = self.0.wait(ms);
+        Ok(())
     }
 }

@@ -8,10 +8,8 @@
 //! family, `ibv_start_poll`, …) are reached through C shims that bindgen's
 //! `wrap_static_fns` generates and `cc` compiles; they keep their names.
 
-#![allow(non_upper_case_globals, non_camel_case_types, non_snake_case)]
-#![allow(clippy::all, clippy::undocumented_unsafe_blocks)]
-#![allow(rustdoc::all, unsafe_op_in_unsafe_fn)]
-
+// The lint allowances for the generated names come with the file
+// (ovbench-sys-build).
 include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 
 /// The libibverbs version this crate was generated against (pkg-config).

@@ -8,24 +8,11 @@ use std::sync::Arc;
 use ovbench_verbs_sys as sys;
 
 use crate::context::ContextInner;
+use crate::owned::Owned;
 use crate::{Context, VerbsError};
 
-pub(crate) struct ChannelInner {
-    pub(crate) raw: *mut sys::ibv_comp_channel,
-    _ctx: Arc<ContextInner>,
-}
-
-// SAFETY: the channel is a kernel fd wrapped by libibverbs; its calls are thread-safe.
-unsafe impl Send for ChannelInner {}
-// SAFETY: as above.
-unsafe impl Sync for ChannelInner {}
-
-impl Drop for ChannelInner {
-    fn drop(&mut self) {
-        // SAFETY: raw is owned; CQs attached to it hold an Arc to this, so none is left.
-        unsafe { sys::ibv_destroy_comp_channel(self.raw) };
-    }
-}
+/// The channel, kept with its device (CQs attached to it hold an Arc).
+pub(crate) type ChannelInner = Owned<sys::ibv_comp_channel, Arc<ContextInner>>;
 
 /// A completion channel in non-blocking mode.
 #[derive(Clone)]
@@ -44,11 +31,11 @@ impl CompChannel {
                 io::Error::last_os_error(),
             ));
         }
+        // SAFETY: a fresh channel, destroyed only by this owner; the channel
+        // is a kernel fd wrapped by libibverbs, its calls thread-safe.
+        let inner = unsafe { Owned::new(raw, sys::ibv_destroy_comp_channel, ctx.inner.clone()) };
         let ch = CompChannel {
-            inner: Arc::new(ChannelInner {
-                raw,
-                _ctx: ctx.inner.clone(),
-            }),
+            inner: Arc::new(inner),
         };
         let fd = ch.fd();
         // SAFETY: fd is the channel's open descriptor; F_GETFL/F_SETFL only change its flags.

@@ -7,22 +7,17 @@ use std::sync::Arc;
 
 use ovbench_verbs_sys as sys;
 
+use crate::owned::Owned;
 use crate::{CompChannel, ProtectionDomain, VerbsError};
 
-pub(crate) struct ContextInner {
-    pub(crate) raw: *mut sys::ibv_context,
-    pub(crate) name: String,
-}
+/// The opened device, kept with its name (for messages); every child
+/// holds an Arc to it.
+pub(crate) type ContextInner = Owned<sys::ibv_context, String>;
 
-// SAFETY: libibverbs contexts are thread-safe (the library locks internally).
-unsafe impl Send for ContextInner {}
-// SAFETY: as above.
-unsafe impl Sync for ContextInner {}
-
-impl Drop for ContextInner {
-    fn drop(&mut self) {
-        // SAFETY: raw is owned; every child holds an Arc to this, so none is left.
-        unsafe { sys::ibv_close_device(self.raw) };
+impl ContextInner {
+    /// The device name.
+    pub(crate) fn name(&self) -> &str {
+        &self.with
     }
 }
 
@@ -65,18 +60,21 @@ impl Context {
     /// # Safety
     /// `raw` must be an open context that nobody else will close.
     pub(crate) unsafe fn from_raw(raw: *mut sys::ibv_context, name: String) -> Context {
+        // SAFETY: the caller hands over an open context nobody else
+        // closes; libibverbs contexts are thread-safe (it locks internally).
+        let inner = unsafe { Owned::new(raw, sys::ibv_close_device, name) };
         Context {
-            inner: Arc::new(ContextInner { raw, name }),
+            inner: Arc::new(inner),
         }
     }
 
     /// The device name (`rxe0`).
     pub fn name(&self) -> &str {
-        &self.inner.name
+        self.inner.name()
     }
 
     fn err(&self, call: &'static str, e: io::Error) -> VerbsError {
-        VerbsError::call(call, &self.inner.name, e)
+        VerbsError::call(call, self.inner.name(), e)
     }
 
     /// Query the device (extended attributes where the provider has them).

@@ -163,7 +163,7 @@ impl CompletionQueue {
     }
 
     fn err(&self, call: &'static str, e: io::Error) -> VerbsError {
-        VerbsError::call(call, &self.inner.ctx.name, e)
+        VerbsError::call(call, self.inner.ctx.name(), e)
     }
 
     /// Append up to `max` completions to `out`; never blocks.

@@ -6,7 +6,8 @@
 //! each holding an `Arc` to its parent so that, say, a memory region cannot
 //! outlive its protection domain; `Drop` frees; posting work is an
 //! `unsafe fn` with its rules in `# Safety`. Unsafe code lives only in
-//! those files (plus [`memory`] and [`timestamp`]).
+//! those files (plus `owned`, the one owner type, [`memory`] and
+//! [`timestamp`]).
 //!
 //! [`VerbsTransport`] implements the ovbench [`ovbench_core::Transport`]
 //! contract on top: one RC queue pair per peer, connected from the address
@@ -32,6 +33,7 @@ pub mod gid;
 pub mod memory;
 mod mr;
 mod options;
+mod owned;
 mod pd;
 mod peer;
 mod progress;

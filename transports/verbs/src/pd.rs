@@ -6,24 +6,11 @@ use std::sync::Arc;
 use ovbench_verbs_sys as sys;
 
 use crate::context::ContextInner;
+use crate::owned::Owned;
 use crate::{Context, MemoryRegion, VerbsError};
 
-pub(crate) struct PdInner {
-    pub(crate) raw: *mut sys::ibv_pd,
-    pub(crate) ctx: Arc<ContextInner>,
-}
-
-// SAFETY: PDs are thread-safe libibverbs objects.
-unsafe impl Send for PdInner {}
-// SAFETY: as above.
-unsafe impl Sync for PdInner {}
-
-impl Drop for PdInner {
-    fn drop(&mut self) {
-        // SAFETY: raw is owned; every MR and QP holds an Arc to this, so none is left.
-        unsafe { sys::ibv_dealloc_pd(self.raw) };
-    }
-}
+/// The PD, kept with its device (every MR and QP holds an Arc to it).
+pub(crate) type PdInner = Owned<sys::ibv_pd, Arc<ContextInner>>;
 
 /// A protection domain.
 #[derive(Clone)]
@@ -51,17 +38,17 @@ impl ProtectionDomain {
                 io::Error::last_os_error(),
             ));
         }
+        // SAFETY: a fresh PD, deallocated only by this owner; PDs are
+        // thread-safe libibverbs objects.
+        let inner = unsafe { Owned::new(raw, sys::ibv_dealloc_pd, ctx.inner.clone()) };
         Ok(ProtectionDomain {
-            inner: Arc::new(PdInner {
-                raw,
-                ctx: ctx.inner.clone(),
-            }),
+            inner: Arc::new(inner),
         })
     }
 
     /// The device name, for messages.
     pub fn device(&self) -> &str {
-        &self.inner.ctx.name
+        self.inner.with.name()
     }
 
     /// Register `len` bytes at `addr`.

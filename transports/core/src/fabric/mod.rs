@@ -1,11 +1,16 @@
-//! Transport-independent run-time pieces shared by the fabric crates
-//! (UCX, libfabric): the sealed-key envelope ([`seal`]), the same-host
-//! peer-process watch ([`peer_watch`]) and the region/registration
-//! tables ([`regions`]). All safe code; what touches raw memory or the
+//! Transport-independent run-time pieces shared by the fabric crates:
+//! the sealed-key envelope ([`seal`]), the same-host peer-process watch
+//! ([`peer_watch`]), the region/registration tables ([`regions`]) with
+//! their safe page-aligned heap block ([`page_block`]) and check-word
+//! remote keys ([`check_word`]), and the progress thread
+//! ([`progress_thread`]). All safe code; what touches raw memory or the
 //! libraries stays in the fabric crate. The test and bench harnesses
 //! (pair, processes, pingpong, comm_cost) live in `ovbench-conformance`.
 
+pub mod check_word;
+pub mod page_block;
 pub mod peer_watch;
+pub mod progress_thread;
 pub mod regions;
 pub mod seal;
 

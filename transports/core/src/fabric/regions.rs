@@ -2,7 +2,9 @@
 //! [`RegionId`] and registrations by [`MrHandle`] (freed slots are reused),
 //! and the range checks every access goes through before a pointer is
 //! formed. The memory itself (allocation, pointers) and the library's
-//! registration handle stay in the fabric crate.
+//! registration handle stay in the fabric crate; an allocation safe code
+//! can read ([`Bytes`], e.g. [`super::page_block::PageBlock`]) gets
+//! checked [`Regions::slice`]/[`Regions::slice_mut`] here too.
 
 use std::alloc::Layout;
 
@@ -27,6 +29,26 @@ pub fn out_of_memory(len: usize) -> TransportError {
     }
 }
 
+/// An allocation whose bytes safe code can reach: the fabrics that own
+/// plain heap memory (TCP, the simulator) rather than raw pointers.
+pub trait Bytes {
+    /// The region's usable bytes.
+    fn bytes(&self) -> &[u8];
+    /// The region's usable bytes, writable.
+    fn bytes_mut(&mut self) -> &mut [u8];
+}
+
+/// A plain vector is its own region (the simulator's: no alignment to
+/// keep, and `vec![0; n]` leaves untouched pages unmapped).
+impl Bytes for Vec<u8> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self
+    }
+}
+
 /// A live registration: the library's handle, the slice it covers and
 /// its sealed key.
 #[derive(Debug)]
@@ -43,25 +65,32 @@ pub struct Mr<H> {
 /// registrations (library handle `H`) of one transport.
 #[derive(Debug)]
 pub struct Regions<A, H> {
-    regions: Vec<Option<(A, usize)>>,
+    // Fields drop in order: a registration handle that releases itself
+    // on drop goes before the memory it covers.
     mrs: Vec<Option<Mr<H>>>,
+    regions: Vec<Option<(A, usize)>>,
 }
 
 impl<A, H> Default for Regions<A, H> {
     fn default() -> Self {
         Regions {
-            regions: Vec::new(),
             mrs: Vec::new(),
+            regions: Vec::new(),
         }
     }
 }
 
-/// Put `v` in the first free slot of `slots`; its index.
-fn put<T>(slots: &mut Vec<Option<T>>, v: T) -> usize {
-    let id = slots.iter().position(Option::is_none).unwrap_or_else(|| {
+/// The first free slot of `slots` (a new one at the end if none).
+fn free_slot<T>(slots: &mut Vec<Option<T>>) -> usize {
+    slots.iter().position(Option::is_none).unwrap_or_else(|| {
         slots.push(None);
         slots.len() - 1
-    });
+    })
+}
+
+/// Put `v` in the first free slot of `slots`; its index.
+fn put<T>(slots: &mut Vec<Option<T>>, v: T) -> usize {
+    let id = free_slot(slots);
     slots[id] = Some(v);
     id
 }
@@ -90,25 +119,47 @@ impl<A, H> Regions<A, H> {
         self.regions
             .get(id.0 as usize)
             .and_then(Option::as_ref)
-            .ok_or_else(|| TransportError::Invalid(format!("region {} does not exist", id.0)))
+            .ok_or_else(|| no_region(id))
     }
 
     /// The allocation holding `s`, after checking `s` lies inside it.
     #[inline]
     pub fn holding(&self, s: LocalSlice) -> Result<&A, TransportError> {
         let (a, len) = self.region(s.region)?;
-        match s.offset.checked_add(s.len) {
-            Some(end) if end <= *len => Ok(a),
-            _ => Err(TransportError::Invalid(format!(
-                "slice {}+{} is outside region {} of {} bytes",
-                s.offset, s.len, s.region.0, len
-            ))),
-        }
+        check_inside(s, *len)?;
+        Ok(a)
+    }
+
+    /// As [`Self::holding`], the allocation writable.
+    #[inline]
+    pub fn holding_mut(&mut self, s: LocalSlice) -> Result<&mut A, TransportError> {
+        let (a, len) = self
+            .regions
+            .get_mut(s.region.0 as usize)
+            .and_then(Option::as_mut)
+            .ok_or_else(|| no_region(s.region))?;
+        check_inside(s, *len)?;
+        Ok(a)
     }
 
     /// Hold a new registration.
     pub fn add_mr(&mut self, mr: Mr<H>) -> MrHandle {
         MrHandle(put(&mut self.mrs, mr) as u32)
+    }
+
+    /// Hold a new registration made from the handle it will get (for keys
+    /// that name their own registration).
+    pub fn add_mr_with(&mut self, make: impl FnOnce(MrHandle) -> Mr<H>) -> MrHandle {
+        let id = free_slot(&mut self.mrs);
+        let h = MrHandle(id as u32);
+        self.mrs[id] = Some(make(h));
+        h
+    }
+
+    /// The key of registration `h`; for a dead handle an empty key, which
+    /// every target refuses (`Transport::remote_key` cannot fail).
+    pub fn remote_key(&self, h: MrHandle) -> RemoteKey {
+        self.mr(h).map(|m| m.key.clone()).unwrap_or_default()
     }
 
     /// The live registration `h`; an error naming it when there is none
@@ -153,6 +204,36 @@ impl<A, H> Regions<A, H> {
     }
 }
 
+impl<A: Bytes, H> Regions<A, H> {
+    /// The bytes of `s`, after checking it lies inside its region.
+    #[inline]
+    pub fn slice(&self, s: LocalSlice) -> Result<&[u8], TransportError> {
+        Ok(&self.holding(s)?.bytes()[s.offset..s.offset + s.len])
+    }
+
+    /// The bytes of `s`, writable, after checking it lies inside its region.
+    #[inline]
+    pub fn slice_mut(&mut self, s: LocalSlice) -> Result<&mut [u8], TransportError> {
+        Ok(&mut self.holding_mut(s)?.bytes_mut()[s.offset..s.offset + s.len])
+    }
+}
+
+fn no_region(id: RegionId) -> TransportError {
+    TransportError::Invalid(format!("region {} does not exist", id.0))
+}
+
+/// `s` lies inside a region of `len` bytes (no overflow).
+#[inline]
+fn check_inside(s: LocalSlice, len: usize) -> Result<(), TransportError> {
+    match s.offset.checked_add(s.len) {
+        Some(end) if end <= len => Ok(()),
+        _ => Err(TransportError::Invalid(format!(
+            "slice {}+{} is outside region {} of {} bytes",
+            s.offset, s.len, s.region.0, len
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,6 +274,64 @@ mod tests {
             key: key(),
         });
         assert_eq!(t.take_all_mrs().map(|m| m.handle).collect::<Vec<_>>(), [8]);
+    }
+
+    #[test]
+    fn slices_of_byte_regions_are_checked() {
+        let mut t: Regions<Vec<u8>, ()> = Regions::default();
+        let r = t.add(vec![0; 8], 8);
+        t.slice_mut(LocalSlice::new(r, 6, 2))
+            .unwrap()
+            .copy_from_slice(&[1, 2]);
+        assert_eq!(t.slice(LocalSlice::new(r, 5, 3)).unwrap(), &[0, 1, 2]);
+        assert!(t.slice(LocalSlice::new(r, 7, 2)).is_err());
+        assert!(t.slice_mut(LocalSlice::new(r, usize::MAX, 2)).is_err());
+        assert!(t.slice(LocalSlice::new(RegionId(9), 0, 0)).is_err());
+    }
+
+    #[test]
+    fn keys_may_name_their_own_handle() {
+        let mut t: Regions<(), ()> = Regions::default();
+        let r = t.add((), 4);
+        let mk = |h: MrHandle| Mr {
+            handle: (),
+            slice: LocalSlice::new(r, 0, 4),
+            key: RemoteKey {
+                addr: 0,
+                len: 4,
+                blob: h.0.to_le_bytes().to_vec(),
+            },
+        };
+        let a = t.add_mr_with(mk);
+        let b = t.add_mr_with(mk);
+        assert_eq!(t.remote_key(b).blob, 1u32.to_le_bytes());
+        t.take_mr(a).unwrap();
+        assert_eq!(t.add_mr_with(mk), a, "the freed slot is reused");
+        assert_eq!(t.remote_key(a).blob, 0u32.to_le_bytes());
+        t.take_mr(b).unwrap();
+        assert_eq!(t.remote_key(b), RemoteKey::default());
+    }
+
+    #[test]
+    fn registrations_drop_before_their_memory() {
+        use std::cell::RefCell;
+        use std::rc::Rc;
+        struct Noisy(&'static str, Rc<RefCell<Vec<&'static str>>>);
+        impl Drop for Noisy {
+            fn drop(&mut self) {
+                self.1.borrow_mut().push(self.0);
+            }
+        }
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let mut t: Regions<Noisy, Noisy> = Regions::default();
+        let r = t.add(Noisy("region", log.clone()), 1);
+        t.add_mr(Mr {
+            handle: Noisy("mr", log.clone()),
+            slice: LocalSlice::new(r, 0, 1),
+            key: key(),
+        });
+        drop(t);
+        assert_eq!(*log.borrow(), ["mr", "region"]);
     }
 
     #[test]

@@ -81,6 +81,15 @@ impl Sim {
         Sim::with(size, |r| config(r, size, proto))
     }
 
+    /// Two ranks whose configuration `tune` changes.
+    pub fn tuned(proto: Protocol, tune: impl Fn(&mut Config)) -> Sim {
+        Sim::with(2, |r| {
+            let mut c = config(r, 2, proto);
+            tune(&mut c);
+            c
+        })
+    }
+
     pub fn with(size: u32, cfg: impl Fn(Rank) -> Config) -> Sim {
         let nodes = (0..size)
             .map(|r| Node {
@@ -98,6 +107,15 @@ impl Sim {
             now: 0,
             strict: true,
         }
+    }
+
+    /// Two ranks: `len` bytes of `pattern(seed)` at rank 0, as many zeros
+    /// at rank 1.
+    pub fn pair(proto: Protocol, len: usize, seed: u8) -> (Sim, Slice, Slice) {
+        let mut s = Sim::new(2, proto);
+        let src = s.alloc(0, len, pattern(seed));
+        let dst = s.alloc(1, len, |_| 0);
+        (s, src, dst)
     }
 
     /// A region of `len` bytes on `rank` filled by `f(i)`.
@@ -149,6 +167,7 @@ impl Sim {
                 n.events.push(e);
             }
             let Some(op) = n.eng.poll_op() else { break };
+            let write = matches!(op, Op::Write { .. });
             match op {
                 Op::Send {
                     peer,
@@ -175,6 +194,7 @@ impl Sim {
                     });
                     self.queue.push_back(Ev::Complete { node: rank, ctx });
                 }
+                // A write's data leaves now; a read's is fetched when served.
                 Op::Write {
                     peer,
                     local,
@@ -182,27 +202,8 @@ impl Sim {
                     key,
                     remote_offset,
                     ctx,
-                } => {
-                    let reg = n.mrs[&mr.0];
-                    assert!(
-                        reg.region == local.region
-                            && reg.offset <= local.offset
-                            && local.offset + local.len <= reg.offset + reg.len,
-                        "write source outside its registration"
-                    );
-                    let data = n.mem[local.region as usize][local.offset..local.offset + local.len]
-                        .to_vec();
-                    let tmr = u32::from_le_bytes(key.blob[..4].try_into().unwrap());
-                    self.queue.push_back(Ev::Place {
-                        to: peer,
-                        from: rank,
-                        mr: tmr,
-                        off: remote_offset as usize,
-                        data,
-                        ctx,
-                    });
                 }
-                Op::Read {
+                | Op::Read {
                     peer,
                     local,
                     mr,
@@ -215,16 +216,32 @@ impl Sim {
                         reg.region == local.region
                             && reg.offset <= local.offset
                             && local.offset + local.len <= reg.offset + reg.len,
-                        "read target outside its registration"
+                        "{} outside its registration",
+                        if write { "write source" } else { "read target" }
                     );
                     let tmr = u32::from_le_bytes(key.blob[..4].try_into().unwrap());
-                    self.queue.push_back(Ev::Serve {
-                        at: peer,
-                        to: rank,
-                        mr: tmr,
-                        off: remote_offset as usize,
-                        dst: local,
-                        ctx,
+                    let off = remote_offset as usize;
+                    self.queue.push_back(if write {
+                        let data = n.mem[local.region as usize]
+                            [local.offset..local.offset + local.len]
+                            .to_vec();
+                        Ev::Place {
+                            to: peer,
+                            from: rank,
+                            mr: tmr,
+                            off,
+                            data,
+                            ctx,
+                        }
+                    } else {
+                        Ev::Serve {
+                            at: peer,
+                            to: rank,
+                            mr: tmr,
+                            off,
+                            dst: local,
+                            ctx,
+                        }
                     });
                 }
                 Op::Register { slice, token } => {
@@ -356,6 +373,16 @@ impl Sim {
 
     pub fn run(&mut self) -> Result<(), ProtoError> {
         self.run_holding(|_| false)
+    }
+
+    /// Rank 0's `src` to rank 1's `dst` under `tag`, the receive posted
+    /// first, run to the end; the receive's status.
+    pub fn exchange(&mut self, src: Slice, dst: Slice, tag: u32, mode: Mode) -> Status {
+        let rr = self.irecv(1, dst, Some(0), Some(tag));
+        let sr = self.isend(0, src, 1, tag, mode);
+        self.run().unwrap();
+        self.done(0, sr);
+        self.done(1, rr)
     }
 
     pub fn take(&mut self, rank: Rank, r: ReqId) -> Option<Result<Status, ProtoError>> {
