@@ -4,7 +4,8 @@
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
 
-const PAGE: usize = 4096;
+use ovbench_core::fabric::regions::{self, Bytes};
+use ovbench_core::TransportError;
 
 /// A page-aligned, zero-initialised heap block.
 pub struct AlignedBuf {
@@ -20,11 +21,12 @@ unsafe impl Send for AlignedBuf {}
 impl AlignedBuf {
     /// Allocate `len` zeroed bytes (at least one page is reserved so a
     /// zero-length buffer still has a valid address to register).
-    pub fn new(len: usize) -> Option<AlignedBuf> {
-        let layout = Layout::from_size_align(len.max(1).next_multiple_of(PAGE), PAGE).ok()?;
+    pub fn new(len: usize) -> Result<AlignedBuf, TransportError> {
+        let layout = regions::page_layout(len)?;
         // SAFETY: the layout has a non-zero size.
         let raw = unsafe { alloc::alloc_zeroed(layout) };
-        NonNull::new(raw).map(|ptr| AlignedBuf { ptr, len, layout })
+        let ptr = NonNull::new(raw).ok_or_else(|| regions::out_of_memory(len))?;
+        Ok(AlignedBuf { ptr, len, layout })
     }
     pub fn len(&self) -> usize {
         self.len
@@ -45,6 +47,17 @@ impl AlignedBuf {
     }
 }
 
+/// Safe code reaches a region's bytes through the shared table's checked
+/// slices.
+impl Bytes for AlignedBuf {
+    fn bytes(&self) -> &[u8] {
+        self.as_slice()
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self.as_mut_slice()
+    }
+}
+
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
         // SAFETY: allocated in `new` with exactly this layout.
@@ -55,6 +68,7 @@ impl Drop for AlignedBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ovbench_core::fabric::regions::PAGE;
 
     #[test]
     fn aligned_and_zeroed() {

@@ -229,7 +229,7 @@ impl VerbsTransport {
 
     fn ring(&self, len: usize) -> Result<AlignedBuf, VerbsError> {
         AlignedBuf::new(len)
-            .ok_or_else(|| VerbsError::Config(format!("cannot allocate {len} bytes")))
+            .map_err(|_| VerbsError::Config(format!("cannot allocate {len} bytes")))
     }
 
     fn register_raw(
@@ -482,10 +482,7 @@ impl Transport for VerbsTransport {
     }
 
     fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
-        let buf = AlignedBuf::new(len).ok_or_else(|| TransportError::Local {
-            op: OpKind::Register,
-            detail: format!("cannot allocate {len} bytes"),
-        })?;
+        let buf = AlignedBuf::new(len)?;
         let region = Region {
             buf,
             registrations: 0,
