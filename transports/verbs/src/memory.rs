@@ -188,4 +188,21 @@ mod tests {
         assert_eq!(b.as_slice()[9_999], 7);
         assert_eq!(AlignedBuf::new(0).unwrap().len(), 0);
     }
+
+    // Registration needs a device (the soft-RoCE VM); the table's checked
+    // slices do not.
+    #[test]
+    fn regions_slice_through_the_table() {
+        let mut m = Memory::default();
+        let r = m.alloc(100).unwrap();
+        m.slice_mut(LocalSlice::new(r, 98, 2))
+            .unwrap()
+            .copy_from_slice(&[1, 2]);
+        assert_eq!(m.slice(LocalSlice::new(r, 97, 3)).unwrap(), &[0, 1, 2]);
+        assert!(m.slice(LocalSlice::new(r, 99, 2)).is_err());
+        let p = m.ptr(LocalSlice::new(r, 4, 0)).unwrap();
+        assert_eq!(p as usize % PAGE, 4);
+        m.free(r).unwrap();
+        assert!(m.free(r).is_err());
+    }
 }
