@@ -24,6 +24,9 @@ use crate::QueuePair;
 const PRIV_MAGIC: &[u8; 4] = b"OVBC";
 const RESOLVE_MS: c_int = 5000;
 
+/// `rdma_connect` and `rdma_accept` alike.
+type ConnCall = unsafe extern "C" fn(*mut sys::rdma_cm_id, *mut sys::rdma_conn_param) -> c_int;
+
 /// One connection step that rdma_cm drives for a peer.
 pub(crate) struct CmPeer<'a> {
     pub rank: Rank,
@@ -245,9 +248,11 @@ impl CmEndpoint {
                                 Ok(())
                             }
                         }
-                        sys::RDMA_CM_EVENT_ROUTE_RESOLVED => self
-                            .request(id, p.qp, &private, rd_atomic, retry)
-                            .map_err(|e| (Some(p.rank), e)),
+                        sys::RDMA_CM_EVENT_ROUTE_RESOLVED => {
+                            let connect = ("rdma_connect", sys::rdma_connect as ConnCall);
+                            Self::conn_call(connect, id, p.qp, &private, rd_atomic, retry)
+                                .map_err(|e| (Some(p.rank), e))
+                        }
                         sys::RDMA_CM_EVENT_CONNECT_RESPONSE => {
                             let r = to_state(id, p.qp, sys::IBV_QPS_RTR, ack_timeout)
                                 .and_then(|_| to_state(id, p.qp, sys::IBV_QPS_RTS, ack_timeout))
@@ -296,8 +301,10 @@ impl CmEndpoint {
         }
     }
 
-    fn request(
-        &self,
+    /// `rdma_connect` or `rdma_accept` (`call`, named for errors) on `id`
+    /// with this QP's connection parameters: the two differ only in which.
+    fn conn_call(
+        (name, call): (&str, ConnCall),
         id: *mut sys::rdma_cm_id,
         qp: &QueuePair,
         private: &[u8],
@@ -305,9 +312,10 @@ impl CmEndpoint {
         retry: (u8, u8),
     ) -> Result<(), String> {
         let mut param = Self::conn_param(qp, private, rd_atomic, retry);
-        // SAFETY: live id with a resolved route; param and its private data live across the call.
-        if unsafe { sys::rdma_connect(id, &mut param) } != 0 {
-            return Err(os_err("rdma_connect"));
+        // SAFETY: live id (with a resolved route, or a request being
+        // accepted); param and its private data live across the call.
+        if unsafe { call(id, &mut param) } != 0 {
+            return Err(os_err(name));
         }
         Ok(())
     }
@@ -322,12 +330,8 @@ impl CmEndpoint {
         ack_timeout: u8,
     ) -> Result<(), String> {
         to_state(id, qp, sys::IBV_QPS_RTR, ack_timeout)?;
-        let mut param = Self::conn_param(qp, private, rd_atomic, retry);
-        // SAFETY: live request id; param and its private data live across the call.
-        if unsafe { sys::rdma_accept(id, &mut param) } != 0 {
-            return Err(os_err("rdma_accept"));
-        }
-        Ok(())
+        let accept = ("rdma_accept", sys::rdma_accept as ConnCall);
+        Self::conn_call(accept, id, qp, private, rd_atomic, retry)
     }
 
     /// The next event, waiting at most until `end`.

@@ -1,10 +1,16 @@
 //! Page-aligned, zeroed memory owned by the transport (what regions,
-//! receive rings and send slots live in).
+//! receive rings and send slots live in), its registrations, and the
+//! pointer arithmetic that hands checked slices of it to the NIC.
 
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
 
-const PAGE: usize = 4096;
+use ovbench_core::fabric::regions::{self, Bytes, Mr, Regions};
+use ovbench_core::{LocalSlice, MrHandle, RegionId, Registered, RemoteKey, TransportError};
+
+use crate::error::{memlock_limit, register_failure};
+use crate::pd::{Access, ProtectionDomain};
+use crate::{MemoryRegion, VerbsError};
 
 /// A page-aligned, zero-initialised heap block.
 pub struct AlignedBuf {
@@ -20,11 +26,12 @@ unsafe impl Send for AlignedBuf {}
 impl AlignedBuf {
     /// Allocate `len` zeroed bytes (at least one page is reserved so a
     /// zero-length buffer still has a valid address to register).
-    pub fn new(len: usize) -> Option<AlignedBuf> {
-        let layout = Layout::from_size_align(len.max(1).next_multiple_of(PAGE), PAGE).ok()?;
+    pub fn new(len: usize) -> Result<AlignedBuf, TransportError> {
+        let layout = regions::page_layout(len)?;
         // SAFETY: the layout has a non-zero size.
         let raw = unsafe { alloc::alloc_zeroed(layout) };
-        NonNull::new(raw).map(|ptr| AlignedBuf { ptr, len, layout })
+        let ptr = NonNull::new(raw).ok_or_else(|| regions::out_of_memory(len))?;
+        Ok(AlignedBuf { ptr, len, layout })
     }
     pub fn len(&self) -> usize {
         self.len
@@ -45,6 +52,17 @@ impl AlignedBuf {
     }
 }
 
+/// Safe code reaches a region's bytes through the shared table's checked
+/// slices.
+impl Bytes for AlignedBuf {
+    fn bytes(&self) -> &[u8] {
+        self.as_slice()
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self.as_mut_slice()
+    }
+}
+
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
         // SAFETY: allocated in `new` with exactly this layout.
@@ -52,9 +70,114 @@ impl Drop for AlignedBuf {
     }
 }
 
+/// The user's regions and their registrations in the shared table, and
+/// the bytes registered so far (rings included) for the memlock advice.
+/// The table drops registrations before the memory they cover and refuses
+/// to free a region one still covers: what keeps registering and posting
+/// its slices sound.
+#[derive(Default)]
+pub(crate) struct Memory {
+    table: Regions<AlignedBuf, MemoryRegion>,
+    registered: u64,
+}
+
+impl Memory {
+    pub fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
+        Ok(self.table.add(AlignedBuf::new(len)?, len))
+    }
+
+    pub fn free(&mut self, id: RegionId) -> Result<(), TransportError> {
+        self.table.free(id)
+    }
+
+    pub fn slice(&self, s: LocalSlice) -> Result<&[u8], TransportError> {
+        self.table.slice(s)
+    }
+
+    pub fn slice_mut(&mut self, s: LocalSlice) -> Result<&mut [u8], TransportError> {
+        self.table.slice_mut(s)
+    }
+
+    /// Pointer to the start of `s`, after checking it lies in its region.
+    fn ptr(&self, s: LocalSlice) -> Result<*mut u8, TransportError> {
+        let buf = self.table.holding(s)?;
+        // SAFETY: offset + len is within the buffer (checked by holding).
+        Ok(unsafe { buf.as_ptr().add(s.offset) })
+    }
+
+    /// A receive ring or send-slot block of `len` bytes with its local-only
+    /// registration; the peer that takes both drops the registration first.
+    pub fn ring(
+        &mut self,
+        pd: &ProtectionDomain,
+        len: usize,
+    ) -> Result<(AlignedBuf, MemoryRegion), VerbsError> {
+        let buf = AlignedBuf::new(len)
+            .map_err(|_| VerbsError::Config(format!("cannot allocate {len} bytes")))?;
+        let mr = self.register_ptr(pd, buf.as_ptr(), buf.len(), Access::Local)?;
+        Ok((buf, mr))
+    }
+
+    /// Register `s` for remote read and write; its key (address, length,
+    /// rkey) is built now, so handing it out later cannot fail.
+    pub fn register(
+        &mut self,
+        pd: &ProtectionDomain,
+        s: LocalSlice,
+    ) -> Result<Registered, TransportError> {
+        let ptr = self.ptr(s)?;
+        let mr = self.register_ptr(pd, ptr, s.len.max(1), Access::Remote)?;
+        let key = RemoteKey {
+            addr: mr.addr(),
+            len: s.len as u64,
+            blob: mr.rkey().to_le_bytes().to_vec(),
+        };
+        let h = self.table.add_mr(Mr {
+            handle: mr,
+            slice: s,
+            key: key.clone(),
+        });
+        Ok(Registered { mr: h, key })
+    }
+
+    fn register_ptr(
+        &mut self,
+        pd: &ProtectionDomain,
+        ptr: *mut u8,
+        len: usize,
+        access: Access,
+    ) -> Result<MemoryRegion, VerbsError> {
+        // SAFETY: every caller passes memory owned by this transport (a ring
+        // handed over with its registration to the peer that drops the
+        // registration first, or a region of the table, which cannot be
+        // freed while registered), which outlives the returned registration.
+        let mr = unsafe { pd.register(ptr, len, access) }.map_err(|e| {
+            VerbsError::Register(register_failure(len, self.registered, memlock_limit(), &e))
+        })?;
+        self.registered += len as u64;
+        Ok(mr)
+    }
+
+    /// Release registration `h` (dropping it deregisters).
+    pub fn deregister(&mut self, h: MrHandle) -> Result<(), TransportError> {
+        let m = self.table.take_mr(h)?;
+        self.registered = self.registered.saturating_sub(m.handle.len() as u64);
+        Ok(())
+    }
+
+    /// The address and lkey an RDMA operation on `local` uses, after
+    /// checking `local` against its region and then registration `h`.
+    pub fn rma_local(&self, h: MrHandle, local: LocalSlice) -> Result<(u64, u32), TransportError> {
+        let ptr = self.ptr(local)?;
+        let lkey = self.table.covering(h, local)?.handle.lkey();
+        Ok((ptr as u64, lkey))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ovbench_core::fabric::regions::PAGE;
 
     #[test]
     fn aligned_and_zeroed() {
@@ -64,5 +187,22 @@ mod tests {
         b.as_mut_slice()[9_999] = 7;
         assert_eq!(b.as_slice()[9_999], 7);
         assert_eq!(AlignedBuf::new(0).unwrap().len(), 0);
+    }
+
+    // Registration needs a device (the soft-RoCE VM); the table's checked
+    // slices do not.
+    #[test]
+    fn regions_slice_through_the_table() {
+        let mut m = Memory::default();
+        let r = m.alloc(100).unwrap();
+        m.slice_mut(LocalSlice::new(r, 98, 2))
+            .unwrap()
+            .copy_from_slice(&[1, 2]);
+        assert_eq!(m.slice(LocalSlice::new(r, 97, 3)).unwrap(), &[0, 1, 2]);
+        assert!(m.slice(LocalSlice::new(r, 99, 2)).is_err());
+        let p = m.ptr(LocalSlice::new(r, 4, 0)).unwrap();
+        assert_eq!(p as usize % PAGE, 4);
+        m.free(r).unwrap();
+        assert!(m.free(r).is_err());
     }
 }

@@ -68,6 +68,17 @@ pub struct Sge {
     pub lkey: u32,
 }
 
+impl Sge {
+    /// As libibverbs takes it (both posting calls build one).
+    fn raw(self) -> sys::ibv_sge {
+        sys::ibv_sge {
+            addr: self.addr,
+            length: self.len,
+            lkey: self.lkey,
+        }
+    }
+}
+
 /// The operation of a send-queue work request.
 #[derive(Clone, Copy, Debug)]
 pub enum SendOp {
@@ -253,11 +264,7 @@ impl QueuePair {
         local: Sge,
         inline: bool,
     ) -> io::Result<()> {
-        let mut sge = sys::ibv_sge {
-            addr: local.addr,
-            length: local.len,
-            lkey: local.lkey,
-        };
+        let mut sge = local.raw();
         let mut wr = sys::ibv_send_wr {
             wr_id,
             sg_list: &mut sge,
@@ -296,11 +303,7 @@ impl QueuePair {
     /// `local` must be registered under `lkey`, stay allocated and not be
     /// read or written by the program until its completion is polled.
     pub unsafe fn post_recv(&mut self, wr_id: u64, local: Sge) -> io::Result<()> {
-        let mut sge = sys::ibv_sge {
-            addr: local.addr,
-            length: local.len,
-            lkey: local.lkey,
-        };
+        let mut sge = local.raw();
         let mut wr = sys::ibv_recv_wr {
             wr_id,
             next: std::ptr::null_mut(),

@@ -14,35 +14,21 @@ use ovbench_core::{
 use crate::cm::CmEndpoint;
 use crate::cq::{CqConfig, WorkCompletion};
 use crate::credits::{Credits, MAX_WINDOW};
-use crate::error::{memlock_limit, register_failure};
-use crate::memory::AlignedBuf;
+use crate::memory::Memory;
 use crate::options::{mtu_bytes, mtu_code};
-use crate::pd::Access;
 use crate::peer::{is_queue_full, OpTable, Peer, Pending};
 use crate::qp::{QpCap, SendOp, Sge};
 use crate::setup::{self, Device};
 use crate::timestamp::{host_monotonic_ns, NicClock};
 use crate::wire::{Address, MsgKind, MSG_HDR};
-use crate::{CompChannel, CompletionQueue, MemoryRegion, VerbsError, VerbsOptions};
-
-struct Region {
-    buf: AlignedBuf,
-    registrations: u32,
-}
-
-struct MrRec {
-    mr: MemoryRegion,
-    region: RegionId,
-    offset: usize,
-    len: usize,
-}
+use crate::{CompChannel, CompletionQueue, VerbsError, VerbsOptions};
 
 /// The verbs transport. Fields drop in declaration order: connections
-/// first, then registrations, then the memory they cover, then the CQ.
+/// first, then `mem` (registrations, then the memory they cover), then
+/// the CQ.
 pub struct VerbsTransport {
     pub(crate) peers: Vec<Option<Peer>>,
-    mrs: Vec<Option<MrRec>>,
-    regions: Vec<Option<Region>>,
+    mem: Memory,
     pub(crate) cq: CompletionQueue,
     pub(crate) channel: CompChannel,
     pub(crate) dev: Device,
@@ -53,7 +39,6 @@ pub struct VerbsTransport {
     pub(crate) wcs: Vec<WorkCompletion>,
     pub(crate) stash: Vec<Completion>,
     pub(crate) pool: Vec<Vec<u8>>,
-    pub(crate) registered: u64,
     pub(crate) connected: bool,
     pub(crate) armed: bool,
     pub(crate) nic_clock: Option<NicClock>,
@@ -162,8 +147,7 @@ impl VerbsTransport {
         };
         let mut t = VerbsTransport {
             peers: Vec::new(),
-            mrs: Vec::new(),
-            regions: Vec::new(),
+            mem: Memory::default(),
             cq,
             channel,
             dev,
@@ -174,7 +158,6 @@ impl VerbsTransport {
             wcs: Vec::with_capacity(64),
             stash: Vec::new(),
             pool: Vec::new(),
-            registered: 0,
             connected: false,
             armed: false,
             nic_clock,
@@ -214,10 +197,10 @@ impl VerbsTransport {
             },
         )?;
         qp.to_init(self.dev.port)?;
-        let rx = self.ring(buf_size * rx_count as usize)?;
-        let rx_mr = self.register_raw(&rx, Access::Local)?;
-        let tx = self.ring(buf_size * o.tx_depth as usize)?;
-        let tx_mr = self.register_raw(&tx, Access::Local)?;
+        let (rx, rx_mr) = self.mem.ring(&self.dev.pd, buf_size * rx_count as usize)?;
+        let (tx, tx_mr) = self
+            .mem
+            .ring(&self.dev.pd, buf_size * o.tx_depth as usize)?;
         let psn = ((seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20) as u32 ^ r.wrapping_mul(7919))
             & 0xFF_FFFF;
         let inline = qp.cap.max_inline_data.min(o.inline_size);
@@ -225,35 +208,6 @@ impl VerbsTransport {
             r, psn, qp, rx, rx_mr, tx, tx_mr, buf_size, o.rx_depth, o.tx_depth, inline,
         )
         .map_err(|e| VerbsError::call("ibv_post_recv", self.dev.ctx.name(), e))
-    }
-
-    fn ring(&self, len: usize) -> Result<AlignedBuf, VerbsError> {
-        AlignedBuf::new(len)
-            .ok_or_else(|| VerbsError::Config(format!("cannot allocate {len} bytes")))
-    }
-
-    fn register_raw(
-        &mut self,
-        buf: &AlignedBuf,
-        access: Access,
-    ) -> Result<MemoryRegion, VerbsError> {
-        self.register_ptr(buf.as_ptr(), buf.len(), access)
-    }
-
-    fn register_ptr(
-        &mut self,
-        ptr: *mut u8,
-        len: usize,
-        access: Access,
-    ) -> Result<MemoryRegion, VerbsError> {
-        // SAFETY: every caller passes memory owned by this transport (a ring
-        // kept beside its registration, or a region that cannot be freed
-        // while registered), which outlives the returned registration.
-        let mr = unsafe { self.dev.pd.register(ptr, len, access) }.map_err(|e| {
-            VerbsError::Register(register_failure(len, self.registered, memlock_limit(), &e))
-        })?;
-        self.registered += len as u64;
-        Ok(mr)
     }
 
     /// The NIC clock conversion, when completions carry NIC timestamps.
@@ -294,30 +248,6 @@ impl VerbsTransport {
         Ok(peer as usize)
     }
 
-    fn slice_ptr(&self, s: LocalSlice) -> Result<*mut u8, TransportError> {
-        let r = self
-            .regions
-            .get(s.region.0 as usize)
-            .and_then(|r| r.as_ref())
-            .ok_or_else(|| {
-                TransportError::Invalid(format!("region {} does not exist", s.region.0))
-            })?;
-        match s.offset.checked_add(s.len) {
-            Some(end) if end <= r.buf.len() => {}
-            _ => {
-                return Err(TransportError::Invalid(format!(
-                    "slice {}+{} is outside region {} of {} bytes",
-                    s.offset,
-                    s.len,
-                    s.region.0,
-                    r.buf.len()
-                )))
-            }
-        }
-        // SAFETY: offset + len is within the buffer (checked above).
-        Ok(unsafe { r.buf.as_ptr().add(s.offset) })
-    }
-
     #[allow(clippy::too_many_arguments)]
     fn rma(
         &mut self,
@@ -329,24 +259,7 @@ impl VerbsTransport {
         remote_offset: u64,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        let ptr = self.slice_ptr(local)?;
-        let rec = self
-            .mrs
-            .get(mr.0 as usize)
-            .and_then(|m| m.as_ref())
-            .ok_or_else(|| {
-                TransportError::Invalid(format!("registration {} does not exist", mr.0))
-            })?;
-        if rec.region != local.region
-            || local.offset < rec.offset
-            || local.offset + local.len > rec.offset + rec.len
-        {
-            return Err(TransportError::Invalid(format!(
-                "local slice {}+{} of region {} is not inside registration {}",
-                local.offset, local.len, local.region.0, mr.0
-            )));
-        }
-        let lkey = rec.mr.lkey();
+        let (addr, lkey) = self.mem.rma_local(mr, local)?;
         let bad = |detail: String| TransportError::BadKey { peer, detail };
         let rkey: [u8; 4] = remote.blob.as_slice().try_into().map_err(|_| {
             bad(format!(
@@ -366,11 +279,7 @@ impl VerbsTransport {
             OpKind::Read => SendOp::Read { remote_addr, rkey },
             _ => SendOp::Write { remote_addr, rkey },
         };
-        let sge = Sge {
-            addr: ptr as u64,
-            len,
-            lkey,
-        };
+        let sge = Sge { addr, len, lkey };
         let i = self.check_peer(peer, op)?;
         let p = self.peers[i].as_mut().expect("checked peer");
         if p.pending.is_empty() && p.sq_free > 0 {
@@ -482,45 +391,11 @@ impl Transport for VerbsTransport {
     }
 
     fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
-        let buf = AlignedBuf::new(len).ok_or_else(|| TransportError::Local {
-            op: OpKind::Register,
-            detail: format!("cannot allocate {len} bytes"),
-        })?;
-        let region = Region {
-            buf,
-            registrations: 0,
-        };
-        let i = match self.regions.iter().position(|r| r.is_none()) {
-            Some(i) => {
-                self.regions[i] = Some(region);
-                i
-            }
-            None => {
-                self.regions.push(Some(region));
-                self.regions.len() - 1
-            }
-        };
-        Ok(RegionId(i as u32))
+        self.mem.alloc(len)
     }
 
     fn free(&mut self, region: RegionId) -> Result<(), TransportError> {
-        let slot = self.regions.get_mut(region.0 as usize);
-        match slot {
-            Some(s @ Some(_)) => {
-                if s.as_ref().is_some_and(|r| r.registrations > 0) {
-                    return Err(TransportError::Invalid(format!(
-                        "region {} still has registrations; deregister them first",
-                        region.0
-                    )));
-                }
-                *s = None;
-                Ok(())
-            }
-            _ => Err(TransportError::Invalid(format!(
-                "region {} does not exist",
-                region.0
-            ))),
-        }
+        self.mem.free(region)
     }
 
     fn region(
@@ -528,56 +403,16 @@ impl Transport for VerbsTransport {
         s: LocalSlice,
         f: &mut dyn FnMut(&mut [u8]),
     ) -> Result<(), TransportError> {
-        self.slice_ptr(s)?;
-        let r = self.regions[s.region.0 as usize]
-            .as_mut()
-            .expect("checked region");
-        f(&mut r.buf.as_mut_slice()[s.offset..s.offset + s.len]);
+        f(self.mem.slice_mut(s)?);
         Ok(())
     }
 
     fn register(&mut self, s: LocalSlice) -> Result<Registered, TransportError> {
-        let ptr = self.slice_ptr(s)?;
-        let mr = self.register_ptr(ptr, s.len.max(1), Access::Remote)?;
-        if let Some(r) = self.regions[s.region.0 as usize].as_mut() {
-            r.registrations += 1;
-        }
-        let rec = MrRec {
-            mr,
-            region: s.region,
-            offset: s.offset,
-            len: s.len,
-        };
-        let i = match self.mrs.iter().position(|m| m.is_none()) {
-            Some(i) => {
-                self.mrs[i] = Some(rec);
-                i
-            }
-            None => {
-                self.mrs.push(Some(rec));
-                self.mrs.len() - 1
-            }
-        };
-        let mr = MrHandle(i as u32);
-        Ok(Registered {
-            mr,
-            key: self.remote_key(mr),
-        })
+        self.mem.register(&self.dev.pd, s)
     }
 
     fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
-        let rec = self
-            .mrs
-            .get_mut(mr.0 as usize)
-            .and_then(|m| m.take())
-            .ok_or_else(|| {
-                TransportError::Invalid(format!("registration {} does not exist", mr.0))
-            })?;
-        self.registered = self.registered.saturating_sub(rec.mr.len() as u64);
-        if let Some(Some(r)) = self.regions.get_mut(rec.region.0 as usize) {
-            r.registrations -= 1;
-        }
-        Ok(())
+        self.mem.deregister(mr)
     }
 
     fn post_send(
@@ -595,17 +430,11 @@ impl Transport for VerbsTransport {
                 self.opts.eager_buf_size
             )));
         }
-        let pptr = match payload {
-            Some(s) => Some(self.slice_ptr(s)?),
-            None => None,
-        };
-        let i = self.check_peer(peer, OpKind::Send)?;
-        let pbytes: &[u8] = match pptr {
-            // SAFETY: the range was checked against its region by slice_ptr, and
-            // nothing else borrows the region during this call.
-            Some(ptr) => unsafe { std::slice::from_raw_parts(ptr, plen) },
+        let pbytes: &[u8] = match payload {
+            Some(s) => self.mem.slice(s)?,
             None => &[],
         };
+        let i = self.check_peer(peer, OpKind::Send)?;
         let p = self.peers[i].as_mut().expect("checked peer");
         if p.pending.is_empty() && p.can_send_data() {
             if let Some(c) = p.credits.as_mut() {
@@ -707,19 +536,6 @@ impl VerbsTransport {
     /// something (armed by [`Self::block`]).
     pub fn wait_fd(&self) -> Option<RawFd> {
         Some(self.channel.fd())
-    }
-
-    /// The key a peer needs to reach `mr`; a dead handle gets a key no
-    /// peer can use (zero length).
-    fn remote_key(&self, mr: MrHandle) -> RemoteKey {
-        match self.mrs.get(mr.0 as usize).and_then(|m| m.as_ref()) {
-            Some(m) => RemoteKey {
-                addr: m.mr.addr(),
-                len: m.len as u64,
-                blob: m.mr.rkey().to_le_bytes().to_vec(),
-            },
-            None => RemoteKey::default(),
-        }
     }
 
     /// Largest payload sent inline, after the message header.
