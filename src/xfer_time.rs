@@ -91,6 +91,7 @@ pub(crate) fn measure(
 ) -> anyhow::Result<(XferTable, XferSource)> {
     let mut pts = Vec::new();
     for (i, &(op, bytes)) in ops.iter().enumerate() {
+        // deviation: xfer-time-bare-ops — xfer_time from the bare operation, median, see docs/methods/overlap.md
         comm.set_bare_op(Some(op))?;
         let x = raw_median(
             comm,

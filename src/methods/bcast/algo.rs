@@ -10,6 +10,7 @@ pub(super) const TAG_BCAST: Tag = 0x4f56_0301;
 pub(super) const TAG_BARRIER: Tag = 0x4f56_0302;
 
 /// One broadcast of `m` bytes from `root`, as algorithm `alg`.
+// deviation: own-broadcasts — ovbench's own broadcasts, shapes known, see docs/methods/bcast.md
 pub(super) fn bcast(
     c: &mut dyn Communicator,
     alg: Algorithm,

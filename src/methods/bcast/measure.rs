@@ -225,6 +225,7 @@ impl Bc<'_> {
     /// Whether rank 0's series is final: it converged, or this was its
     /// second try. Every rank learns rank 0's answer.
     fn settled(&mut self, converged: bool, tries: usize) -> anyhow::Result<bool> {
+        // deviation: second-series-then-flag — one more series, then flagged, see docs/methods/bcast.md
         self.rank0_says(converged || tries >= 2)
     }
 
@@ -369,6 +370,7 @@ impl Bc<'_> {
         let t = self.comm.now();
         self.bcast(0)?;
         self.ack_all()?;
+        // deviation: oi-settle-delay — o_i's settle delay, ovbench's own, see docs/methods/bcast.md
         let d = 2.0 * ns(self.comm, self.comm.now() - t) + 1000.0;
         let w = self.ctrl.bcast(self.comm, &[d.to_bits()])?;
         Ok(f64::from_bits(w.first().copied().unwrap_or(0)))
@@ -390,6 +392,7 @@ impl Series {
     pub fn add(&mut self, v: f64, steady: bool, args: &Args) -> bool {
         self.vals.push(v);
         let n = self.vals.len();
+        // deviation: deterministic-stop — a repeatable system stops early, see docs/methods/bcast.md
         self.deterministic |= (n == 1 && steady) || (n == 2 && self.vals[0] == self.vals[1]);
         self.met(args) || n >= args.max_measurements
     }

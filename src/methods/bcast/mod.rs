@@ -91,6 +91,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "binomial")]
     pub algorithm: Algorithm,
     /// Barrier of the `barrier` method.
+    // deviation: dissemination-barrier — default barrier is dissemination, see docs/methods/bcast.md
     #[arg(long, value_enum, default_value = "dissemination")]
     pub barrier: BarrierKind,
     /// Broadcasts per measurement (the reference's M).
@@ -199,6 +200,7 @@ fn figure_verdict(m: &Measured, args: &Args) -> Verdict {
 /// Whether OL_i's assumption holds at `i`: E_i above every gap on its
 /// path (the root's included, i's own too: its forwarding sends come
 /// before its acknowledgement).
+// deviation: assumption-checked — E_i > g_j checked on i's path, see docs/methods/bcast.md
 fn assumption(e_ns: f64, path: Option<&[Rank]>, gaps: &[PerProcessor]) -> Assumption {
     let Some(path) = path else {
         return Assumption::NotChecked;

@@ -150,6 +150,7 @@ impl Ex<'_> {
             Sendrecv => {
                 c.sendrecv(s, off, len, dst, tag, r, off, len, Some(src), Some(tag))?;
             }
+            // deviation: ready-handshake — the ready handshake is sent and timed, see docs/methods/commtest.md
             ReadyPost => c.send(z, 0, 0, src, self.ready_tag)?,
             ReadyWait => {
                 c.recv(z, 0, 0, Some(dst), Some(self.ready_tag))?;
@@ -262,6 +263,7 @@ const SYNC_ROUNDS: u32 = 8;
 
 /// This rank's clock on rank 0's, measured again now: the offset of this
 /// measurement, the drift from how it moved since `first`.
+// deviation: global-clock-sync — synchronised clocks stand in for a global one, see docs/methods/commtest.md
 fn resync(comm: &mut dyn Communicator, first: &ClockSync) -> anyhow::Result<ClockSync> {
     let now = comm.sync_clock(SYNC_ROUNDS)?;
     let d = ClockSync::with_drift(*first, now);
@@ -275,6 +277,7 @@ fn resync(comm: &mut dyn Communicator, first: &ClockSync) -> anyhow::Result<Cloc
 /// Why a row's figures are no result: a negative time, or a first-begin to
 /// last-end span shorter than the slowest rank's own time by more than the
 /// synchronisation's error (each rank's span lies within the global one).
+// deviation: flagged-rows — impossible rows are flagged, see docs/methods/commtest.md
 fn row_verdict(row: &Row) -> Verdict {
     let mut v = Verdict::default();
     if let Some(t) = row.time_ns {

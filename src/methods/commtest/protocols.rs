@@ -255,6 +255,7 @@ pub(super) fn parse_protocol(s: &str) -> anyhow::Result<&'static Protocol> {
     let Some((o, n)) = parsed else {
         bail!("--protocol {s}: write it as U,N — 0,0 … 0,9 (unordered) or 1,0 … 1,10 (ordered)");
     };
+    // deviation: no-protocol-1-6 — (1,6) would repeat (1,0), see docs/methods/commtest.md
     if (o, n) == (1, 6) {
         bail!("{WHY_NO_1_6}");
     }

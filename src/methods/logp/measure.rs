@@ -110,6 +110,7 @@ impl Measurer<'_, '_> {
                             100.0 * (now.gap - p.gap) / p.gap
                         ));
                     }
+                    // deviation: g0-half-width — g(0)'s half-width is its last doubling's change, see docs/methods/logp.md
                     return Ok(Figure::around(
                         now.gap,
                         (now.gap - p.gap).abs(),
@@ -137,6 +138,7 @@ impl Measurer<'_, '_> {
         }
         let (mut a, mut b) = (Vec::new(), Vec::new());
         loop {
+            // deviation: rounds-capped — the last round is cut to the cap, not overshooting it, see docs/methods/logp.md
             let more = ROUND.min(cap - a.len()) as u64;
             sample(&mut self.p, more, &mut a, &mut b)?;
             if a.len() >= cap || done(&a, &b) {
@@ -177,6 +179,7 @@ impl Measurer<'_, '_> {
         if or.mean > (1.0 + eps) * g.mean {
             remarks.push("or > g!".to_string());
         }
+        // deviation: no-clamp — impossible figures are flagged, not raised to 10 ns, see docs/methods/logp.md
         let mut verdict = Verdict::of(os.mean >= 0.0, || {
             format!("os({m}) = {} us < 0", us(os.mean))
         });
@@ -254,6 +257,7 @@ pub(crate) fn probe_nonlinear(
                 sink.note(&format!("+ {:>7}: {}", c.size, off.join(" ")));
             }
             let close = (c.size - b.size) as f64 <= (32.0f64).max(eps * b.size as f64);
+            // deviation: probe-midpoint — probe at (m2 + m)/2, not rounded to a multiple of 4, see docs/methods/logp.md
             let mid = (b.size + c.size) / 2;
             if !close && !results.contains_key(&mid) {
                 next = Some(mid);

@@ -88,6 +88,7 @@ pub struct Args {
     /// Measure g(m) by saturation at every size, not only 0 (logp_test: -flood).
     #[arg(long)]
     pub flood: bool,
+    // deviation: max-diff-3pct — default 3 % (README), not logp_mpi.h's 20 %, see docs/methods/logp.md
     /// Extrapolation miss that triggers a probe between sizes (logp_test: -max-diff).
     #[arg(long, default_value_t = 0.03)]
     pub max_diff: f64,
@@ -185,6 +186,7 @@ fn sweep(min_size: usize, max_size: usize) -> Vec<usize> {
     if min_size > 0 && !min_size.is_power_of_two() {
         sizes.push(min_size);
     }
+    // deviation: sweep-powers-of-two — powers of two between the bounds, default min 0, see docs/methods/logp.md
     let mut k = 1usize;
     while k <= max_size {
         if k >= min_size {
@@ -327,6 +329,7 @@ pub fn run(
             us(g0.mean)
         )
     };
+    // deviation: no-clamp — an L not positive flags size 0's row, see docs/methods/logp.md
     r0.verdict.check(l_why.is_empty(), || l_why.clone());
     emit(&r0, Some((out.l_raw_ns, &l_why)), sink);
     results.insert(0, r0);

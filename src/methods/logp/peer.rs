@@ -184,6 +184,7 @@ impl Peer<'_> {
     /// Mean time of `count` round trips of m bytes forward (measuring
     /// send) and 0 back, timed as one interval: the saturation test's
     /// round trip.
+    // deviation: sat-rtt-send-mode — the train's RTT uses the measuring send mode, see docs/methods/logp.md
     pub(crate) fn quick_rtt(&mut self, m: usize, count: u64) -> anyhow::Result<f64> {
         self.command(OP_RTT, m, count)?;
         let t0 = self.comm.now();

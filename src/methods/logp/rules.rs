@@ -74,6 +74,7 @@ pub(crate) fn half_width(x: &[f64], level: f64) -> f64 {
         return 0.0;
     }
     let df = (x.len() - 1) as f64;
+    // deviation: t-quantile — the one-sided t of n − 1 df that logp_stats.c meant, see docs/methods/logp.md
     student::quantile(level, df) * stddev(x) / (x.len() as f64).sqrt()
 }
 
@@ -91,6 +92,7 @@ pub(crate) struct SatStep {
 /// acknowledgement that took `total`, given the round trip `rtt` of one
 /// message and the acknowledgement: (total − rtt)/(runs − 1).
 pub(crate) fn train_gap(total: f64, rtt: f64, runs: u64) -> f64 {
+    // deviation: g0-estimator — (total − RTT)/(n−1), not the send loop / n, see docs/methods/logp.md
     (total - rtt) / (runs.max(2) - 1) as f64
 }
 

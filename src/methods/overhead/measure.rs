@@ -66,6 +66,7 @@ impl Loop<'_> {
         let (buf, p) = (self.buf, self.partner);
         let mut before = c.op_counts();
         let mut t0 = c.now();
+        // deviation: warmup-iteration — one untimed iteration before each timed loop, see docs/methods/overhead.md
         // One untimed iteration first, so the timed loop starts in the
         // steady state it ends in (the partner's messages of the previous
         // iteration already in flight).
@@ -143,6 +144,7 @@ impl Loop<'_> {
         // This rank's final (iter_t, work) once it crossed thresh·base_t.
         let mut done: Option<(f64, u64, OpCounts)> = None;
         let mut steps = Vec::new();
+        // deviation: warmup-loop — one untimed loop at work 1 before each measurement, see docs/methods/overhead.md
         // A whole untimed loop first (not in the original): the first
         // sample seeds base_t's filter, and a cold one (first
         // registrations, socket buffers still growing) would inflate
@@ -172,6 +174,7 @@ impl Loop<'_> {
             }
             // Every pair runs the same number of barriers: continue until
             // all measuring ranks are done (rank 0 decides, outside timing).
+            // deviation: ctrl-agreement — ranks agree by control messages outside the timed loops, see docs/methods/overhead.md
             if self.all(!self.measuring || done.is_some())? {
                 break;
             }

@@ -242,6 +242,7 @@ pub fn run(
         let iters = args.iterations.unwrap_or_else(|| auto_iterations(size));
         let mut runs = Vec::new();
         let mut rejected = Vec::new();
+        // deviation: repeats-median — the measurement repeated; median and min–max reported, see docs/methods/overhead.md
         for rep in 0..args.repeats {
             if args.verbose {
                 sink.table(
@@ -256,6 +257,7 @@ pub fn run(
             let mut r = lp.measure(size, iters, args.verbose, sink)?;
             // An impossible figure is measured again (every pair, so the
             // barriers stay matched); a pair keeps its first possible one.
+            // deviation: retry-impossible — an impossible repeat is measured again, then flagged, see docs/methods/overhead.md
             for _ in 0..RETRIES {
                 let possible = !measuring || r.problems().is_empty();
                 if lp.all(possible)? {

@@ -44,6 +44,7 @@ impl BaseFilter {
         if iter_t > self.thresh * self.base {
             return true;
         }
+        // deviation: base-filter-unlatched — later samples below bthresh·base_t still join, see docs/methods/overhead.md
         if iter_t < self.bthresh * self.base {
             self.sum += iter_t;
             self.n += 1;

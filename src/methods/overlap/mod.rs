@@ -97,6 +97,7 @@ pub struct Args {
 
 impl Args {
     /// Transfers per step for messages of `size` bytes (see `--iters`).
+    // deviation: iters-500-above-64k — default 500 transfers per step above 64 KiB, see docs/methods/overlap.md
     pub fn iters_for(&self, size: usize) -> u64 {
         self.iters
             .unwrap_or(if size <= 64 * 1024 { 1000 } else { 500 })
@@ -450,6 +451,7 @@ pub fn run(
                 let end = comm.now();
                 // Untimed: every transfer of the step ends inside it (an
                 // eager send's request finishes before its packet does).
+                // deviation: step-drain — untimed drain ends every transfer in its step, see docs/methods/overlap.md
                 comm.drain_transfers()?;
                 waits.sort_unstable();
                 let pct = |q: f64| {

@@ -139,6 +139,7 @@ impl Engine {
     /// XFER_END at its last packet's completion — the packets queue behind
     /// each other on the NIC, so each one's own post→completion is not a
     /// transfer time; the train's is, and xfer_time times the same train.
+    // deviation: eager-train-one-transfer — a packet train is one transfer, see docs/methods/overlap.md
     fn eager_packets(&mut self, now: u64, peer: Rank, tag: Tag, seq: u32, buf: Slice, flags: u8) {
         let (max, len) = (self.max_payload(), buf.len);
         let xfer = if flags & FLAG_INTERNAL != 0 {

@@ -214,6 +214,7 @@ impl EngineComm {
         for (i, c) in comps.drain(..).enumerate() {
             // XFER_END at the NIC's completion time where the device
             // stamps completions, else at the host's `now`.
+            // deviation: nic-stamped-end — XFER_END at the device's completion stamp, see docs/methods/overlap.md
             let at = match self.t.completion_time(i) {
                 Some(CompletionTime::Host(t)) => self.clock.ticks_at(t),
                 Some(CompletionTime::Ticks(t)) => Some(t),

@@ -278,9 +278,11 @@ impl Bounds {
                     // so it overlapped at most the computation in there:
                     // clamp min to max (≤ comp, ≤ xfer), which is the
                     // paper's formula with xfer cut to END − BEGIN.
+                    // deviation: stretched-bracketing — queued transfers: bounds bracket, not tight, see docs/methods/overlap.md
                     if comp_ns + lib_ns > 1.1 * xfer {
                         self.report.stretched_transfers += 1;
                     }
+                    // deviation: min-clamped-to-max — min never above max (xfer cut to END − BEGIN), see docs/methods/overlap.md
                     ((xfer - lib_ns).max(0.0).min(max), max)
                 };
                 self.add(b.bytes, xfer, min, max, false);
