@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ovbench_core::{
     Arrivals, Caps, Completion, CompletionStamps, Ctx, LocalSlice, MrHandle, OpKind, Progress,
-    Rank, RemoteKey, RmaKind, RmaProgress, Tag, TransportError, TransportInfo,
+    Rank, RemoteKey, Rma, RmaKind, RmaProgress, Tag, TransportError, TransportInfo,
 };
 use ovbench_ofi_sys as sys;
 
@@ -23,7 +23,7 @@ mod control;
 mod cq;
 mod sends;
 
-use backlog::{Call, Deferred, Post};
+use backlog::{Call, Deferred, Post, Req};
 use cq::Sink;
 
 /// Largest two-sided message (ovbench header plus payload).
@@ -384,20 +384,38 @@ impl Endpoint {
         Ok(())
     }
 
-    pub(crate) fn post_write(
+    /// An RMA write or read of `local` (inside `mr`) against `remote` at
+    /// `remote_offset`: one check of peer, range and key for both.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn post_rma(
         &mut self,
         peer: Rank,
+        rma: Rma,
         local: LocalSlice,
         mr: MrHandle,
         remote: &RemoteKey,
         remote_offset: u64,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        let dest = self.addr(peer, OpKind::Write)?;
+        let kind = match rma {
+            Rma::Write => OpKind::Write,
+            Rma::Read => OpKind::Read,
+        };
+        let addr = self.addr(peer, kind)?;
         let target = remote_target(peer, remote, remote_offset, local.len, self.mem.virt_addr)?;
-        let src = self.mem.local_rma(mr, local)?;
-        self.check_not_revoked(peer, target.sum, OpKind::Write)?;
+        let buf = self.mem.local_rma(mr, local)?;
+        self.check_not_revoked(peer, target.sum, kind)?;
         let (raddr, key) = (target.addr, target.key);
+        if rma == Rma::Read {
+            let op = self.op(Kind::Read, ctx, peer, Vec::new());
+            let req = Req::Read {
+                dst: buf,
+                src: addr,
+                raddr,
+                key,
+            };
+            return self.submit(Post::new(peer, kind, "fi_read", req.with(op)));
+        }
         if local.len == 0 {
             self.pending.push_back(Completion::Write { ctx });
             return Ok(());
@@ -421,39 +439,14 @@ impl Endpoint {
             } else {
                 0
             };
-        let call = Call::Write {
-            src,
-            dest,
+        let req = Req::Write {
+            src: buf,
+            dest: addr,
             raddr,
             key,
             flags,
-            op,
         };
-        self.submit(Post::new(peer, OpKind::Write, "fi_writemsg", call))
-    }
-
-    pub(crate) fn post_read(
-        &mut self,
-        peer: Rank,
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &RemoteKey,
-        remote_offset: u64,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        let src = self.addr(peer, OpKind::Read)?;
-        let target = remote_target(peer, remote, remote_offset, local.len, self.mem.virt_addr)?;
-        let dst = self.mem.local_rma(mr, local)?;
-        self.check_not_revoked(peer, target.sum, OpKind::Read)?;
-        let op = self.op(Kind::Read, ctx, peer, Vec::new());
-        let call = Call::Read {
-            dst,
-            src,
-            raddr: target.addr,
-            key: target.key,
-            op,
-        };
-        self.submit(Post::new(peer, OpKind::Read, "fi_read", call))
+        self.submit(Post::new(peer, OpKind::Write, "fi_writemsg", req.with(op)))
     }
 
     pub(crate) fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, TransportError> {
@@ -516,12 +509,12 @@ impl Endpoint {
         } | if tag.is_none() { 0xffff_ffff } else { 0 };
         let peer = src.unwrap_or(self.rank);
         let op = self.op(Kind::TaggedRecv, ctx, peer, Vec::new());
-        let call = Call::TRecv {
+        let req = Req::TRecv {
             dst,
             tag: utag,
             ignore,
-            op,
         };
+        let call = req.with(op);
         self.submit(Post::new(peer, OpKind::TaggedRecv, "fi_trecv", call))
     }
 }

@@ -176,10 +176,7 @@ impl Transport for OfiTransport {
         remote_offset: u64,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        self.with_mut(|e| match op {
-            Rma::Write => e.post_write(peer, local, mr, remote, remote_offset, ctx),
-            Rma::Read => e.post_read(peer, local, mr, remote, remote_offset, ctx),
-        })
+        self.with_mut(|e| e.post_rma(peer, op, local, mr, remote, remote_offset, ctx))
     }
 
     fn poll(

@@ -10,6 +10,7 @@ use ovbench_ofi_sys as sys;
 
 use super::{Endpoint, EAGAIN, EAGAIN_DEADLINE};
 use crate::error::peer as peer_err;
+use crate::fi::endpoint::Posted;
 use crate::fi::RdmEndpoint;
 use crate::memory::LocalBuf;
 use crate::ops::Op;
@@ -24,27 +25,31 @@ pub(super) enum Call {
         dest: sys::fi_addr_t,
         ctx: Option<Ctx>,
     },
+    /// A post that completes into `op`: the provider holds the op, and a
+    /// refusal hands it back to go with the same `req` again.
+    Op { req: Req, op: Box<Op> },
+}
+
+/// What a [`Call::Op`] asks of the provider, apart from its op: plain
+/// values, so a refused call is rebuilt from them as it was.
+#[derive(Clone, Copy)]
+pub(super) enum Req {
     Send {
-        op: Box<Op>,
         dest: sys::fi_addr_t,
     },
     /// A receive slot.
-    Recv {
-        op: Box<Op>,
-    },
+    Recv,
     /// `fi_tsend`, or `fi_tsendmsg` with `flags`.
     TSend {
         src: LocalBuf,
         dest: sys::fi_addr_t,
         tag: u64,
         flags: Option<u64>,
-        op: Box<Op>,
     },
     TRecv {
         dst: LocalBuf,
         tag: u64,
         ignore: u64,
-        op: Box<Op>,
     },
     Write {
         src: LocalBuf,
@@ -52,22 +57,63 @@ pub(super) enum Call {
         raddr: u64,
         key: u64,
         flags: u64,
-        op: Box<Op>,
     },
     Read {
         dst: LocalBuf,
         src: sys::fi_addr_t,
         raddr: u64,
         key: u64,
-        op: Box<Op>,
     },
     /// A write's fence: a read into the op's own byte.
     Fence {
         src: sys::fi_addr_t,
         raddr: u64,
         key: u64,
-        op: Box<Op>,
     },
+}
+
+impl Req {
+    /// The call that posts `op` with this request.
+    #[inline]
+    pub(super) fn with(self, op: Box<Op>) -> Call {
+        Call::Op { req: self, op }
+    }
+
+    /// Hand `op` to the provider with this request.
+    #[inline(always)]
+    fn post(self, ep: &mut RdmEndpoint, op: Box<Op>) -> Posted {
+        match self {
+            Req::Send { dest } => ep.send(op, dest),
+            Req::Recv => ep.recv(op),
+            Req::TSend {
+                src,
+                dest,
+                tag,
+                flags: None,
+            } => ep.tsend(src, dest, tag, op),
+            Req::TSend {
+                src,
+                dest,
+                tag,
+                flags: Some(f),
+            } => ep.tsendmsg(src, dest, tag, f, op),
+            Req::TRecv { dst, tag, ignore } => ep.trecv(dst, tag, ignore, op),
+            Req::Write {
+                src,
+                dest,
+                raddr,
+                key,
+                flags,
+            } => ep.write(src, dest, raddr, key, flags, op),
+            Req::Read {
+                dst,
+                src,
+                raddr,
+                key,
+            } => ep.read(dst, src, raddr, key, op),
+            Req::Fence { src, raddr, key } => ep.read_into(src, raddr, key, op),
+        }
+    }
 }
 
 /// What an accepted post leaves to do.
@@ -86,115 +132,16 @@ impl Call {
     /// known there: the match folds to the one call.
     #[inline(always)]
     fn issue(self, ep: &mut RdmEndpoint) -> Result<Accepted, (isize, Call)> {
-        use Accepted::{InFlight, Slot};
         match self {
             Call::Inject { buf, dest, ctx } => match ep.inject(&buf, dest) {
                 0 => Ok(Accepted::Injected { buf, ctx }),
                 rc => Err((rc, Call::Inject { buf, dest, ctx })),
             },
-            Call::Send { op, dest } => ep
-                .send(op, dest)
-                .map(|()| InFlight)
-                .map_err(|(rc, op)| (rc, Call::Send { op, dest })),
-            Call::Recv { op } => ep
-                .recv(op)
-                .map(|()| Slot)
-                .map_err(|(rc, op)| (rc, Call::Recv { op })),
-            Call::TSend {
-                src,
-                dest,
-                tag,
-                flags,
-                op,
-            } => match flags {
-                None => ep.tsend(src, dest, tag, op),
-                Some(f) => ep.tsendmsg(src, dest, tag, f, op),
-            }
-            .map(|()| InFlight)
-            .map_err(|(rc, op)| {
-                let call = Call::TSend {
-                    src,
-                    dest,
-                    tag,
-                    flags,
-                    op,
-                };
-                (rc, call)
-            }),
-            Call::TRecv {
-                dst,
-                tag,
-                ignore,
-                op,
-            } => ep
-                .trecv(dst, tag, ignore, op)
-                .map(|()| InFlight)
-                .map_err(|(rc, op)| {
-                    let call = Call::TRecv {
-                        dst,
-                        tag,
-                        ignore,
-                        op,
-                    };
-                    (rc, call)
-                }),
-            Call::Write {
-                src,
-                dest,
-                raddr,
-                key,
-                flags,
-                op,
-            } => ep
-                .write(src, dest, raddr, key, flags, op)
-                .map(|()| InFlight)
-                .map_err(|(rc, op)| {
-                    let call = Call::Write {
-                        src,
-                        dest,
-                        raddr,
-                        key,
-                        flags,
-                        op,
-                    };
-                    (rc, call)
-                }),
-            Call::Read {
-                dst,
-                src,
-                raddr,
-                key,
-                op,
-            } => ep
-                .read(dst, src, raddr, key, op)
-                .map(|()| InFlight)
-                .map_err(|(rc, op)| {
-                    let call = Call::Read {
-                        dst,
-                        src,
-                        raddr,
-                        key,
-                        op,
-                    };
-                    (rc, call)
-                }),
-            Call::Fence {
-                src,
-                raddr,
-                key,
-                op,
-            } => ep
-                .read_into(src, raddr, key, op)
-                .map(|()| InFlight)
-                .map_err(|(rc, op)| {
-                    let call = Call::Fence {
-                        src,
-                        raddr,
-                        key,
-                        op,
-                    };
-                    (rc, call)
-                }),
+            Call::Op { req, op } => match req.post(ep, op) {
+                Ok(()) if matches!(req, Req::Recv) => Ok(Accepted::Slot),
+                Ok(()) => Ok(Accepted::InFlight),
+                Err((rc, op)) => Err((rc, req.with(op))),
+            },
         }
     }
 
@@ -203,13 +150,8 @@ impl Call {
     fn ctx(&self) -> Option<Ctx> {
         match self {
             Call::Inject { ctx, .. } => *ctx,
-            Call::Recv { .. } => None,
-            Call::Send { op, .. }
-            | Call::TSend { op, .. }
-            | Call::TRecv { op, .. }
-            | Call::Write { op, .. }
-            | Call::Read { op, .. }
-            | Call::Fence { op, .. } => Some(op.ctx),
+            Call::Op { req: Req::Recv, .. } => None,
+            Call::Op { op, .. } => Some(op.ctx),
         }
     }
 
@@ -219,13 +161,8 @@ impl Call {
             Call::Inject { buf, .. } => Some(buf),
             // A refused receive slot is not posted again (nor was it before
             // the slots were boxes): its buffer goes with it.
-            Call::Recv { .. } => None,
-            Call::Send { op, .. }
-            | Call::TSend { op, .. }
-            | Call::TRecv { op, .. }
-            | Call::Write { op, .. }
-            | Call::Read { op, .. }
-            | Call::Fence { op, .. } => Some(op.buf),
+            Call::Op { req: Req::Recv, .. } => None,
+            Call::Op { op, .. } => Some(op.buf),
         }
     }
 }
@@ -250,6 +187,14 @@ impl Post {
             call,
         }
     }
+
+    /// [`Call::issue`], a refused call coming back in its post.
+    #[inline(always)]
+    fn issue(self, ep: &mut RdmEndpoint) -> Result<Accepted, (isize, Post)> {
+        self.call
+            .issue(ep)
+            .map_err(|(rc, call)| (rc, Post { call, ..self }))
+    }
 }
 
 /// A post waiting for the provider to accept it.
@@ -261,7 +206,7 @@ pub(super) struct Deferred {
 impl Endpoint {
     /// Post receive slot `op` (again).
     pub(super) fn post_recv_buf(&mut self, op: Box<Op>) -> Result<(), TransportError> {
-        let call = Call::Recv { op };
+        let call = Req::Recv.with(op);
         self.submit(Post::new(self.rank, OpKind::Recv, "fi_recv", call))
     }
 
@@ -275,18 +220,12 @@ impl Endpoint {
             self.defer(p);
             return Ok(());
         }
-        let Post {
-            peer,
-            kind,
-            name,
-            call,
-        } = p;
-        match call.issue(&mut self.fabric.ep) {
+        match p.issue(&mut self.fabric.ep) {
             Ok(a) => {
                 self.accepted(a);
                 Ok(())
             }
-            Err((rc, call)) => self.not_taken(Post::new(peer, kind, name, call), rc),
+            Err((rc, p)) => self.not_taken(p, rc),
         }
     }
 
@@ -298,13 +237,7 @@ impl Endpoint {
             self.defer(p);
             return Ok(());
         }
-        let Post {
-            peer,
-            kind,
-            name,
-            call,
-        } = p;
-        Err(self.refused(call, peer, kind, name, rc))
+        Err(self.refused(p, rc))
     }
 
     fn defer(&mut self, post: Post) {
@@ -330,14 +263,13 @@ impl Endpoint {
     }
 
     /// The provider refused a post for good: take its buffer back, name it.
-    fn refused(
-        &mut self,
-        call: Call,
-        peer: Rank,
-        kind: OpKind,
-        name: &str,
-        rc: isize,
-    ) -> TransportError {
+    fn refused(&mut self, p: Post, rc: isize) -> TransportError {
+        let Post {
+            peer,
+            kind,
+            name,
+            call,
+        } = p;
         let mut e = peer_err(peer, kind, name, rc as i64);
         if rc == EAGAIN {
             if let TransportError::Peer { status, .. } = &mut e {
@@ -356,28 +288,22 @@ impl Endpoint {
     /// Retry backlogged posts in order until one is refused again.
     pub(super) fn flush_backlog(&mut self) {
         while let Some(d) = self.backlog.pop_front() {
-            let Post {
-                peer,
-                kind,
-                name,
-                call,
-            } = d.post;
-            match call.issue(&mut self.fabric.ep) {
+            match d.post.issue(&mut self.fabric.ep) {
                 Ok(a) => self.accepted(a),
-                Err((EAGAIN, call)) if d.since.elapsed() < EAGAIN_DEADLINE => {
+                Err((EAGAIN, post)) if d.since.elapsed() < EAGAIN_DEADLINE => {
                     self.backlog.push_front(Deferred {
-                        post: Post::new(peer, kind, name, call),
+                        post,
                         since: d.since,
                     });
                     return;
                 }
-                Err((rc, call)) => {
-                    let ctx = call.ctx();
-                    let e = self.refused(call, peer, kind, name, rc);
+                Err((rc, post)) => {
+                    let (ctx, peer, op) = (post.call.ctx(), post.peer, post.kind);
+                    let e = self.refused(post, rc);
                     self.pending.push_back(Completion::Error {
                         ctx,
                         peer,
-                        op: kind,
+                        op,
                         status: e.to_string(),
                     });
                 }

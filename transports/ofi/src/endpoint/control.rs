@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use ovbench_core::{Completion, OpKind, Rank, TransportError};
 
-use super::{Call, Endpoint, Post};
+use super::{Call, Endpoint, Post, Req};
 use crate::ops::{Kind, Op, SRC_HDR};
 use ovbench_core::fabric::peer_watch;
 
@@ -55,7 +55,7 @@ impl Endpoint {
             ));
         }
         let op = Op::boxed(Kind::Control, 0, peer, buf);
-        let call = Call::Send { op, dest };
+        let call = Req::Send { dest }.with(op);
         self.submit(Post::new(peer, OpKind::Connect, "fi_send (control)", call))
     }
 

@@ -6,7 +6,7 @@
 use ovbench_core::{Arrivals, Completion, Ctx, OpKind, Placement, Rank, Tag, TransportError};
 
 use super::control::CTRL;
-use super::{Call, Endpoint, Post, EAVAIL};
+use super::{Endpoint, Post, Req, EAVAIL};
 use crate::error::fi_str;
 use crate::fi::endpoint::CQ_BATCH;
 use crate::ops::{Fence, Kind, Op, SRC_HDR, TAG_SRC_SHIFT};
@@ -209,12 +209,12 @@ impl Endpoint {
     ) -> Result<(), TransportError> {
         let src = self.peers[peer as usize];
         let op = self.op(Kind::Fence, ctx, peer, vec![0u8; 1]);
-        let call = Call::Fence {
+        let req = Req::Fence {
             src,
             raddr: f.addr,
             key: f.key,
-            op,
         };
+        let call = req.with(op);
         self.submit(Post::new(
             peer,
             OpKind::Write,

@@ -6,7 +6,7 @@
 use ovbench_core::{Ctx, LocalSlice, OpKind, Rank, Tag, TransportError};
 use ovbench_ofi_sys as sys;
 
-use super::{Call, Endpoint, Post, EAGAIN};
+use super::{Call, Endpoint, Post, Req, EAGAIN};
 use crate::ops::{Kind, SRC_HDR, TAG_SRC_SHIFT};
 
 impl Endpoint {
@@ -77,7 +77,7 @@ impl Endpoint {
             peer,
             OpKind::Send,
             "fi_send",
-            Call::Send { op, dest },
+            Req::Send { dest }.with(op),
         ))
         .map(|()| false)
     }
@@ -132,13 +132,13 @@ impl Endpoint {
         } else {
             ("fi_tsend", None)
         };
-        let call = Call::TSend {
+        let req = Req::TSend {
             src,
             dest,
             tag: utag,
             flags,
-            op,
         };
+        let call = req.with(op);
         self.submit(Post::new(peer, OpKind::TaggedSend, name, call))
             .map(|()| false)
     }
