@@ -24,6 +24,39 @@ pub fn one_at_a_time() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A scenario of this module, for a crate's table of where each runs.
+#[derive(Clone, Copy, Debug)]
+pub enum Scenario {
+    /// [`messages`], with the transport's eager buffer size.
+    Messages(usize),
+    /// [`rma`].
+    Rma,
+    /// [`tagged`].
+    Tagged,
+}
+
+/// Run each scenario of `table` over each of its setups, on a fresh pair
+/// from `open`, one at a time: one table per crate instead of a test
+/// function per (scenario, setup). The failing case is named on stderr
+/// before it runs.
+pub fn run_table<S: Copy + std::fmt::Debug, T: Transport>(
+    table: &[(Scenario, &[S])],
+    open: impl Fn(S) -> [T; 2],
+) {
+    for &(scenario, setups) in table {
+        for &setup in setups {
+            let _g = one_at_a_time();
+            eprintln!("{scenario:?} over {setup:?}");
+            let t = open(setup);
+            match scenario {
+                Scenario::Messages(eager_buf_size) => messages(t, eager_buf_size),
+                Scenario::Rma => rma(t),
+                Scenario::Tagged => tagged(t),
+            }
+        }
+    }
+}
+
 /// Connect two fresh ranks to each other. `connect` is collective: both
 /// ranks at once, as in a real job.
 pub fn connect<T: Transport>(mut t: [T; 2]) -> [T; 2] {

@@ -31,68 +31,36 @@ fn open_dc(prov: &str, progress: Progress, delivery_complete: Option<bool>) -> [
 
 const TCP: &str = "tcp;ofi_rxm";
 
+/// Which scenarios run over which provider.
 #[test]
-fn tcp_messages() {
-    let _g = one_at_a_time();
-    pair::messages(open(TCP, Progress::Poll), ovbench_ofi::EAGER_BUF_SIZE);
+fn scenarios_over_each_provider() {
+    use pair::Scenario::{Messages, Rma, Tagged};
+    pair::run_table(
+        &[
+            (
+                Messages(ovbench_ofi::EAGER_BUF_SIZE),
+                &[TCP, "shm", "sockets"],
+            ),
+            (Rma, &[TCP, "shm"]),
+            (Tagged, &[TCP, "shm", "sockets"]),
+        ],
+        |prov| open(prov, Progress::Poll),
+    );
 }
 
+/// Writes without delivery complete: a read after each write fences it.
 #[test]
-fn shm_messages() {
-    let _g = one_at_a_time();
-    pair::messages(open("shm", Progress::Poll), ovbench_ofi::EAGER_BUF_SIZE);
-}
-
-#[test]
-fn sockets_messages() {
-    let _g = one_at_a_time();
-    pair::messages(open("sockets", Progress::Poll), ovbench_ofi::EAGER_BUF_SIZE);
-}
-
-#[test]
-fn tcp_rma() {
-    let _g = one_at_a_time();
-    pair::rma(open(TCP, Progress::Poll));
-}
-
-#[test]
-fn tcp_rma_with_read_after_write_fence() {
-    let _g = one_at_a_time();
-    let t = open_dc(TCP, Progress::Poll, Some(false));
-    assert!(t[0]
-        .write_visibility()
-        .starts_with("read-after-write fence"));
-    pair::rma(t);
-}
-
-#[test]
-fn shm_rma_with_read_after_write_fence() {
-    let _g = one_at_a_time();
-    pair::rma(open_dc("shm", Progress::Poll, Some(false)));
-}
-
-#[test]
-fn shm_rma() {
-    let _g = one_at_a_time();
-    pair::rma(open("shm", Progress::Poll));
-}
-
-#[test]
-fn tcp_tagged() {
-    let _g = one_at_a_time();
-    pair::tagged(open(TCP, Progress::Poll));
-}
-
-#[test]
-fn shm_tagged() {
-    let _g = one_at_a_time();
-    pair::tagged(open("shm", Progress::Poll));
-}
-
-#[test]
-fn sockets_tagged() {
-    let _g = one_at_a_time();
-    pair::tagged(open("sockets", Progress::Poll));
+fn rma_with_read_after_write_fence() {
+    for prov in [TCP, "shm"] {
+        let _g = one_at_a_time();
+        let t = open_dc(prov, Progress::Poll, Some(false));
+        assert!(
+            t[0].write_visibility()
+                .starts_with("read-after-write fence"),
+            "{prov}"
+        );
+        pair::rma(t);
+    }
 }
 
 #[test]

@@ -23,52 +23,22 @@ fn open(tls: &str, progress: Progress) -> [UcxTransport; 2] {
     pair::connect([mk(0), mk(1)])
 }
 
+/// Which scenarios run over which transports and progress.
 #[test]
-fn tcp_messages() {
-    let _g = one_at_a_time();
-    pair::messages(open("tcp", Progress::Poll), ovbench_ucx::EAGER_BUF_SIZE);
-}
-
-#[test]
-fn posix_messages() {
-    let _g = one_at_a_time();
-    pair::messages(open("posix", Progress::Poll), ovbench_ucx::EAGER_BUF_SIZE);
-}
-
-#[test]
-fn tcp_rma() {
-    let _g = one_at_a_time();
-    pair::rma(open("tcp", Progress::Poll));
-}
-
-#[test]
-fn posix_rma() {
-    let _g = one_at_a_time();
-    pair::rma(open("posix", Progress::Poll));
-}
-
-#[test]
-fn shm_rma() {
-    let _g = one_at_a_time();
-    pair::rma(open("shm", Progress::Poll));
-}
-
-#[test]
-fn tcp_tagged() {
-    let _g = one_at_a_time();
-    pair::tagged(open("tcp", Progress::Poll));
-}
-
-#[test]
-fn posix_tagged() {
-    let _g = one_at_a_time();
-    pair::tagged(open("posix", Progress::Poll));
-}
-
-#[test]
-fn tcp_tagged_progress_thread() {
-    let _g = one_at_a_time();
-    pair::tagged(open("tcp", Progress::Thread));
+fn scenarios_over_each_transport() {
+    use pair::Scenario::{Messages, Rma, Tagged};
+    use Progress::{Poll, Thread};
+    pair::run_table(
+        &[
+            (
+                Messages(ovbench_ucx::EAGER_BUF_SIZE),
+                &[("tcp", Poll), ("posix", Poll)],
+            ),
+            (Rma, &[("tcp", Poll), ("posix", Poll), ("shm", Poll)]),
+            (Tagged, &[("tcp", Poll), ("posix", Poll), ("tcp", Thread)]),
+        ],
+        |(tls, progress)| open(tls, progress),
+    );
 }
 
 #[test]
