@@ -82,8 +82,21 @@ fn round_trip_ns<T: Transport + 'static>(t: [T; 2], native: bool, clock: &Arc<dy
 }
 
 /// Print `rounds` alternating native / own eager measurements over pairs
-/// from `open` (named `what`).
-pub fn main<T: Transport + 'static>(what: &str, rounds: usize, open: impl Fn() -> [T; 2]) {
+/// of `open(setup, rank)`, named `library setup`. The setup (a provider, a
+/// UCX transport list) is the bench's first argument that is not a flag
+/// (`cargo bench ... -- setup`), else `default_setup`.
+pub fn main<T: Transport + 'static>(
+    library: &str,
+    default_setup: &str,
+    rounds: usize,
+    open: impl Fn(&str, Rank) -> T,
+) {
+    let setup = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .unwrap_or_else(|| default_setup.into());
+    let what = format!("{library} {setup}");
+    let open = || [0, 1].map(|r| open(&setup, r));
     let clock: Arc<dyn Clock> = Arc::from(best_clock());
     for _ in 0..rounds {
         let n = round_trip_ns(open(), true, &clock);

@@ -9,19 +9,13 @@ use ovbench_core::Progress;
 use ovbench_ofi::{OfiOptions, OfiTransport};
 
 fn main() {
-    let prov = std::env::args()
-        .skip(1)
-        .find(|a| !a.starts_with('-'))
-        .unwrap_or_else(|| "shm".into());
-    comm_cost::main(&format!("libfabric {prov}"), 3, || {
-        [0, 1].map(|r| {
-            let opts = OfiOptions {
-                provider: prov.clone(),
-                node: None,
-                progress: Progress::Poll,
-                delivery_complete: None,
-            };
-            OfiTransport::new(r, 2, opts).expect("libfabric")
-        })
+    comm_cost::main("libfabric", "shm", 3, |provider, r| {
+        let opts = OfiOptions {
+            provider: provider.into(),
+            node: None,
+            progress: Progress::Poll,
+            delivery_complete: None,
+        };
+        OfiTransport::new(r, 2, opts).expect("libfabric")
     });
 }

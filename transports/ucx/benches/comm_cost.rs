@@ -5,22 +5,14 @@
 //! `cargo bench -p ovbench-ucx --bench comm_cost [-- tls]` (default posix)
 
 use ovbench_conformance::comm_cost;
-use ovbench_core::Progress;
 use ovbench_ucx::{UcxOptions, UcxTransport};
 
 fn main() {
-    let tls = std::env::args()
-        .skip(1)
-        .find(|a| !a.starts_with('-'))
-        .unwrap_or_else(|| "posix".into());
-    comm_cost::main(&format!("UCX {tls}"), 3, || {
-        [0, 1].map(|r| {
-            let opts = UcxOptions {
-                tls: Some(tls.clone()),
-                net_devices: None,
-                progress: Progress::Poll,
-            };
-            UcxTransport::new(r, 2, opts).expect("UCX")
-        })
+    comm_cost::main("UCX", "posix", 3, |tls, r| {
+        let opts = UcxOptions {
+            tls: Some(tls.into()),
+            ..UcxOptions::default()
+        };
+        UcxTransport::new(r, 2, opts).expect("UCX")
     });
 }

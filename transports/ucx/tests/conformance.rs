@@ -4,49 +4,26 @@
 //! drop a shared-memory rank safely; tests/processes.rs covers it).
 
 use ovbench_conformance::Endpoints;
-use ovbench_core::{Progress, Transport};
+use ovbench_core::Progress;
 use ovbench_ucx::{UcxOptions, UcxTransport};
 
-fn make(n: u32, tls: &str) -> Endpoints {
-    make_with(n, tls, Progress::Poll)
-}
-
-fn make_with(n: u32, tls: &str, progress: Progress) -> Endpoints {
-    (0..n)
-        .map(|r| {
-            let opts = UcxOptions {
-                tls: Some(tls.into()),
-                net_devices: None,
-                progress,
-            };
-            Box::new(
-                UcxTransport::new(r, n, opts).unwrap_or_else(|e| panic!("UCX over {tls}: {e}")),
-            ) as Box<dyn Transport>
-        })
-        .collect()
-}
-
-fn tcp(n: u32) -> Endpoints {
-    make(n, "tcp")
-}
-
-fn tcp_thread(n: u32) -> Endpoints {
-    make_with(n, "tcp", Progress::Thread)
-}
-
-fn posix(n: u32) -> Endpoints {
-    make(n, "posix")
-}
-
-fn shm(n: u32) -> Endpoints {
-    make(n, "shm")
+/// `n` ranks over UCX transport(s) `tls`, driven as `progress` says.
+fn make(n: u32, tls: &str, progress: Progress) -> Endpoints {
+    ovbench_conformance::endpoints(n, |r| {
+        let opts = UcxOptions {
+            tls: Some(tls.into()),
+            net_devices: None,
+            progress,
+        };
+        UcxTransport::new(r, n, opts).unwrap_or_else(|e| panic!("UCX over {tls}: {e}"))
+    })
 }
 
 mod tcp_2 {
-    ovbench_conformance::conformance_tests!(super::tcp, 2);
+    ovbench_conformance::conformance_tests!(|n| super::make(n, "tcp", super::Progress::Poll), 2);
 }
 mod tcp_3 {
-    ovbench_conformance::conformance_tests!(super::tcp, 3);
+    ovbench_conformance::conformance_tests!(|n| super::make(n, "tcp", super::Progress::Poll), 3);
 }
 // posix and shm run every check but `peer_dropped_reported`. In one
 // process the dropped rank's shared-memory segments are gone under the
@@ -61,26 +38,19 @@ mod tcp_3 {
 // fail. Across processes (a real run) the dead rank's pid and its segments
 // are gone: tests/processes.rs kills rank 1 over posix and shm and checks the
 // survivor reports it (by the pid watch) within 5 s.
-macro_rules! shm_lane_checks {
-    ($make:expr) => {
-        ovbench_conformance::conformance_tests!(@each $make, 2;
-            identity_and_caps, regions, send_order_and_max_size, zero_length_messages,
-            oversize_send_rejected, write_visible_on_completion, read_returns_target_bytes,
-            out_of_range_rejected, deregistered_key_rejected, garbled_key_rejected,
-            many_outstanding, key_through_the_wire, block_returns_when_ready,
-            tagged_if_offered, send_done_contract, tsend_done_contract,
-            trecv_wait_contract, trecv_wait_truncation, arrivals_contract, send_end_known_once);
-    };
-}
 /// Every check but `peer_dropped_reported` (see above).
 mod posix_2 {
-    shm_lane_checks!(super::posix);
+    ovbench_conformance::conformance_tests!(
+        |n| super::make(n, "posix", super::Progress::Poll), 2;
+        skip peer_dropped_reported);
 }
 /// Every check but `peer_dropped_reported` (see above).
 mod shm_2 {
-    shm_lane_checks!(super::shm);
+    ovbench_conformance::conformance_tests!(
+        |n| super::make(n, "shm", super::Progress::Poll), 2;
+        skip peer_dropped_reported);
 }
 /// With a progress thread blocked on the worker's event fd.
 mod tcp_thread_2 {
-    ovbench_conformance::conformance_tests!(super::tcp_thread, 2);
+    ovbench_conformance::conformance_tests!(|n| super::make(n, "tcp", super::Progress::Thread), 2);
 }
