@@ -7,27 +7,13 @@ use std::sync::Arc;
 use ovbench_ofi_sys as sys;
 
 use super::domain::{Domain, DomainInner};
+use super::owned::Owned;
 
 /// Largest address accepted from a peer (bytes, with a terminating zero).
 pub(crate) const MAX_ADDR: usize = 1024;
 
-pub(super) struct AvInner {
-    pub(super) raw: *mut sys::fid_av,
-    _domain: Arc<DomainInner>,
-}
-
-// SAFETY: used only through its owner, serialised as the domain is.
-unsafe impl Send for AvInner {}
-// SAFETY: as above: shared only to keep it open.
-unsafe impl Sync for AvInner {}
-
-impl Drop for AvInner {
-    fn drop(&mut self) {
-        // SAFETY: raw is open and closed once; the endpoint bound to it
-        // holds an Arc of this, so it is closed by now.
-        unsafe { sys::fi_close(&mut (*self.raw).fid) };
-    }
-}
+/// The address vector's handle; closed before its domain.
+pub(super) type AvInner = Owned<sys::fid_av, Arc<DomainInner>>;
 
 /// An address vector; keeps its domain open.
 pub(crate) struct AddressVector {
@@ -47,10 +33,9 @@ impl AddressVector {
             return Err(rc);
         }
         Ok(AddressVector {
-            inner: Arc::new(AvInner {
-                raw,
-                _domain: Arc::clone(&domain.inner),
-            }),
+            // SAFETY: fi_av_open returned an open AV, owned only here and
+            // used under the domain's serialisation; it holds its domain.
+            inner: Arc::new(unsafe { Owned::new(raw, Arc::clone(&domain.inner)) }),
         })
     }
 

@@ -12,24 +12,10 @@ use ovbench_ofi_sys as sys;
 
 use super::domain::{Domain, DomainInner};
 use super::fabric::cstr;
+use super::owned::Owned;
 
-pub(super) struct CqInner {
-    pub(super) raw: *mut sys::fid_cq,
-    _domain: Arc<DomainInner>,
-}
-
-// SAFETY: used only through its owner, serialised as the domain is.
-unsafe impl Send for CqInner {}
-// SAFETY: as above: shared only to keep it open.
-unsafe impl Sync for CqInner {}
-
-impl Drop for CqInner {
-    fn drop(&mut self) {
-        // SAFETY: raw is open and closed once; the endpoint bound to it
-        // holds an Arc of this, so it is closed by now.
-        unsafe { sys::fi_close(&mut (*self.raw).fid) };
-    }
-}
+/// The completion queue's handle; closed before its domain.
+pub(super) type CqInner = Owned<sys::fid_cq, Arc<DomainInner>>;
 
 /// A completion queue for both directions; keeps its domain open.
 pub(crate) struct CompletionQueue {
@@ -68,10 +54,9 @@ impl CompletionQueue {
             return Err(rc);
         }
         let mut cq = CompletionQueue {
-            inner: Arc::new(CqInner {
-                raw,
-                _domain: Arc::clone(&domain.inner),
-            }),
+            // SAFETY: fi_cq_open returned an open CQ, owned only here and
+            // used under the domain's serialisation; it holds its domain.
+            inner: Arc::new(unsafe { Owned::new(raw, Arc::clone(&domain.inner)) }),
             wait_fd: None,
         };
         if with_fd {

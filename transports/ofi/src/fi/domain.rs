@@ -7,32 +7,23 @@ use std::sync::{Arc, Mutex};
 use ovbench_ofi_sys as sys;
 
 use super::fabric::{Fabric, FabricInner, Info};
+use super::owned::Owned;
 use crate::ops::Op;
 
-pub(super) struct DomainInner {
-    pub(super) raw: *mut sys::fid_domain,
+/// The domain's handle; closed after everything bound to it, before the
+/// fabric.
+pub(super) type DomainInner = Owned<sys::fid_domain, DomainParts>;
+
+/// What a domain keeps until after its close, dropped in this order.
+pub(super) struct DomainParts {
     /// Receive slots of closed endpoints, freed only once the domain has
-    /// closed (after `drop`'s body): its parts that outlive an endpoint
-    /// (rxm's connection handling, the registration cache and its memory
-    /// monitor) must not see memory they still track freed under them.
-    /// Boxed: the memory stays where the provider last saw it.
+    /// closed (after `Owned`'s drop body): its parts that outlive an
+    /// endpoint (rxm's connection handling, the registration cache and its
+    /// memory monitor) must not see memory they still track freed under
+    /// them. Boxed: the memory stays where the provider last saw it.
     #[allow(clippy::vec_box)]
     pub(super) retired: Mutex<Vec<Box<Op>>>,
     _fabric: Arc<FabricInner>,
-}
-
-// SAFETY: the domain is opened FI_THREAD_DOMAIN and every use of it is
-// serialised by its owner (&mut, or the transport's mutex).
-unsafe impl Send for DomainInner {}
-// SAFETY: as above: shared only to keep it open.
-unsafe impl Sync for DomainInner {}
-
-impl Drop for DomainInner {
-    fn drop(&mut self) {
-        // SAFETY: raw is open and closed once; endpoint, queues and
-        // registrations hold an Arc of this, so all are closed by now.
-        unsafe { sys::fi_close(&mut (*self.raw).fid) };
-    }
 }
 
 /// An open domain; keeps its fabric open.
@@ -51,10 +42,17 @@ impl Domain {
             return Err(rc);
         }
         Ok(Domain {
-            inner: Arc::new(DomainInner {
-                raw,
-                retired: Mutex::new(Vec::new()),
-                _fabric: Arc::clone(&fabric.inner),
+            // SAFETY: fi_domain returned an open domain (FI_THREAD_DOMAIN:
+            // its users serialise every call), owned only here; it holds
+            // its fabric.
+            inner: Arc::new(unsafe {
+                Owned::new(
+                    raw,
+                    DomainParts {
+                        retired: Mutex::new(Vec::new()),
+                        _fabric: Arc::clone(&fabric.inner),
+                    },
+                )
             }),
         })
     }

@@ -106,6 +106,7 @@ impl Drop for RdmEndpoint {
         unsafe { sys::fi_close(&mut (*self.raw).fid) };
         let mut retired = self
             ._domain
+            .with
             .retired
             .lock()
             .unwrap_or_else(|p| p.into_inner());

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use ovbench_ofi_sys as sys;
 
 use super::cq::CompletionQueue;
+use super::owned::Owned;
 
 /// libfabric API version ovbench is written against (1.10 semantics).
 const API_VERSION: u32 = sys::fi_version_of(1, 10);
@@ -177,23 +178,8 @@ impl Info {
     }
 }
 
-pub(super) struct FabricInner {
-    pub(super) raw: *mut sys::fid_fabric,
-}
-
-// SAFETY: a fabric handle is only closed (once, in drop) and passed to
-// libfabric calls that the domain's FI_THREAD_DOMAIN serialises.
-unsafe impl Send for FabricInner {}
-// SAFETY: as above: shared only to keep it open.
-unsafe impl Sync for FabricInner {}
-
-impl Drop for FabricInner {
-    fn drop(&mut self) {
-        // SAFETY: raw is open and closed once; every child holds an Arc of
-        // this, so none is left.
-        unsafe { sys::fi_close(&mut (*self.raw).fid) };
-    }
-}
+/// The fabric's handle; closed after every domain on it.
+pub(super) type FabricInner = Owned<sys::fid_fabric, ()>;
 
 /// An open fabric (`fi_fabric`).
 pub(crate) struct Fabric {
@@ -210,7 +196,9 @@ impl Fabric {
             return Err(rc);
         }
         Ok(Fabric {
-            inner: Arc::new(FabricInner { raw }),
+            // SAFETY: fi_fabric returned an open fabric, owned only here; it
+            // is only closed and passed to calls the domain serialises.
+            inner: Arc::new(unsafe { Owned::new(raw, ()) }),
         })
     }
 

@@ -17,6 +17,7 @@ pub(crate) mod domain;
 pub(crate) mod endpoint;
 pub(crate) mod fabric;
 pub(crate) mod mr;
+mod owned;
 
 pub(crate) use av::AddressVector;
 pub(crate) use cq::CompletionQueue;
