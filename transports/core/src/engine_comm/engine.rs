@@ -65,6 +65,7 @@ impl EngineState {
 
     /// A blocking send while nothing is recorded: posted and waited for
     /// here.
+    #[inline]
     pub(crate) fn send_now(
         &mut self,
         s: &mut Shared,
@@ -80,6 +81,7 @@ impl EngineState {
 
     /// A blocking receive while nothing is recorded: posted and waited
     /// for here.
+    #[inline]
     pub(crate) fn recv_now(
         &mut self,
         s: &mut Shared,
@@ -93,6 +95,7 @@ impl EngineState {
         self.wait_req(s, r)
     }
 
+    #[inline]
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn isend(
         &mut self,
@@ -108,6 +111,7 @@ impl EngineState {
             .map(|r| Req(r.0))
     }
 
+    #[inline]
     pub(crate) fn irecv(
         &mut self,
         s: &mut Shared,
@@ -121,6 +125,7 @@ impl EngineState {
             .map(|r| Req(r.0))
     }
 
+    #[inline]
     pub(crate) fn test(
         &mut self,
         s: &mut Shared,

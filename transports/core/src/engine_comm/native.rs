@@ -111,6 +111,7 @@ impl NativeState {
     /// retire. That bookkeeping sat between a ping-pong's send and its
     /// next receive's posting, late enough on shared memory for the reply
     /// to arrive unexpected.
+    #[inline]
     pub(crate) fn send_now(
         &mut self,
         s: &mut Shared,
@@ -133,6 +134,7 @@ impl NativeState {
     /// A blocking receive while nothing is recorded: with nothing else in
     /// flight the transport may wait for the message itself
     /// (`trecv_wait`); `None` where it cannot, for the general path.
+    #[inline]
     pub(crate) fn recv_now(
         &mut self,
         s: &mut Shared,
@@ -169,6 +171,7 @@ impl NativeState {
     }
 
     /// Start a send of `buf[off..off + len]`, its call entered at `at`.
+    #[inline]
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn isend(
         &mut self,
@@ -187,6 +190,7 @@ impl NativeState {
     }
 
     /// Start a receive into `buf[off..]`, its call entered at `at`.
+    #[inline]
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn irecv(
         &mut self,
@@ -202,6 +206,7 @@ impl NativeState {
         self.trecv(s, ls, src, tag, at).map(Req)
     }
 
+    #[inline]
     pub(crate) fn test(
         &mut self,
         s: &mut Shared,
