@@ -305,6 +305,21 @@ pub trait Communicator {
     ) -> Result<Req, TransportError> {
         self.isend_mode(buf, off, len, dst, tag, SendMode::Buffered)
     }
+    /// A send in `mode`, waited for: the four blocking sends below are
+    /// this, so that a communicator which makes each blocking call one
+    /// call (for the instrumentation) overrides it alone.
+    fn send_mode(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+        mode: SendMode,
+    ) -> Result<(), TransportError> {
+        let r = self.isend_mode(buf, off, len, dst, tag, mode)?;
+        self.wait(r).map(|_| ())
+    }
     /// Standard-mode send, waited for (`MPI_Send`).
     fn send(
         &mut self,
@@ -314,8 +329,7 @@ pub trait Communicator {
         dst: Rank,
         tag: Tag,
     ) -> Result<(), TransportError> {
-        let r = self.isend(buf, off, len, dst, tag)?;
-        self.wait(r).map(|_| ())
+        self.send_mode(buf, off, len, dst, tag, SendMode::Standard)
     }
     /// Synchronous send, waited for (`MPI_Ssend`): returns once the
     /// receive has matched.
@@ -327,8 +341,7 @@ pub trait Communicator {
         dst: Rank,
         tag: Tag,
     ) -> Result<(), TransportError> {
-        let r = self.issend(buf, off, len, dst, tag)?;
-        self.wait(r).map(|_| ())
+        self.send_mode(buf, off, len, dst, tag, SendMode::Synchronous)
     }
     /// Ready-mode send, waited for (`MPI_Rsend`).
     fn rsend(
@@ -339,8 +352,7 @@ pub trait Communicator {
         dst: Rank,
         tag: Tag,
     ) -> Result<(), TransportError> {
-        let r = self.irsend(buf, off, len, dst, tag)?;
-        self.wait(r).map(|_| ())
+        self.send_mode(buf, off, len, dst, tag, SendMode::Ready)
     }
     /// Buffered send, waited for (`MPI_Bsend`).
     fn bsend(
@@ -351,8 +363,7 @@ pub trait Communicator {
         dst: Rank,
         tag: Tag,
     ) -> Result<(), TransportError> {
-        let r = self.ibsend(buf, off, len, dst, tag)?;
-        self.wait(r).map(|_| ())
+        self.send_mode(buf, off, len, dst, tag, SendMode::Buffered)
     }
     /// Receive up to `len` bytes into `buf[off..]` and wait for it
     /// (`MPI_Recv`); the status says who sent how much with which tag.
