@@ -1,5 +1,5 @@
 //! `--proto native`: the library's own tagged protocol
-//! ([`crate::Transport::tsend`]/[`crate::Transport::trecv`]: UCX tag,
+//! ([`crate::Tagged::tsend`]/[`crate::Tagged::trecv`]: UCX tag,
 //! libfabric tagged, MPI point-to-point). Its transfers are
 //! call-bounded: XFER_BEGIN at the entry of the posting call, XFER_END
 //! at the exit of the completing call (case 3 of the paper for the
