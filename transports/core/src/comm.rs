@@ -305,21 +305,6 @@ pub trait Communicator {
     ) -> Result<Req, TransportError> {
         self.isend_mode(buf, off, len, dst, tag, SendMode::Buffered)
     }
-    /// A send in `mode`, waited for: the four blocking sends below are
-    /// this, so that a communicator which makes each blocking call one
-    /// call (for the instrumentation) overrides it alone.
-    fn send_mode(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-        mode: SendMode,
-    ) -> Result<(), TransportError> {
-        let r = self.isend_mode(buf, off, len, dst, tag, mode)?;
-        self.wait(r).map(|_| ())
-    }
     /// Standard-mode send, waited for (`MPI_Send`).
     fn send(
         &mut self,
@@ -329,7 +314,8 @@ pub trait Communicator {
         dst: Rank,
         tag: Tag,
     ) -> Result<(), TransportError> {
-        self.send_mode(buf, off, len, dst, tag, SendMode::Standard)
+        let r = self.isend(buf, off, len, dst, tag)?;
+        self.wait(r).map(|_| ())
     }
     /// Synchronous send, waited for (`MPI_Ssend`): returns once the
     /// receive has matched.
@@ -341,7 +327,8 @@ pub trait Communicator {
         dst: Rank,
         tag: Tag,
     ) -> Result<(), TransportError> {
-        self.send_mode(buf, off, len, dst, tag, SendMode::Synchronous)
+        let r = self.issend(buf, off, len, dst, tag)?;
+        self.wait(r).map(|_| ())
     }
     /// Ready-mode send, waited for (`MPI_Rsend`).
     fn rsend(
@@ -352,7 +339,8 @@ pub trait Communicator {
         dst: Rank,
         tag: Tag,
     ) -> Result<(), TransportError> {
-        self.send_mode(buf, off, len, dst, tag, SendMode::Ready)
+        let r = self.irsend(buf, off, len, dst, tag)?;
+        self.wait(r).map(|_| ())
     }
     /// Buffered send, waited for (`MPI_Bsend`).
     fn bsend(
@@ -363,7 +351,8 @@ pub trait Communicator {
         dst: Rank,
         tag: Tag,
     ) -> Result<(), TransportError> {
-        self.send_mode(buf, off, len, dst, tag, SendMode::Buffered)
+        let r = self.ibsend(buf, off, len, dst, tag)?;
+        self.wait(r).map(|_| ())
     }
     /// Receive up to `len` bytes into `buf[off..]` and wait for it
     /// (`MPI_Recv`); the status says who sent how much with which tag.

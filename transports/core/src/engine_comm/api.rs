@@ -5,7 +5,6 @@
 //! `send` and `recv` post and wait in one frame (the general path's
 //! nested calls moved each result through three of them).
 
-use super::shared::{In, Out};
 use super::{Comm, EngineShape, On, Path, RawOp};
 use crate::instrument::{Instrumentation, XferTable};
 use crate::{
@@ -16,21 +15,47 @@ use crate::{
 impl Comm {
     /// A blocking send while nothing is recorded.
     #[inline]
-    fn send_now(&mut self, o: Out) -> Result<(), TransportError> {
+    fn send_now(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
         match self.on() {
-            (s, On::Engine(e)) => e.send_now(s, o),
-            (s, On::Native(n)) => n.send_now(s, o),
+            (s, On::Engine(e)) => e.send_now(s, buf, off, len, dst, tag),
+            (s, On::Native(n)) => n.send_now(s, buf, off, len, dst, tag),
         }
     }
 
     /// A blocking receive while nothing is recorded; `None` where the
     /// path cannot take it so, for the general path.
     #[inline]
-    fn recv_now(&mut self, i: In) -> Option<Result<Status, TransportError>> {
+    fn recv_now(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Option<Result<Status, TransportError>> {
         match self.on() {
-            (s, On::Engine(e)) => Some(e.recv_now(s, i)),
-            (s, On::Native(n)) => n.recv_now(s, i),
+            (s, On::Engine(e)) => Some(e.recv_now(s, buf, off, len, src, tag)),
+            (s, On::Native(n)) => n.recv_now(s, buf, off, len, src, tag),
         }
+    }
+
+    /// A send posted by `post` and waited for, as one call.
+    #[inline]
+    fn send_waited(
+        &mut self,
+        post: impl FnOnce(&mut Self) -> Result<Req, TransportError>,
+    ) -> Result<(), TransportError> {
+        self.call(|c, _| {
+            let r = post(c)?;
+            c.wait(r).map(|_| ())
+        })
     }
 }
 
@@ -90,16 +115,9 @@ impl Communicator for Comm {
         tag: Tag,
         mode: SendMode,
     ) -> Result<Req, TransportError> {
-        let o = Out {
-            buf,
-            off,
-            len,
-            dst,
-            tag,
-        };
         self.call(|c, at| match c.on() {
-            (s, On::Engine(e)) => e.isend(s, o, mode),
-            (s, On::Native(n)) => n.isend(s, at, o, mode),
+            (s, On::Engine(e)) => e.isend(s, buf, off, len, dst, tag, mode),
+            (s, On::Native(n)) => n.isend(s, at, buf, off, len, dst, tag, mode),
         })
     }
 
@@ -111,16 +129,9 @@ impl Communicator for Comm {
         src: Source,
         tag: TagSel,
     ) -> Result<Req, TransportError> {
-        let i = In {
-            buf,
-            off,
-            len,
-            src,
-            tag,
-        };
         self.call(|c, at| match c.on() {
-            (s, On::Engine(e)) => e.irecv(s, i),
-            (s, On::Native(n)) => n.irecv(s, at, i),
+            (s, On::Engine(e)) => e.irecv(s, buf, off, len, src, tag),
+            (s, On::Native(n)) => n.irecv(s, at, buf, off, len, src, tag),
         })
     }
 
@@ -164,31 +175,51 @@ impl Communicator for Comm {
         c
     }
 
-    /// One call; a standard send while nothing is recorded takes the
-    /// path's fast way.
-    #[inline]
-    fn send_mode(
+    fn ssend(
         &mut self,
         buf: Buf,
         off: usize,
         len: usize,
         dst: Rank,
         tag: Tag,
-        mode: SendMode,
     ) -> Result<(), TransportError> {
-        if mode == SendMode::Standard && self.s.instr.is_none() {
-            return self.send_now(Out {
-                buf,
-                off,
-                len,
-                dst,
-                tag,
-            });
+        self.send_waited(|c| c.issend(buf, off, len, dst, tag))
+    }
+
+    fn rsend(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        self.send_waited(|c| c.irsend(buf, off, len, dst, tag))
+    }
+
+    fn bsend(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        self.send_waited(|c| c.ibsend(buf, off, len, dst, tag))
+    }
+
+    fn send(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        if self.s.instr.is_none() {
+            return self.send_now(buf, off, len, dst, tag);
         }
-        self.call(|c, _| {
-            let r = c.isend_mode(buf, off, len, dst, tag, mode)?;
-            c.wait(r).map(|_| ())
-        })
+        self.send_waited(|c| c.isend(buf, off, len, dst, tag))
     }
 
     fn recv(
@@ -200,13 +231,7 @@ impl Communicator for Comm {
         tag: TagSel,
     ) -> Result<Status, TransportError> {
         if self.s.instr.is_none() {
-            if let Some(r) = self.recv_now(In {
-                buf,
-                off,
-                len,
-                src,
-                tag,
-            }) {
+            if let Some(r) = self.recv_now(buf, off, len, src, tag) {
                 return r;
             }
         }

@@ -5,7 +5,7 @@
 use ovbench_proto::{Engine, Mode, ReqId, Slice, Space};
 
 use super::drive::{self, proto_err};
-use super::shared::{In, Out, Shared};
+use super::shared::Shared;
 use super::{prefers_read, EngineShape, Protocol, RawOp, DEFAULT_FRAG_SIZE};
 use crate::{Buf, OpCounts, Rank, Req, SendMode, Source, Status, Tag, TagSel, TransportError};
 
@@ -66,32 +66,63 @@ impl EngineState {
     /// A blocking send while nothing is recorded: posted and waited for
     /// here.
     #[inline]
-    pub(crate) fn send_now(&mut self, s: &mut Shared, o: Out) -> Result<(), TransportError> {
-        let r = self.post_user_send(s, o, Mode::Standard)?;
+    pub(crate) fn send_now(
+        &mut self,
+        s: &mut Shared,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        let r = self.post_user_send(s, buf, off, len, dst, tag, Mode::Standard)?;
         self.wait_req(s, r).map(|_| ())
     }
 
     /// A blocking receive while nothing is recorded: posted and waited
     /// for here.
     #[inline]
-    pub(crate) fn recv_now(&mut self, s: &mut Shared, i: In) -> Result<Status, TransportError> {
-        let r = self.post_user_recv(s, i)?;
+    pub(crate) fn recv_now(
+        &mut self,
+        s: &mut Shared,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Result<Status, TransportError> {
+        let r = self.post_user_recv(s, buf, off, len, src, tag)?;
         self.wait_req(s, r)
     }
 
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn isend(
         &mut self,
         s: &mut Shared,
-        o: Out,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
         mode: SendMode,
     ) -> Result<Req, TransportError> {
-        self.post_user_send(s, o, mode_of(mode)).map(|r| Req(r.0))
+        self.post_user_send(s, buf, off, len, dst, tag, mode_of(mode))
+            .map(|r| Req(r.0))
     }
 
     #[inline]
-    pub(crate) fn irecv(&mut self, s: &mut Shared, i: In) -> Result<Req, TransportError> {
-        self.post_user_recv(s, i).map(|r| Req(r.0))
+    pub(crate) fn irecv(
+        &mut self,
+        s: &mut Shared,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Result<Req, TransportError> {
+        self.post_user_recv(s, buf, off, len, src, tag)
+            .map(|r| Req(r.0))
     }
 
     #[inline]
@@ -111,23 +142,36 @@ impl EngineState {
 
     /// Post a send of the user's `buf[off..off + len]`.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     fn post_user_send(
         &mut self,
         s: &mut Shared,
-        o: Out,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
         mode: Mode,
     ) -> Result<ReqId, TransportError> {
-        let sl = range(o.buf, o.off, o.len, "send")?;
-        let whole = Slice::new(o.buf.region.0, 0, o.buf.len);
-        self.post_send(s, sl, whole, o.dst, o.tag, mode, Space::User)
+        let sl = range(buf, off, len, "send")?;
+        let whole = Slice::new(buf.region.0, 0, buf.len);
+        self.post_send(s, sl, whole, dst, tag, mode, Space::User)
     }
 
     /// Post a receive into the user's `buf[off..off + len]`.
     #[inline]
-    fn post_user_recv(&mut self, s: &mut Shared, i: In) -> Result<ReqId, TransportError> {
-        let sl = range(i.buf, i.off, i.len, "receive")?;
-        let whole = Slice::new(i.buf.region.0, 0, i.buf.len);
-        self.post_recv(s, sl, whole, i.src, i.tag, Space::User)
+    fn post_user_recv(
+        &mut self,
+        s: &mut Shared,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Result<ReqId, TransportError> {
+        let sl = range(buf, off, len, "receive")?;
+        let whole = Slice::new(buf.region.0, 0, buf.len);
+        self.post_recv(s, sl, whole, src, tag, Space::User)
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use ovbench_proto::IdMap;
 
 use super::engine::range;
-use super::shared::{In, Out, Shared, CHECK_EVERY, SPIN_BEFORE_BLOCK};
+use super::shared::{Shared, CHECK_EVERY, SPIN_BEFORE_BLOCK};
 use crate::{
     Buf, Completion, Idle, LocalSlice, OpKind, Posted, Rank, Req, SendMode, Source, Status, Tag,
     TagSel, Tagged, TransportError, Waited,
@@ -112,9 +112,16 @@ impl NativeState {
     /// next receive's posting, late enough on shared memory for the reply
     /// to arrive unexpected.
     #[inline]
-    pub(crate) fn send_now(&mut self, s: &mut Shared, o: Out) -> Result<(), TransportError> {
-        let ls = local(o.buf, o.off, o.len, "send")?;
-        let (dst, tag, len) = (o.dst, o.tag, o.len);
+    pub(crate) fn send_now(
+        &mut self,
+        s: &mut Shared,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        let ls = local(buf, off, len, "send")?;
         let (id, sent) = self.post_tsend(s, ls, dst, tag, false)?;
         if sent {
             return Ok(());
@@ -131,16 +138,19 @@ impl NativeState {
     pub(crate) fn recv_now(
         &mut self,
         s: &mut Shared,
-        i: In,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
     ) -> Option<Result<Status, TransportError>> {
-        let In { src, tag, len, .. } = i;
         if !self.reqs.is_empty() || s.cfg.oversubscribed {
             return None;
         }
         if let Err(e) = crate::stop::check() {
             return Some(Err(e));
         }
-        let ls = match local(i.buf, i.off, len, "receive") {
+        let ls = match local(buf, off, len, "receive") {
             Ok(ls) => ls,
             Err(e) => return Some(Err(e)),
         };
@@ -162,23 +172,38 @@ impl NativeState {
 
     /// Start a send of `buf[off..off + len]`, its call entered at `at`.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn isend(
         &mut self,
         s: &mut Shared,
         at: u64,
-        o: Out,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
         mode: SendMode,
     ) -> Result<Req, TransportError> {
-        let ls = local(o.buf, o.off, o.len, "send")?;
-        let sync = mode == SendMode::Synchronous;
-        self.tsend(s, ls, o.dst, o.tag, sync, at).map(Req)
+        let ls = local(buf, off, len, "send")?;
+        self.tsend(s, ls, dst, tag, mode == SendMode::Synchronous, at)
+            .map(Req)
     }
 
     /// Start a receive into `buf[off..]`, its call entered at `at`.
     #[inline]
-    pub(crate) fn irecv(&mut self, s: &mut Shared, at: u64, i: In) -> Result<Req, TransportError> {
-        let ls = local(i.buf, i.off, i.len, "receive")?;
-        self.trecv(s, ls, i.src, i.tag, at).map(Req)
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn irecv(
+        &mut self,
+        s: &mut Shared,
+        at: u64,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Result<Req, TransportError> {
+        let ls = local(buf, off, len, "receive")?;
+        self.trecv(s, ls, src, tag, at).map(Req)
     }
 
     #[inline]

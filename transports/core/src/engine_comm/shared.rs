@@ -8,35 +8,14 @@ use std::sync::Arc;
 use super::EngineConfig;
 use crate::instrument::{Instrumentation, XferTable};
 use crate::{
-    Buf, Caps, Clock, Completion, CompletionTime, Rank, Source, Tag, TagSel, Transport,
-    TransportError, TransportInfo, Work,
+    Buf, Caps, Clock, Completion, CompletionTime, Rank, Transport, TransportError, TransportInfo,
+    Work,
 };
 
 /// Polls between deadline checks (an `Instant::now()` costs ~25 ns).
 pub(crate) const CHECK_EVERY: u32 = 64;
 /// Polls without progress before an oversubscribed rank blocks.
 pub(crate) const SPIN_BEFORE_BLOCK: u32 = 2000;
-
-/// A send's data and envelope, as the communicator's calls name them.
-#[derive(Clone, Copy)]
-pub(crate) struct Out {
-    pub(crate) buf: Buf,
-    pub(crate) off: usize,
-    pub(crate) len: usize,
-    pub(crate) dst: Rank,
-    pub(crate) tag: Tag,
-}
-
-/// A receive's buffer and selectors, as the communicator's calls name
-/// them.
-#[derive(Clone, Copy)]
-pub(crate) struct In {
-    pub(crate) buf: Buf,
-    pub(crate) off: usize,
-    pub(crate) len: usize,
-    pub(crate) src: Source,
-    pub(crate) tag: TagSel,
-}
 
 /// The state both paths use; each path's own state takes it as an
 /// argument, so that the two borrow apart.
