@@ -1,12 +1,12 @@
 //! Building the communicator a command runs on: the engine's own
-//! protocols ([`EngineComm`]) or the library's tagged path
-//! ([`NativeComm`]), configured from the common options.
+//! protocols ([`Comm::engine`]) or the library's tagged path
+//! ([`Comm::native`]), configured from the common options.
 
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use ovbench_core::engine_comm::{Protocol, RawOp as EngineRawOp};
-use ovbench_core::{Clock, Communicator, EngineComm, EngineConfig, NativeComm, Transport, Work};
+use ovbench_core::{Clock, Comm, Communicator, EngineConfig, Transport, Work};
 
 use crate::cli::common::{CommonArgs, ProtoArg, RawOp};
 
@@ -51,12 +51,12 @@ pub fn build(
     let rank = transport.info().rank;
     Ok(if common.proto == ProtoArg::Native {
         Box::new(
-            NativeComm::new(transport, clock, work, cfg)
+            Comm::native(transport, clock, work, cfg)
                 .with_context(|| format!("rank {rank}: --proto native"))?,
         )
     } else {
         Box::new(
-            EngineComm::new(transport, clock, work, cfg)
+            Comm::engine(transport, clock, work, cfg)
                 .with_context(|| format!("rank {rank}: starting the protocol engine"))?,
         )
     })

@@ -20,9 +20,7 @@ use std::time::{Duration, Instant};
 use crate::pair;
 use ovbench_core::clock::best_clock;
 use ovbench_core::engine_comm::Protocol;
-use ovbench_core::{
-    Buf, Clock, Communicator, EngineComm, EngineConfig, NativeComm, Rank, Transport, WorkLoop,
-};
+use ovbench_core::{Buf, Clock, Comm, Communicator, EngineConfig, Rank, Transport, WorkLoop};
 
 const ITERS: u32 = 200_000;
 const LEN: usize = 8;
@@ -43,10 +41,10 @@ fn comms<T: Transport + 'static>(
             ..EngineConfig::default()
         };
         if native {
-            Box::new(NativeComm::new(t, clock.clone(), work, cfg).expect("native communicator"))
+            Box::new(Comm::native(t, clock.clone(), work, cfg).expect("native communicator"))
                 as Box<dyn Communicator>
         } else {
-            Box::new(EngineComm::new(t, clock.clone(), work, cfg).expect("engine communicator"))
+            Box::new(Comm::engine(t, clock.clone(), work, cfg).expect("engine communicator"))
         }
     })
 }

@@ -10,9 +10,9 @@
 //!
 //! Layer 3 is the [`Communicator`]: the point-to-point API every method in
 //! `src/` is written against, plus the clock and work loop, so that under
-//! the sim transport both become virtual. [`EngineComm`] implements it over
-//! any transport with the `ovbench-proto` engine's protocols,
-//! [`NativeComm`] over a library's own tagged path; [`WorkLoop`] is the
+//! the sim transport both become virtual. [`Comm`] implements it over any
+//! transport with the `ovbench-proto` engine's protocols ([`Comm::engine`])
+//! or over a library's own tagged path ([`Comm::native`]); [`WorkLoop`] is the
 //! calibrated computation and [`instrument`] the CALL/XFER event recorder
 //! with the overlap-bounds processor.
 //!
@@ -54,7 +54,7 @@ pub use comm::{
     Buf, CommInfo, CommPath, Communicator, OpCounts, Req, SendMode, Source, Status, TagSel,
     ANY_SOURCE, ANY_TAG,
 };
-pub use engine_comm::{EngineComm, EngineConfig, NativeComm};
+pub use engine_comm::{Comm, EngineConfig};
 pub use error::{OpKind, TransportError};
 pub use instrument::{Instrumentation, OverlapReport, XferTable};
 pub use key::{RemoteKey, RemoteKeyError, MAX_KEY_BLOB};

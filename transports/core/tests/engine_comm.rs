@@ -1,4 +1,4 @@
-//! EngineComm end to end over an in-process transport: every protocol,
+//! The engine Comm end to end over an in-process transport: every protocol,
 //! the barrier, timeouts, send modes and instrumentation.
 
 mod util;

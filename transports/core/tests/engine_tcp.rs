@@ -1,4 +1,4 @@
-//! EngineComm over the real TCP transport (loopback sockets, one thread
+//! The engine Comm over the real TCP transport (loopback sockets, one thread
 //! per rank): every protocol with progress by polling and by thread, and
 //! a dead peer reported by name.
 
@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use ovbench_core::clock::MonotonicClock;
 use ovbench_core::engine_comm::{Protocol, RawOp};
-use ovbench_core::{Clock, Communicator, EngineComm, EngineConfig, Progress, Transport, WorkLoop};
+use ovbench_core::{Clock, Comm, Communicator, EngineConfig, Progress, Transport, WorkLoop};
 use ovbench_tcp::{TcpOptions, TcpTransport};
 
-fn comms(n: u32, progress: Progress, cfg: &EngineConfig) -> Vec<EngineComm> {
+fn comms(n: u32, progress: Progress, cfg: &EngineConfig) -> Vec<Comm> {
     let mut ts: Vec<TcpTransport> = (0..n)
         .map(|r| {
             let opts = TcpOptions {
@@ -37,14 +37,14 @@ fn comms(n: u32, progress: Progress, cfg: &EngineConfig) -> Vec<EngineComm> {
             let t = h.join().expect("connect thread");
             let clock: Arc<dyn Clock> = Arc::new(MonotonicClock::new());
             let work = Box::new(WorkLoop::with_unit(clock.clone(), 1.0));
-            EngineComm::new(Box::new(t), clock, work, cfg.clone()).expect("engine comm")
+            Comm::engine(Box::new(t), clock, work, cfg.clone()).expect("engine comm")
         })
         .collect()
 }
 
 fn run<T: Send + 'static>(
-    cs: Vec<EngineComm>,
-    f: impl Fn(&mut EngineComm) -> T + Send + Sync + 'static,
+    cs: Vec<Comm>,
+    f: impl Fn(&mut Comm) -> T + Send + Sync + 'static,
 ) -> Vec<T> {
     let f = Arc::new(f);
     let hs: Vec<_> = cs

@@ -1,4 +1,4 @@
-//! NativeComm over the in-process transport's tagged path: data, modes,
+//! The native Comm over the in-process transport's tagged path: data, modes,
 //! barrier, timeouts and call-bounded instrumentation.
 
 mod util;

@@ -75,7 +75,7 @@ fn main() {
         line.push(format!("sender {sender:.0} ns"));
     }
     if run("direct") {
-        // The sender's side as EngineComm drives a one-packet eager send:
+        // The sender's side as the engine Comm drives a one-packet eager send:
         // isend_direct's header posted at once, no operation queue.
         let mut a = engine(0);
         let src = Slice::new(0, 0, payload.len());

@@ -1,15 +1,15 @@
 //! The engine's communicator on the simulated machine: one
-//! [`EngineComm`] per rank over its [`crate::SimTransport`],
+//! engine [`Comm`] per rank over its [`crate::SimTransport`],
 //! [`crate::SimClock`] and [`crate::SimWork`], so the sim's costs attach to
 //! exactly the operations the engine posts and the methods run unchanged.
 
 use std::sync::Arc;
 
-use ovbench_core::{Clock, Communicator, EngineComm, EngineConfig};
+use ovbench_core::{Clock, Comm, Communicator, EngineConfig};
 
 use crate::{run_raw, SimError, SimParams, SimReport};
 
-/// Run `f` on `np` simulated ranks, each with an [`EngineComm`] built
+/// Run `f` on `np` simulated ranks, each with an engine [`Comm`] built
 /// from `cfg`. Returns each rank's result in rank order and the truth.
 pub fn run<R: Send>(
     np: u32,
@@ -19,7 +19,7 @@ pub fn run<R: Send>(
 ) -> Result<(Vec<R>, SimReport), SimError> {
     let (results, report) = run_raw(np, params, |kit| {
         let clock: Arc<dyn Clock> = kit.clock;
-        EngineComm::new(
+        Comm::engine(
             Box::new(kit.transport),
             clock,
             Box::new(kit.work),

@@ -11,7 +11,7 @@
 //! simulator knows the truth ([`SimReport`]).
 //!
 //! * [`SimParams::parse`] reads `--sim KEY=VAL,…`.
-//! * [`run`] runs a closure on every rank's `EngineComm`; [`run_raw`]
+//! * [`run`] runs a closure on every rank's engine `Comm`; [`run_raw`]
 //!   hands each rank its bare [`RankKit`] instead.
 //! * [`endpoints`] gives free-running endpoints for a single thread that
 //!   drives them all (the conformance suite, the engine's pair tests).

@@ -1,12 +1,16 @@
 //! The dissemination barrier (Hensgen, Finkel and Manber): in round k
 //! each rank sends to rank + 2^k and receives from rank − 2^k, for
-//! ⌈log2 N⌉ rounds. Its messages are internal ([`Space::Internal`]), so
-//! they never match a user receive, whatever its wildcards.
+//! ⌈log2 N⌉ rounds. On the engine path its messages are internal
+//! ([`Space::Internal`]), so they never match a user receive, whatever
+//! its wildcards; on the native path they use tags from
+//! [`NATIVE_BARRIER_TAG`] up.
 
 use ovbench_proto::{Mode, Slice, Space};
 
-use super::EngineComm;
-use crate::TransportError;
+use super::engine::EngineState;
+use super::native::{NativeState, NATIVE_BARRIER_TAG};
+use super::shared::Shared;
+use crate::{LocalSlice, Rank, TransportError};
 
 /// Rounds of a dissemination barrier over `size` ranks.
 pub(crate) fn rounds(size: u32) -> u32 {
@@ -17,24 +21,29 @@ pub(crate) fn rounds(size: u32) -> u32 {
     }
 }
 
-impl EngineComm {
-    pub(crate) fn dissemination_barrier(&mut self) -> Result<(), TransportError> {
-        if self.size <= 1 {
+/// Each round of `rank`'s barrier among `size` ranks, as
+/// `(round, to, from)`.
+fn schedule(rank: Rank, size: u32) -> impl Iterator<Item = (u32, Rank, Rank)> {
+    (0..rounds(size)).map(move |k| {
+        let d = 1u32 << k;
+        (k, (rank + d) % size, (rank + size - d % size) % size)
+    })
+}
+
+impl EngineState {
+    pub(crate) fn barrier(&mut self, s: &mut Shared) -> Result<(), TransportError> {
+        if s.size <= 1 {
             return Ok(());
         }
-        let scratch = super::shared::scratch(self.t.as_mut(), &mut self.scratch)?;
-        let empty = Slice::new(scratch.region.0, 0, 0);
-        let epoch = self.barrier_epoch;
-        self.barrier_epoch = epoch.wrapping_add(1);
-        for k in 0..rounds(self.size) {
-            let d = 1u32 << k;
-            let to = (self.rank + d) % self.size;
-            let from = (self.rank + self.size - d % self.size) % self.size;
+        let empty = Slice::new(s.scratch()?.region.0, 0, 0);
+        let epoch = s.barrier_epoch;
+        s.barrier_epoch = epoch.wrapping_add(1);
+        for (k, to, from) in schedule(s.rank, s.size) {
             let tag = (epoch << 6) | k;
-            let r = self.post_recv(empty, empty, Some(from), Some(tag), Space::Internal)?;
-            let s = self.post_send(empty, empty, to, tag, Mode::Standard, Space::Internal)?;
-            self.wait_req(s)?;
-            self.wait_req(r).map_err(|e| match e {
+            let r = self.post_recv(s, empty, empty, Some(from), Some(tag), Space::Internal)?;
+            let w = self.post_send(s, empty, empty, to, tag, Mode::Standard, Space::Internal)?;
+            self.wait_req(s, w)?;
+            self.wait_req(s, r).map_err(|e| match e {
                 TransportError::Timeout { peer, what, secs } => TransportError::Timeout {
                     peer,
                     what: format!("barrier round {k} (waiting for rank {from}): {what}"),
@@ -42,6 +51,34 @@ impl EngineComm {
                 },
                 e => e,
             })?;
+        }
+        Ok(())
+    }
+}
+
+impl NativeState {
+    /// The barrier; its traffic is not user data, so it records no XFER
+    /// events.
+    pub(crate) fn barrier(&mut self, s: &mut Shared) -> Result<(), TransportError> {
+        let instr = s.instr.take();
+        let r = self.barrier_rounds(s);
+        s.instr = instr;
+        r
+    }
+
+    fn barrier_rounds(&mut self, s: &mut Shared) -> Result<(), TransportError> {
+        if s.size <= 1 {
+            return Ok(());
+        }
+        let empty = LocalSlice::new(s.scratch()?.region, 0, 0);
+        let epoch = s.barrier_epoch;
+        s.barrier_epoch = epoch.wrapping_add(1);
+        for (k, to, from) in schedule(s.rank, s.size) {
+            let tag = NATIVE_BARRIER_TAG | ((epoch & 0x3FF) << 6) | k;
+            let r = self.trecv(s, empty, Some(from), Some(tag), 0)?;
+            let w = self.tsend(s, empty, to, tag, false, 0)?;
+            self.wait_id(s, w)?;
+            self.wait_id(s, r)?;
         }
         Ok(())
     }

@@ -6,10 +6,10 @@ pub use ovbench_proto::{Protocol, RawOp};
 
 use crate::{Caps, RmaKind, RmaProgress};
 
-/// Settings of [`super::EngineComm`] and [`super::NativeComm`].
+/// Settings of a [`super::Comm`], on either path.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
-    /// The engine's protocol (`--proto`; `native` is [`super::NativeComm`]).
+    /// The engine's protocol (`--proto`; `native` is [`super::Comm::native`]).
     pub protocol: Protocol,
     /// `--eager-limit` (auto): eager up to and including this size.
     pub eager_limit: usize,

@@ -5,13 +5,14 @@ use std::time::{Duration, Instant};
 
 use ovbench_proto::{Engine, EventKind, Key, MrId, Op, ProtoError, ReqId, Slice};
 
-use super::EngineComm;
+use super::engine::EngineState;
+use super::shared::Shared;
 use crate::{
     Arrivals, Completion, CompletionTime, Idle, LocalSlice, MrHandle, OpKind, Placement, Posted,
     Rank, RegionId, Registered, RemoteKey, Rma, Status, TransportError,
 };
 
-use super::shared::{timeout, CHECK_EVERY, SPIN_BEFORE_BLOCK};
+use super::shared::{CHECK_EVERY, SPIN_BEFORE_BLOCK};
 
 pub(crate) fn ls(s: Slice) -> LocalSlice {
     LocalSlice::new(RegionId(s.region), s.offset, s.len)
@@ -55,9 +56,9 @@ pub(crate) fn proto_err(e: ProtoError) -> TransportError {
     }
 }
 
-impl EngineComm {
+impl EngineState {
     /// Perform every operation the engine asks for, in order.
-    pub(crate) fn exec_ops(&mut self) -> Result<(), TransportError> {
+    pub(crate) fn exec_ops(&mut self, s: &mut Shared) -> Result<(), TransportError> {
         while let Some(op) = self.eng.poll_op() {
             match op {
                 Op::Send {
@@ -66,10 +67,10 @@ impl EngineComm {
                     payload,
                     ctx,
                 } => {
-                    let posted = self.t.post_send(peer, &header, payload.map(ls), ctx)?;
+                    let posted = s.t.post_send(peer, &header, payload.map(ls), ctx)?;
                     self.eng.recycle_header(header);
                     if let Posted::Done(at) = posted {
-                        self.sent_inline(ctx, at)?;
+                        self.sent_inline(s, ctx, at)?;
                     }
                 }
                 Op::Write {
@@ -79,7 +80,7 @@ impl EngineComm {
                     key,
                     remote_offset,
                     ctx,
-                } => self.t.post_rma(
+                } => s.t.post_rma(
                     peer,
                     Rma::Write,
                     ls(local),
@@ -95,7 +96,7 @@ impl EngineComm {
                     key,
                     remote_offset,
                     ctx,
-                } => self.t.post_rma(
+                } => s.t.post_rma(
                     peer,
                     Rma::Read,
                     ls(local),
@@ -105,7 +106,7 @@ impl EngineComm {
                     ctx,
                 )?,
                 Op::Register { slice, token } => {
-                    let Registered { mr, key: k } = self.t.register(ls(slice)).map_err(|e| TransportError::Local {
+                    let Registered { mr, key: k } = s.t.register(ls(slice)).map_err(|e| TransportError::Local {
                         op: OpKind::Register,
                         detail: format!(
                             "registering {} bytes failed ({e}); if the memlock limit is low, raise it (ulimit -l unlimited) or use --reg-cache on",
@@ -117,19 +118,19 @@ impl EngineComm {
                         len: k.len,
                         blob: k.blob,
                     };
-                    let now = self.stamp();
+                    let now = s.stamp();
                     self.eng
                         .on_registered(now, token, MrId(mr.0), key)
                         .map_err(proto_err)?;
                 }
-                Op::Deregister { mr } => self.t.deregister(MrHandle(mr.0))?,
+                Op::Deregister { mr } => s.t.deregister(MrHandle(mr.0))?,
                 Op::Deliver { dst, data } => {
-                    self.t.region(ls(dst), &mut |b| b.copy_from_slice(&data))?
+                    s.t.region(ls(dst), &mut |b| b.copy_from_slice(&data))?
                 }
-                Op::StampByte { at, value } => self.t.region(ls(at), &mut |b| b[0] = value)?,
+                Op::StampByte { at, value } => s.t.region(ls(at), &mut |b| b[0] = value)?,
             }
         }
-        self.drain_events();
+        self.drain_events(s);
         Ok(())
     }
 
@@ -138,19 +139,20 @@ impl EngineComm {
     /// than from a later poll, at the transport's time if it gave one.
     pub(crate) fn sent_inline(
         &mut self,
+        s: &mut Shared,
         ctx: u64,
         at: Option<CompletionTime>,
     ) -> Result<(), TransportError> {
         let now = match at {
-            None => self.stamp(),
-            Some(t) => self.stamp_at(t),
+            None => s.stamp(),
+            Some(t) => s.stamp_at(t),
         };
         self.eng.on_completion(now, ctx).map_err(proto_err)
     }
 
-    pub(crate) fn drain_events(&mut self) {
+    pub(crate) fn drain_events(&mut self, s: &mut Shared) {
         while let Some(e) = self.eng.poll_event() {
-            if let Some(i) = self.instr.as_mut() {
+            if let Some(i) = s.instr.as_mut() {
                 match e.kind {
                     EventKind::XferBegin => i.xfer_begin(e.xfer, e.bytes as u64, e.at, false),
                     EventKind::XferEnd => i.xfer_end(e.xfer, e.bytes as u64, e.at),
@@ -161,32 +163,32 @@ impl EngineComm {
 
     /// Poll the transport once and feed everything back; true if anything
     /// arrived or completed.
-    pub(crate) fn poll_once(&mut self) -> Result<bool, TransportError> {
+    pub(crate) fn poll_once(&mut self, s: &mut Shared) -> Result<bool, TransportError> {
         // Raw write: the watched last byte first, as perftest spins on it;
         // a receive it finishes needs no transport poll this time round.
         if self.eng.has_watches() {
-            if self.watch_raw()? {
+            if self.watch_raw(s)? {
                 return Ok(true);
             }
             // No completion will announce it: the transport must not sleep.
-            self.t.idle(Idle::WatchingMemory)?;
+            s.t.idle(Idle::WatchingMemory)?;
         }
-        // Polled straight into `self.comps`: the idle poll (most of a
+        // Polled straight into `s.comps`: the idle poll (most of a
         // wait) moves no Vec in and out of `self` (that move, a store
         // reloaded at once, was the costliest part of an idle poll).
         // Without instrumentation the engine takes messages as they
         // arrive; with it, each keeps its own completion stamp below.
-        let r = if self.instr.is_none() {
+        let r = if s.instr.is_none() {
             let mut taker = EngineTaker { eng: &mut self.eng };
-            self.t.poll(&mut self.comps, Some(&mut taker))
+            s.t.poll(&mut s.comps, Some(&mut taker))
         } else {
-            self.t.poll(&mut self.comps, None)
+            s.t.poll(&mut s.comps, None)
         };
-        let queued = self.comps.len();
+        let queued = s.comps.len();
         let total = match r {
             Ok(n) => n,
             Err(e) => {
-                self.comps.clear();
+                s.comps.clear();
                 return Err(e);
             }
         };
@@ -196,42 +198,42 @@ impl EngineComm {
         if total > queued {
             // What the handed-over messages asked for, before anything
             // queued after them.
-            self.exec_ops()?;
+            self.exec_ops(s)?;
         }
         if queued > 0 {
-            self.feed_all()?;
+            self.feed_all(s)?;
         }
         // What arrived may have started a watch (a peer's key).
-        self.watch_raw()?;
+        self.watch_raw(s)?;
         Ok(true)
     }
 
     /// Feed the engine every completion the last poll queued.
-    fn feed_all(&mut self) -> Result<(), TransportError> {
-        let mut comps = std::mem::take(&mut self.comps);
-        let now = self.stamp();
+    fn feed_all(&mut self, s: &mut Shared) -> Result<(), TransportError> {
+        let mut comps = std::mem::take(&mut s.comps);
+        let now = s.stamp();
         let mut res = Ok(());
         for (i, c) in comps.drain(..).enumerate() {
             // XFER_END at the NIC's completion time where the device
             // stamps completions, else at the host's `now`.
             // deviation: nic-stamped-end — XFER_END at the device's completion stamp, see docs/methods/overlap.md
-            let at = match self.t.completion_time(i) {
-                Some(CompletionTime::Host(t)) => self.clock.ticks_at(t),
+            let at = match s.t.completion_time(i) {
+                Some(CompletionTime::Host(t)) => s.clock.ticks_at(t),
                 Some(CompletionTime::Ticks(t)) => Some(t),
                 None => None,
             }
             .unwrap_or(now);
-            res = self.feed(at, c);
+            res = self.feed(s, at, c);
             if res.is_err() {
                 break;
             }
         }
         comps.clear();
-        self.comps = comps;
+        s.comps = comps;
         res
     }
 
-    fn feed(&mut self, now: u64, c: Completion) -> Result<(), TransportError> {
+    fn feed(&mut self, s: &mut Shared, now: u64, c: Completion) -> Result<(), TransportError> {
         match c {
             Completion::Send { ctx } | Completion::Write { ctx } | Completion::Read { ctx } => {
                 self.eng.on_completion(now, ctx).map_err(proto_err)?
@@ -241,13 +243,13 @@ impl EngineComm {
                 let placed = match p {
                     Ok(Some(p)) => {
                         let src = &data[p.src_start..p.src_start + p.dst.len];
-                        self.t
+                        s.t
                             .region(ls(p.dst), &mut |b| b.copy_from_slice(src))
                     }
                     Ok(None) => Ok(()),
                     Err(e) => Err(e),
                 };
-                self.t.recycle(data);
+                s.t.recycle(data);
                 placed?;
             }
             Completion::TaggedSend { .. } | Completion::TaggedRecv { .. } => {
@@ -259,12 +261,12 @@ impl EngineComm {
                 peer, op, status, ..
             } => return Err(TransportError::Peer { peer, op, status }),
         }
-        self.exec_ops()
+        self.exec_ops(s)
     }
 
     /// Look at the last byte of raw-write receives; the clock is read only
     /// when one shows its marker. True if one finished.
-    fn watch_raw(&mut self) -> Result<bool, TransportError> {
+    fn watch_raw(&mut self, s: &mut Shared) -> Result<bool, TransportError> {
         let mut any = false;
         let mut k = 0;
         while k < self.eng.watch_count() {
@@ -273,9 +275,9 @@ impl EngineComm {
                 continue;
             };
             let mut b = 0u8;
-            self.t.region(ls(w.at), &mut |s| b = s[0])?;
+            s.t.region(ls(w.at), &mut |s| b = s[0])?;
             if self.eng.raw_byte_arrived(w.req, b) {
-                let now = self.stamp();
+                let now = s.stamp();
                 // Finishing it removes it from the list: `k` is the next one.
                 self.eng.on_raw_byte(now, w.req, b);
                 any = true;
@@ -284,13 +286,17 @@ impl EngineComm {
             }
         }
         if any {
-            self.drain_events();
+            self.drain_events(s);
         }
         Ok(any)
     }
 
     /// Drive progress until `req` finishes or the deadline passes.
-    pub(crate) fn wait_req(&mut self, req: ReqId) -> Result<Status, TransportError> {
+    pub(crate) fn wait_req(
+        &mut self,
+        s: &mut Shared,
+        req: ReqId,
+    ) -> Result<Status, TransportError> {
         // A stop is looked for once per wait as well as every CHECK_EVERY
         // polls: waits that end within a few polls (a ping-pong's) would
         // never see one.
@@ -306,13 +312,13 @@ impl EngineComm {
         loop {
             if progressed {
                 if let Some(r) = self.eng.take(req) {
-                    if self.instr.is_some() {
+                    if s.instr.is_some() {
                         // Recording: completions the transport already
                         // holds (an eager send's, whose request finished
                         // as posted) are taken inside this call, so their
                         // END is recorded in the call that completes the
                         // request rather than in a later one.
-                        self.poll_once()?;
+                        self.poll_once(s)?;
                     }
                     return r
                         .map(|s| Status {
@@ -326,26 +332,26 @@ impl EngineComm {
             spins = spins.wrapping_add(1);
             if spins % CHECK_EVERY == 0 {
                 crate::stop::check()?;
-                if start.get_or_insert_with(Instant::now).elapsed() > self.cfg.timeout {
-                    return Err(self.timeout_error(req));
+                if start.get_or_insert_with(Instant::now).elapsed() > s.cfg.timeout {
+                    return Err(self.timeout_error(s, req));
                 }
             }
-            progressed = self.poll_once()?;
+            progressed = self.poll_once(s)?;
             if progressed {
                 idle = 0;
                 continue;
             }
             idle = idle.saturating_add(1);
-            if self.cfg.oversubscribed && idle > SPIN_BEFORE_BLOCK {
-                self.t.idle(Idle::Block(Duration::from_millis(1)))?;
+            if s.cfg.oversubscribed && idle > SPIN_BEFORE_BLOCK {
+                s.t.idle(Idle::Block(Duration::from_millis(1)))?;
             } else {
                 // Nothing came and this wait polls on until something
                 // does (a simulated rank then sleeps at its next poll).
-                self.t.idle(Idle::EmptyPoll)?;
+                s.t.idle(Idle::EmptyPoll)?;
                 // A PAUSE only where ranks share cores: on a rank's own
                 // core it is up to one PAUSE late on every arrival (as in
-                // NativeComm's wait).
-                if self.cfg.oversubscribed {
+                // the native path's wait).
+                if s.cfg.oversubscribed {
                     std::hint::spin_loop();
                 }
             }
@@ -354,7 +360,7 @@ impl EngineComm {
 
     /// Poll until no data operation is open (see
     /// [`Engine::data_ops_open`]), with the wait's deadline.
-    pub(crate) fn drain_data_ops(&mut self) -> Result<(), TransportError> {
+    pub(crate) fn drain_data_ops(&mut self, s: &mut Shared) -> Result<(), TransportError> {
         crate::stop::check()?;
         let start = Instant::now();
         let mut spins = 0u32;
@@ -362,31 +368,30 @@ impl EngineComm {
             spins = spins.wrapping_add(1);
             if spins % CHECK_EVERY == 0 {
                 crate::stop::check()?;
-                if start.elapsed() > self.cfg.timeout {
-                    return Err(timeout(
-                        &self.cfg,
+                if start.elapsed() > s.cfg.timeout {
+                    return Err(s.timeout(
                         None,
                         format!(
                             "rank {}: waiting for its data transfers to complete",
-                            self.rank
+                            s.rank
                         ),
                     ));
                 }
             }
-            if !self.poll_once()? {
-                if self.cfg.oversubscribed {
-                    self.t.idle(Idle::Block(Duration::from_millis(1)))?;
+            if !self.poll_once(s)? {
+                if s.cfg.oversubscribed {
+                    s.t.idle(Idle::Block(Duration::from_millis(1)))?;
                 } else {
-                    self.t.idle(Idle::EmptyPoll)?;
+                    s.t.idle(Idle::EmptyPoll)?;
                 }
             }
         }
         Ok(())
     }
 
-    pub(crate) fn timeout_error(&self, req: ReqId) -> TransportError {
+    pub(crate) fn timeout_error(&self, s: &Shared, req: ReqId) -> TransportError {
         let peer = self.eng.request_info(req).and_then(|i| i.1);
-        let what = format!("rank {}: {}", self.rank, self.eng.describe(req));
-        timeout(&self.cfg, peer, what)
+        let what = format!("rank {}: {}", s.rank, self.eng.describe(req));
+        s.timeout(peer, what)
     }
 }

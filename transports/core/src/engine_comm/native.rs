@@ -1,5 +1,5 @@
-//! `--proto native`: the communicator over the library's own tagged
-//! protocol ([`Transport::tsend`]/[`Transport::trecv`]: UCX tag,
+//! `--proto native`: the library's own tagged protocol
+//! ([`crate::Tagged::tsend`]/[`crate::Tagged::trecv`]: UCX tag,
 //! libfabric tagged, MPI point-to-point). Its transfers are
 //! call-bounded: XFER_BEGIN at the entry of the posting call, XFER_END
 //! at the exit of the completing call (case 3 of the paper for the
@@ -9,22 +9,19 @@
 //! matching has no separate space, so a user receive with `ANY_TAG`
 //! must not be pending across a barrier on this path.
 
-use std::sync::Arc;
-
-use ovbench_proto::IdMap;
 use std::time::{Duration, Instant};
 
-use super::shared::{self, blocking_as_one_call};
-use super::{range, EngineComm, EngineConfig};
-use crate::instrument::{Instrumentation, XferTable};
+use ovbench_proto::IdMap;
+
+use super::engine::range;
+use super::shared::{Shared, CHECK_EVERY, SPIN_BEFORE_BLOCK};
 use crate::{
-    Buf, Caps, Clock, CommInfo, Communicator, Completion, Idle, LocalSlice, OpCounts, OpKind,
-    Posted, Rank, Req, SendMode, Source, Status, Tag, TagSel, Tagged, Transport, TransportError,
-    TransportInfo, Waited, Work,
+    Buf, Completion, Idle, LocalSlice, OpKind, Posted, Rank, Req, SendMode, Source, Status, Tag,
+    TagSel, Tagged, TransportError, Waited,
 };
 
 /// First tag the native barrier uses (user tags must stay below it).
-pub const NATIVE_BARRIER_TAG: Tag = 0xFFFF_0000;
+pub(crate) const NATIVE_BARRIER_TAG: Tag = 0xFFFF_0000;
 
 #[derive(Debug)]
 struct NReq {
@@ -61,153 +58,93 @@ fn send_req(dst: Rank, tag: Tag, len: usize, done: bool) -> NReq {
     }
 }
 
-/// The point-to-point API over a library's native tagged protocol.
-pub struct NativeComm {
-    /// The engine path over the same transport, clock and work loop: the
-    /// transport lives in it, and it runs the bare operations that time
-    /// xfer_time ([`Communicator::set_bare_op`]) while `bare` is set.
-    e: EngineComm,
-    bare: bool,
-    cfg: EngineConfig,
-    caps: Caps,
-    info: TransportInfo,
-    rank: Rank,
-    size: u32,
-    comps: Vec<Completion>,
+/// The transport's tagged protocol (checked present at construction).
+#[inline]
+fn tagged(s: &mut Shared) -> Result<&mut dyn Tagged, TransportError> {
+    match s.t.tagged() {
+        Some(t) => Ok(t),
+        None => Err(TransportError::Invalid(
+            "the transport's tagged protocol went away".into(),
+        )),
+    }
+}
+
+/// The native path's requests and counts.
+#[derive(Default)]
+pub(crate) struct NativeState {
+    /// Messages run as the engine's bare operations for now
+    /// ([`crate::Communicator::set_bare_op`]).
+    pub(crate) bare: bool,
     next: u64,
     /// Requests by id: ids only increase, so the engine's direct-slot
     /// table beats a hash map (SipHash was ~15% of a shared-memory
     /// round trip).
     reqs: IdMap<NReq>,
-    counts: OpCounts,
-    instr: Option<Instrumentation>,
-    scratch: Option<Buf>,
-    epoch: u32,
+    /// Tagged sends posted and the bytes they carried.
+    pub(crate) sends: u64,
+    pub(crate) bytes: u64,
 }
 
-impl std::fmt::Debug for NativeComm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NativeComm")
-            .field("rank", &self.rank)
-            .field("size", &self.size)
-            .field("transport", &self.info.name)
-            .finish()
-    }
-}
-
-impl NativeComm {
-    /// A native communicator over a connected `transport`; an error
-    /// naming the valid protocols where the transport has no tagged path.
-    pub fn new(
-        mut transport: Box<dyn Transport>,
-        clock: Arc<dyn Clock>,
-        work: Box<dyn Work>,
-        cfg: EngineConfig,
-    ) -> Result<NativeComm, TransportError> {
-        let info = transport.info();
-        let caps = info.caps.clone();
-        if transport.tagged().is_none() {
+impl NativeState {
+    /// The native path over `s`'s transport; an error naming the valid
+    /// protocols where the transport has no tagged path.
+    pub(crate) fn new(s: &mut Shared) -> Result<NativeState, TransportError> {
+        if s.t.tagged().is_none() {
             return Err(TransportError::Unsupported(format!(
                 "--proto native needs a library tagged protocol, which the {} transport lacks; use --proto eager, rdma-write, rdma-read, pipelined, auto or raw",
-                info.name
+                s.info.name
             )));
         }
-        let (rank, size) = (info.rank, info.size);
-        Ok(NativeComm {
-            rank,
-            size,
-            e: EngineComm::new(transport, clock, work, cfg.clone())?,
-            bare: false,
-            cfg,
-            caps,
-            info,
-            comps: Vec::with_capacity(64),
+        Ok(NativeState {
             next: 1,
-            reqs: IdMap::default(),
-            counts: OpCounts::default(),
-            instr: None,
-            scratch: None,
-            epoch: 0,
+            ..NativeState::default()
         })
     }
 
-    fn enter(&mut self) -> u64 {
-        shared::call_enter(&mut self.instr, self.e.clock.as_ref())
+    /// Requests posted and not yet retired.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.reqs.len()
     }
 
-    fn exit(&mut self) {
-        shared::call_exit(&mut self.instr, self.e.clock.as_ref())
-    }
-
-    /// The transport's tagged protocol (checked present at construction).
-    #[inline]
-    fn tagged(&mut self) -> Result<&mut dyn Tagged, TransportError> {
-        match self.e.t.tagged() {
-            Some(t) => Ok(t),
-            None => Err(TransportError::Invalid(
-                "the transport's tagged protocol went away".into(),
-            )),
-        }
-    }
-
-    /// Run `f` as one communicator call (one CALL_ENTER/CALL_EXIT pair),
-    /// given the tick of its entry (0 when not instrumenting).
-    fn call<T>(&mut self, f: impl FnOnce(&mut Self, u64) -> T) -> T {
-        let t = self.enter();
-        let r = f(self, t);
-        self.exit();
-        r
-    }
-
-    /// [`call`](Self::call) for calls that do not need the entry tick.
-    #[inline]
-    fn call_once<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
-        self.call(|c, _| f(c))
-    }
-
-    /// Post a native send; its context and whether the library finished
-    /// it inside the call.
     /// A blocking send while nothing is recorded: a send the library
     /// finishes inside the call is over, with no request to track and
     /// retire. That bookkeeping sat between a ping-pong's send and its
     /// next receive's posting, late enough on shared memory for the reply
     /// to arrive unexpected.
-    fn send_now(
+    #[inline]
+    pub(crate) fn send_now(
         &mut self,
+        s: &mut Shared,
         buf: Buf,
         off: usize,
         len: usize,
         dst: Rank,
         tag: Tag,
     ) -> Result<(), TransportError> {
-        if self.bare {
-            return self.e.send(buf, off, len, dst, tag);
-        }
         let ls = local(buf, off, len, "send")?;
-        let (id, sent) = self.post_tsend(ls, dst, tag, false)?;
+        let (id, sent) = self.post_tsend(s, ls, dst, tag, false)?;
         if sent {
             return Ok(());
         }
         // In flight: tracked and waited for as any send.
-        let id = self.track(id, send_req(dst, tag, len, false), 0);
-        self.wait_id(id).map(|_| ())
+        let id = self.track(s, id, send_req(dst, tag, len, false), 0);
+        self.wait_id(s, id).map(|_| ())
     }
 
     /// A blocking receive while nothing is recorded: with nothing else in
     /// flight the transport may wait for the message itself
     /// (`trecv_wait`); `None` where it cannot, for the general path.
-    fn recv_now(
+    #[inline]
+    pub(crate) fn recv_now(
         &mut self,
+        s: &mut Shared,
         buf: Buf,
         off: usize,
         len: usize,
         src: Source,
         tag: TagSel,
     ) -> Option<Result<Status, TransportError>> {
-        if self.bare {
-            return Some(self.e.recv(buf, off, len, src, tag));
-        }
-        if !self.reqs.is_empty() || self.cfg.oversubscribed {
+        if !self.reqs.is_empty() || s.cfg.oversubscribed {
             return None;
         }
         if let Err(e) = crate::stop::check() {
@@ -217,8 +154,8 @@ impl NativeComm {
             Ok(ls) => ls,
             Err(e) => return Some(Err(e)),
         };
-        let timeout = self.cfg.timeout;
-        let waited = match self.tagged() {
+        let timeout = s.cfg.timeout;
+        let waited = match tagged(s) {
             Ok(t) => t.trecv_wait(src, tag, ls, timeout),
             Err(e) => Err(e),
         };
@@ -228,77 +165,128 @@ impl NativeComm {
                 tag,
                 len,
             })),
-            Ok(Waited::TimedOut) => Some(Err(self.recv_timeout(src, tag, len))),
+            Ok(Waited::TimedOut) => Some(Err(recv_timeout(s, src, tag, len))),
             Err(e) => Some(Err(e)),
         }
     }
 
+    /// Start a send of `buf[off..off + len]`, its call entered at `at`.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn isend(
+        &mut self,
+        s: &mut Shared,
+        at: u64,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+        mode: SendMode,
+    ) -> Result<Req, TransportError> {
+        let ls = local(buf, off, len, "send")?;
+        self.tsend(s, ls, dst, tag, mode == SendMode::Synchronous, at)
+            .map(Req)
+    }
+
+    /// Start a receive into `buf[off..]`, its call entered at `at`.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn irecv(
+        &mut self,
+        s: &mut Shared,
+        at: u64,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Result<Req, TransportError> {
+        let ls = local(buf, off, len, "receive")?;
+        self.trecv(s, ls, src, tag, at).map(Req)
+    }
+
+    #[inline]
+    pub(crate) fn test(
+        &mut self,
+        s: &mut Shared,
+        req: Req,
+    ) -> Result<Option<Status>, TransportError> {
+        if let Some(st) = self.take(s, req.0) {
+            return Ok(Some(st));
+        }
+        self.poll_once(s)?;
+        Ok(self.take(s, req.0))
+    }
+
+    /// Post a native send; its context and whether the library finished
+    /// it inside the call.
     fn post_tsend(
         &mut self,
-        s: LocalSlice,
+        s: &mut Shared,
+        ls: LocalSlice,
         dst: Rank,
         tag: Tag,
         sync: bool,
     ) -> Result<(u64, bool), TransportError> {
-        if sync && !self.caps.native_sync_send {
+        if sync && !s.caps.native_sync_send {
             return Err(TransportError::Unsupported(format!(
                 "the {} transport's native path has no synchronous send; use --proto eager (or another engine protocol) for ssend",
-                self.info.name
+                s.info.name
             )));
         }
         let id = self.next;
         self.next += 1;
         // The native path stamps a send's XFER_END as its request retires
         // (see `take`), so the library's own time is not needed here.
-        let sent = matches!(
-            self.tagged()?.tsend(dst, tag, s, sync, id)?,
-            Posted::Done(_)
-        );
-        self.counts.tagged_sends += 1;
-        self.counts.bytes += s.len as u64;
+        let sent = matches!(tagged(s)?.tsend(dst, tag, ls, sync, id)?, Posted::Done(_));
+        self.sends += 1;
+        self.bytes += ls.len as u64;
         Ok((id, sent))
     }
 
-    fn tsend(
+    pub(crate) fn tsend(
         &mut self,
-        s: LocalSlice,
+        s: &mut Shared,
+        ls: LocalSlice,
         dst: Rank,
         tag: Tag,
         sync: bool,
         at: u64,
     ) -> Result<u64, TransportError> {
-        let (id, sent) = self.post_tsend(s, dst, tag, sync)?;
+        let (id, sent) = self.post_tsend(s, ls, dst, tag, sync)?;
         // A send the library finished inside the call is done now: its
         // wait needs no poll (half the instructions of a blocking send).
-        Ok(self.track(id, send_req(dst, tag, s.len, sent), at))
+        Ok(self.track(s, id, send_req(dst, tag, ls.len, sent), at))
     }
 
-    fn trecv(
+    pub(crate) fn trecv(
         &mut self,
-        s: LocalSlice,
+        s: &mut Shared,
+        ls: LocalSlice,
         src: Source,
         tag: TagSel,
         at: u64,
     ) -> Result<u64, TransportError> {
         let id = self.next;
         self.next += 1;
-        self.tagged()?.trecv(src, tag, s, id)?;
+        tagged(s)?.trecv(src, tag, ls, id)?;
         let r = NReq {
             send: false,
             peer: src,
             tag,
-            len: s.len,
+            len: ls.len,
             done: None,
             xfer: None,
         };
-        Ok(self.track(id, r, at))
+        Ok(self.track(s, id, r, at))
     }
 
     /// Remember the just-posted operation `id`, stamping XFER_BEGIN at
     /// the posting call's entry `at` when instrumenting.
     #[inline]
-    fn track(&mut self, id: u64, mut r: NReq, at: u64) -> u64 {
-        r.xfer = self.instr.as_mut().map(|i| {
+    fn track(&mut self, s: &mut Shared, id: u64, mut r: NReq, at: u64) -> u64 {
+        r.xfer = s.instr.as_mut().map(|i| {
             i.xfer_begin(id, r.len as u64, at, true);
             id
         });
@@ -306,14 +294,14 @@ impl NativeComm {
         id
     }
 
-    fn poll_once(&mut self) -> Result<bool, TransportError> {
-        // Polled straight into `self.comps`, taken out only when something
-        // came (see EngineComm's poll_once).
-        let r = self.e.t.poll(&mut self.comps, None);
-        if self.comps.is_empty() {
+    pub(crate) fn poll_once(&mut self, s: &mut Shared) -> Result<bool, TransportError> {
+        // Polled straight into `s.comps`, taken out only when something
+        // came (see the engine path's poll_once).
+        let r = s.t.poll(&mut s.comps, None);
+        if s.comps.is_empty() {
             return r.map(|_| false);
         }
-        let mut comps = std::mem::take(&mut self.comps);
+        let mut comps = std::mem::take(&mut s.comps);
         let mut res = r.map(|_| ());
         for c in comps.drain(..) {
             if res.is_err() {
@@ -324,7 +312,7 @@ impl NativeComm {
                 Completion::TaggedRecv { ctx, peer, tag, len } => self.complete(ctx, Some((peer, tag, len))),
                 Completion::Error { peer, op, status, .. } => Err(TransportError::Peer { peer, op, status }),
                 Completion::Recv { peer, data } => {
-                    self.e.t.recycle(data);
+                    s.t.recycle(data);
                     Err(TransportError::Peer {
                         peer,
                         op: OpKind::Recv,
@@ -337,7 +325,7 @@ impl NativeComm {
             };
         }
         comps.clear();
-        self.comps = comps;
+        s.comps = comps;
         res.map(|_| true)
     }
 
@@ -368,40 +356,40 @@ impl NativeComm {
     }
 
     /// Retire `id` if done, stamping XFER_END (at the completing call's exit, as near as we can).
-    fn take(&mut self, id: u64) -> Option<Status> {
+    fn take(&mut self, s: &mut Shared, id: u64) -> Option<Status> {
         self.reqs.get(&id)?.done?;
         let r = self.reqs.remove(&id)?;
         let st = r.done?;
-        if let (Some(i), Some(x)) = (self.instr.as_mut(), r.xfer) {
-            i.xfer_end(x, r.len as u64, self.e.clock.ticks());
+        if let (Some(i), Some(x)) = (s.instr.as_mut(), r.xfer) {
+            i.xfer_end(x, r.len as u64, s.clock.ticks());
         }
         Some(st)
     }
 
-    fn wait_id(&mut self, id: u64) -> Result<Status, TransportError> {
-        // A stop, once per wait as well (see EngineComm's wait_req).
+    pub(crate) fn wait_id(&mut self, s: &mut Shared, id: u64) -> Result<Status, TransportError> {
+        // A stop, once per wait as well (see the engine path's wait_req).
         crate::stop::check()?;
         // The deadline's clock starts at the first check, CHECK_EVERY polls
-        // in (as in EngineComm's wait): most waits end before it, and
+        // in (as in the engine path's wait): most waits end before it, and
         // reading the clock costs more than a poll of a shared-memory link.
         let mut start: Option<Instant> = None;
         let mut spins = 0u32;
         let mut idle = 0u32;
-        if let Some(s) = self.take(id) {
-            return Ok(s);
+        if let Some(st) = self.take(s, id) {
+            return Ok(st);
         }
         loop {
             spins = spins.wrapping_add(1);
-            if spins % shared::CHECK_EVERY == 0 {
+            if spins % CHECK_EVERY == 0 {
                 crate::stop::check()?;
-                if start.get_or_insert_with(Instant::now).elapsed() > self.cfg.timeout {
-                    return Err(self.timeout_error(id));
+                if start.get_or_insert_with(Instant::now).elapsed() > s.cfg.timeout {
+                    return Err(self.timeout_error(s, id));
                 }
             }
             // Only a poll that returned completions can have finished `id`.
-            if self.poll_once()? {
-                if let Some(s) = self.take(id) {
-                    return Ok(s);
+            if self.poll_once(s)? {
+                if let Some(st) = self.take(s, id) {
+                    return Ok(st);
                 }
                 idle = 0;
             } else {
@@ -410,9 +398,9 @@ impl NativeComm {
                 // shared-memory ping-pong and up to one PAUSE late on every
                 // arrival; ucx_perftest and fi_pingpong poll without it.
                 idle = idle.saturating_add(1);
-                if self.cfg.oversubscribed {
-                    if idle > shared::SPIN_BEFORE_BLOCK {
-                        self.e.t.idle(Idle::Block(Duration::from_millis(1)))?;
+                if s.cfg.oversubscribed {
+                    if idle > SPIN_BEFORE_BLOCK {
+                        s.t.idle(Idle::Block(Duration::from_millis(1)))?;
                     } else {
                         std::hint::spin_loop();
                     }
@@ -421,19 +409,7 @@ impl NativeComm {
         }
     }
 
-    /// The timeout of a blocking receive the transport waited for.
-    #[cold]
-    fn recv_timeout(&self, src: Source, tag: TagSel, len: usize) -> TransportError {
-        let who = src.map_or("any rank".to_string(), |p| format!("rank {p}"));
-        let what = format!(
-            "rank {}: native receive of {len} bytes from {who} (tag {})",
-            self.rank,
-            tag.map_or("any".to_string(), |t| t.to_string())
-        );
-        shared::timeout(&self.cfg, src, what)
-    }
-
-    fn timeout_error(&self, id: u64) -> TransportError {
+    fn timeout_error(&self, s: &Shared, id: u64) -> TransportError {
         let Some(r) = self.reqs.get(&id) else {
             return TransportError::Invalid(format!("request {id} is not pending"));
         };
@@ -442,207 +418,24 @@ impl NativeComm {
             .map_or("any rank".to_string(), |p| format!("rank {p}"));
         let what = format!(
             "rank {}: native {} of {} bytes {} {who} (tag {})",
-            self.rank,
+            s.rank,
             if r.send { "send" } else { "receive" },
             r.len,
             if r.send { "to" } else { "from" },
             r.tag.map_or("any".to_string(), |t| t.to_string())
         );
-        shared::timeout(&self.cfg, r.peer, what)
-    }
-
-    fn barrier_inner(&mut self) -> Result<(), TransportError> {
-        if self.size <= 1 {
-            return Ok(());
-        }
-        let b = shared::scratch(self.e.t.as_mut(), &mut self.scratch)?;
-        let empty = LocalSlice::new(b.region, 0, 0);
-        let epoch = self.epoch;
-        self.epoch = epoch.wrapping_add(1);
-        for k in 0..super::barrier::rounds(self.size) {
-            let d = 1u32 << k;
-            let to = (self.rank + d) % self.size;
-            let from = (self.rank + self.size - d % self.size) % self.size;
-            let tag = NATIVE_BARRIER_TAG | ((epoch & 0x3FF) << 6) | k;
-            let r = self.trecv(empty, Some(from), Some(tag), 0)?;
-            let s = self.tsend(empty, to, tag, false, 0)?;
-            self.wait_id(s)?;
-            self.wait_id(r)?;
-        }
-        Ok(())
+        s.timeout(r.peer, what)
     }
 }
 
-impl Communicator for NativeComm {
-    fn rank(&self) -> Rank {
-        self.rank
-    }
-    fn size(&self) -> u32 {
-        self.size
-    }
-    fn clock(&self) -> &dyn Clock {
-        self.e.clock.as_ref()
-    }
-    fn work(&mut self, units: u64) {
-        self.e.work(units)
-    }
-    fn work_unit_ns(&self) -> f64 {
-        self.e.work_unit_ns()
-    }
-    fn delay(&mut self, ns: f64) {
-        self.e.delay(ns)
-    }
-    fn alloc(&mut self, len: usize) -> Result<Buf, TransportError> {
-        self.e.alloc(len)
-    }
-    fn fill(&mut self, buf: Buf, f: &mut dyn FnMut(&mut [u8])) -> Result<(), TransportError> {
-        self.e.fill(buf, f)
-    }
-    fn inspect(&mut self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
-        self.e.inspect(buf, f)
-    }
-    fn instrumentation(&mut self) -> Option<&mut Instrumentation> {
-        self.instr.as_mut()
-    }
-
-    fn info(&self) -> CommInfo {
-        CommInfo {
-            transport: self.info.clone(),
-            caps: self.caps.clone(),
-            protocol: crate::CommPath::Native,
-            eager_limit: self.cfg.eager_limit,
-        }
-    }
-
-    fn isend_mode(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-        mode: SendMode,
-    ) -> Result<Req, TransportError> {
-        if self.bare {
-            return self.e.isend_mode(buf, off, len, dst, tag, mode);
-        }
-        self.call(|c, at| {
-            let ls = local(buf, off, len, "send")?;
-            c.tsend(ls, dst, tag, mode == SendMode::Synchronous, at)
-                .map(Req)
-        })
-    }
-
-    fn irecv(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        src: Source,
-        tag: TagSel,
-    ) -> Result<Req, TransportError> {
-        if self.bare {
-            return self.e.irecv(buf, off, len, src, tag);
-        }
-        self.call(|c, at| {
-            let ls = local(buf, off, len, "receive")?;
-            c.trecv(ls, src, tag, at).map(Req)
-        })
-    }
-
-    fn test(&mut self, req: Req) -> Result<Option<Status>, TransportError> {
-        if self.bare {
-            return self.e.test(req);
-        }
-        self.call(|c, _| {
-            if let Some(s) = c.take(req.0) {
-                return Ok(Some(s));
-            }
-            c.poll_once()?;
-            Ok(c.take(req.0))
-        })
-    }
-
-    fn wait(&mut self, req: Req) -> Result<Status, TransportError> {
-        if self.bare {
-            return self.e.wait(req);
-        }
-        self.call(|c, _| c.wait_id(req.0))
-    }
-
-    fn progress(&mut self) -> Result<(), TransportError> {
-        if self.bare {
-            return self.e.progress();
-        }
-        self.call(|c, _| c.poll_once().map(|_| ()))
-    }
-
-    fn barrier(&mut self) -> Result<(), TransportError> {
-        if self.bare {
-            return self.e.barrier();
-        }
-        // One call; barrier traffic is not user data, so no XFER events.
-        self.enter();
-        let instr = self.instr.take();
-        let r = self.barrier_inner();
-        self.instr = instr;
-        self.exit();
-        r
-    }
-
-    /// The library's tagged operations; the bare operations timed for
-    /// xfer_time (the engine path's) are added to them.
-    fn op_counts(&self) -> OpCounts {
-        let e = self.e.op_counts();
-        OpCounts {
-            sends: self.counts.sends + e.sends,
-            writes: self.counts.writes + e.writes,
-            reads: self.counts.reads + e.reads,
-            tagged_sends: self.counts.tagged_sends,
-            bytes: self.counts.bytes + e.bytes,
-            registrations: self.counts.registrations + e.registrations,
-        }
-    }
-
-    // Blocking calls are one call each for the instrumentation.
-    blocking_as_one_call!(@sends call_once; ssend issend, rsend irsend, bsend ibsend);
-    blocking_as_one_call!(@direct call_once, send_now, recv_now);
-    blocking_as_one_call!(@rest call_once);
-
-    fn enable_instrumentation(&mut self, table: XferTable) -> Result<(), TransportError> {
-        shared::enable(&mut self.instr, self.e.clock.as_ref(), table);
-        Ok(())
-    }
-
-    fn disable_instrumentation(&mut self) {
-        self.instr = None;
-    }
-
-    /// A native path's transfer ends in the call that completes it
-    /// (call-bounded events): none is left open to wait for.
-    fn drain_transfers(&mut self) -> Result<(), TransportError> {
-        Ok(())
-    }
-
-    /// The bare operations run on the engine path over the same
-    /// transport; both ranks switch at the same point of the method.
-    fn set_bare_op(&mut self, op: Option<super::RawOp>) -> Result<(), TransportError> {
-        if !self.reqs.is_empty() {
-            return Err(TransportError::Invalid(format!(
-                "switch to bare operations with {} native requests in flight",
-                self.reqs.len()
-            )));
-        }
-        self.e.set_bare_op(op)?;
-        self.bare = op.is_some();
-        Ok(())
-    }
-
-    fn engine_shape(&self) -> Option<super::EngineShape> {
-        self.e.engine_shape().map(|s| super::EngineShape {
-            native: true,
-            eager_limit: self.cfg.eager_limit,
-            ..s
-        })
-    }
+/// The timeout of a blocking receive the transport waited for.
+#[cold]
+fn recv_timeout(s: &Shared, src: Source, tag: TagSel, len: usize) -> TransportError {
+    let who = src.map_or("any rank".to_string(), |p| format!("rank {p}"));
+    let what = format!(
+        "rank {}: native receive of {len} bytes from {who} (tag {})",
+        s.rank,
+        tag.map_or("any".to_string(), |t| t.to_string())
+    );
+    s.timeout(src, what)
 }

@@ -13,10 +13,9 @@ use std::time::Duration;
 
 use ovbench_core::clock::MonotonicClock;
 use ovbench_core::{
-    trecv_wait_polling, Arrivals, Caps, Completion, CompletionStamps, Ctx, EngineComm,
-    EngineConfig, Idle, LocalSlice, MrHandle, NativeComm, OpKind, Posted, Progress, Rank, RegionId,
-    Registered, RemoteKey, Rma, RmaKind, RmaProgress, Tagged, Transport, TransportError,
-    TransportInfo, Waited, WorkLoop,
+    trecv_wait_polling, Arrivals, Caps, Comm, Completion, CompletionStamps, Ctx, EngineConfig,
+    Idle, LocalSlice, MrHandle, OpKind, Posted, Progress, Rank, RegionId, Registered, RemoteKey,
+    Rma, RmaKind, RmaProgress, Tagged, Transport, TransportError, TransportInfo, Waited, WorkLoop,
 };
 
 pub const EAGER_BUF: usize = 4096;
@@ -376,28 +375,25 @@ impl Tagged for MemTransport {
     }
 }
 
-/// An EngineComm per rank of an in-process job.
-pub fn comms(n: u32, cfg: &EngineConfig) -> Vec<EngineComm> {
+/// An engine Comm per rank of an in-process job.
+pub fn comms(n: u32, cfg: &EngineConfig) -> Vec<Comm> {
     job(n)
         .into_iter()
         .map(|t| {
             let clock: Arc<dyn ovbench_core::Clock> = Arc::new(MonotonicClock::new());
             let work = Box::new(WorkLoop::with_unit(clock.clone(), 1.0));
-            EngineComm::new(Box::new(t), clock, work, cfg.clone()).expect("engine comm")
+            Comm::engine(Box::new(t), clock, work, cfg.clone()).expect("engine comm")
         })
         .collect()
 }
 
-/// EngineComms whose clocks start about `gap` apart, with the window
+/// Engine Comms whose clocks start about `gap` apart, with the window
 /// (earliest, latest `Instant`) in which each clock's origin was taken.
 pub fn comms_staggered(
     n: u32,
     cfg: &EngineConfig,
     gap: Duration,
-) -> (
-    Vec<EngineComm>,
-    Vec<(std::time::Instant, std::time::Instant)>,
-) {
+) -> (Vec<Comm>, Vec<(std::time::Instant, std::time::Instant)>) {
     let mut windows = Vec::new();
     let comms = job(n)
         .into_iter()
@@ -409,20 +405,20 @@ pub fn comms_staggered(
             let clock: Arc<dyn ovbench_core::Clock> = Arc::new(MonotonicClock::new());
             windows.push((before, std::time::Instant::now()));
             let work = Box::new(WorkLoop::with_unit(clock.clone(), 1.0));
-            EngineComm::new(Box::new(t), clock, work, cfg.clone()).expect("engine comm")
+            Comm::engine(Box::new(t), clock, work, cfg.clone()).expect("engine comm")
         })
         .collect();
     (comms, windows)
 }
 
-/// A NativeComm per rank of an in-process job.
-pub fn native_comms(n: u32, cfg: &EngineConfig) -> Vec<NativeComm> {
+/// A native Comm per rank of an in-process job.
+pub fn native_comms(n: u32, cfg: &EngineConfig) -> Vec<Comm> {
     job(n)
         .into_iter()
         .map(|t| {
             let clock: Arc<dyn ovbench_core::Clock> = Arc::new(MonotonicClock::new());
             let work = Box::new(WorkLoop::with_unit(clock.clone(), 1.0));
-            NativeComm::new(Box::new(t), clock, work, cfg.clone()).expect("native comm")
+            Comm::native(Box::new(t), clock, work, cfg.clone()).expect("native comm")
         })
         .collect()
 }

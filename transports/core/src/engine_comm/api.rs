@@ -1,0 +1,311 @@
+//! [`Communicator`] for [`Comm`], once for both paths: what the paths
+//! share is written here, and the rest goes to the path the message
+//! takes ([`Comm::on`]). The blocking calls are one communicator call
+//! each (one CALL_ENTER/CALL_EXIT pair), and while nothing is recorded
+//! `send` and `recv` post and wait in one frame (the general path's
+//! nested calls moved each result through three of them).
+
+use super::{Comm, EngineShape, On, Path, RawOp};
+use crate::instrument::{Instrumentation, XferTable};
+use crate::{
+    Buf, Clock, CommInfo, CommPath, Communicator, LocalSlice, OpCounts, Rank, Req, SendMode,
+    Source, Status, Tag, TagSel, TransportError,
+};
+
+impl Comm {
+    /// A blocking send while nothing is recorded.
+    #[inline]
+    fn send_now(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        match self.on() {
+            (s, On::Engine(e)) => e.send_now(s, buf, off, len, dst, tag),
+            (s, On::Native(n)) => n.send_now(s, buf, off, len, dst, tag),
+        }
+    }
+
+    /// A blocking receive while nothing is recorded; `None` where the
+    /// path cannot take it so, for the general path.
+    #[inline]
+    fn recv_now(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Option<Result<Status, TransportError>> {
+        match self.on() {
+            (s, On::Engine(e)) => Some(e.recv_now(s, buf, off, len, src, tag)),
+            (s, On::Native(n)) => n.recv_now(s, buf, off, len, src, tag),
+        }
+    }
+
+    /// A send posted by `post` and waited for, as one call.
+    #[inline]
+    fn send_waited(
+        &mut self,
+        post: impl FnOnce(&mut Self) -> Result<Req, TransportError>,
+    ) -> Result<(), TransportError> {
+        self.call(|c, _| {
+            let r = post(c)?;
+            c.wait(r).map(|_| ())
+        })
+    }
+}
+
+impl Communicator for Comm {
+    fn rank(&self) -> Rank {
+        self.s.rank
+    }
+    fn size(&self) -> u32 {
+        self.s.size
+    }
+    fn clock(&self) -> &dyn Clock {
+        self.s.clock.as_ref()
+    }
+    fn work(&mut self, units: u64) {
+        self.s.work.work(units)
+    }
+    fn work_unit_ns(&self) -> f64 {
+        self.s.work.unit_ns()
+    }
+    fn delay(&mut self, ns: f64) {
+        self.s.work.delay(ns)
+    }
+    fn alloc(&mut self, len: usize) -> Result<Buf, TransportError> {
+        let region = self.s.t.alloc(len)?;
+        Ok(Buf { region, len })
+    }
+    fn fill(&mut self, buf: Buf, f: &mut dyn FnMut(&mut [u8])) -> Result<(), TransportError> {
+        self.s.t.region(LocalSlice::new(buf.region, 0, buf.len), f)
+    }
+    fn inspect(&mut self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
+        self.s
+            .t
+            .region(LocalSlice::new(buf.region, 0, buf.len), &mut |b| f(b))
+    }
+    fn instrumentation(&mut self) -> Option<&mut Instrumentation> {
+        self.s.instr.as_mut()
+    }
+
+    fn info(&self) -> CommInfo {
+        CommInfo {
+            transport: self.s.info.clone(),
+            caps: self.s.caps.clone(),
+            protocol: match self.path {
+                Path::Engine => CommPath::Engine(self.s.cfg.protocol),
+                Path::Native(_) => CommPath::Native,
+            },
+            eager_limit: self.s.cfg.eager_limit,
+        }
+    }
+
+    fn isend_mode(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+        mode: SendMode,
+    ) -> Result<Req, TransportError> {
+        self.call(|c, at| match c.on() {
+            (s, On::Engine(e)) => e.isend(s, buf, off, len, dst, tag, mode),
+            (s, On::Native(n)) => n.isend(s, at, buf, off, len, dst, tag, mode),
+        })
+    }
+
+    fn irecv(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Result<Req, TransportError> {
+        self.call(|c, at| match c.on() {
+            (s, On::Engine(e)) => e.irecv(s, buf, off, len, src, tag),
+            (s, On::Native(n)) => n.irecv(s, at, buf, off, len, src, tag),
+        })
+    }
+
+    fn test(&mut self, req: Req) -> Result<Option<Status>, TransportError> {
+        self.call(|c, _| match c.on() {
+            (s, On::Engine(e)) => e.test(s, req),
+            (s, On::Native(n)) => n.test(s, req),
+        })
+    }
+
+    fn wait(&mut self, req: Req) -> Result<Status, TransportError> {
+        self.call(|c, _| match c.on() {
+            (s, On::Engine(e)) => e.wait_req(s, ovbench_proto::ReqId(req.0)),
+            (s, On::Native(n)) => n.wait_id(s, req.0),
+        })
+    }
+
+    fn progress(&mut self) -> Result<(), TransportError> {
+        self.call(|c, _| match c.on() {
+            (s, On::Engine(e)) => e.poll_once(s).map(|_| ()),
+            (s, On::Native(n)) => n.poll_once(s).map(|_| ()),
+        })
+    }
+
+    fn barrier(&mut self) -> Result<(), TransportError> {
+        self.call(|c, _| match c.on() {
+            (s, On::Engine(e)) => e.barrier(s),
+            (s, On::Native(n)) => n.barrier(s),
+        })
+    }
+
+    /// The engine's operations, and on the native path the library's
+    /// tagged sends besides (the engine's then are the bare operations
+    /// timed for xfer_time).
+    fn op_counts(&self) -> OpCounts {
+        let mut c = self.e.counts();
+        if let Path::Native(n) = &self.path {
+            c.tagged_sends = n.sends;
+            c.bytes += n.bytes;
+        }
+        c
+    }
+
+    fn ssend(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        self.send_waited(|c| c.issend(buf, off, len, dst, tag))
+    }
+
+    fn rsend(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        self.send_waited(|c| c.irsend(buf, off, len, dst, tag))
+    }
+
+    fn bsend(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        self.send_waited(|c| c.ibsend(buf, off, len, dst, tag))
+    }
+
+    fn send(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        if self.s.instr.is_none() {
+            return self.send_now(buf, off, len, dst, tag);
+        }
+        self.send_waited(|c| c.isend(buf, off, len, dst, tag))
+    }
+
+    fn recv(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Result<Status, TransportError> {
+        if self.s.instr.is_none() {
+            if let Some(r) = self.recv_now(buf, off, len, src, tag) {
+                return r;
+            }
+        }
+        self.call(|c, _| {
+            let r = c.irecv(buf, off, len, src, tag)?;
+            c.wait(r)
+        })
+    }
+
+    fn sendrecv(
+        &mut self,
+        sbuf: Buf,
+        soff: usize,
+        slen: usize,
+        dst: Rank,
+        stag: Tag,
+        rbuf: Buf,
+        roff: usize,
+        rlen: usize,
+        src: Source,
+        rtag: TagSel,
+    ) -> Result<Status, TransportError> {
+        self.call(|c, _| {
+            let r = c.irecv(rbuf, roff, rlen, src, rtag)?;
+            let s = c.isend(sbuf, soff, slen, dst, stag)?;
+            c.wait(s)?;
+            c.wait(r)
+        })
+    }
+
+    fn waitall(&mut self, reqs: &[Req]) -> Result<Vec<Status>, TransportError> {
+        self.call(|c, _| reqs.iter().map(|&r| c.wait(r)).collect())
+    }
+
+    fn enable_instrumentation(&mut self, table: XferTable) -> Result<(), TransportError> {
+        self.s.enable(table);
+        self.e.eng.set_instrument(true);
+        Ok(())
+    }
+
+    fn disable_instrumentation(&mut self) {
+        self.s.instr = None;
+        self.e.eng.set_instrument(false);
+    }
+
+    /// A native path's transfer ends in the call that completes it
+    /// (call-bounded events): none is left open to wait for.
+    fn drain_transfers(&mut self) -> Result<(), TransportError> {
+        match self.path {
+            Path::Native(_) => Ok(()),
+            Path::Engine => self.call(|c, _| c.e.drain_data_ops(&mut c.s)),
+        }
+    }
+
+    fn engine_shape(&self) -> Option<EngineShape> {
+        let native = matches!(self.path, Path::Native(_));
+        Some(self.e.shape(&self.s, native))
+    }
+
+    /// On the native path the bare operations run on the engine over the
+    /// same transport; both ranks switch at the same point of the method.
+    fn set_bare_op(&mut self, op: Option<RawOp>) -> Result<(), TransportError> {
+        if let Path::Native(n) = &self.path {
+            if n.in_flight() > 0 {
+                return Err(TransportError::Invalid(format!(
+                    "switch to bare operations with {} native requests in flight",
+                    n.in_flight()
+                )));
+            }
+        }
+        self.e.set_bare_op(&self.s, op)?;
+        if let Path::Native(n) = &mut self.path {
+            n.bare = op.is_some();
+        }
+        Ok(())
+    }
+}

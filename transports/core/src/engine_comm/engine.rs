@@ -1,0 +1,267 @@
+//! The engine path: ovbench's own protocols, run by the sans-I/O engine
+//! of `ovbench_proto` over the transport. A native communicator runs its
+//! bare operations ([`crate::Communicator::set_bare_op`]) on it too.
+
+use ovbench_proto::{Engine, Mode, ReqId, Slice, Space};
+
+use super::drive::{self, proto_err};
+use super::shared::Shared;
+use super::{prefers_read, EngineShape, Protocol, RawOp, DEFAULT_FRAG_SIZE};
+use crate::{Buf, OpCounts, Rank, Req, SendMode, Source, Status, Tag, TagSel, TransportError};
+
+/// The protocol engine and what driving it keeps between calls.
+pub(crate) struct EngineState {
+    pub(crate) eng: Engine,
+    /// The header of a send posted directly ([`Engine::isend_direct`]),
+    /// its allocation kept for the next.
+    direct_hdr: Vec<u8>,
+}
+
+fn mode_of(m: SendMode) -> Mode {
+    match m {
+        SendMode::Standard => Mode::Standard,
+        SendMode::Buffered => Mode::Buffered,
+        SendMode::Synchronous => Mode::Synchronous,
+        SendMode::Ready => Mode::Ready,
+    }
+}
+
+/// Check `[off, off+len)` lies in `buf`.
+pub(crate) fn range(buf: Buf, off: usize, len: usize, what: &str) -> Result<Slice, TransportError> {
+    match off.checked_add(len) {
+        Some(end) if end <= buf.len => Ok(Slice::new(buf.region.0, off, len)),
+        _ => Err(TransportError::Invalid(format!(
+            "{what} of {len} bytes at offset {off} lies outside its {}-byte buffer",
+            buf.len
+        ))),
+    }
+}
+
+/// The engine's status as the communicator's.
+fn status(s: ovbench_proto::Status) -> Status {
+    Status {
+        source: s.source,
+        tag: s.tag,
+        len: s.len,
+    }
+}
+
+impl EngineState {
+    /// An engine configured from `s`'s settings and transport.
+    pub(crate) fn new(s: &Shared) -> Result<EngineState, TransportError> {
+        let (cfg, caps) = (&s.cfg, &s.caps);
+        let mut pc = ovbench_proto::Config::new(s.rank, s.size, caps.eager_buf_size);
+        pc.protocol = cfg.protocol;
+        pc.eager_limit = cfg.eager_limit;
+        pc.frag_size = cfg.frag_size.unwrap_or(DEFAULT_FRAG_SIZE);
+        pc.prefer_read = prefers_read(caps);
+        pc.reg_cache = cfg.reg_cache;
+        pc.instrument = false;
+        Ok(EngineState {
+            eng: Engine::new(pc).map_err(proto_err)?,
+            direct_hdr: Vec::new(),
+        })
+    }
+
+    /// A blocking send while nothing is recorded: posted and waited for
+    /// here.
+    #[inline]
+    pub(crate) fn send_now(
+        &mut self,
+        s: &mut Shared,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        let r = self.post_user_send(s, buf, off, len, dst, tag, Mode::Standard)?;
+        self.wait_req(s, r).map(|_| ())
+    }
+
+    /// A blocking receive while nothing is recorded: posted and waited
+    /// for here.
+    #[inline]
+    pub(crate) fn recv_now(
+        &mut self,
+        s: &mut Shared,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Result<Status, TransportError> {
+        let r = self.post_user_recv(s, buf, off, len, src, tag)?;
+        self.wait_req(s, r)
+    }
+
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn isend(
+        &mut self,
+        s: &mut Shared,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+        mode: SendMode,
+    ) -> Result<Req, TransportError> {
+        self.post_user_send(s, buf, off, len, dst, tag, mode_of(mode))
+            .map(|r| Req(r.0))
+    }
+
+    #[inline]
+    pub(crate) fn irecv(
+        &mut self,
+        s: &mut Shared,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Result<Req, TransportError> {
+        self.post_user_recv(s, buf, off, len, src, tag)
+            .map(|r| Req(r.0))
+    }
+
+    #[inline]
+    pub(crate) fn test(
+        &mut self,
+        s: &mut Shared,
+        req: Req,
+    ) -> Result<Option<Status>, TransportError> {
+        if !self.eng.is_done(ReqId(req.0)) {
+            self.poll_once(s)?;
+        }
+        match self.eng.take(ReqId(req.0)) {
+            Some(r) => r.map(|st| Some(status(st))).map_err(proto_err),
+            None => Ok(None),
+        }
+    }
+
+    /// Post a send of the user's `buf[off..off + len]`.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    fn post_user_send(
+        &mut self,
+        s: &mut Shared,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+        mode: Mode,
+    ) -> Result<ReqId, TransportError> {
+        let sl = range(buf, off, len, "send")?;
+        let whole = Slice::new(buf.region.0, 0, buf.len);
+        self.post_send(s, sl, whole, dst, tag, mode, Space::User)
+    }
+
+    /// Post a receive into the user's `buf[off..off + len]`.
+    #[inline]
+    fn post_user_recv(
+        &mut self,
+        s: &mut Shared,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        src: Source,
+        tag: TagSel,
+    ) -> Result<ReqId, TransportError> {
+        let sl = range(buf, off, len, "receive")?;
+        let whole = Slice::new(buf.region.0, 0, buf.len);
+        self.post_recv(s, sl, whole, src, tag, Space::User)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn post_send(
+        &mut self,
+        s: &mut Shared,
+        sl: Slice,
+        whole: Slice,
+        dst: Rank,
+        tag: Tag,
+        mode: Mode,
+        space: Space,
+    ) -> Result<ReqId, TransportError> {
+        let now = s.stamp();
+        // A one-packet eager send is posted here and now, past the
+        // engine's operation queue.
+        // The header buffer is borrowed in place, not moved out and back
+        // (a move is a store reloaded at once).
+        let direct =
+            self.eng
+                .isend_direct(now, sl, whole, dst, tag, mode, space, &mut self.direct_hdr);
+        if let Ok(Some(d)) = direct {
+            let posted =
+                s.t.post_send(d.peer, &self.direct_hdr, d.payload.map(drive::ls), d.ctx)?;
+            if let crate::Posted::Done(at) = posted {
+                self.sent_inline(s, d.ctx, at)?;
+            }
+            self.drain_events(s);
+            return Ok(d.req);
+        }
+        direct.map_err(proto_err)?;
+        let r = self
+            .eng
+            .isend_in(now, sl, whole, dst, tag, mode, space)
+            .map_err(proto_err)?;
+        self.exec_ops(s)?;
+        Ok(r)
+    }
+
+    pub(crate) fn post_recv(
+        &mut self,
+        s: &mut Shared,
+        sl: Slice,
+        whole: Slice,
+        src: Source,
+        tag: TagSel,
+        space: Space,
+    ) -> Result<ReqId, TransportError> {
+        let now = s.stamp();
+        let r = self
+            .eng
+            .irecv_in(now, sl, whole, src, tag, space)
+            .map_err(proto_err)?;
+        self.exec_ops(s)?;
+        Ok(r)
+    }
+
+    /// What the engine posted so far.
+    pub(crate) fn counts(&self) -> OpCounts {
+        let c = self.eng.counts();
+        OpCounts {
+            sends: c.sends,
+            writes: c.writes,
+            reads: c.reads,
+            tagged_sends: 0,
+            bytes: c.bytes,
+            registrations: c.registrations,
+        }
+    }
+
+    /// How the engine moves a message under `s`'s settings.
+    pub(crate) fn shape(&self, s: &Shared, native: bool) -> EngineShape {
+        EngineShape {
+            native,
+            protocol: self.eng.protocol(),
+            eager_limit: s.cfg.eager_limit,
+            max_payload: self.eng.max_payload(),
+            frag_size: s.cfg.frag_size.unwrap_or(DEFAULT_FRAG_SIZE),
+            prefer_read: prefers_read(&s.caps),
+        }
+    }
+
+    /// Run later messages as the bare `op`, or with `None` as `s`'s
+    /// protocol again.
+    pub(crate) fn set_bare_op(
+        &mut self,
+        s: &Shared,
+        op: Option<RawOp>,
+    ) -> Result<(), TransportError> {
+        let p = op.map_or(s.cfg.protocol, Protocol::Raw);
+        self.eng.set_protocol(p).map_err(proto_err)
+    }
+}
