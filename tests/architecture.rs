@@ -1,0 +1,125 @@
+//! Rules of the tree's layout that the compiler cannot see, checked on
+//! every CI run so a later change cannot quietly undo them:
+//!
+//! * the fabric crates call their C libraries only from their FFI
+//!   modules (every other file names no `unsafe`);
+//! * the conformance suite and the test harnesses are a dev-dependency:
+//!   the release binary's dependency graph (`cargo tree -e normal,build`)
+//!   does not hold them;
+//! * no macro writes communicator or transport code in the transport
+//!   crates (shared code is shared as functions and types); the
+//!   conformance crate's one macro writes `#[test]` functions only.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())) {
+            let path = entry.expect("directory entry").path();
+            if path.is_dir() {
+                todo.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+/// Whether `text` holds `word` as a whole word (as `git grep -w` finds it).
+fn names_word(text: &str, word: &str) -> bool {
+    let ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    text.match_indices(word).any(|(at, _)| {
+        !ident(text[..at].chars().next_back()) && !ident(text[at + word.len()..].chars().next())
+    })
+}
+
+/// The files under `crate_dir/src` that name `unsafe` outside `allowed`
+/// (paths relative to `src`; a directory allows everything in it).
+fn unsafe_outside(crate_dir: &str, allowed: &[&str]) -> Vec<PathBuf> {
+    let src = root().join(crate_dir).join("src");
+    let files = rust_files(&src);
+    assert!(files.len() > 5, "found the sources of {crate_dir}");
+    files
+        .into_iter()
+        .filter(|f| !allowed.iter().any(|a| f.starts_with(src.join(a))))
+        .filter(|f| names_word(&fs::read_to_string(f).expect("readable source"), "unsafe"))
+        .collect()
+}
+
+#[test]
+fn ucx_calls_its_library_only_from_its_ffi_modules() {
+    let offenders = unsafe_outside("transports/ucx", &["ffi"]);
+    assert!(
+        offenders.is_empty(),
+        "outside src/ffi/ these name `unsafe`; move the call into the resource's module there: {offenders:?}"
+    );
+}
+
+#[test]
+fn libfabric_calls_its_library_only_from_its_ffi_modules() {
+    let offenders = unsafe_outside("transports/ofi", &["fi", "memory.rs"]);
+    assert!(
+        offenders.is_empty(),
+        "outside src/fi/ and src/memory.rs these name `unsafe`; move the call into the resource's module there: {offenders:?}"
+    );
+}
+
+#[test]
+fn the_word_match_is_whole_words_only() {
+    assert!(names_word("x unsafe {", "unsafe"));
+    assert!(names_word("`unsafe`", "unsafe"));
+    assert!(!names_word("unsafely", "unsafe"));
+    assert!(!names_word("not_unsafe_ptr", "unsafe"));
+}
+
+#[test]
+fn the_release_binary_does_not_link_the_conformance_harness() {
+    let out = Command::new(env!("CARGO"))
+        .current_dir(root())
+        .args(["tree", "-p", "ovbench", "--features", "full"])
+        .args(["-e", "normal,build", "--prefix", "none", "--offline"])
+        .output()
+        .expect("cargo tree runs");
+    let tree = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "cargo tree failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        tree.lines().any(|l| l.starts_with("ovbench-core ")),
+        "the tree lists the workspace crates:\n{tree}"
+    );
+    let harness: Vec<_> = tree
+        .lines()
+        .filter(|l| l.starts_with("ovbench-conformance "))
+        .collect();
+    assert!(
+        harness.is_empty(),
+        "the conformance suite is a normal or build dependency of the binary; make it a dev-dependency: {harness:?}"
+    );
+}
+
+#[test]
+fn no_macro_writes_transport_code() {
+    let offenders: Vec<_> = rust_files(&root().join("transports"))
+        .into_iter()
+        .filter(|f| f.components().any(|c| c.as_os_str() == "src"))
+        .filter(|f| !f.starts_with(root().join("transports/conformance")))
+        .filter(|f| fs::read_to_string(f).expect("readable source").contains("macro_rules!"))
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "these transport sources define macros; share the code as functions or types: {offenders:?}"
+    );
+}
