@@ -116,7 +116,11 @@ fn no_macro_writes_transport_code() {
         .into_iter()
         .filter(|f| f.components().any(|c| c.as_os_str() == "src"))
         .filter(|f| !f.starts_with(root().join("transports/conformance")))
-        .filter(|f| fs::read_to_string(f).expect("readable source").contains("macro_rules!"))
+        .filter(|f| {
+            fs::read_to_string(f)
+                .expect("readable source")
+                .contains("macro_rules!")
+        })
         .collect();
     assert!(
         offenders.is_empty(),
