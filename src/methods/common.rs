@@ -15,11 +15,6 @@ pub(crate) fn ns(comm: &dyn Communicator, ticks: u64) -> f64 {
     comm.clock().to_ns(ticks)
 }
 
-/// Microseconds with three decimals, as the originals print them.
-pub(crate) fn us(ns: f64) -> String {
-    format!("{:.3}", ns / 1000.0)
-}
-
 /// A small buffer for control words, sent with [`TAG_CTRL`].
 pub(crate) struct Ctrl {
     buf: Buf,
@@ -142,6 +137,21 @@ pub struct Verdict {
     reasons: Vec<String>,
 }
 
+/// A [`Verdict`] as a row shows it: `#[serde(flatten)]` into the row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Marks {
+    pub valid: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Marks {
+    /// The `flag` cell: `ok`, or `INVALID`.
+    pub(crate) fn cell(&self) -> String {
+        if self.valid { "ok" } else { "INVALID" }.to_string()
+    }
+}
+
 impl Verdict {
     /// Record `reason` unless `ok`.
     pub(crate) fn check(&mut self, ok: bool, reason: impl FnOnce() -> String) -> &mut Self {
@@ -169,7 +179,15 @@ impl Verdict {
 
     /// The table cell: `ok`, or `INVALID`.
     pub(crate) fn cell(&self) -> String {
-        if self.valid() { "ok" } else { "INVALID" }.to_string()
+        self.marks().cell()
+    }
+
+    /// The row fields `"valid"` (and `"reason"`), flattened into a row.
+    pub(crate) fn marks(&self) -> Marks {
+        Marks {
+            valid: self.valid(),
+            reason: (!self.valid()).then(|| self.reason()),
+        }
     }
 
     /// Add `"valid"` (and `"reason"`) to a JSON row object.

@@ -38,7 +38,8 @@ use anyhow::bail;
 use ovbench_core::{Communicator, OpCounts, Rank};
 use serde::Serialize;
 
-use super::common::{us, Ctrl, Verdict};
+use super::common::{Ctrl, Verdict};
+use crate::output::us;
 use crate::report::Sink;
 use crate::sizes::ByteSize;
 pub use algo::binomial_tree;
@@ -230,8 +231,8 @@ fn oli_verdict(
         v.check(false, || {
             format!(
                 "E_i = {} us ≤ g_{rank} = {} us on i's path: OL_i's assumption fails",
-                us(e.mean),
-                us(*g_ns)
+                us(e.mean, 3),
+                us(*g_ns, 3)
             )
         });
     }

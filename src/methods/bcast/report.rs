@@ -4,7 +4,8 @@
 use serde_json::json;
 
 use super::{Algorithm, Assumption, Figure, Oli, Output, PerProcessor};
-use crate::methods::common::{us, Verdict};
+use crate::methods::common::Verdict;
+use crate::output::us;
 use crate::report::Sink;
 
 /// The per-processor o_i and g_i table.
@@ -30,8 +31,8 @@ pub(super) fn per_processor(sink: &mut dyn Sink, title: &str, rows: &[PerProcess
             &[
                 p.rank.to_string(),
                 p.children.to_string(),
-                us(p.o_ns),
-                us(p.g_ns),
+                us(p.o_ns, 3),
+                us(p.g_ns, 3),
                 p.measurements.to_string(),
                 p.verdict.cell(),
             ],
@@ -40,7 +41,7 @@ pub(super) fn per_processor(sink: &mut dyn Sink, title: &str, rows: &[PerProcess
     }
     sink.note(&format!(
         "o_i: time in one broadcast call once the data is there (a rank at depth k of the tree enters k·{} us after a barrier); g_i: interval between successive broadcasts at i",
-        us(delay)
+        us(delay, 3)
     ));
     for p in rows {
         p.verdict.note(sink, &format!("o_{0}, g_{0}", p.rank));
@@ -67,7 +68,7 @@ pub(super) fn oli_table(sink: &mut dyn Sink, title: &str) {
 fn assumption_cell(a: &Assumption) -> String {
     match a {
         Assumption::Holds => "holds".into(),
-        Assumption::Violated { rank, g_ns } => format!("no: g_{rank} = {}", us(*g_ns)),
+        Assumption::Violated { rank, g_ns } => format!("no: g_{rank} = {}", us(*g_ns, 3)),
         Assumption::NotChecked => "not checked".into(),
     }
 }
@@ -82,9 +83,9 @@ pub(super) fn oli_row(sink: &mut dyn Sink, o: &Oli, size: usize, reps: u64) {
     sink.row(
         &[
             o.rank.to_string(),
-            us(o.rtl_ns),
-            us(o.e_ns),
-            us(o.ol_ns),
+            us(o.rtl_ns, 3),
+            us(o.e_ns, 3),
+            us(o.ol_ns, 3),
             o.measurements.to_string(),
             assumption_cell(&o.assumption),
             o.verdict.cell(),
@@ -103,7 +104,7 @@ pub(super) fn figure_row(sink: &mut dyn Sink, f: &Figure, size: usize, reps: u64
     sink.row(
         &[
             f.method.clone(),
-            us(f.time_ns),
+            us(f.time_ns, 3),
             f.measurements.to_string(),
             format!("{:.2}", f.stddev_pct),
             f.verdict.cell(),
@@ -123,7 +124,7 @@ pub(super) fn max_oli_row(sink: &mut dyn Sink, out: &Output) {
     sink.row(
         &[
             "max OL_i".into(),
-            us(ol),
+            us(ol, 3),
             format!("i = {rank}"),
             String::new(),
             v.cell(),
@@ -135,7 +136,7 @@ pub(super) fn max_oli_row(sink: &mut dyn Sink, out: &Output) {
     }
     let mut s = json!({"max_OL_ns": ol, "max_OL_rank": rank});
     v.mark(&mut s);
-    sink.summary(s, &[format!("max OL_i = {} us (i = {rank})", us(ol))]);
+    sink.summary(s, &[format!("max OL_i = {} us (i = {rank})", us(ol, 3))]);
 }
 
 /// The sweep's summary: one row per method, one column per rank count
@@ -187,7 +188,7 @@ pub fn sweep_summary(sink: &mut dyn Sink, outs: &[Output]) {
             match fig {
                 Some((t, v)) => {
                     let mark = if v.valid() { "" } else { "!" };
-                    cells.push(format!("{}{mark}", us(t)));
+                    cells.push(format!("{}{mark}", us(t, 3)));
                     j[&key] = json!(t);
                     if !v.valid() {
                         invalid.push(format!("np {}: {}", o.ranks, v.reason()));

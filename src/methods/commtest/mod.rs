@@ -34,7 +34,8 @@ use anyhow::bail;
 use ovbench_core::{Buf, ClockSync, Communicator, OpCounts, Rank, Req, Tag, TransportError};
 use serde::Serialize;
 
-use super::common::{mean, ns, us, Ctrl, Verdict};
+use super::common::{mean, ns, Ctrl, Verdict};
+use crate::output::us;
 
 mod protocols;
 use crate::report::Sink;
@@ -284,9 +285,9 @@ fn row_verdict(row: &Row) -> Verdict {
             v.check(g >= t - e - 1e-3 * t, || {
                 format!(
                     "first-begin to last-end {} us is shorter than the slowest rank's {} us beyond the synchronisation's ±{} us",
-                    us(g),
-                    us(t),
-                    us(e)
+                    us(g, 3),
+                    us(t, 3),
+                    us(e, 3)
                 )
             });
         }
@@ -558,22 +559,22 @@ pub fn run(
                 packets.to_string(),
                 psize.to_string(),
                 row.calls.clone(),
-                row.time_ns.map_or_else(na, us),
-                row.mean_ns.map_or_else(na, us),
+                row.time_ns.map_or_else(na, |t| us(t, 3)),
+                row.mean_ns.map_or_else(na, |t| us(t, 3)),
                 row.bytes_per_sec
                     .map_or_else(na, |b| format!("{:.1}", b / 1e6)),
             ];
             let verdict = row_verdict(&row);
             if args.global_clock {
-                cells.push(row.global_ns.map_or_else(na, us));
-                cells.push(row.sync_error_ns.map_or_else(na, us));
+                cells.push(row.global_ns.map_or_else(na, |t| us(t, 3)));
+                cells.push(row.sync_error_ns.map_or_else(na, |t| us(t, 3)));
                 if let (Some(g), Some(t)) = (row.global_ns, row.time_ns) {
                     if (g - t).abs() > 0.1 * t {
                         sink.note(&format!(
                             "{} with {packets} packets: first-begin to last-end {} us differs from the slowest rank's {} us",
                             row.protocol,
-                            us(g),
-                            us(t)
+                            us(g, 3),
+                            us(t, 3)
                         ));
                     }
                 }

@@ -25,7 +25,8 @@ use anyhow::{bail, Context};
 use ovbench_core::{Buf, Communicator, OverlapReport, Rank, Tag};
 use serde::Serialize;
 
-use super::common::{ns, us, Ctrl};
+use super::common::{ns, Ctrl};
+use crate::output::us;
 use crate::report::Sink;
 use crate::sizes::Sizes;
 
@@ -474,16 +475,16 @@ pub fn run(
                             &[
                                 pair.name().to_string(),
                                 size.to_string(),
-                                us(comp),
-                                us(xfer),
-                                us(s.wait_ns),
-                                us(s.wait_p50_ns),
-                                us(s.wait_p90_ns),
+                                us(comp, 3),
+                                us(xfer, 3),
+                                us(s.wait_ns, 3),
+                                us(s.wait_p50_ns, 3),
+                                us(s.wait_p90_ns, 3),
                                 format!("{smin:.1}"),
                                 format!("{smax:.1}"),
-                                us(r.wait_ns),
-                                us(r.wait_p50_ns),
-                                us(r.wait_p90_ns),
+                                us(r.wait_ns, 3),
+                                us(r.wait_p50_ns, 3),
+                                us(r.wait_p90_ns, 3),
                                 format!("{rmin:.1}"),
                                 format!("{rmax:.1}"),
                             ],
@@ -557,11 +558,11 @@ pub fn run(
                     path(*size).to_string(),
                     rank.to_string(),
                     side.transfers.to_string(),
-                    us(side.data_transfer_ns),
-                    us(side.min_overlap_ns),
-                    us(side.max_overlap_ns),
-                    us(side.computation_ns),
-                    us(side.call_ns),
+                    us(side.data_transfer_ns, 3),
+                    us(side.min_overlap_ns, 3),
+                    us(side.max_overlap_ns, 3),
+                    us(side.computation_ns, 3),
+                    us(side.call_ns, 3),
                 ],
                 serde_json::json!({
                     "pair": pair, "size": size, "path": path(*size), "rank": rank,
@@ -595,10 +596,10 @@ pub fn run(
                 p.to_string(),
                 rank.to_string(),
                 side.transfers.to_string(),
-                us(side.data_transfer_ns),
-                us(side.min_overlap_ns),
-                us(side.max_overlap_ns),
-                us(not_ovl),
+                us(side.data_transfer_ns, 3),
+                us(side.min_overlap_ns, 3),
+                us(side.max_overlap_ns, 3),
+                us(not_ovl, 3),
             ],
             serde_json::json!({
                 "path": p, "rank": rank, "transfers": side.transfers,
