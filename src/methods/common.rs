@@ -177,26 +177,11 @@ impl Verdict {
         self.reasons.join("; ")
     }
 
-    /// The table cell: `ok`, or `INVALID`.
-    pub(crate) fn cell(&self) -> String {
-        self.marks().cell()
-    }
-
     /// The row fields `"valid"` (and `"reason"`), flattened into a row.
     pub(crate) fn marks(&self) -> Marks {
         Marks {
             valid: self.valid(),
             reason: (!self.valid()).then(|| self.reason()),
-        }
-    }
-
-    /// Add `"valid"` (and `"reason"`) to a JSON row object.
-    pub(crate) fn mark(&self, json: &mut serde_json::Value) {
-        if let Some(o) = json.as_object_mut() {
-            o.insert("valid".into(), self.valid().into());
-            if !self.valid() {
-                o.insert("reason".into(), self.reason().into());
-            }
         }
     }
 
@@ -216,16 +201,14 @@ mod tests {
     fn verdict_marks_rows() {
         let mut v = Verdict::default();
         v.check(true, || "fine".into());
-        let mut j = serde_json::json!({"x": 1});
-        v.mark(&mut j);
-        assert_eq!(j["valid"], true);
-        assert!(j.get("reason").is_none());
+        let j = crate::output::to_json(&v.marks());
+        assert_eq!(j, serde_json::json!({"valid": true}));
         v.check(false, || "overhead < 0".into());
-        v.mark(&mut j);
+        let j = crate::output::to_json(&v.marks());
         assert_eq!(
             (j["valid"].as_bool(), j["reason"].as_str()),
             (Some(false), Some("overhead < 0"))
         );
-        assert_eq!(v.cell(), "INVALID");
+        assert_eq!(v.marks().cell(), "INVALID");
     }
 }

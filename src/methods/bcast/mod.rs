@@ -398,10 +398,7 @@ pub fn run(
         plan.push(("ack".into(), What::Ack));
     }
     if !plan.is_empty() || out.max_ol_ns.is_some() {
-        sink.table(
-            &title,
-            &["method", "time[us]", "measurements", "stddev(%)", "flag"],
-        );
+        report::figure_table(sink, &title);
     }
     for (name, what) in plan {
         let (m, ops) = bc.repeat(what, args, &mut ticks)?;
