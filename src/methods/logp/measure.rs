@@ -34,7 +34,7 @@ fn big(m: usize) -> bool {
 }
 
 /// One size's parameters (ns), with intervals and repetition counts.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct SizeResult {
     pub size: usize,
     pub os: Figure,

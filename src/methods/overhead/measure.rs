@@ -224,3 +224,19 @@ impl Loop<'_> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_show_json_keys() {
+        let row = StepRow {
+            size: 8,
+            work: 1,
+            iter_ns: 2.0,
+            base_ns: 1.0,
+        };
+        crate::output::check_fields(&(), &row).unwrap();
+    }
+}

@@ -443,3 +443,15 @@ impl Row for OverheadRow {
         ]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_show_json_keys() {
+        let r = summarize(8, 10, vec![measure::Run::default()], Vec::new(), "");
+        let row = OverheadRow::new(&r, "send", 1, 1.0);
+        crate::output::check_fields(&(), &row).unwrap();
+    }
+}
