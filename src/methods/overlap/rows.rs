@@ -53,38 +53,55 @@ fn t<R: 'static>(head: &'static str, field: &'static str, f: fn(&R) -> f64) -> C
     Column::new(head, field, move |r: &R| us(f(r), 3))
 }
 
-/// A percent column of `R` showing `field`.
-fn pct<R: 'static>(head: &'static str, field: &'static str, f: fn(&R) -> f64) -> Column<R> {
-    Column::new(head, field, move |r: &R| fixed(f(r), 1))
+/// A side's five columns (`s.` or `r.`, by the name's initial): its mean
+/// wait, their median and 90th percentile, and the overlap bounds in %.
+fn side_columns(name: &'static str) -> Vec<Column<StepRow>> {
+    let sender = name == "sender";
+    let heads = ["wait[us]", "w50[us]", "w90[us]", "min%", "max%"];
+    let fields = [
+        format!("{name}_wait_ns"),
+        name.to_string(),
+        name.to_string(),
+        format!("{name}_min_overlap_pct"),
+        format!("{name}_max_overlap_pct"),
+    ];
+    let p = &name[..1];
+    (heads.into_iter().zip(fields).enumerate())
+        .map(|(i, (head, field))| {
+            Column::new(format!("{p}.{head}"), field, move |r: &StepRow| {
+                let x = r.figures(sender)[i];
+                if i < 3 {
+                    us(x, 3)
+                } else {
+                    fixed(x, 1)
+                }
+            })
+        })
+        .collect()
+}
+
+impl StepRow {
+    /// One side's figures in [`side_columns`]' order (those the row's
+    /// `*_wait_ns` and `*_pct` fields hold).
+    fn figures(&self, sender: bool) -> [f64; 5] {
+        let s = if sender { &self.sender } else { &self.receiver };
+        let (lo, hi) = s.pct();
+        [s.wait_ns, s.wait_p50_ns, s.wait_p90_ns, lo, hi]
+    }
 }
 
 impl Row for StepRow {
     type Layout = ();
     fn columns(_: &()) -> Vec<Column<Self>> {
-        vec![
+        let mut c = vec![
             Column::new("pair", "pair", |r: &StepRow| r.pair.name().to_string()),
             Column::new("size", "size", |r: &StepRow| r.size.to_string()),
             t("comp[us]", "comp_ns", |r| r.comp_ns),
             t("xfer[us]", "xfer_ns", |r| r.xfer_ns),
-            t("s.wait[us]", "sender_wait_ns", |r| r.sender_wait_ns),
-            t("s.w50[us]", "sender", |r| r.sender.wait_p50_ns),
-            t("s.w90[us]", "sender", |r| r.sender.wait_p90_ns),
-            pct("s.min%", "sender_min_overlap_pct", |r| {
-                r.sender_min_overlap_pct
-            }),
-            pct("s.max%", "sender_max_overlap_pct", |r| {
-                r.sender_max_overlap_pct
-            }),
-            t("r.wait[us]", "receiver_wait_ns", |r| r.receiver_wait_ns),
-            t("r.w50[us]", "receiver", |r| r.receiver.wait_p50_ns),
-            t("r.w90[us]", "receiver", |r| r.receiver.wait_p90_ns),
-            pct("r.min%", "receiver_min_overlap_pct", |r| {
-                r.receiver_min_overlap_pct
-            }),
-            pct("r.max%", "receiver_max_overlap_pct", |r| {
-                r.receiver_max_overlap_pct
-            }),
-        ]
+        ];
+        c.extend(side_columns("sender"));
+        c.extend(side_columns("receiver"));
+        c
     }
 }
 
