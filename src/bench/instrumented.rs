@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::pingpong::{pingpong, PingPong};
 use super::rankreport::RankReport;
 use crate::methods::common::Ctrl;
-use crate::output::{round2, ser_round2, us};
+use crate::output::{round2, us, Rounded2};
 use crate::stats::{Summary, DEFAULT_LEVEL};
 use crate::xfer_time;
 
@@ -53,10 +53,8 @@ pub struct RankPass {
 /// The latency row's `instrumented` object.
 #[derive(Clone, Debug, Serialize)]
 pub struct RowFields {
-    #[serde(serialize_with = "ser_round2")]
-    pub p50_ns: f64,
-    #[serde(serialize_with = "ser_round2")]
-    pub overhead_ns: f64,
+    pub p50_ns: Rounded2,
+    pub overhead_ns: Rounded2,
     pub ranks: Vec<RankPass>,
 }
 
@@ -128,8 +126,8 @@ pub(super) fn row_fields(len: usize, plain_p50: f64, all: &[RankReport]) -> (Row
         if per_iter.is_empty() { "none".to_string() } else { per_iter.join(", ") }
     );
     let fields = RowFields {
-        p50_ns: p50,
-        overhead_ns: p50 - plain_p50,
+        p50_ns: Rounded2(p50),
+        overhead_ns: Rounded2(p50 - plain_p50),
         ranks,
     };
     (fields, line)

@@ -17,7 +17,7 @@ use super::pingpong::{pingpong, verify_pass, PingPong};
 use super::rankreport::{collect, deposit, row_fields, CpuRow, CpuTotals, Meter};
 use super::verify;
 use super::{data_tag, BenchCtx, Counts, SweepArgs, HUGE, LARGE};
-use crate::output::{ser_round2, us, Column, Row, Table};
+use crate::output::{us, Column, Rounded2, Row, Table};
 use crate::stats::{Estimate, Summary, DEFAULT_LEVEL};
 use ovbench_core::engine_comm::RawOp;
 
@@ -55,22 +55,14 @@ pub struct LatencyRow {
     pub iterations: u64,
     pub warmup: u64,
     pub samples: u64,
-    #[serde(serialize_with = "ser_round2")]
-    pub min_ns: f64,
-    #[serde(serialize_with = "ser_round2")]
-    pub p50_ns: f64,
-    #[serde(serialize_with = "ser_round2")]
-    pub p90_ns: f64,
-    #[serde(serialize_with = "ser_round2")]
-    pub p99_ns: f64,
-    #[serde(serialize_with = "ser_round2")]
-    pub p999_ns: f64,
-    #[serde(serialize_with = "ser_round2")]
-    pub max_ns: f64,
-    #[serde(serialize_with = "ser_round2")]
-    pub mean_ns: f64,
-    #[serde(serialize_with = "ser_round2")]
-    pub stddev_ns: f64,
+    pub min_ns: Rounded2,
+    pub p50_ns: Rounded2,
+    pub p90_ns: Rounded2,
+    pub p99_ns: Rounded2,
+    pub p999_ns: Rounded2,
+    pub max_ns: Rounded2,
+    pub mean_ns: Rounded2,
+    pub stddev_ns: Rounded2,
     #[serde(serialize_with = "Estimate::ser_ns")]
     pub mean_ci: Option<Estimate>,
     pub ops: OpCounts,
@@ -88,14 +80,14 @@ impl LatencyRow {
             iterations: counts.iters,
             warmup: counts.warmup,
             samples: s.samples,
-            min_ns: s.min,
-            p50_ns: s.p50,
-            p90_ns: s.p90,
-            p99_ns: s.p99,
-            p999_ns: s.p999,
-            max_ns: s.max,
-            mean_ns: s.mean,
-            stddev_ns: s.stddev,
+            min_ns: Rounded2(s.min),
+            p50_ns: Rounded2(s.p50),
+            p90_ns: Rounded2(s.p90),
+            p99_ns: Rounded2(s.p99),
+            p999_ns: Rounded2(s.p999),
+            max_ns: Rounded2(s.max),
+            mean_ns: Rounded2(s.mean),
+            stddev_ns: Rounded2(s.stddev),
             mean_ci: s.mean_ci,
             ops,
             cpu: None,
@@ -113,14 +105,14 @@ impl Row for LatencyRow {
         vec![
             Column::new("size[B]", "size", |r: &LatencyRow| r.size.to_string()),
             Column::new("iters", "samples", |r: &LatencyRow| r.samples.to_string()),
-            t("min[us]", "min_ns", |r| r.min_ns),
-            t("p50[us]", "p50_ns", |r| r.p50_ns),
-            t("p90[us]", "p90_ns", |r| r.p90_ns),
-            t("p99[us]", "p99_ns", |r| r.p99_ns),
-            t("p99.9[us]", "p999_ns", |r| r.p999_ns),
-            t("max[us]", "max_ns", |r| r.max_ns),
-            t("mean[us]", "mean_ns", |r| r.mean_ns),
-            t("stddev[us]", "stddev_ns", |r| r.stddev_ns),
+            t("min[us]", "min_ns", |r| r.min_ns.0),
+            t("p50[us]", "p50_ns", |r| r.p50_ns.0),
+            t("p90[us]", "p90_ns", |r| r.p90_ns.0),
+            t("p99[us]", "p99_ns", |r| r.p99_ns.0),
+            t("p99.9[us]", "p999_ns", |r| r.p999_ns.0),
+            t("max[us]", "max_ns", |r| r.max_ns.0),
+            t("mean[us]", "mean_ns", |r| r.mean_ns.0),
+            t("stddev[us]", "stddev_ns", |r| r.stddev_ns.0),
         ]
     }
 }

@@ -6,7 +6,7 @@ use anyhow::Result;
 use ovbench_core::{Communicator, OpCounts};
 use serde::{Deserialize, Serialize};
 
-use crate::output::ser_round2;
+use crate::output::Rounded2;
 
 use crate::control::{collect_values, deposit_value, Control};
 use crate::cpu::{CpuSnapshot, CpuUse};
@@ -41,10 +41,8 @@ pub fn sum_ops(all: &[RankReport]) -> OpCounts {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct CpuRow {
     pub rank: u32,
-    #[serde(serialize_with = "ser_round2")]
-    pub user_pct: f64,
-    #[serde(serialize_with = "ser_round2")]
-    pub sys_pct: f64,
+    pub user_pct: Rounded2,
+    pub sys_pct: Rounded2,
     pub wall_ns: u64,
 }
 
@@ -52,8 +50,8 @@ impl CpuRow {
     fn new(rank: u32, c: &CpuUse) -> CpuRow {
         CpuRow {
             rank,
-            user_pct: c.user_pct,
-            sys_pct: c.sys_pct,
+            user_pct: Rounded2(c.user_pct),
+            sys_pct: Rounded2(c.sys_pct),
             wall_ns: c.wall_ns,
         }
     }

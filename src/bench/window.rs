@@ -17,7 +17,7 @@ use serde::Serialize;
 use super::rankreport::{collect, deposit, row_fields, CpuRow, CpuTotals, Meter, RankReport};
 use super::verify;
 use super::{data_tag, BenchCtx, Counts, SweepArgs, ACK_TAG, LARGE};
-use crate::output::{fixed, mbps, ser_round2, us, Column, Row, Table};
+use crate::output::{fixed, mbps, us, Column, Rounded2, Row, Table};
 use crate::stats::{Estimate, Sample, Summary, DEFAULT_LEVEL};
 use ovbench_core::engine_comm::RawOp;
 
@@ -242,12 +242,9 @@ fn one_size(
 pub struct PairRate {
     pub pair: u32,
     pub ranks: [u32; 2],
-    #[serde(serialize_with = "ser_round2")]
-    pub elapsed_ns: f64,
-    #[serde(serialize_with = "ser_round2")]
-    pub bytes_per_sec: f64,
-    #[serde(serialize_with = "ser_round2")]
-    pub msgs_per_sec: f64,
+    pub elapsed_ns: Rounded2,
+    pub bytes_per_sec: Rounded2,
+    pub msgs_per_sec: Rounded2,
 }
 
 /// Each pair's own rate (its sending rank's elapsed time), for --pairs.
@@ -259,9 +256,9 @@ fn per_pair(all: &[RankReport], pairs: u32, messages: u64, len: usize) -> Vec<Pa
             PairRate {
                 pair: r.rank,
                 ranks: [r.rank, r.rank + pairs],
-                elapsed_ns: r.elapsed_ns,
-                bytes_per_sec: rate.bytes_per_sec,
-                msgs_per_sec: rate.msgs_per_sec,
+                elapsed_ns: Rounded2(r.elapsed_ns),
+                bytes_per_sec: Rounded2(rate.bytes_per_sec),
+                msgs_per_sec: Rounded2(rate.msgs_per_sec),
             }
         })
         .collect()
@@ -375,20 +372,13 @@ pub struct WindowRow {
     pub pairs: u32,
     pub samples: u64,
     pub messages: u64,
-    #[serde(serialize_with = "ser_round2")]
-    pub elapsed_ns: f64,
-    #[serde(serialize_with = "ser_round2")]
-    pub bytes_per_sec: f64,
-    #[serde(serialize_with = "ser_round2")]
-    pub msgs_per_sec: f64,
-    #[serde(serialize_with = "ser_round2")]
-    pub window_p50_ns: f64,
-    #[serde(serialize_with = "ser_round2")]
-    pub window_p99_ns: f64,
-    #[serde(serialize_with = "ser_round2")]
-    pub window_mean_ns: f64,
-    #[serde(serialize_with = "ser_round2")]
-    pub window_stddev_ns: f64,
+    pub elapsed_ns: Rounded2,
+    pub bytes_per_sec: Rounded2,
+    pub msgs_per_sec: Rounded2,
+    pub window_p50_ns: Rounded2,
+    pub window_p99_ns: Rounded2,
+    pub window_mean_ns: Rounded2,
+    pub window_stddev_ns: Rounded2,
     /// The mean rate of rank 0's windows, with its interval.
     #[serde(serialize_with = "Estimate::ser_mean")]
     pub window_bytes_per_sec: Option<Estimate>,
@@ -417,13 +407,13 @@ impl WindowRow {
             pairs: args.pairs,
             samples: s.samples,
             messages: r.messages,
-            elapsed_ns: r.elapsed_ns,
-            bytes_per_sec: r.bytes_per_sec,
-            msgs_per_sec: r.msgs_per_sec,
-            window_p50_ns: s.p50,
-            window_p99_ns: s.p99,
-            window_mean_ns: s.mean,
-            window_stddev_ns: s.stddev,
+            elapsed_ns: Rounded2(r.elapsed_ns),
+            bytes_per_sec: Rounded2(r.bytes_per_sec),
+            msgs_per_sec: Rounded2(r.msgs_per_sec),
+            window_p50_ns: Rounded2(s.p50),
+            window_p99_ns: Rounded2(s.p99),
+            window_mean_ns: Rounded2(s.mean),
+            window_stddev_ns: Rounded2(s.stddev),
             window_bytes_per_sec: rate_ci,
             ops,
             cpu: None,
@@ -437,10 +427,10 @@ impl Row for WindowRow {
     type Layout = Kind;
     fn columns(kind: &Kind) -> Vec<Column<WindowRow>> {
         let bw = Column::new("MB/s", "bytes_per_sec", |r: &WindowRow| {
-            mbps(r.bytes_per_sec)
+            mbps(r.bytes_per_sec.0)
         });
         let mr = Column::new("msg/s", "msgs_per_sec", |r: &WindowRow| {
-            fixed(r.msgs_per_sec, 0)
+            fixed(r.msgs_per_sec.0, 0)
         });
         let rates = match kind {
             Kind::Msgrate => [mr, bw],
@@ -456,7 +446,7 @@ impl Row for WindowRow {
         c.push(Column::new(
             "p50win[us]",
             "window_p50_ns",
-            |r: &WindowRow| us(r.window_p50_ns, 2),
+            |r: &WindowRow| us(r.window_p50_ns.0, 2),
         ));
         c
     }
@@ -531,8 +521,8 @@ mod tests {
         // Ranks 0 and 1 send (2 pairs of 4 ranks); 1000 messages of 1000 B each.
         let v = per_pair(&[r(0, 1e9), r(1, 2e9), r(2, 1e9), r(3, 2e9)], 2, 1000, 1000);
         assert_eq!(v.len(), 2);
-        assert_eq!(v[0].bytes_per_sec, 1e6);
-        assert_eq!(v[1].bytes_per_sec, 5e5);
+        assert_eq!(v[0].bytes_per_sec.0, 1e6);
+        assert_eq!(v[1].bytes_per_sec.0, 5e5);
         assert_eq!(v[1].ranks, [1, 3]);
     }
 

@@ -23,9 +23,15 @@ pub fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-/// Serialise an `f64` rounded to two decimals (`#[serde(serialize_with)]`).
-pub fn ser_round2<S: serde::Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(round2(*x))
+/// A row's figure that its JSON gives rounded to two decimals (tables
+/// print the figure itself, at their column's precision).
+#[derive(Debug, Clone, Copy, Default, PartialEq, PartialOrd)]
+pub struct Rounded2(pub f64);
+
+impl serde::Serialize for Rounded2 {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(round2(self.0))
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::io::Write;
 
 use serde_json::Value;
 
-pub use format::{fixed, mbps, round2, ser_round2, us};
+pub use format::{fixed, mbps, round2, us, Rounded2};
 pub use progress::ProgressLine;
 pub use row::{check_fields, to_json, Column, Row, Table};
 pub use table::TableFormat;
