@@ -45,7 +45,7 @@ fn latency_sweep_with_verify_writes_json_and_table() {
     assert!(table[2].trim_start().starts_with("65536 "), "{}", table[2]);
 
     let doc = json(&out);
-    assert_eq!(doc["schema"], "ovbench/2");
+    assert_eq!(doc["schema"], ovbench::export::SCHEMA);
     assert_eq!(doc["complete"], true);
     assert_eq!(doc["header"]["command"], "latency");
     assert_eq!(

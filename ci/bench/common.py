@@ -56,7 +56,7 @@ def build(features=None, skip=False):
 
 # The JSON format these readers understand (src/export/document.rs SCHEMA,
 # docs/schema/ovbench.schema.json).
-SCHEMA = "ovbench/2"
+SCHEMA = "ovbench/3"
 
 
 def load(path):

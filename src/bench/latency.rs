@@ -8,17 +8,17 @@
 
 use anyhow::{bail, Result};
 use clap::Args;
-use serde_json::{json, Value};
+use serde::Serialize;
 
-use ovbench_core::Buf;
+use ovbench_core::{Buf, OpCounts};
 
 use super::instrumented;
 use super::pingpong::{pingpong, verify_pass, PingPong};
-use super::rankreport::{collect, deposit, round2, row_fields, CpuTotals, Meter};
+use super::rankreport::{collect, deposit, row_fields, CpuRow, CpuTotals, Meter};
 use super::verify;
 use super::{data_tag, BenchCtx, Counts, SweepArgs, HUGE, LARGE};
-use crate::output::us;
-use crate::stats::{Summary, DEFAULT_LEVEL};
+use crate::output::{us, Column, Rounded2, Row, Table};
+use crate::stats::{Estimate, Summary, DEFAULT_LEVEL};
 use ovbench_core::engine_comm::RawOp;
 
 /// `ovbench latency` options.
@@ -47,19 +47,75 @@ pub fn default_counts(size: usize) -> Counts {
     }
 }
 
-/// The table's columns.
-pub const COLUMNS: [&str; 10] = [
-    "size[B]",
-    "iters",
-    "min[us]",
-    "p50[us]",
-    "p90[us]",
-    "p99[us]",
-    "p99.9[us]",
-    "max[us]",
-    "mean[us]",
-    "stddev[us]",
-];
+/// One size's row: the JSON object and, through [`Row::columns`], the
+/// table's cells.
+#[derive(Clone, Debug, Serialize)]
+pub struct LatencyRow {
+    pub size: usize,
+    pub iterations: u64,
+    pub warmup: u64,
+    pub samples: u64,
+    pub min_ns: Rounded2,
+    pub p50_ns: Rounded2,
+    pub p90_ns: Rounded2,
+    pub p99_ns: Rounded2,
+    pub p999_ns: Rounded2,
+    pub max_ns: Rounded2,
+    pub mean_ns: Rounded2,
+    pub stddev_ns: Rounded2,
+    #[serde(serialize_with = "Estimate::ser_ns")]
+    pub mean_ci: Option<Estimate>,
+    pub ops: OpCounts,
+    /// Per rank, under `--cpu-use`.
+    pub cpu: Option<Vec<CpuRow>>,
+    /// `--instrument`'s comparison.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instrumented: Option<instrumented::RowFields>,
+}
+
+impl LatencyRow {
+    pub fn new(len: usize, counts: Counts, s: &Summary, ops: OpCounts) -> LatencyRow {
+        LatencyRow {
+            size: len,
+            iterations: counts.iters,
+            warmup: counts.warmup,
+            samples: s.samples,
+            min_ns: Rounded2(s.min),
+            p50_ns: Rounded2(s.p50),
+            p90_ns: Rounded2(s.p90),
+            p99_ns: Rounded2(s.p99),
+            p999_ns: Rounded2(s.p999),
+            max_ns: Rounded2(s.max),
+            mean_ns: Rounded2(s.mean),
+            stddev_ns: Rounded2(s.stddev),
+            mean_ci: s.mean_ci,
+            ops,
+            cpu: None,
+            instrumented: None,
+        }
+    }
+}
+
+impl Row for LatencyRow {
+    type Layout = ();
+    fn columns(_: &()) -> Vec<Column<LatencyRow>> {
+        let t = |head: &'static str, field: &'static str, f: fn(&LatencyRow) -> f64| {
+            Column::new(head, field, move |r: &LatencyRow| us(f(r), 2))
+        };
+        vec![
+            Column::new("size[B]", "size", |r: &LatencyRow| r.size.to_string()),
+            Column::new("iters", "samples", |r: &LatencyRow| r.samples.to_string()),
+            t("min[us]", "min_ns", |r| r.min_ns.0),
+            t("p50[us]", "p50_ns", |r| r.p50_ns.0),
+            t("p90[us]", "p90_ns", |r| r.p90_ns.0),
+            t("p99[us]", "p99_ns", |r| r.p99_ns.0),
+            t("p99.9[us]", "p999_ns", |r| r.p999_ns.0),
+            t("max[us]", "max_ns", |r| r.max_ns.0),
+            t("mean[us]", "mean_ns", |r| r.mean_ns.0),
+            t("stddev[us]", "stddev_ns", |r| r.stddev_ns.0),
+        ]
+    }
+}
 
 /// Run the sweep. Returns once every size is done on this rank.
 pub fn run(cx: &mut BenchCtx<'_>, args: &LatencyArgs) -> Result<()> {
@@ -74,13 +130,23 @@ pub fn run(cx: &mut BenchCtx<'_>, args: &LatencyArgs) -> Result<()> {
         Some(RawOp::Read) => "latency: whole raw read operation (as ib_read_lat), ranks 0 <- 1",
         _ => "latency: one-way = round trip / 2, ranks 0 <-> 1",
     };
-    cx.sink.table(title, &COLUMNS);
+    let table = Table::<LatencyRow>::start(cx.sink, title, &());
     cx.sweep_sizes(
         "latency",
         &args.sweep,
         default_counts,
         |cx, cpu, idx, len, counts| {
-            one_size(cx, cpu, idx, len, counts, args.sweep.verify, sbuf, rbuf)
+            one_size(
+                cx,
+                &table,
+                cpu,
+                idx,
+                len,
+                counts,
+                args.sweep.verify,
+                sbuf,
+                rbuf,
+            )
         },
     )
 }
@@ -88,6 +154,7 @@ pub fn run(cx: &mut BenchCtx<'_>, args: &LatencyArgs) -> Result<()> {
 #[allow(clippy::too_many_arguments)]
 fn one_size(
     cx: &mut BenchCtx<'_>,
+    table: &Table<LatencyRow>,
     cpu: &mut CpuTotals,
     idx: usize,
     len: usize,
@@ -148,57 +215,19 @@ fn one_size(
         }
         let s = summary.ok_or_else(|| anyhow::anyhow!("size {len}: no timed iterations"))?;
         let (ops, cpu) = row_fields(&all);
-        let cpu = if cx.cpu_use { cpu } else { Value::Null };
-        let mut row = row_json(len, counts, &s, ops, cpu);
-        if cx.instrument {
-            let (json, line) = instrumented::row_fields(len, s.p50, &all);
-            row["instrumented"] = json;
-            cx.sink.row(&cells(len, &s), row);
+        let mut row = LatencyRow::new(len, counts, &s, ops);
+        row.cpu = cx.cpu_use.then_some(cpu);
+        let note = cx.instrument.then(|| {
+            let (fields, line) = instrumented::row_fields(len, s.p50, &all);
+            row.instrumented = Some(fields);
+            line
+        });
+        table.add(cx.sink, &row);
+        if let Some(line) = note {
             cx.sink.note(&line);
-        } else {
-            cx.sink.row(&cells(len, &s), row);
         }
     }
     Ok(())
-}
-
-fn cells(len: usize, s: &Summary) -> Vec<String> {
-    vec![
-        len.to_string(),
-        s.samples.to_string(),
-        us(s.min),
-        us(s.p50),
-        us(s.p90),
-        us(s.p99),
-        us(s.p999),
-        us(s.max),
-        us(s.mean),
-        us(s.stddev),
-    ]
-}
-
-/// A row of the JSON schema: flat, unit-suffixed figures.
-pub fn row_json(len: usize, counts: Counts, s: &Summary, ops: Value, cpu: Value) -> Value {
-    let ci = s.mean_ci.map(|e| {
-        json!({"level": e.ci.level, "lower_ns": round2(e.ci.lower), "upper_ns": round2(e.ci.upper)})
-    });
-    json!({
-        "size": len,
-        "iterations": counts.iters,
-        "warmup": counts.warmup,
-        "samples": s.samples,
-        "min_ns": round2(s.min),
-        "p50_ns": round2(s.p50),
-        "p90_ns": round2(s.p90),
-        "p99_ns": round2(s.p99),
-        "p999_ns": round2(s.p999),
-        "max_ns": round2(s.max),
-        "mean_ns": round2(s.mean),
-        "stddev_ns": round2(s.stddev),
-        "mean_ci": ci,
-        "ops": ops,
-        "cpu": cpu,
-    })
 }
 
 #[cfg(test)]
@@ -220,18 +249,14 @@ mod tests {
     }
 
     #[test]
-    fn row_has_the_schema_keys() {
+    fn row_has_the_schema_keys_and_its_columns_show_them() {
         let s = Summary::of(&[1000.0, 2000.0, 3000.0], 0.95).unwrap();
-        let v = row_json(
-            8,
-            Counts {
-                iters: 3,
-                warmup: 1,
-            },
-            &s,
-            json!({"sends": 6}),
-            json!([]),
-        );
+        let counts = Counts {
+            iters: 3,
+            warmup: 1,
+        };
+        let row = LatencyRow::new(8, counts, &s, OpCounts::default());
+        let v = crate::output::to_json(&row);
         for k in [
             "size", "samples", "p50_ns", "p99_ns", "mean_ns", "ops", "cpu",
         ] {
@@ -240,8 +265,9 @@ mod tests {
         assert_eq!(v["samples"], 3);
         assert_eq!(v["mean_ns"], 2000.0);
         assert_eq!(v["mean_ci"]["level"], 0.95);
-        let c = cells(8, &s);
-        assert_eq!(c.len(), COLUMNS.len());
+        crate::output::check_fields(&(), &row).unwrap();
+        let c = Table::<LatencyRow>::quiet(&()).cells(&row);
+        assert_eq!(c.len(), 10);
         assert_eq!(c[3], "2.00");
     }
 }

@@ -25,7 +25,7 @@ use crate::sizes::{format_bytes, Sizes};
 use ovbench_core::engine_comm::RawOp;
 use rankreport::CpuTotals;
 
-pub use rankreport::{Ops, RankReport};
+pub use rankreport::{CpuRow, RankReport};
 
 /// Below this size the small-message iteration counts apply (as OSU's
 /// LARGE_MESSAGE_SIZE, but at 64 KiB).

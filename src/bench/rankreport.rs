@@ -5,44 +5,54 @@
 use anyhow::Result;
 use ovbench_core::{Communicator, OpCounts};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+
+use crate::output::Rounded2;
 
 use crate::control::{collect_values, deposit_value, Control};
 use crate::cpu::{CpuSnapshot, CpuUse};
 
-/// Operation counts as they travel and appear in JSON (`ops`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Ops {
-    pub sends: u64,
-    pub writes: u64,
-    pub reads: u64,
-    pub tagged_sends: u64,
-    pub bytes: u64,
-    pub registrations: u64,
+/// `ovbench_core::OpCounts` as it is read back from another rank: serde's
+/// remote derive, checked against the core type's fields at compile time
+/// (the core type derives only `Serialize`).
+#[derive(Deserialize)]
+#[serde(remote = "OpCounts")]
+struct OpCountsDef {
+    sends: u64,
+    writes: u64,
+    reads: u64,
+    tagged_sends: u64,
+    bytes: u64,
+    registrations: u64,
 }
 
-impl From<OpCounts> for Ops {
-    fn from(c: OpCounts) -> Ops {
-        Ops {
-            sends: c.sends,
-            writes: c.writes,
-            reads: c.reads,
-            tagged_sends: c.tagged_sends,
-            bytes: c.bytes,
-            registrations: c.registrations,
-        }
-    }
+/// Counts summed over ranks.
+pub fn sum_ops(all: &[RankReport]) -> OpCounts {
+    all.iter().fold(OpCounts::default(), |a, r| OpCounts {
+        sends: a.sends + r.ops.sends,
+        writes: a.writes + r.ops.writes,
+        reads: a.reads + r.ops.reads,
+        tagged_sends: a.tagged_sends + r.ops.tagged_sends,
+        bytes: a.bytes + r.ops.bytes,
+        registrations: a.registrations + r.ops.registrations,
+    })
 }
 
-impl Ops {
-    pub fn add(&self, o: &Ops) -> Ops {
-        Ops {
-            sends: self.sends + o.sends,
-            writes: self.writes + o.writes,
-            reads: self.reads + o.reads,
-            tagged_sends: self.tagged_sends + o.tagged_sends,
-            bytes: self.bytes + o.bytes,
-            registrations: self.registrations + o.registrations,
+/// One rank's CPU use in a row's `cpu` list and the run's summary.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct CpuRow {
+    pub rank: u32,
+    pub user_pct: Rounded2,
+    pub sys_pct: Rounded2,
+    pub wall_ns: u64,
+}
+
+impl CpuRow {
+    fn new(rank: u32, c: &CpuUse) -> CpuRow {
+        CpuRow {
+            rank,
+            user_pct: Rounded2(c.user_pct),
+            sys_pct: Rounded2(c.sys_pct),
+            wall_ns: c.wall_ns,
         }
     }
 }
@@ -52,12 +62,13 @@ impl Ops {
 pub struct RankReport {
     pub rank: u32,
     pub cpu: CpuUse,
-    pub ops: Ops,
+    #[serde(deserialize_with = "OpCountsDef::deserialize")]
+    pub ops: OpCounts,
     /// The rank's own timed interval (bw: first to last window), ns.
     pub elapsed_ns: f64,
     /// `--instrument`: what the instrumented pass recorded on this rank.
     #[serde(default)]
-    pub instrument: Option<Value>,
+    pub instrument: Option<super::instrumented::RankPass>,
 }
 
 /// Started before a size's timed region, finished after it.
@@ -78,7 +89,7 @@ impl Meter {
         RankReport {
             rank: comm.rank(),
             cpu: self.cpu.until(&CpuSnapshot::now()),
-            ops: comm.op_counts().since(&self.ops).into(),
+            ops: comm.op_counts().since(&self.ops),
             elapsed_ns,
             instrument: None,
         }
@@ -95,21 +106,10 @@ pub fn collect(ctl: &mut dyn Control) -> Result<Option<Vec<RankReport>>> {
     collect_values(ctl)
 }
 
-/// The `ops` object (summed over ranks) and `cpu` array of a row.
-pub fn row_fields(all: &[RankReport]) -> (Value, Value) {
-    let ops = all.iter().fold(Ops::default(), |a, r| a.add(&r.ops));
-    let cpu: Vec<Value> = all
-        .iter()
-        .map(|r| {
-            json!({
-                "rank": r.rank,
-                "user_pct": round2(r.cpu.user_pct),
-                "sys_pct": round2(r.cpu.sys_pct),
-                "wall_ns": r.cpu.wall_ns,
-            })
-        })
-        .collect();
-    (json!(ops), Value::Array(cpu))
+/// The `ops` (summed over ranks) and `cpu` (per rank) of a row.
+pub fn row_fields(all: &[RankReport]) -> (OpCounts, Vec<CpuRow>) {
+    let cpu = all.iter().map(|r| CpuRow::new(r.rank, &r.cpu)).collect();
+    (sum_ops(all), cpu)
 }
 
 /// CPU use per rank summed over a sweep (rank 0), printed after the
@@ -129,7 +129,7 @@ impl CpuTotals {
         }
     }
     /// The summary object and lines (nothing if no size ran).
-    pub fn summary(&self) -> Option<(Value, Vec<String>)> {
+    pub fn summary(&self) -> Option<(serde_json::Value, Vec<String>)> {
         if self.per_rank.is_empty() {
             return None;
         }
@@ -146,21 +146,12 @@ impl CpuTotals {
                 )
             })
             .collect();
-        let json: Vec<Value> = self
-            .per_rank
-            .iter()
-            .enumerate()
-            .map(|(r, c)| {
-                json!({"rank": r, "user_pct": round2(c.user_pct), "sys_pct": round2(c.sys_pct), "wall_ns": c.wall_ns})
-            })
+        let cpu: Vec<CpuRow> = (0u32..)
+            .zip(&self.per_rank)
+            .map(|(r, c)| CpuRow::new(r, c))
             .collect();
-        Some((json!({ "cpu": json }), lines))
+        Some((serde_json::json!({ "cpu": cpu }), lines))
     }
-}
-
-/// Round to two decimals for JSON readability.
-pub fn round2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
 }
 
 #[cfg(test)]
@@ -172,19 +163,18 @@ mod tests {
         let r = |rank, reads| RankReport {
             rank,
             cpu: CpuUse::new(1000, 900, 50),
-            ops: Ops {
+            ops: OpCounts {
                 sends: 2,
                 reads,
                 bytes: 10,
-                ..Ops::default()
+                ..OpCounts::default()
             },
             elapsed_ns: 5.0,
             instrument: None,
         };
         let (ops, cpu) = row_fields(&[r(0, 0), r(1, 3)]);
-        assert_eq!(ops["sends"], 4);
-        assert_eq!(ops["reads"], 3);
-        assert_eq!(ops["bytes"], 20);
+        assert_eq!((ops.sends, ops.reads, ops.bytes), (4, 3, 20));
+        let cpu = crate::output::to_json(&cpu);
         assert_eq!(cpu[1]["rank"], 1);
         assert_eq!(cpu[0]["user_pct"], 90.0);
         assert_eq!(cpu[0]["sys_pct"], 5.0);

@@ -11,13 +11,13 @@
 
 use anyhow::{bail, Result};
 use clap::Args;
-use ovbench_core::{Buf, Communicator, Rank, Req, Tag};
-use serde_json::{json, Value};
+use ovbench_core::{Buf, Communicator, OpCounts, Rank, Req, Tag};
+use serde::Serialize;
 
-use super::rankreport::{collect, deposit, round2, row_fields, CpuTotals, Meter, RankReport};
+use super::rankreport::{collect, deposit, row_fields, CpuRow, CpuTotals, Meter, RankReport};
 use super::verify;
 use super::{data_tag, BenchCtx, Counts, SweepArgs, ACK_TAG, LARGE};
-use crate::output::{mbps, us};
+use crate::output::{fixed, mbps, us, Column, Rounded2, Row, Table};
 use crate::stats::{Estimate, Sample, Summary, DEFAULT_LEVEL};
 use ovbench_core::engine_comm::RawOp;
 
@@ -35,12 +35,6 @@ impl Kind {
             Kind::Bw => "bw",
             Kind::Bibw => "bibw",
             Kind::Msgrate => "msgrate",
-        }
-    }
-    fn columns(self) -> [&'static str; 5] {
-        match self {
-            Kind::Msgrate => ["size[B]", "iters", "msg/s", "MB/s", "p50win[us]"],
-            _ => ["size[B]", "iters", "MB/s", "msg/s", "p50win[us]"],
         }
     }
 }
@@ -114,7 +108,7 @@ pub fn run(cx: &mut BenchCtx<'_>, kind: Kind, args: &WindowArgs) -> Result<()> {
         args.pairs,
         if args.pairs == 1 { "" } else { "s" }
     );
-    cx.sink.table(&title, &kind.columns());
+    let table = Table::<WindowRow>::start(cx.sink, &title, &kind);
     if cx.instrument {
         cx.sink.note(&format!(
             "--instrument: {} records no transfer events (use latency or the methods to measure the recorder)",
@@ -126,7 +120,10 @@ pub fn run(cx: &mut BenchCtx<'_>, kind: Kind, args: &WindowArgs) -> Result<()> {
         kind.name(),
         &args.sweep,
         default_counts,
-        |cx, cpu, idx, len, counts| one_size(cx, cpu, kind, args, idx, len, counts, bufs),
+        |cx, cpu, idx, len, counts| {
+            let at = Size { idx, len, counts };
+            one_size(cx, &table, cpu, kind, args, at, bufs)
+        },
     )
 }
 
@@ -137,15 +134,21 @@ struct Bufs {
     ack: Buf,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn one_size(
-    cx: &mut BenchCtx<'_>,
-    cpu: &mut CpuTotals,
-    kind: Kind,
-    args: &WindowArgs,
+/// The size being measured: its index in the sweep, bytes and counts.
+#[derive(Clone, Copy)]
+struct Size {
     idx: usize,
     len: usize,
     counts: Counts,
+}
+
+fn one_size(
+    cx: &mut BenchCtx<'_>,
+    table: &Table<WindowRow>,
+    cpu: &mut CpuTotals,
+    kind: Kind,
+    args: &WindowArgs,
+    Size { idx, len, counts }: Size,
     b: Bufs,
 ) -> Result<()> {
     let rank = cx.comm.rank();
@@ -214,7 +217,6 @@ fn one_size(
         let s = Summary::of(&win, DEFAULT_LEVEL)
             .ok_or_else(|| anyhow::anyhow!("size {len}: no timed windows"))?;
         let (ops, cpu) = row_fields(&all);
-        let cpu = if cx.cpu_use { cpu } else { Value::Null };
         let rates = Rates::new(messages, len, slowest);
         // Rank 0's pair, window by window: the spread of the rate.
         let per_window = args.window as f64 * len as f64 * directions as f64;
@@ -224,44 +226,42 @@ fn one_size(
             .map(|&ns| per_window / ns * 1e9)
             .collect();
         let rate_ci = Sample::new(&win_rates).map(|x| x.mean_estimate(DEFAULT_LEVEL));
-        let mut cells = vec![len.to_string(), counts.iters.to_string()];
-        let (bw, mr) = (
-            mbps(rates.bytes_per_sec),
-            format!("{:.0}", rates.msgs_per_sec),
-        );
-        if kind == Kind::Msgrate {
-            cells.extend([mr, bw]);
-        } else {
-            cells.extend([bw, mr]);
-        }
-        cells.push(us(s.p50));
-        let mut row = row_json(len, counts, args, &rates, &s, rate_ci, ops, cpu);
+        let mut row = WindowRow::new(len, counts, args, &rates, &s, rate_ci, ops);
+        row.cpu = cx.cpu_use.then_some(cpu);
         if args.pairs > 1 {
             let each = messages / u64::from(args.pairs);
-            row["per_pair"] = per_pair(&all, args.pairs, each, len);
+            row.per_pair = Some(per_pair(&all, args.pairs, each, len));
         }
-        cx.sink.row(&cells, row);
+        table.add(cx.sink, &row);
     }
     Ok(())
 }
 
+/// One pair's own rate under --pairs.
+#[derive(Clone, Debug, Serialize)]
+pub struct PairRate {
+    pub pair: u32,
+    pub ranks: [u32; 2],
+    pub elapsed_ns: Rounded2,
+    pub bytes_per_sec: Rounded2,
+    pub msgs_per_sec: Rounded2,
+}
+
 /// Each pair's own rate (its sending rank's elapsed time), for --pairs.
-fn per_pair(all: &[RankReport], pairs: u32, messages: u64, len: usize) -> Value {
-    let v: Vec<Value> = all
-        .iter()
+fn per_pair(all: &[RankReport], pairs: u32, messages: u64, len: usize) -> Vec<PairRate> {
+    all.iter()
         .filter(|r| r.rank < pairs)
         .map(|r| {
             let rate = Rates::new(messages, len, r.elapsed_ns);
-            json!({
-                "pair": r.rank,
-                "ranks": [r.rank, r.rank + pairs],
-                "elapsed_ns": round2(r.elapsed_ns),
-                "bytes_per_sec": round2(rate.bytes_per_sec),
-                "msgs_per_sec": round2(rate.msgs_per_sec),
-            })
+            PairRate {
+                pair: r.rank,
+                ranks: [r.rank, r.rank + pairs],
+                elapsed_ns: Rounded2(r.elapsed_ns),
+                bytes_per_sec: Rounded2(rate.bytes_per_sec),
+                msgs_per_sec: Rounded2(rate.msgs_per_sec),
+            }
         })
-        .collect();
-    Value::Array(v)
+        .collect()
 }
 
 /// Post and complete one window.
@@ -362,39 +362,94 @@ impl Rates {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn row_json(
-    len: usize,
-    counts: Counts,
-    args: &WindowArgs,
-    r: &Rates,
-    s: &Summary,
-    rate_ci: Option<Estimate>,
-    ops: Value,
-    cpu: Value,
-) -> Value {
-    let ci = rate_ci.map(|e| {
-        json!({"mean": round2(e.point), "level": e.ci.level, "lower": round2(e.ci.lower), "upper": round2(e.ci.upper)})
-    });
-    json!({
-        "size": len,
-        "iterations": counts.iters,
-        "warmup": counts.warmup,
-        "window": args.window,
-        "pairs": args.pairs,
-        "samples": s.samples,
-        "messages": r.messages,
-        "elapsed_ns": round2(r.elapsed_ns),
-        "bytes_per_sec": round2(r.bytes_per_sec),
-        "msgs_per_sec": round2(r.msgs_per_sec),
-        "window_p50_ns": round2(s.p50),
-        "window_p99_ns": round2(s.p99),
-        "window_mean_ns": round2(s.mean),
-        "window_stddev_ns": round2(s.stddev),
-        "window_bytes_per_sec": ci,
-        "ops": ops,
-        "cpu": cpu,
-    })
+/// One size's row of bw, bibw or msgrate.
+#[derive(Clone, Debug, Serialize)]
+pub struct WindowRow {
+    pub size: usize,
+    pub iterations: u64,
+    pub warmup: u64,
+    pub window: u32,
+    pub pairs: u32,
+    pub samples: u64,
+    pub messages: u64,
+    pub elapsed_ns: Rounded2,
+    pub bytes_per_sec: Rounded2,
+    pub msgs_per_sec: Rounded2,
+    pub window_p50_ns: Rounded2,
+    pub window_p99_ns: Rounded2,
+    pub window_mean_ns: Rounded2,
+    pub window_stddev_ns: Rounded2,
+    /// The mean rate of rank 0's windows, with its interval.
+    #[serde(serialize_with = "Estimate::ser_mean")]
+    pub window_bytes_per_sec: Option<Estimate>,
+    pub ops: OpCounts,
+    /// Per rank, under `--cpu-use`.
+    pub cpu: Option<Vec<CpuRow>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_pair: Option<Vec<PairRate>>,
+}
+
+impl WindowRow {
+    fn new(
+        len: usize,
+        counts: Counts,
+        args: &WindowArgs,
+        r: &Rates,
+        s: &Summary,
+        rate_ci: Option<Estimate>,
+        ops: OpCounts,
+    ) -> WindowRow {
+        WindowRow {
+            size: len,
+            iterations: counts.iters,
+            warmup: counts.warmup,
+            window: args.window,
+            pairs: args.pairs,
+            samples: s.samples,
+            messages: r.messages,
+            elapsed_ns: Rounded2(r.elapsed_ns),
+            bytes_per_sec: Rounded2(r.bytes_per_sec),
+            msgs_per_sec: Rounded2(r.msgs_per_sec),
+            window_p50_ns: Rounded2(s.p50),
+            window_p99_ns: Rounded2(s.p99),
+            window_mean_ns: Rounded2(s.mean),
+            window_stddev_ns: Rounded2(s.stddev),
+            window_bytes_per_sec: rate_ci,
+            ops,
+            cpu: None,
+            per_pair: None,
+        }
+    }
+}
+
+impl Row for WindowRow {
+    /// msgrate leads with the message rate, bw and bibw with MB/s.
+    type Layout = Kind;
+    fn columns(kind: &Kind) -> Vec<Column<WindowRow>> {
+        let bw = Column::new("MB/s", "bytes_per_sec", |r: &WindowRow| {
+            mbps(r.bytes_per_sec.0)
+        });
+        let mr = Column::new("msg/s", "msgs_per_sec", |r: &WindowRow| {
+            fixed(r.msgs_per_sec.0, 0)
+        });
+        let rates = match kind {
+            Kind::Msgrate => [mr, bw],
+            _ => [bw, mr],
+        };
+        let mut c = vec![
+            Column::new("size[B]", "size", |r: &WindowRow| r.size.to_string()),
+            Column::new("iters", "iterations", |r: &WindowRow| {
+                r.iterations.to_string()
+            }),
+        ];
+        c.extend(rates);
+        c.push(Column::new(
+            "p50win[us]",
+            "window_p50_ns",
+            |r: &WindowRow| us(r.window_p50_ns.0, 2),
+        ));
+        c
+    }
 }
 
 #[cfg(test)]
@@ -437,23 +492,23 @@ mod tests {
             window: 64,
             pairs: 1,
         };
-        let v = row_json(
-            8,
-            Counts {
-                iters: 3,
-                warmup: 0,
-            },
-            &a,
-            &Rates::new(192, 8, 3000.0),
-            &s,
-            e,
-            json!({}),
-            Value::Null,
-        );
+        let counts = Counts {
+            iters: 3,
+            warmup: 0,
+        };
+        let rates = Rates::new(192, 8, 3000.0);
+        let row = WindowRow::new(8, counts, &a, &rates, &s, e, OpCounts::default());
+        let v = crate::output::to_json(&row);
         assert_eq!(v["window_bytes_per_sec"]["mean"], 8e9);
         assert_eq!(v["window_bytes_per_sec"]["level"], 0.95);
         assert!(v["window_bytes_per_sec"]["lower"].as_f64().unwrap() < 8e9);
         assert_eq!(v["samples"], 3);
+        // Whatever the kind's column order, each column shows a row field.
+        for kind in [Kind::Bw, Kind::Bibw, Kind::Msgrate] {
+            crate::output::check_fields(&kind, &row).unwrap();
+        }
+        let cells = Table::<WindowRow>::quiet(&Kind::Msgrate).cells(&row);
+        assert_eq!(cells[2], "64000000");
     }
 
     #[test]
@@ -465,11 +520,10 @@ mod tests {
         };
         // Ranks 0 and 1 send (2 pairs of 4 ranks); 1000 messages of 1000 B each.
         let v = per_pair(&[r(0, 1e9), r(1, 2e9), r(2, 1e9), r(3, 2e9)], 2, 1000, 1000);
-        let a = v.as_array().unwrap();
-        assert_eq!(a.len(), 2);
-        assert_eq!(a[0]["bytes_per_sec"], 1e6);
-        assert_eq!(a[1]["bytes_per_sec"], 5e5);
-        assert_eq!(a[1]["ranks"], json!([1, 3]));
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0].bytes_per_sec.0, 1e6);
+        assert_eq!(v[1].bytes_per_sec.0, 5e5);
+        assert_eq!(v[1].ranks, [1, 3]);
     }
 
     #[test]

@@ -10,7 +10,10 @@ use serde_json::{Map, Value};
 /// - `ovbench/2`: each row appears once, under its table (`tables[].rows`);
 ///   the flat `results` list of `ovbench/1`, which repeated every row with
 ///   its table's index, is gone.
-pub const SCHEMA: &str = "ovbench/2";
+/// - `ovbench/3`: every row is the `Serialize` form of its command's typed
+///   row (src/output/row.rs), the same definition that gives the printed
+///   table its columns and cells; numeric figures are rounded by one rule.
+pub const SCHEMA: &str = "ovbench/3";
 
 /// One table: a title, the printed column headings and the JSON rows.
 #[derive(Clone, Debug)]

@@ -15,11 +15,6 @@ pub(crate) fn ns(comm: &dyn Communicator, ticks: u64) -> f64 {
     comm.clock().to_ns(ticks)
 }
 
-/// Microseconds with three decimals, as the originals print them.
-pub(crate) fn us(ns: f64) -> String {
-    format!("{:.3}", ns / 1000.0)
-}
-
 /// A small buffer for control words, sent with [`TAG_CTRL`].
 pub(crate) struct Ctrl {
     buf: Buf,
@@ -142,6 +137,21 @@ pub struct Verdict {
     reasons: Vec<String>,
 }
 
+/// A [`Verdict`] as a row shows it: `#[serde(flatten)]` into the row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Marks {
+    pub valid: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Marks {
+    /// The `flag` cell: `ok`, or `INVALID`.
+    pub(crate) fn cell(&self) -> String {
+        if self.valid { "ok" } else { "INVALID" }.to_string()
+    }
+}
+
 impl Verdict {
     /// Record `reason` unless `ok`.
     pub(crate) fn check(&mut self, ok: bool, reason: impl FnOnce() -> String) -> &mut Self {
@@ -167,18 +177,11 @@ impl Verdict {
         self.reasons.join("; ")
     }
 
-    /// The table cell: `ok`, or `INVALID`.
-    pub(crate) fn cell(&self) -> String {
-        if self.valid() { "ok" } else { "INVALID" }.to_string()
-    }
-
-    /// Add `"valid"` (and `"reason"`) to a JSON row object.
-    pub(crate) fn mark(&self, json: &mut serde_json::Value) {
-        if let Some(o) = json.as_object_mut() {
-            o.insert("valid".into(), self.valid().into());
-            if !self.valid() {
-                o.insert("reason".into(), self.reason().into());
-            }
+    /// The row fields `"valid"` (and `"reason"`), flattened into a row.
+    pub(crate) fn marks(&self) -> Marks {
+        Marks {
+            valid: self.valid(),
+            reason: (!self.valid()).then(|| self.reason()),
         }
     }
 
@@ -198,16 +201,14 @@ mod tests {
     fn verdict_marks_rows() {
         let mut v = Verdict::default();
         v.check(true, || "fine".into());
-        let mut j = serde_json::json!({"x": 1});
-        v.mark(&mut j);
-        assert_eq!(j["valid"], true);
-        assert!(j.get("reason").is_none());
+        let j = crate::output::to_json(&v.marks());
+        assert_eq!(j, serde_json::json!({"valid": true}));
         v.check(false, || "overhead < 0".into());
-        v.mark(&mut j);
+        let j = crate::output::to_json(&v.marks());
         assert_eq!(
             (j["valid"].as_bool(), j["reason"].as_str()),
             (Some(false), Some("overhead < 0"))
         );
-        assert_eq!(v.cell(), "INVALID");
+        assert_eq!(v.marks().cell(), "INVALID");
     }
 }

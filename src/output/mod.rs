@@ -2,15 +2,19 @@
 //! the progress line on stderr, and the file exports, all behind the
 //! [`crate::report::Sink`] that measuring code writes to.
 
+mod format;
 mod progress;
+mod row;
 mod table;
 
 use std::io::Write;
 
 use serde_json::Value;
 
+pub use format::{fixed, mbps, round2, us, Rounded2};
 pub use progress::ProgressLine;
-pub use table::{mbps, us, TableFormat};
+pub use row::{check_fields, to_json, Column, Row, Table};
+pub use table::TableFormat;
 
 use crate::export::{Document, FileExports};
 use crate::report::Sink;

@@ -37,26 +37,17 @@ impl TableFormat {
     }
 }
 
-/// Format a nanosecond figure as microseconds with two decimals.
-pub fn us(ns: f64) -> String {
-    format!("{:.2}", ns / 1000.0)
-}
-
-/// Format a rate in MB/s (10^6 bytes per second) with two decimals.
-pub fn mbps(bytes_per_sec: f64) -> String {
-    format!("{:.2}", bytes_per_sec / 1e6)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::output::us;
 
     #[test]
     fn columns_line_up() {
         let cols = ["size[B]", "iters", "p50[us]", "p99.9[us]"];
         let t = TableFormat::new(&cols);
         let h = t.heading(&cols);
-        let r = t.row(&["1024".into(), "10000".into(), us(1234.0), us(99990.0)]);
+        let r = t.row(&["1024".into(), "10000".into(), us(1234.0, 2), us(99990.0, 2)]);
         assert!(h.starts_with('#'));
         assert_eq!(h.len(), r.len());
         assert!(r.ends_with("  99.99"), "{r}");
@@ -64,11 +55,5 @@ mod tests {
         // Each heading ends where its cells end.
         let end = |line: &str, needle: &str| line.find(needle).unwrap() + needle.len();
         assert_eq!(end(&h, "p50[us]"), end(&r, "1.23"));
-    }
-
-    #[test]
-    fn units() {
-        assert_eq!(us(1500.0), "1.50");
-        assert_eq!(mbps(2.5e9), "2500.00");
     }
 }

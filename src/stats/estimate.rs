@@ -24,12 +24,51 @@ impl ConfidenceInterval {
     }
 }
 
-/// A point estimate with its interval and standard error.
+/// A point estimate with its interval and standard error: the one
+/// estimate type of every row ([`Estimate::ser_ns`], [`Estimate::ser_mean`]
+/// give its JSON forms).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Estimate {
     pub point: f64,
     pub ci: ConfidenceInterval,
     pub standard_error: f64,
+}
+
+impl Estimate {
+    /// The JSON form of a mean in ns, `{"level", "lower_ns", "upper_ns"}`
+    /// (the point is the row's `mean_ns`), rounded to two decimals
+    /// (`#[serde(serialize_with)]` on an `Option<Estimate>`).
+    pub fn ser_ns<S: serde::Serializer>(e: &Option<Estimate>, s: S) -> Result<S::Ok, S::Error> {
+        Self::ser_fields(e, s, &["level", "lower_ns", "upper_ns"])
+    }
+    /// The JSON form of a rate, `{"mean", "level", "lower", "upper"}`.
+    pub fn ser_mean<S: serde::Serializer>(e: &Option<Estimate>, s: S) -> Result<S::Ok, S::Error> {
+        Self::ser_fields(e, s, &["mean", "level", "lower", "upper"])
+    }
+    /// The named fields of `point`, `level`, `lower` and `upper` (the
+    /// names keep the column headers the CSV has always had).
+    fn ser_fields<S: serde::Serializer>(
+        e: &Option<Estimate>,
+        s: S,
+        names: &[&'static str],
+    ) -> Result<S::Ok, S::Error> {
+        use crate::output::round2;
+        use serde::ser::SerializeMap;
+        let Some(e) = e else {
+            return s.serialize_none();
+        };
+        let mut m = s.serialize_map(Some(names.len()))?;
+        for &n in names {
+            let v = match n {
+                "level" => e.ci.level,
+                "lower" | "lower_ns" => round2(e.ci.lower),
+                "upper" | "upper_ns" => round2(e.ci.upper),
+                _ => round2(e.point),
+            };
+            m.serialize_entry(n, &v)?;
+        }
+        m.end()
+    }
 }
 
 /// A sample of at least two finite values (the invariant a variance and

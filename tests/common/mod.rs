@@ -159,7 +159,14 @@ pub fn json(path: &Path) -> serde_json::Value {
 }
 
 /// The rows of the first table of an export (`tables[0].rows`).
+/// Refuses a document of another schema, naming the one it reads.
 pub fn rows(doc: &serde_json::Value) -> Vec<serde_json::Value> {
+    let want = ovbench::export::SCHEMA;
+    assert_eq!(
+        doc["schema"], want,
+        "JSON schema {}, but these tests read {want}: rebuild ovbench",
+        doc["schema"]
+    );
     doc["tables"][0]["rows"]
         .as_array()
         .cloned()

@@ -38,7 +38,8 @@ use anyhow::bail;
 use ovbench_core::{Communicator, OpCounts, Rank};
 use serde::Serialize;
 
-use super::common::{us, Ctrl, Verdict};
+use super::common::{Ctrl, Verdict};
+use crate::output::us;
 use crate::report::Sink;
 use crate::sizes::ByteSize;
 pub use algo::binomial_tree;
@@ -232,8 +233,8 @@ fn oli_verdict(
         v.check(false, || {
             format!(
                 "E_i = {} us ≤ g_{rank} = {} us on i's path: OL_i's assumption fails",
-                us(e.mean),
-                us(*g_ns)
+                us(e.mean, 3),
+                us(*g_ns, 3)
             )
         });
     }
@@ -399,10 +400,7 @@ pub fn run(
         plan.push(("ack".into(), What::Ack));
     }
     if !plan.is_empty() || out.max_ol_ns.is_some() {
-        sink.table(
-            &title,
-            &["method", "time[us]", "measurements", "stddev(%)", "flag"],
-        );
+        report::figure_table(sink, &title);
     }
     for (name, what) in plan {
         let (m, ops) = bc.repeat(what, args, &mut ticks)?;

@@ -1,115 +1,219 @@
-//! bcast's tables and JSON rows, and the method × P summary of a sweep
+//! bcast's tables as typed rows (per-processor o_i and g_i, OL_i, the
+//! methods' figures and max OL_i), and the method × P summary of a sweep
 //! over rank counts (the paper's Figures 10 and 11).
 
-use serde_json::json;
+use ovbench_core::{OpCounts, Rank};
+use serde::ser::SerializeMap;
+use serde::Serialize;
 
 use super::{Algorithm, Assumption, Figure, Oli, Output, PerProcessor};
-use crate::methods::common::{us, Verdict};
+use crate::methods::common::{Marks, Verdict};
+use crate::output::{fixed, us, Column, Row, Table};
 use crate::report::Sink;
+
+/// A microsecond column of `R` showing `field`.
+fn t<R: 'static>(head: &'static str, field: &'static str, f: fn(&R) -> f64) -> Column<R> {
+    Column::new(head, field, move |r: &R| us(f(r), 3))
+}
+
+/// The `flag` column of a row with its verdict's marks.
+fn flag<R: 'static>(marks: fn(&R) -> &Marks) -> Column<R> {
+    Column::new("flag", "valid", move |r: &R| marks(r).cell())
+}
+
+/// One rank's o_i and g_i.
+#[derive(Debug, Clone, Serialize)]
+pub struct PerProcessorRow {
+    pub rank: Rank,
+    pub children: usize,
+    pub o_ns: f64,
+    pub g_ns: f64,
+    pub measurements: usize,
+    #[serde(flatten)]
+    pub verdict: Marks,
+}
+
+impl Row for PerProcessorRow {
+    type Layout = ();
+    fn columns(_: &()) -> Vec<Column<Self>> {
+        vec![
+            Column::new("i", "rank", |r: &Self| r.rank.to_string()),
+            Column::new("children", "children", |r: &Self| r.children.to_string()),
+            t("o_i[us]", "o_ns", |r: &Self| r.o_ns),
+            t("g_i[us]", "g_ns", |r: &Self| r.g_ns),
+            Column::new("measurements", "measurements", |r: &Self| {
+                r.measurements.to_string()
+            }),
+            flag(|r: &Self| &r.verdict),
+        ]
+    }
+}
 
 /// The per-processor o_i and g_i table.
 pub(super) fn per_processor(sink: &mut dyn Sink, title: &str, rows: &[PerProcessor], delay: f64) {
-    sink.table(
-        &format!("per-processor o_i and g_i, {title}"),
-        &[
-            "i",
-            "children",
-            "o_i[us]",
-            "g_i[us]",
-            "measurements",
-            "flag",
-        ],
-    );
+    let table =
+        Table::<PerProcessorRow>::start(sink, &format!("per-processor o_i and g_i, {title}"), &());
     for p in rows {
-        let mut j = json!({
-            "rank": p.rank, "children": p.children, "o_ns": p.o_ns, "g_ns": p.g_ns,
-            "measurements": p.measurements,
-        });
-        p.verdict.mark(&mut j);
-        sink.row(
-            &[
-                p.rank.to_string(),
-                p.children.to_string(),
-                us(p.o_ns),
-                us(p.g_ns),
-                p.measurements.to_string(),
-                p.verdict.cell(),
-            ],
-            j,
-        );
+        let row = PerProcessorRow {
+            rank: p.rank,
+            children: p.children,
+            o_ns: p.o_ns,
+            g_ns: p.g_ns,
+            measurements: p.measurements,
+            verdict: p.verdict.marks(),
+        };
+        table.add(sink, &row);
     }
     sink.note(&format!(
         "o_i: time in one broadcast call once the data is there (a rank at depth k of the tree enters k·{} us after a barrier); g_i: interval between successive broadcasts at i",
-        us(delay)
+        us(delay, 3)
     ));
     for p in rows {
         p.verdict.note(sink, &format!("o_{0}, g_{0}", p.rank));
     }
 }
 
+/// One destination's OL_i.
+#[derive(Debug, Clone, Serialize)]
+pub struct OliRow {
+    pub rank: Rank,
+    pub size: usize,
+    pub rtl_ns: f64,
+    pub e_ns: f64,
+    pub ol_ns: f64,
+    pub measurements: usize,
+    pub samples: u64,
+    pub tries: usize,
+    pub path: Option<Vec<Rank>>,
+    /// As its cell reads.
+    pub assumption: String,
+    #[serde(flatten)]
+    pub verdict: Marks,
+}
+
+impl Row for OliRow {
+    type Layout = ();
+    fn columns(_: &()) -> Vec<Column<Self>> {
+        vec![
+            Column::new("i", "rank", |r: &Self| r.rank.to_string()),
+            t("RTL_i[us]", "rtl_ns", |r: &Self| r.rtl_ns),
+            t("E_i[us]", "e_ns", |r: &Self| r.e_ns),
+            t("OL_i[us]", "ol_ns", |r: &Self| r.ol_ns),
+            Column::new("measurements", "measurements", |r: &Self| {
+                r.measurements.to_string()
+            }),
+            Column::new("E_i>g_j on path", "assumption", |r: &Self| {
+                r.assumption.clone()
+            }),
+            flag(|r: &Self| &r.verdict),
+        ]
+    }
+}
+
 /// The OL_i table's heading.
 pub(super) fn oli_table(sink: &mut dyn Sink, title: &str) {
-    sink.table(
-        &format!("OL_i, {title}"),
-        &[
-            "i",
-            "RTL_i[us]",
-            "E_i[us]",
-            "OL_i[us]",
-            "measurements",
-            "E_i>g_j on path",
-            "flag",
-        ],
-    );
+    Table::<OliRow>::start(sink, &format!("OL_i, {title}"), &());
 }
 
 /// The assumption's cell.
 fn assumption_cell(a: &Assumption) -> String {
     match a {
         Assumption::Holds => "holds".into(),
-        Assumption::Violated { rank, g_ns } => format!("no: g_{rank} = {}", us(*g_ns)),
+        Assumption::Violated { rank, g_ns } => format!("no: g_{rank} = {}", us(*g_ns, 3)),
         Assumption::NotChecked => "not checked".into(),
     }
 }
 
 pub(super) fn oli_row(sink: &mut dyn Sink, o: &Oli, size: usize, reps: u64) {
-    let mut j = json!({
-        "rank": o.rank, "size": size, "rtl_ns": o.rtl_ns, "e_ns": o.e_ns, "ol_ns": o.ol_ns,
-        "measurements": o.measurements, "samples": o.measurements as u64 * reps,
-        "tries": o.tries, "path": o.path, "assumption": assumption_cell(&o.assumption),
-    });
-    o.verdict.mark(&mut j);
-    sink.row(
-        &[
-            o.rank.to_string(),
-            us(o.rtl_ns),
-            us(o.e_ns),
-            us(o.ol_ns),
-            o.measurements.to_string(),
-            assumption_cell(&o.assumption),
-            o.verdict.cell(),
-        ],
-        j,
-    );
+    let row = OliRow {
+        rank: o.rank,
+        size,
+        rtl_ns: o.rtl_ns,
+        e_ns: o.e_ns,
+        ol_ns: o.ol_ns,
+        measurements: o.measurements,
+        samples: o.measurements as u64 * reps,
+        tries: o.tries,
+        path: o.path.clone(),
+        assumption: assumption_cell(&o.assumption),
+        verdict: o.verdict.marks(),
+    };
+    Table::quiet(&()).add(sink, &row);
+}
+
+/// One method's figure.
+#[derive(Debug, Clone, Serialize)]
+pub struct FigureRow {
+    pub method: String,
+    pub size: usize,
+    pub time_ns: f64,
+    pub measurements: usize,
+    pub stddev_pct: f64,
+    pub samples: u64,
+    pub tries: usize,
+    pub ops: OpCounts,
+    #[serde(flatten)]
+    pub verdict: Marks,
+}
+
+impl Row for FigureRow {
+    type Layout = ();
+    fn columns(_: &()) -> Vec<Column<Self>> {
+        vec![
+            Column::new("method", "method", |r: &Self| r.method.clone()),
+            t("time[us]", "time_ns", |r: &Self| r.time_ns),
+            Column::new("measurements", "measurements", |r: &Self| {
+                r.measurements.to_string()
+            }),
+            Column::new("stddev(%)", "stddev_pct", |r: &Self| fixed(r.stddev_pct, 2)),
+            flag(|r: &Self| &r.verdict),
+        ]
+    }
+}
+
+/// The methods' table heading (max OL_i's row shares it).
+pub(super) fn figure_table(sink: &mut dyn Sink, title: &str) {
+    Table::<FigureRow>::start(sink, title, &());
 }
 
 pub(super) fn figure_row(sink: &mut dyn Sink, f: &Figure, size: usize, reps: u64) {
-    let mut j = json!({
-        "method": f.method, "size": size, "time_ns": f.time_ns, "measurements": f.measurements,
-        "stddev_pct": f.stddev_pct, "samples": f.measurements as u64 * reps,
-        "tries": f.tries, "ops": f.ops,
-    });
-    f.verdict.mark(&mut j);
-    sink.row(
-        &[
-            f.method.clone(),
-            us(f.time_ns),
-            f.measurements.to_string(),
-            format!("{:.2}", f.stddev_pct),
-            f.verdict.cell(),
-        ],
-        j,
-    );
+    let row = FigureRow {
+        method: f.method.clone(),
+        size,
+        time_ns: f.time_ns,
+        measurements: f.measurements,
+        stddev_pct: f.stddev_pct,
+        samples: f.measurements as u64 * reps,
+        tries: f.tries,
+        ops: f.ops,
+        verdict: f.verdict.marks(),
+    };
+    Table::quiet(&()).add(sink, &row);
+}
+
+/// The largest OL_i, under the methods' headings.
+#[derive(Debug, Clone, Serialize)]
+pub struct MaxOliRow {
+    /// Always `max-oli`, the method's name in the sweep's summary.
+    pub method: &'static str,
+    pub size: usize,
+    pub time_ns: f64,
+    pub rank: Rank,
+    #[serde(flatten)]
+    pub verdict: Marks,
+}
+
+impl Row for MaxOliRow {
+    type Layout = ();
+    fn columns(_: &()) -> Vec<Column<Self>> {
+        vec![
+            Column::new("method", "method", |_: &Self| "max OL_i".into()),
+            t("time[us]", "time_ns", |r: &Self| r.time_ns),
+            Column::new("measurements", "rank", |r: &Self| format!("i = {}", r.rank)),
+            Column::derived("stddev(%)", |_: &Self| String::new()),
+            flag(|r: &Self| &r.verdict),
+        ]
+    }
 }
 
 /// The max OL_i row under the methods' table, and the run's summary.
@@ -118,44 +222,102 @@ pub(super) fn max_oli_row(sink: &mut dyn Sink, out: &Output) {
         return;
     };
     let v = out.max_ol_verdict.clone().unwrap_or_default();
-    let mut j = json!({"method": "max-oli", "size": out.size, "time_ns": ol, "rank": rank});
-    v.mark(&mut j);
-    sink.row(
-        &[
-            "max OL_i".into(),
-            us(ol),
-            format!("i = {rank}"),
-            String::new(),
-            v.cell(),
-        ],
-        j,
-    );
+    let row = MaxOliRow {
+        method: "max-oli",
+        size: out.size,
+        time_ns: ol,
+        rank,
+        verdict: v.marks(),
+    };
+    Table::quiet(&()).add(sink, &row);
     if out.algorithm == Algorithm::Flat {
         sink.note("flat broadcast: the root's gap exceeds E_i for early ranks, breaking OL_i's assumption (de Supinski and Karonis, §4); those rows are flagged");
     }
-    let mut s = json!({"max_OL_ns": ol, "max_OL_rank": rank});
-    v.mark(&mut s);
-    sink.summary(s, &[format!("max OL_i = {} us (i = {rank})", us(ol))]);
+    #[derive(Serialize)]
+    struct Summary {
+        #[serde(rename = "max_OL_ns")]
+        ol_ns: f64,
+        #[serde(rename = "max_OL_rank")]
+        rank: Rank,
+        #[serde(flatten)]
+        verdict: Marks,
+    }
+    let s = Summary {
+        ol_ns: ol,
+        rank,
+        verdict: v.marks(),
+    };
+    sink.summary(
+        crate::output::to_json(&s),
+        &[format!("max OL_i = {} us (i = {rank})", us(ol, 3))],
+    );
+}
+
+/// A method's time at each rank count of a sweep (`None`: not measured
+/// there) and whether that figure is valid; its JSON is one
+/// `time_ns_np{P}` key per rank count.
+#[derive(Debug, Clone)]
+pub struct ByRanks(pub Vec<(u32, Option<(f64, bool)>)>);
+
+impl Serialize for ByRanks {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (p, fig) in &self.0 {
+            m.serialize_entry(&format!("time_ns_np{p}"), &fig.map(|f| f.0))?;
+        }
+        m.end()
+    }
+}
+
+/// One method's row of the sweep's summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepRow {
+    pub method: String,
+    pub size: usize,
+    #[serde(flatten)]
+    pub times: ByRanks,
+    #[serde(flatten)]
+    pub verdict: Marks,
+}
+
+impl Row for SweepRow {
+    /// The sweep's rank counts, a column each.
+    type Layout = Vec<u32>;
+    fn columns(ranks: &Self::Layout) -> Vec<Column<Self>> {
+        let mut c = vec![Column::new("method", "method", |r: &Self| r.method.clone())];
+        for (i, p) in ranks.iter().enumerate() {
+            // A flagged figure prints with a `!`.
+            c.push(Column::new(
+                format!("P={p}[us]"),
+                format!("time_ns_np{p}"),
+                move |r: &Self| match r.times.0[i].1 {
+                    Some((t, true)) => us(t, 3),
+                    Some((t, false)) => format!("{}!", us(t, 3)),
+                    None => "n/a".into(),
+                },
+            ));
+        }
+        c
+    }
 }
 
 /// The sweep's summary: one row per method, one column per rank count
 /// (the paper's Figure 11; max OL_i alone is its Figure 10). A flagged
-/// figure prints with a `!` and its JSON column is listed in `invalid`.
+/// figure's reason is in its row's `reason`.
 pub fn sweep_summary(sink: &mut dyn Sink, outs: &[Output]) {
     let Some(first) = outs.first() else {
         return;
     };
-    let cols: Vec<String> = outs.iter().map(|o| format!("P={}[us]", o.ranks)).collect();
-    let mut heads = vec!["method"];
-    heads.extend(cols.iter().map(String::as_str));
-    sink.table(
+    let ranks: Vec<u32> = outs.iter().map(|o| o.ranks).collect();
+    let table = Table::<SweepRow>::start(
+        sink,
         &format!(
             "bcast methods vs ranks, {} broadcast of {} B, M = {}",
             format!("{:?}", first.algorithm).to_lowercase(),
             first.size,
             first.reps
         ),
-        &heads,
+        &ranks,
     );
     let mut methods: Vec<String> = Vec::new();
     for o in outs {
@@ -170,9 +332,8 @@ pub fn sweep_summary(sink: &mut dyn Sink, outs: &[Output]) {
         methods.insert(0, "max-oli".into());
     }
     for m in methods {
-        let mut cells = vec![m.clone()];
-        let mut j = json!({"method": m, "size": first.size});
         let mut invalid = Vec::new();
+        let mut times = Vec::new();
         for o in outs {
             let fig: Option<(f64, Verdict)> = if m == "max-oli" {
                 o.max_ol_ns
@@ -183,25 +344,83 @@ pub fn sweep_summary(sink: &mut dyn Sink, outs: &[Output]) {
                     .find(|f| f.method == m)
                     .map(|f| (f.time_ns, f.verdict.clone()))
             };
-            let key = format!("time_ns_np{}", o.ranks);
-            match fig {
-                Some((t, v)) => {
-                    let mark = if v.valid() { "" } else { "!" };
-                    cells.push(format!("{}{mark}", us(t)));
-                    j[&key] = json!(t);
-                    if !v.valid() {
-                        invalid.push(format!("np {}: {}", o.ranks, v.reason()));
-                    }
-                }
-                None => {
-                    cells.push("n/a".into());
-                    j[&key] = serde_json::Value::Null;
-                }
+            if let Some((_, v)) = fig.as_ref().filter(|f| !f.1.valid()) {
+                invalid.push(format!("np {}: {}", o.ranks, v.reason()));
             }
+            times.push((o.ranks, fig.map(|(t, v)| (t, v.valid()))));
         }
         let v = Verdict::of(invalid.is_empty(), || invalid.join("; "));
-        v.mark(&mut j);
-        sink.row(&cells, j);
+        let row = SweepRow {
+            method: m.clone(),
+            size: first.size,
+            times: ByRanks(times),
+            verdict: v.marks(),
+        };
+        table.add(sink, &row);
         v.note(sink, &m);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::check_fields;
+
+    #[test]
+    fn columns_show_json_keys() {
+        let ok = Verdict::default().marks();
+        let bad = Verdict::of(false, || "time < 0".into()).marks();
+        let pp = PerProcessorRow {
+            rank: 1,
+            children: 0,
+            o_ns: 1.0,
+            g_ns: 2.0,
+            measurements: 3,
+            verdict: ok.clone(),
+        };
+        check_fields(&(), &pp).unwrap();
+        let oli = OliRow {
+            rank: 1,
+            size: 8,
+            rtl_ns: 1.0,
+            e_ns: 2.0,
+            ol_ns: 1.5,
+            measurements: 3,
+            samples: 6,
+            tries: 1,
+            path: None,
+            assumption: "holds".into(),
+            verdict: bad.clone(),
+        };
+        check_fields(&(), &oli).unwrap();
+        let fig = FigureRow {
+            method: "ack".into(),
+            size: 8,
+            time_ns: 1.0,
+            measurements: 3,
+            stddev_pct: 0.5,
+            samples: 6,
+            tries: 1,
+            ops: OpCounts::default(),
+            verdict: ok.clone(),
+        };
+        check_fields(&(), &fig).unwrap();
+        let max = MaxOliRow {
+            method: "max-oli",
+            size: 8,
+            time_ns: 1.0,
+            rank: 2,
+            verdict: ok.clone(),
+        };
+        check_fields(&(), &max).unwrap();
+        let sweep = SweepRow {
+            method: "ack".into(),
+            size: 8,
+            times: ByRanks(vec![(3, Some((1.0, false))), (4, None)]),
+            verdict: bad,
+        };
+        check_fields(&vec![3, 4], &sweep).unwrap();
+        let cells = Table::quiet(&vec![3, 4]).cells(&sweep);
+        assert_eq!(cells, ["ack", "0.001!", "n/a"]);
     }
 }

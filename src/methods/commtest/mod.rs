@@ -34,13 +34,16 @@ use anyhow::bail;
 use ovbench_core::{Buf, ClockSync, Communicator, OpCounts, Rank, Req, Tag, TransportError};
 use serde::Serialize;
 
-use super::common::{mean, ns, us, Ctrl, Verdict};
+use super::common::{mean, ns, Ctrl, Verdict};
+use crate::output::{us, Table};
 
 mod protocols;
+mod row;
 use crate::report::Sink;
 use crate::sizes::ByteSize;
 use protocols::{parse_protocol, send_op};
 pub use protocols::{Op, Protocol, PROTOCOLS, WHY_NO_1_6};
+pub use row::Row;
 use Op::*;
 
 /// SWAP or SENDRECV.
@@ -83,29 +86,6 @@ pub struct Args {
     /// Timed repetitions of each experiment (the row shows the fastest).
     #[arg(long, default_value_t = 5)]
     pub iterations: u32,
-}
-
-/// One row: an experiment's figures (ns), `None` when the path cannot run it.
-#[derive(Debug, Clone, Serialize)]
-pub struct Row {
-    pub protocol: String,
-    pub name: String,
-    pub reorganized: bool,
-    pub packets: usize,
-    pub packet_size: usize,
-    pub calls: String,
-    pub time_ns: Option<f64>,
-    pub mean_ns: Option<f64>,
-    /// First begin to last end over ranks (`--global-clock`), minimum over iterations.
-    pub global_ns: Option<f64>,
-    /// The error bound of `global_ns` from the clock synchronisation.
-    pub sync_error_ns: Option<f64>,
-    /// Bytes one rank sent: packets × packet size (each direction moves this).
-    pub bytes_moved: usize,
-    pub bytes_per_sec: Option<f64>,
-    pub error: Option<String>,
-    /// Operations rank 0 posted in one iteration (the last).
-    pub ops: OpCounts,
 }
 
 /// The run's result (rank 0's rows).
@@ -287,9 +267,9 @@ fn row_verdict(row: &Row) -> Verdict {
             v.check(g >= t - e - 1e-3 * t, || {
                 format!(
                     "first-begin to last-end {} us is shorter than the slowest rank's {} us beyond the synchronisation's ±{} us",
-                    us(g),
-                    us(t),
-                    us(e)
+                    us(g, 3),
+                    us(t, 3),
+                    us(e, 3)
                 )
             });
         }
@@ -399,23 +379,10 @@ pub fn run(
     if args.protocols.is_empty() {
         sink.note(WHY_NO_1_6);
     }
-    let mut columns = vec![
-        "protocol",
-        "packets",
-        "packet[B]",
-        "calls",
-        "time[us]",
-        "mean[us]",
-        "MB/s",
-    ];
-    if args.global_clock {
-        columns.push("global[us]");
-        columns.push("sync±[us]");
-    }
-    columns.push("flag");
-    sink.table(
+    let table = Table::<Row>::start(
+        sink,
         &format!("commtest {variant} {:?}", args.exchange).to_lowercase(),
-        &columns,
+        &args.global_clock,
     );
     let mut out = Output {
         exchange: args.exchange,
@@ -533,18 +500,21 @@ pub fn run(
                 protocol: p.label(),
                 name: p.name.into(),
                 reorganized: args.reorganized,
-                packets,
                 packet_size: psize,
+                packets,
+                total_bytes: total,
+                bytes_moved: moved,
                 calls: p.calls(args.reorganized),
                 time_ns: None,
                 mean_ns: None,
                 global_ns: None,
                 sync_error_ns: None,
-                bytes_moved: moved,
                 bytes_per_sec: None,
+                samples: times.len(),
                 error: (!measured)
                     .then(|| error.unwrap_or_else(|| "not defined for this protocol".into())),
                 ops,
+                verdict: Verdict::default().marks(),
             };
             if measured {
                 let best = times.iter().copied().fold(f64::INFINITY, f64::min);
@@ -555,49 +525,19 @@ pub fn run(
                 row.sync_error_ns = global.map(|g| g.1);
                 row.bytes_per_sec = (best > 0.0).then(|| moved as f64 / (best * 1e-9));
             }
-            let na = || "n/a".to_string();
-            let mut cells = vec![
-                row.protocol.clone(),
-                packets.to_string(),
-                psize.to_string(),
-                row.calls.clone(),
-                row.time_ns.map_or_else(na, us),
-                row.mean_ns.map_or_else(na, us),
-                row.bytes_per_sec
-                    .map_or_else(na, |b| format!("{:.1}", b / 1e6)),
-            ];
             let verdict = row_verdict(&row);
-            if args.global_clock {
-                cells.push(row.global_ns.map_or_else(na, us));
-                cells.push(row.sync_error_ns.map_or_else(na, us));
-                if let (Some(g), Some(t)) = (row.global_ns, row.time_ns) {
-                    if (g - t).abs() > 0.1 * t {
-                        sink.note(&format!(
-                            "{} with {packets} packets: first-begin to last-end {} us differs from the slowest rank's {} us",
-                            row.protocol,
-                            us(g),
-                            us(t)
-                        ));
-                    }
+            row.verdict = verdict.marks();
+            if let (Some(g), Some(t)) = (row.global_ns, row.time_ns) {
+                if args.global_clock && (g - t).abs() > 0.1 * t {
+                    sink.note(&format!(
+                        "{} with {packets} packets: first-begin to last-end {} us differs from the slowest rank's {} us",
+                        row.protocol,
+                        us(g, 3),
+                        us(t, 3)
+                    ));
                 }
             }
-            cells.push(if row.time_ns.is_some() {
-                verdict.cell()
-            } else {
-                na()
-            });
-            let mut json = serde_json::json!({
-                    "protocol": row.protocol, "name": row.name, "reorganized": row.reorganized,
-                    "size": psize, "packets": packets, "total_bytes": total,
-                    "bytes_moved": moved, "calls": row.calls,
-                    "time_ns": row.time_ns, "mean_ns": row.mean_ns, "global_ns": row.global_ns,
-                    "sync_error_ns": row.sync_error_ns,
-                    "bytes_per_sec": row.bytes_per_sec, "samples": times.len(),
-                    "error": row.error,
-                    "ops": row.ops,
-            });
-            verdict.mark(&mut json);
-            sink.row(&cells, json);
+            table.add(sink, &row);
             verdict.note(sink, &format!("{} with {packets} packets", row.protocol));
             out.rows.push(row);
             packets *= 2;
@@ -623,10 +563,21 @@ mod tests {
             mean_ns: Some(time),
             global_ns: global.map(|g| g.0),
             sync_error_ns: global.map(|g| g.1),
+            total_bytes: 8,
             bytes_moved: 8,
             bytes_per_sec: None,
+            samples: 1,
             error: None,
             ops: OpCounts::default(),
+            verdict: Verdict::default().marks(),
+        }
+    }
+
+    #[test]
+    fn columns_show_json_keys() {
+        for global_clock in [false, true] {
+            let r = row(100.0, Some((99.0, 2.0)));
+            crate::output::check_fields(&global_clock, &r).unwrap();
         }
     }
 

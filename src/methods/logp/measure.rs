@@ -8,12 +8,13 @@ use std::collections::{BTreeMap, HashSet};
 use ovbench_core::OpCounts;
 use serde::Serialize;
 
-use super::super::common::{us, Verdict};
+use super::super::common::Verdict;
 use super::peer::Peer;
 use super::rules::{
     g_decrease, g_of, miss, sat_stop, train_gap, Figure, SatStep, MAX_RUNS, START_RUNS,
 };
 use super::Args;
+use crate::output::us;
 use crate::report::Sink;
 
 /// Round trips of a warm-up round, discarded (logp_mpi.c, sizes ≤ 64 KiB).
@@ -33,7 +34,7 @@ fn big(m: usize) -> bool {
 }
 
 /// One size's parameters (ns), with intervals and repetition counts.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct SizeResult {
     pub size: usize,
     pub os: Figure,
@@ -93,9 +94,9 @@ impl Measurer<'_, '_> {
             if self.args.verbose {
                 sink.note(&format!(
                     "g({m})/pipeline: runs = {runs}: tot_time {} RTT {} g_avg {} diff {}",
-                    us(total),
-                    us(rtt),
-                    us(now.gap),
+                    us(total, 3),
+                    us(rtt, 3),
+                    us(now.gap, 3),
                     prev.map_or("-".into(), |p| format!(
                         "{:+.1}%",
                         100.0 * (now.gap - p.gap) / p.gap
@@ -181,14 +182,14 @@ impl Measurer<'_, '_> {
         }
         // deviation: no-clamp — impossible figures are flagged, not raised to 10 ns, see docs/methods/logp.md
         let mut verdict = Verdict::of(os.mean >= 0.0, || {
-            format!("os({m}) = {} us < 0", us(os.mean))
+            format!("os({m}) = {} us < 0", us(os.mean, 3))
         });
         verdict
             .check(or.mean >= 0.0, || {
-                format!("or({m}) = {} us < 0", us(or.mean))
+                format!("or({m}) = {} us < 0", us(or.mean, 3))
             })
             .check(g.mean > 0.0, || {
-                format!("g({m}) = {} us is not positive", us(g.mean))
+                format!("g({m}) = {} us is not positive", us(g.mean, 3))
             });
         Ok(SizeResult {
             size: m,
@@ -247,7 +248,7 @@ pub(crate) fn probe_nonlinear(
             for (name, v1, v2, v) in checks {
                 let d = miss(a.size, v1, b.size, v2, c.size, v);
                 if d.abs() > max_diff {
-                    off.push(format!("{name} {} ({:+.1}%)", us(v), d * 100.0));
+                    off.push(format!("{name} {} ({:+.1}%)", us(v, 3), d * 100.0));
                 }
             }
             if off.is_empty() {

@@ -28,10 +28,11 @@ mod tests;
 use std::collections::BTreeMap;
 
 use anyhow::bail;
-use ovbench_core::Communicator;
+use ovbench_core::{Communicator, OpCounts};
 use serde::Serialize;
 
-use super::common::{us, Ctrl};
+use super::common::{Ctrl, Marks};
+use crate::output::{us, Column, Row, Table};
 use crate::report::Sink;
 use crate::sizes::ByteSize;
 pub use measure::SizeResult;
@@ -123,58 +124,116 @@ pub struct Output {
     pub sizes: Vec<SizeResult>,
 }
 
-fn emit(r: &SizeResult, l: Option<(f64, &str)>, sink: &mut dyn Sink) {
-    let mut remarks = r.remarks.join(" ");
-    if r.probed {
-        remarks = format!("probe {remarks}").trim().to_string();
-    }
-    if r.extended {
-        remarks = format!("{remarks} k_max extended").trim().to_string();
-    }
-    let f = |x: &Figure| (x.mean, x.lo, x.hi, x.min);
-    let ((os, os_lo, os_hi, os_min), (or, or_lo, or_hi, or_min)) = (f(&r.os), f(&r.or));
-    let (g, g_lo, g_hi, _) = f(&r.g);
-    let (rtt, rtt_lo, rtt_hi, rtt_min) = f(&r.rtt);
-    let mut json = serde_json::json!({
-        "size": r.size,
-        "os_ns": os, "os_lo_ns": os_lo, "os_hi_ns": os_hi, "os_min_ns": os_min,
-        "os_samples": r.os.samples,
-        "or_ns": or, "or_lo_ns": or_lo, "or_hi_ns": or_hi, "or_min_ns": or_min,
-        "or_samples": r.or.samples,
-        "g_ns": g, "g_lo_ns": g_lo, "g_hi_ns": g_hi,
-        "rtt_ns": rtt, "rtt_lo_ns": rtt_lo, "rtt_hi_ns": rtt_hi, "rtt_min_ns": rtt_min,
-        "samples": r.os.samples + r.or.samples,
-        "probed": r.probed,
-        "extended": r.extended,
-        "remarks": r.remarks,
-        "ops": r.ops,
-    });
-    let mut l_cell = String::new();
-    if let Some((l, why)) = l {
-        if why.is_empty() {
-            json["L_ns"] = l.into();
-            l_cell = us(l);
-        } else {
-            json["L_ns"] = serde_json::Value::Null;
-            json["L_reason"] = why.into();
-            l_cell = "unknown".into();
+/// One size's row: os, or, g and RTT with their intervals; L on size 0.
+#[derive(Debug, Clone, Serialize)]
+pub struct LogpRow {
+    pub size: usize,
+    pub os_ns: f64,
+    pub os_lo_ns: f64,
+    pub os_hi_ns: f64,
+    pub os_min_ns: f64,
+    pub os_samples: usize,
+    pub or_ns: f64,
+    pub or_lo_ns: f64,
+    pub or_hi_ns: f64,
+    pub or_min_ns: f64,
+    pub or_samples: usize,
+    pub g_ns: f64,
+    pub g_lo_ns: f64,
+    pub g_hi_ns: f64,
+    pub rtt_ns: f64,
+    pub rtt_lo_ns: f64,
+    pub rtt_hi_ns: f64,
+    pub rtt_min_ns: f64,
+    pub samples: usize,
+    pub probed: bool,
+    pub extended: bool,
+    pub remarks: Vec<String>,
+    pub ops: OpCounts,
+    /// Only size 0's row has L: `null` (with `L_reason`) when unknown.
+    #[serde(rename = "L_ns", skip_serializing_if = "Option::is_none")]
+    pub l_ns: Option<Option<f64>>,
+    #[serde(rename = "L_reason", skip_serializing_if = "Option::is_none")]
+    pub l_reason: Option<String>,
+    #[serde(flatten)]
+    pub verdict: Marks,
+}
+
+impl LogpRow {
+    fn new(r: &SizeResult, l: Option<(f64, &str)>) -> LogpRow {
+        let (l_ns, l_reason) = match l {
+            Some((l, "")) => (Some(Some(l)), None),
+            Some((_, why)) => (Some(None), Some(why.to_string())),
+            None => (None, None),
+        };
+        LogpRow {
+            size: r.size,
+            os_ns: r.os.mean,
+            os_lo_ns: r.os.lo,
+            os_hi_ns: r.os.hi,
+            os_min_ns: r.os.min,
+            os_samples: r.os.samples,
+            or_ns: r.or.mean,
+            or_lo_ns: r.or.lo,
+            or_hi_ns: r.or.hi,
+            or_min_ns: r.or.min,
+            or_samples: r.or.samples,
+            g_ns: r.g.mean,
+            g_lo_ns: r.g.lo,
+            g_hi_ns: r.g.hi,
+            rtt_ns: r.rtt.mean,
+            rtt_lo_ns: r.rtt.lo,
+            rtt_hi_ns: r.rtt.hi,
+            rtt_min_ns: r.rtt.min,
+            samples: r.os.samples + r.or.samples,
+            probed: r.probed,
+            extended: r.extended,
+            remarks: r.remarks.clone(),
+            ops: r.ops,
+            l_ns,
+            l_reason,
+            verdict: r.verdict.marks(),
         }
     }
-    r.verdict.mark(&mut json);
-    sink.row(
-        &[
-            r.size.to_string(),
-            us(r.os.mean),
-            r.os.samples.to_string(),
-            us(r.or.mean),
-            r.or.samples.to_string(),
-            us(r.g.mean),
-            l_cell,
-            r.verdict.cell(),
-            remarks,
-        ],
-        json,
-    );
+    /// The remarks cell: the rules' remarks, and how the size came about.
+    fn remarks_cell(&self) -> String {
+        let mut remarks = self.remarks.join(" ");
+        if self.probed {
+            remarks = format!("probe {remarks}").trim().to_string();
+        }
+        if self.extended {
+            remarks = format!("{remarks} k_max extended").trim().to_string();
+        }
+        remarks
+    }
+}
+
+impl Row for LogpRow {
+    type Layout = ();
+    fn columns(_: &()) -> Vec<Column<LogpRow>> {
+        let t = |head: &'static str, field: &'static str, f: fn(&LogpRow) -> f64| {
+            Column::new(head, field, move |r: &LogpRow| us(f(r), 3))
+        };
+        vec![
+            Column::new("size", "size", |r: &LogpRow| r.size.to_string()),
+            t("os[us]", "os_ns", |r| r.os_ns),
+            Column::new("os#", "os_samples", |r: &LogpRow| r.os_samples.to_string()),
+            t("or[us]", "or_ns", |r| r.or_ns),
+            Column::new("or#", "or_samples", |r: &LogpRow| r.or_samples.to_string()),
+            t("g[us]", "g_ns", |r| r.g_ns),
+            Column::new("L[us]", "L_ns", |r: &LogpRow| match r.l_ns {
+                Some(Some(l)) => us(l, 3),
+                Some(None) => "unknown".into(),
+                None => String::new(),
+            }),
+            Column::new("flag", "valid", |r: &LogpRow| r.verdict.cell()),
+            Column::new("remarks", "remarks", LogpRow::remarks_cell),
+        ]
+    }
+}
+
+fn emit(r: &SizeResult, l: Option<(f64, &str)>, sink: &mut dyn Sink) {
+    Table::quiet(&()).add(sink, &LogpRow::new(r, l));
     r.verdict.note(sink, &format!("size {}", r.size));
 }
 
@@ -299,19 +358,18 @@ pub fn run(
     out.g0_messages = g0.samples as u64;
     sink.note(&format!(
         "g(0) = {} us from {} messages in a row",
-        us(g0.mean),
+        us(g0.mean, 3),
         g0.samples
     ));
-    sink.table(
+    Table::<LogpRow>::start(
+        sink,
         &format!(
             "LogP parameters ({:?}/{:?}), {:.0}% confidence",
             args.send_mode,
             args.recv_mode,
             args.conf_int * 100.0
         ),
-        &[
-            "size", "os[us]", "os#", "or[us]", "or#", "g[us]", "L[us]", "flag", "remarks",
-        ],
+        &(),
     );
     let mut results: BTreeMap<usize, SizeResult> = BTreeMap::new();
     let mut r0 = ms.measure(0, sink)?;
@@ -325,8 +383,8 @@ pub fn run(
     } else {
         format!(
             "RTT(0)/2 = {} us is not above g(0) = {} us: L unknown",
-            us(r0.rtt.mean / 2.0),
-            us(g0.mean)
+            us(r0.rtt.mean / 2.0, 3),
+            us(g0.mean, 3)
         )
     };
     // deviation: no-clamp — an L not positive flags size 0's row, see docs/methods/logp.md
@@ -371,7 +429,7 @@ pub fn run(
     ms.p.comm.barrier()?;
     let mut lines = vec![
         match out.l_ns {
-            Some(l) => format!("L = RTT(0)/2 - g(0) = {} us", us(l)),
+            Some(l) => format!("L = RTT(0)/2 - g(0) = {} us", us(l, 3)),
             None => format!("L unknown: {l_why}"),
         },
         format!(
@@ -381,8 +439,8 @@ pub fn run(
         ),
         format!(
             "g(0) = {} us, RTT(0) = {} us",
-            us(out.g0_ns),
-            us(out.rtt0_ns)
+            us(out.g0_ns, 3),
+            us(out.rtt0_ns, 3)
         ),
     ];
     if out.k_max > max_size {

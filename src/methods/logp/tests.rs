@@ -446,3 +446,13 @@ fn bad_options_are_one_line_errors() {
         assert!(!e.contains('\n') && e.contains("--"), "{flags:?}: {e}");
     }
 }
+
+#[test]
+fn columns_show_json_keys() {
+    use super::{LogpRow, SizeResult};
+    // Size 0's row, the one with L (known, then unknown).
+    let r = SizeResult::default();
+    for l in [(1.0, ""), (-1.0, "RTT(0)/2 is not above g(0)")] {
+        crate::output::check_fields(&(), &LogpRow::new(&r, Some(l))).unwrap();
+    }
+}

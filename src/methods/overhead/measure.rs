@@ -8,7 +8,8 @@ use ovbench_core::{Buf, Communicator, OpCounts, Rank, Tag};
 use serde::Serialize;
 
 use super::rules::{problems, BaseFilter};
-use crate::methods::common::{ns, us, Ctrl};
+use crate::methods::common::{ns, Ctrl};
+use crate::output::{us, Column, Row, Table};
 use crate::report::Sink;
 
 const TAG_DATA: Tag = 0x4f56_0101;
@@ -24,6 +25,26 @@ pub struct WorkStep {
 }
 
 /// One whole measurement (one repeat) of one size.
+/// `--verbose`'s row: one work value's loop.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepRow {
+    pub size: usize,
+    pub work: u64,
+    pub iter_ns: f64,
+    pub base_ns: f64,
+}
+
+impl Row for StepRow {
+    type Layout = ();
+    fn columns(_: &()) -> Vec<Column<StepRow>> {
+        vec![
+            Column::new("work", "work", |r: &StepRow| r.work.to_string()),
+            Column::new("iter_t[us]", "iter_ns", |r: &StepRow| us(r.iter_ns, 3)),
+            Column::new("base_t[us]", "base_ns", |r: &StepRow| us(r.base_ns, 3)),
+        ]
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Run {
     /// Work units of the last loop, the one that crossed thresh·base_t.
@@ -161,12 +182,13 @@ impl Loop<'_> {
                     base_ns: base,
                 });
                 if verbose {
-                    sink.row(
-                        &[work.to_string(), us(iter_t), us(base)],
-                        serde_json::json!({
-                            "size": size, "work": work, "iter_ns": iter_t, "base_ns": base,
-                        }),
-                    );
+                    let step = StepRow {
+                        size,
+                        work,
+                        iter_ns: iter_t,
+                        base_ns: base,
+                    };
+                    Table::quiet(&()).add(sink, &step);
                 }
                 if stop {
                     done = Some((iter_t, work, ops));
@@ -203,5 +225,21 @@ impl Loop<'_> {
             ops,
             steps,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_show_json_keys() {
+        let row = StepRow {
+            size: 8,
+            work: 1,
+            iter_ns: 2.0,
+            base_ns: 1.0,
+        };
+        crate::output::check_fields(&(), &row).unwrap();
     }
 }

@@ -48,7 +48,8 @@ use anyhow::{bail, Context};
 use ovbench_core::{Communicator, OpCounts};
 use serde::Serialize;
 
-use super::common::{us, Ctrl, Verdict};
+use super::common::{Ctrl, Marks, Verdict};
+use crate::output::{fixed, us, Column, Row, Table};
 use crate::report::Sink;
 use crate::sizes::{ByteSize, Sizes};
 use measure::Loop;
@@ -204,22 +205,10 @@ pub fn run(
         }),
         &[],
     );
-    let columns = [
-        "msgsize",
-        "iterations",
-        "iter_t[us]",
-        "work_t[us]",
-        "overhead[us]",
-        "ovh_min[us]",
-        "ovh_max[us]",
-        "base_t[us]",
-        "avail(%)",
-        "avail_min",
-        "avail_max",
-        "flag",
-    ];
+    let title = format!("{direction} overhead");
+    let table = Table::<OverheadRow>::quiet(&());
     if !args.verbose {
-        sink.table(&format!("{direction} overhead"), &columns);
+        table.heading(sink, &title);
     }
 
     let mut out = Output {
@@ -245,14 +234,12 @@ pub fn run(
         // deviation: repeats-median — the measurement repeated; median and min–max reported, see docs/methods/overhead.md
         for rep in 0..args.repeats {
             if args.verbose {
-                sink.table(
-                    &format!(
-                        "msgsize {size}, repeat {}/{}: {iters} iterations per work value",
-                        rep + 1,
-                        args.repeats
-                    ),
-                    &["work", "iter_t[us]", "base_t[us]"],
+                let title = format!(
+                    "msgsize {size}, repeat {}/{}: {iters} iterations per work value",
+                    rep + 1,
+                    args.repeats
                 );
+                Table::<measure::StepRow>::start(sink, &title, &());
             }
             let mut r = lp.measure(size, iters, args.verbose, sink)?;
             // An impossible figure is measured again (every pair, so the
@@ -272,9 +259,13 @@ pub fn run(
         }
         let res = summarize(size, iters, runs, rejected, &cause);
         if args.verbose {
-            sink.table(&format!("{direction} overhead"), &columns);
+            table.heading(sink, &title);
         }
-        row(sink, &res, direction, args.repeats, level);
+        table.add(
+            sink,
+            &OverheadRow::new(&res, direction, args.repeats, level),
+        );
+        res.verdict.note(sink, &format!("msgsize {}", res.size));
         out.sizes.push(res);
     }
     lp.comm.barrier().context("final barrier")?;
@@ -369,49 +360,100 @@ fn summarize(
     }
 }
 
-/// Print one size's row and write its JSON.
-fn row(sink: &mut dyn Sink, r: &SizeResult, direction: &str, repeats: u32, level: f64) {
-    let pct = |v: f64| format!("{v:.1}");
-    let mut json = serde_json::json!({
-        "size": r.size,
-        "iterations": r.iterations,
-        "samples": r.iterations,
-        "repeats": repeats,
-        "direction": direction,
-        "iter_ns": r.iter_ns,
-        "work_ns": r.work_ns,
-        "overhead_ns": r.overhead_ns,
-        "overhead_lo_ns": r.overhead.lo,
-        "overhead_hi_ns": r.overhead.hi,
-        "base_ns": r.base_ns,
-        "base_lo_ns": r.base.lo,
-        "base_hi_ns": r.base.hi,
-        "avail_pct": r.avail_pct,
-        "avail_lo_pct": r.avail.lo,
-        "avail_hi_pct": r.avail.hi,
-        "interval": "min-max of the repeats",
-        "interval_level": level,
-        "runs": r.runs,
-        "rejected": r.rejected,
-        "ops": r.ops,
-    });
-    r.verdict.mark(&mut json);
-    sink.row(
-        &[
-            r.size.to_string(),
-            r.iterations.to_string(),
-            us(r.iter_ns),
-            us(r.work_ns),
-            us(r.overhead_ns),
-            us(r.overhead.lo),
-            us(r.overhead.hi),
-            us(r.base_ns),
-            pct(r.avail_pct),
-            pct(r.avail.lo),
-            pct(r.avail.hi),
-            r.verdict.cell(),
-        ],
-        json,
-    );
-    r.verdict.note(sink, &format!("msgsize {}", r.size));
+/// One size's row: the medians of the repeats, their min-max ranges, and
+/// every repeat.
+#[derive(Serialize)]
+pub struct OverheadRow {
+    pub size: usize,
+    pub iterations: u64,
+    pub samples: u64,
+    pub repeats: u32,
+    pub direction: &'static str,
+    pub iter_ns: f64,
+    pub work_ns: f64,
+    pub overhead_ns: f64,
+    pub overhead_lo_ns: f64,
+    pub overhead_hi_ns: f64,
+    pub base_ns: f64,
+    pub base_lo_ns: f64,
+    pub base_hi_ns: f64,
+    pub avail_pct: f64,
+    pub avail_lo_pct: f64,
+    pub avail_hi_pct: f64,
+    pub interval: &'static str,
+    pub interval_level: f64,
+    pub runs: Vec<measure::Run>,
+    pub rejected: Vec<measure::Run>,
+    pub ops: OpCounts,
+    #[serde(flatten)]
+    pub verdict: Marks,
+}
+
+impl OverheadRow {
+    fn new(r: &SizeResult, direction: &'static str, repeats: u32, level: f64) -> OverheadRow {
+        OverheadRow {
+            size: r.size,
+            iterations: r.iterations,
+            samples: r.iterations,
+            repeats,
+            direction,
+            iter_ns: r.iter_ns,
+            work_ns: r.work_ns,
+            overhead_ns: r.overhead_ns,
+            overhead_lo_ns: r.overhead.lo,
+            overhead_hi_ns: r.overhead.hi,
+            base_ns: r.base_ns,
+            base_lo_ns: r.base.lo,
+            base_hi_ns: r.base.hi,
+            avail_pct: r.avail_pct,
+            avail_lo_pct: r.avail.lo,
+            avail_hi_pct: r.avail.hi,
+            interval: "min-max of the repeats",
+            interval_level: level,
+            runs: r.runs.clone(),
+            rejected: r.rejected.clone(),
+            ops: r.ops,
+            verdict: r.verdict.marks(),
+        }
+    }
+}
+
+impl Row for OverheadRow {
+    type Layout = ();
+    fn columns(_: &()) -> Vec<Column<Self>> {
+        let t = |head: &'static str, field: &'static str, f: fn(&OverheadRow) -> f64| {
+            Column::new(head, field, move |r: &OverheadRow| us(f(r), 3))
+        };
+        let pct = |head: &'static str, field: &'static str, f: fn(&OverheadRow) -> f64| {
+            Column::new(head, field, move |r: &OverheadRow| fixed(f(r), 1))
+        };
+        vec![
+            Column::new("msgsize", "size", |r: &OverheadRow| r.size.to_string()),
+            Column::new("iterations", "iterations", |r: &OverheadRow| {
+                r.iterations.to_string()
+            }),
+            t("iter_t[us]", "iter_ns", |r| r.iter_ns),
+            t("work_t[us]", "work_ns", |r| r.work_ns),
+            t("overhead[us]", "overhead_ns", |r| r.overhead_ns),
+            t("ovh_min[us]", "overhead_lo_ns", |r| r.overhead_lo_ns),
+            t("ovh_max[us]", "overhead_hi_ns", |r| r.overhead_hi_ns),
+            t("base_t[us]", "base_ns", |r| r.base_ns),
+            pct("avail(%)", "avail_pct", |r| r.avail_pct),
+            pct("avail_min", "avail_lo_pct", |r| r.avail_lo_pct),
+            pct("avail_max", "avail_hi_pct", |r| r.avail_hi_pct),
+            Column::new("flag", "valid", |r: &OverheadRow| r.verdict.cell()),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_show_json_keys() {
+        let r = summarize(8, 10, vec![measure::Run::default()], Vec::new(), "");
+        let row = OverheadRow::new(&r, "send", 1, 1.0);
+        crate::output::check_fields(&(), &row).unwrap();
+    }
 }

@@ -25,11 +25,15 @@ use anyhow::{bail, Context};
 use ovbench_core::{Buf, Communicator, OverlapReport, Rank, Tag};
 use serde::Serialize;
 
-use super::common::{ns, us, Ctrl};
+use super::common::{ns, Ctrl};
+use crate::output::Table;
 use crate::report::Sink;
 use crate::sizes::Sizes;
 
 use crate::xfer_time as xfer;
+use rows::{PathRow, StepRow, TotalRow};
+
+mod rows;
 
 const TAG_DATA: Tag = 0x4f56_0501;
 
@@ -406,25 +410,7 @@ pub fn run(
         xfer_source: source.clone(),
         steps: Vec::new(),
     };
-    sink.table(
-        &format!("overlap, protocol {protocol}"),
-        &[
-            "pair",
-            "size",
-            "comp[us]",
-            "xfer[us]",
-            "s.wait[us]",
-            "s.w50[us]",
-            "s.w90[us]",
-            "s.min%",
-            "s.max%",
-            "r.wait[us]",
-            "r.w50[us]",
-            "r.w90[us]",
-            "r.min%",
-            "r.max%",
-        ],
-    );
+    let steps = Table::<StepRow>::start(sink, &format!("overlap, protocol {protocol}"), &());
     let mut totals: Vec<(Pair, usize, Side, Side)> = Vec::new();
     let mut waits: Vec<u64> = Vec::new();
     for &pair in &args.pair {
@@ -470,34 +456,16 @@ pub fn run(
                     0 => {
                         let peer = Side::from_words(&ctrl.recv(comm, 1)?)?;
                         let (s, r) = (mine, peer);
-                        let (smin, smax) = s.pct();
-                        let (rmin, rmax) = r.pct();
-                        sink.row(
-                            &[
-                                pair.name().to_string(),
-                                size.to_string(),
-                                us(comp),
-                                us(xfer),
-                                us(s.wait_ns),
-                                us(s.wait_p50_ns),
-                                us(s.wait_p90_ns),
-                                format!("{smin:.1}"),
-                                format!("{smax:.1}"),
-                                us(r.wait_ns),
-                                us(r.wait_p50_ns),
-                                us(r.wait_p90_ns),
-                                format!("{rmin:.1}"),
-                                format!("{rmax:.1}"),
-                            ],
-                            serde_json::json!({
-                                "pair": pair, "size": size, "step": k, "comp_ns": comp,
-                                "xfer_ns": xfer, "samples": iters,
-                                "sender": s, "receiver": r,
-                                "sender_min_overlap_pct": smin, "sender_max_overlap_pct": smax,
-                                "receiver_min_overlap_pct": rmin, "receiver_max_overlap_pct": rmax,
-                                "sender_wait_ns": s.wait_ns, "receiver_wait_ns": r.wait_ns,
-                            }),
-                        );
+                        let step = Step {
+                            pair,
+                            size,
+                            step: k,
+                            comp_ns: comp,
+                            xfer_ns: xfer,
+                            sender: s,
+                            receiver: r,
+                        };
+                        steps.add(sink, &StepRow::new(&step, iters));
                         for (name, side) in [("sender", &s), ("receiver", &r)] {
                             if side.stretched > 0 {
                                 sink.note(&format!(
@@ -510,15 +478,7 @@ pub fn run(
                         }
                         tot.0.add(&s);
                         tot.1.add(&r);
-                        out.steps.push(Step {
-                            pair,
-                            size,
-                            step: k,
-                            comp_ns: comp,
-                            xfer_ns: xfer,
-                            sender: s,
-                            receiver: r,
-                        });
+                        out.steps.push(step);
                     }
                     _ => {}
                 }
@@ -526,25 +486,11 @@ pub fn run(
             totals.push((pair, size, tot.0, tot.1));
         }
     }
-    sink.table(
-        "per-process totals by size",
-        &[
-            "pair",
-            "size",
-            "path",
-            "rank",
-            "transfers",
-            "data[us]",
-            "min.ovl[us]",
-            "max.ovl[us]",
-            "comp[us]",
-            "call[us]",
-        ],
-    );
+    let by_size = Table::<TotalRow>::start(sink, "per-process totals by size", &());
     let path = |size: usize| path_of(shape.as_ref(), eager_limit, size);
-    let mut split: Vec<(&str, usize, Side)> = Vec::new();
+    let mut split: Vec<(&'static str, u32, Side)> = Vec::new();
     for (pair, size, s, r) in &totals {
-        for (rank, side) in [(0, s), (1, r)] {
+        for (rank, side) in [(0u32, s), (1, r)] {
             match split
                 .iter_mut()
                 .find(|(p, k, _)| *p == path(*size) && *k == rank)
@@ -552,63 +498,15 @@ pub fn run(
                 Some((_, _, t)) => t.add(side),
                 None => split.push((path(*size), rank, *side)),
             }
-            sink.row(
-                &[
-                    pair.name().to_string(),
-                    size.to_string(),
-                    path(*size).to_string(),
-                    rank.to_string(),
-                    side.transfers.to_string(),
-                    us(side.data_transfer_ns),
-                    us(side.min_overlap_ns),
-                    us(side.max_overlap_ns),
-                    us(side.computation_ns),
-                    us(side.call_ns),
-                ],
-                serde_json::json!({
-                    "pair": pair, "size": size, "path": path(*size), "rank": rank,
-                    "transfers": side.transfers,
-                    "data_transfer_ns": side.data_transfer_ns,
-                    "min_overlap_ns": side.min_overlap_ns, "max_overlap_ns": side.max_overlap_ns,
-                    "computation_ns": side.computation_ns, "call_ns": side.call_ns,
-                }),
-            );
+            by_size.add(sink, &TotalRow::new(*pair, *size, path(*size), rank, side));
         }
     }
     // The paper's §2.3 reading: data transfer time not overlapped (at
     // least data − max), split between the eager and rendezvous paths.
-    sink.table(
-        "per-process totals, eager / rendezvous",
-        &[
-            "path",
-            "rank",
-            "transfers",
-            "data[us]",
-            "min.ovl[us]",
-            "max.ovl[us]",
-            "not.ovl[us]",
-        ],
-    );
+    let by_path = Table::<PathRow>::start(sink, "per-process totals, eager / rendezvous", &());
     split.sort_by_key(|(p, k, _)| (*p, *k));
     for (p, rank, side) in &split {
-        let not_ovl = side.data_transfer_ns - side.max_overlap_ns;
-        sink.row(
-            &[
-                p.to_string(),
-                rank.to_string(),
-                side.transfers.to_string(),
-                us(side.data_transfer_ns),
-                us(side.min_overlap_ns),
-                us(side.max_overlap_ns),
-                us(not_ovl),
-            ],
-            serde_json::json!({
-                "path": p, "rank": rank, "transfers": side.transfers,
-                "data_transfer_ns": side.data_transfer_ns,
-                "min_overlap_ns": side.min_overlap_ns, "max_overlap_ns": side.max_overlap_ns,
-                "not_overlapped_min_ns": not_ovl,
-            }),
-        );
+        by_path.add(sink, &PathRow::new(p, *rank, side));
     }
     comm.barrier()?;
     Ok(out)

@@ -1,0 +1,76 @@
+//! commtest's one table: a row per experiment, its columns and JSON from
+//! the same struct.
+
+use ovbench_core::OpCounts;
+use serde::Serialize;
+
+use crate::methods::common::Marks;
+use crate::output::{fixed, us, Column, Row as TableRow};
+
+/// One row: an experiment's figures (ns), `None` when the path cannot run it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub protocol: String,
+    pub name: String,
+    pub reorganized: bool,
+    #[serde(rename = "size")]
+    pub packet_size: usize,
+    pub packets: usize,
+    /// The message each rank exchanges, before splitting into packets.
+    pub total_bytes: usize,
+    /// Bytes one rank sent: packets × packet size (each direction moves this).
+    pub bytes_moved: usize,
+    pub calls: String,
+    pub time_ns: Option<f64>,
+    pub mean_ns: Option<f64>,
+    /// First begin to last end over ranks (`--global-clock`), minimum over iterations.
+    pub global_ns: Option<f64>,
+    /// The error bound of `global_ns` from the clock synchronisation.
+    pub sync_error_ns: Option<f64>,
+    pub bytes_per_sec: Option<f64>,
+    /// Iterations timed.
+    pub samples: usize,
+    pub error: Option<String>,
+    /// Operations rank 0 posted in one iteration (the last).
+    pub ops: OpCounts,
+    #[serde(flatten)]
+    pub verdict: Marks,
+}
+
+/// A figure's cell, `n/a` where the experiment has none.
+fn or_na(x: Option<f64>, cell: impl Fn(f64) -> String) -> String {
+    x.map_or_else(|| "n/a".to_string(), cell)
+}
+
+/// A microsecond column showing `field`.
+fn t(head: &'static str, field: &'static str, f: fn(&Row) -> Option<f64>) -> Column<Row> {
+    Column::new(head, field, move |r: &Row| or_na(f(r), |x| us(x, 3)))
+}
+
+impl TableRow for Row {
+    /// Whether `--global-clock` adds its two columns.
+    type Layout = bool;
+    fn columns(global_clock: &bool) -> Vec<Column<Row>> {
+        let mut c = vec![
+            Column::new("protocol", "protocol", |r: &Row| r.protocol.clone()),
+            Column::new("packets", "packets", |r: &Row| r.packets.to_string()),
+            Column::new("packet[B]", "size", |r: &Row| r.packet_size.to_string()),
+            Column::new("calls", "calls", |r: &Row| r.calls.clone()),
+            t("time[us]", "time_ns", |r| r.time_ns),
+            t("mean[us]", "mean_ns", |r| r.mean_ns),
+            Column::new("MB/s", "bytes_per_sec", |r: &Row| {
+                or_na(r.bytes_per_sec, |b| fixed(b / 1e6, 1))
+            }),
+        ];
+        if *global_clock {
+            c.push(t("global[us]", "global_ns", |r| r.global_ns));
+            c.push(t("sync±[us]", "sync_error_ns", |r| r.sync_error_ns));
+        }
+        // An experiment that did not run has no verdict to show.
+        c.push(Column::new("flag", "valid", |r: &Row| match r.time_ns {
+            Some(_) => r.verdict.cell(),
+            None => "n/a".into(),
+        }));
+        c
+    }
+}
