@@ -93,8 +93,9 @@ pub fn run(cx: &mut BenchCtx<'_>, kind: Kind, args: &WindowArgs) -> Result<()> {
     }
     if matches!(cx.raw, Some(RawOp::Write | RawOp::Read)) {
         bail!(
-            "{} keeps a window of messages in flight into one buffer, which a bare one-sided operation cannot complete one by one: use --proto raw --op send, a protocol (eager, rdma-write, rdma-read, pipelined), or `ovbench latency` for raw write/read",
-            kind.name()
+            "{} keeps a window of messages in flight into one buffer, which a bare one-sided operation cannot complete one by one: use --proto raw --op send, a protocol ({}), or `ovbench latency` for raw write/read",
+            kind.name(),
+            ovbench_core::engine_comm::protocols_but(&["raw"])
         );
     }
     let max = args.sweep.sizes.max().max(1);

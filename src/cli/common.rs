@@ -66,16 +66,10 @@ pub enum ProtoArg {
 }
 
 impl ProtoArg {
+    /// The name users type, from the one list of protocol names (its
+    /// order is this enum's; a test holds clap's value names to it).
     pub fn name(self) -> &'static str {
-        match self {
-            ProtoArg::Eager => "eager",
-            ProtoArg::RdmaWrite => "rdma-write",
-            ProtoArg::RdmaRead => "rdma-read",
-            ProtoArg::Pipelined => "pipelined",
-            ProtoArg::Auto => "auto",
-            ProtoArg::Raw => "raw",
-            ProtoArg::Native => "native",
-        }
+        ovbench_core::engine_comm::PROTOCOLS[self as usize]
     }
 }
 
@@ -182,6 +176,25 @@ fn parse_progress(s: &str) -> Result<Progress, String> {
 mod tests {
     use super::*;
     use clap::Parser;
+
+    #[test]
+    fn protocol_names_are_the_ones_clap_accepts() {
+        let clap: Vec<String> = ProtoArg::value_variants()
+            .iter()
+            .map(|v| {
+                v.to_possible_value()
+                    .expect("no skipped variant")
+                    .get_name()
+                    .to_string()
+            })
+            .collect();
+        let ours: Vec<&str> = ProtoArg::value_variants()
+            .iter()
+            .map(|v| v.name())
+            .collect();
+        assert_eq!(clap, ours);
+        assert_eq!(ours, ovbench_core::engine_comm::PROTOCOLS);
+    }
 
     #[derive(Parser, Debug)]
     struct T {

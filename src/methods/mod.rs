@@ -70,14 +70,20 @@ pub fn run_method(
     }
 }
 
+/// Why the methods refuse `--proto raw` (the one sentence for it).
+pub fn raw_refused() -> String {
+    format!(
+        "--proto raw: the methods run over a protocol ({}), not a bare operation: raw is for latency, bw and `overlap --write-xfer-table`",
+        ovbench_core::engine_comm::protocols_but(&["raw"])
+    )
+}
+
 /// The methods' control messages need a message protocol: a raw read
 /// lands whatever the sender's buffer holds by then, a raw write needs
 /// equal sizes on both sides.
 pub fn check_protocol(cmd: &MethodCommand, comm: &dyn Communicator) -> anyhow::Result<()> {
     if comm.info().protocol.raw_op().is_some() && !matches!(cmd, MethodCommand::Overlap(_)) {
-        anyhow::bail!(
-            "the methods run over a protocol (eager, rdma-write, rdma-read, pipelined, auto, native), not --proto raw: raw is for latency, bw and `overlap --write-xfer-table`"
-        );
+        anyhow::bail!(raw_refused());
     }
     Ok(())
 }

@@ -233,10 +233,9 @@ pub fn preflight(cli: &Cli, np: u32) -> Result<()> {
     let c = &cli.common;
     if c.proto == ProtoArg::Native && matches!(c.transport, TransportKind::Tcp | TransportKind::Sim)
     {
-        bail!(
-            "--proto native needs a library's tagged protocol, which the {} transport lacks: use --transport ucx or ofi, or --proto eager, rdma-write, rdma-read, pipelined, auto or raw",
-            c.transport
-        );
+        bail!(ovbench_core::engine_comm::native_unavailable(
+            c.transport.name()
+        ));
     }
     if c.frag_size.is_some_and(|f| f.bytes() == 0) {
         bail!("--frag-size 0: a fragment needs at least 1 byte: give a size such as 64K, or drop --frag-size for the engine's");
@@ -248,9 +247,7 @@ pub fn preflight(cli: &Cli, np: u32) -> Result<()> {
                     "--proto raw: under it overlap measures xfer_time only: add --write-xfer-table FILE, then run the protocols with --xfer-table FILE"
                 ),
                 MethodCommand::Overlap(_) => {}
-                _ => bail!(
-                    "--proto raw: the methods run over a protocol (eager, rdma-write, rdma-read, pipelined, auto, native): raw is for latency, bw and `overlap --write-xfer-table`"
-                ),
+                _ => bail!(crate::methods::raw_refused()),
             }
         }
         crate::methods::preflight(m, np)?;

@@ -115,7 +115,7 @@ impl CommPath {
 impl std::fmt::Display for CommPath {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            CommPath::Engine(p) => crate::engine_comm::protocol_name(*p),
+            CommPath::Engine(p) => return p.fmt(f),
             CommPath::Native => "native",
         })
     }

@@ -139,6 +139,23 @@ pub enum Protocol {
     Raw(RawOp),
 }
 
+impl std::fmt::Display for Protocol {
+    /// The name users type (`--proto`, with `raw-` and the operation for
+    /// [`Protocol::Raw`]), as headers and JSON print it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Protocol::Eager => "eager",
+            Protocol::RdmaWrite => "rdma-write",
+            Protocol::RdmaRead => "rdma-read",
+            Protocol::Pipelined => "pipelined",
+            Protocol::Auto => "auto",
+            Protocol::Raw(RawOp::Send) => "raw-send",
+            Protocol::Raw(RawOp::Write) => "raw-write",
+            Protocol::Raw(RawOp::Read) => "raw-read",
+        })
+    }
+}
+
 /// Engine configuration.
 #[derive(Clone, Debug)]
 pub struct Config {

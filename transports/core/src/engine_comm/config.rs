@@ -40,18 +40,40 @@ impl Default for EngineConfig {
     }
 }
 
-/// The name users type for a protocol (`--proto`), for headers and JSON.
-pub fn protocol_name(p: Protocol) -> &'static str {
-    match p {
-        Protocol::Eager => "eager",
-        Protocol::RdmaWrite => "rdma-write",
-        Protocol::RdmaRead => "rdma-read",
-        Protocol::Pipelined => "pipelined",
-        Protocol::Auto => "auto",
-        Protocol::Raw(RawOp::Send) => "raw-send",
-        Protocol::Raw(RawOp::Write) => "raw-write",
-        Protocol::Raw(RawOp::Read) => "raw-read",
+/// Every `--proto` value, as users type it: the one list each message
+/// that names the valid protocols is built from (the CLI's enum is
+/// checked against it).
+pub const PROTOCOLS: [&str; 7] = [
+    "eager",
+    "rdma-write",
+    "rdma-read",
+    "pipelined",
+    "auto",
+    "raw",
+    "native",
+];
+
+/// [`PROTOCOLS`] without `leave_out`, as a list a sentence can end with
+/// (`eager, rdma-write or auto`).
+pub fn protocols_but(leave_out: &[&str]) -> String {
+    let keep: Vec<&str> = PROTOCOLS
+        .into_iter()
+        .filter(|p| !leave_out.contains(p))
+        .collect();
+    match keep.split_last() {
+        Some((last, [])) => (*last).to_string(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
     }
+}
+
+/// Why `--proto native` cannot run over the `transport` transport, and
+/// what to use instead.
+pub fn native_unavailable(transport: &str) -> String {
+    format!(
+        "--proto native needs a library's tagged protocol, which the {transport} transport lacks: use --transport ucx or ofi, or --proto {}",
+        protocols_but(&["native"])
+    )
 }
 
 /// Whether auto picks rdma-read above the eager limit: RMA native and
@@ -155,6 +177,16 @@ impl EngineShape {
 #[cfg(test)]
 mod shape_tests {
     use super::*;
+
+    #[test]
+    fn protocol_lists_read_as_english() {
+        assert_eq!(
+            protocols_but(&["raw", "native", "auto", "pipelined"]),
+            "eager, rdma-write or rdma-read"
+        );
+        assert_eq!(protocols_but(&PROTOCOLS[1..]), "eager");
+        assert!(native_unavailable("tcp").ends_with("pipelined, auto or raw"));
+    }
 
     #[test]
     fn data_ops_follow_the_engine_split() {

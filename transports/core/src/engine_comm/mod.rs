@@ -20,7 +20,8 @@ mod shared;
 use std::sync::Arc;
 
 pub use config::{
-    prefers_read, protocol_name, EngineConfig, EngineShape, Protocol, RawOp, DEFAULT_FRAG_SIZE,
+    native_unavailable, prefers_read, protocols_but, EngineConfig, EngineShape, Protocol, RawOp,
+    DEFAULT_FRAG_SIZE, PROTOCOLS,
 };
 pub use ovbench_proto::QUIET_CTX;
 

@@ -90,9 +90,8 @@ impl NativeState {
     /// protocols where the transport has no tagged path.
     pub(crate) fn new(s: &mut Shared) -> Result<NativeState, TransportError> {
         if s.t.tagged().is_none() {
-            return Err(TransportError::Unsupported(format!(
-                "--proto native needs a library tagged protocol, which the {} transport lacks; use --proto eager, rdma-write, rdma-read, pipelined, auto or raw",
-                s.info.name
+            return Err(TransportError::Unsupported(super::native_unavailable(
+                &s.info.name,
             )));
         }
         Ok(NativeState {
