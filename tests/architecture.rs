@@ -6,6 +6,8 @@
 //! * the conformance suite and the test harnesses are a dev-dependency:
 //!   the release binary's dependency graph (`cargo tree -e normal,build`)
 //!   does not hold them;
+//! * every fabric keeps its memory in core's region table and runs its
+//!   progress thread on core's kit;
 //! * no macro writes communicator or transport code in the transport
 //!   crates (shared code is shared as functions and types); the
 //!   conformance crate's one macro writes `#[test]` functions only.
@@ -126,4 +128,52 @@ fn no_macro_writes_transport_code() {
         offenders.is_empty(),
         "these transport sources define macros; share the code as functions or types: {offenders:?}"
     );
+}
+
+#[test]
+fn every_fabric_keeps_its_memory_in_the_shared_region_table() {
+    let tables = [
+        "transports/tcp/src/memory.rs",
+        "transports/sim/src/memory.rs",
+        "transports/verbs/src/memory.rs",
+        "transports/ucx/src/ffi/memory.rs",
+        "transports/ofi/src/memory.rs",
+    ];
+    for file in tables {
+        let text = fs::read_to_string(root().join(file)).expect("readable source");
+        assert!(
+            text.contains("Regions<"),
+            "{file} keeps its regions without core's fabric::regions::Regions; use the shared table"
+        );
+    }
+}
+
+#[test]
+fn progress_threads_run_on_the_shared_kit() {
+    let kit = root().join("transports/core/src/fabric/progress_thread.rs");
+    // The conformance crate is a test harness: its threads stand for ranks.
+    let harness = root().join("transports/conformance");
+    let own_threads: Vec<_> = rust_files(&root().join("transports"))
+        .into_iter()
+        .filter(|f| f.components().any(|c| c.as_os_str() == "src"))
+        .filter(|f| *f != kit && !f.starts_with(&harness))
+        .filter(|f| {
+            let text = fs::read_to_string(f).expect("readable source");
+            text.contains("std::thread::spawn") || text.contains("thread::Builder")
+        })
+        .collect();
+    assert!(
+        own_threads.is_empty(),
+        "these start threads of their own; run a progress thread through core's fabric::progress_thread: {own_threads:?}"
+    );
+    for krate in ["tcp", "ucx", "ofi"] {
+        let uses = rust_files(&root().join("transports").join(krate).join("src"))
+            .iter()
+            .any(|f| {
+                fs::read_to_string(f)
+                    .expect("readable source")
+                    .contains("ProgressThread::spawn")
+            });
+        assert!(uses, "the {krate} transport starts no ProgressThread");
+    }
 }
