@@ -97,8 +97,8 @@ impl OpCounts {
 pub enum CommPath {
     /// ovbench's protocol engine over the transport, running this protocol.
     Engine(crate::engine_comm::Protocol),
-    /// The library's own tagged protocol ([`crate::Transport::tsend`] /
-    /// [`crate::Transport::trecv`]); ovbench sees no transfer inside it.
+    /// The library's own tagged protocol ([`crate::Tagged::tsend`] /
+    /// [`crate::Tagged::trecv`]); ovbench sees no transfer inside it.
     Native,
 }
 

@@ -9,20 +9,20 @@ pub enum OpKind {
     Send,
     /// A two-sided arrival, or the connection it came on.
     Recv,
-    /// A one-sided RDMA write ([`crate::Transport::post_write`]).
+    /// A one-sided RDMA write ([`crate::Transport::post_rma`]).
     Write,
-    /// A one-sided RDMA read ([`crate::Transport::post_read`]).
+    /// A one-sided RDMA read ([`crate::Transport::post_rma`]).
     Read,
     /// A memory registration or deregistration, or an allocation.
     Register,
     /// Opening the device or library, or connecting to a peer.
     Connect,
-    /// A native tagged send ([`crate::Transport::tsend`]).
+    /// A native tagged send ([`crate::Tagged::tsend`]).
     TaggedSend,
-    /// A native tagged receive ([`crate::Transport::trecv`]).
+    /// A native tagged receive ([`crate::Tagged::trecv`]).
     TaggedRecv,
     /// Driving progress or waiting for it ([`crate::Transport::poll`],
-    /// [`crate::Transport::block`]).
+    /// [`crate::Transport::idle`]).
     Poll,
 }
 
