@@ -454,32 +454,47 @@ pub fn trecv_wait_polling<T: Transport + Tagged>(
     static WAITS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let wait_ctx: Ctx = u64::MAX - WAITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     t.trecv(src, tag, dst, wait_ctx)?;
-    let mut got = Vec::with_capacity(4);
+    // The polls append to `held` itself (no buffer of the wait's own to
+    // allocate per receive); the waited completion is taken back out.
     let mut start: Option<Instant> = None;
     let mut spins = 0u32;
+    let mut seen = held.len();
     loop {
-        t.poll(&mut got, None)?;
-        let mut found = None;
-        for c in got.drain(..) {
-            match c {
-                Completion::TaggedRecv {
-                    ctx,
-                    peer,
-                    tag,
-                    len,
-                } if ctx == wait_ctx => found = Some(Waited::Done { peer, tag, len }),
-                Completion::Error {
-                    ctx: Some(ctx),
-                    peer,
-                    op,
-                    status,
-                } if ctx == wait_ctx => return Err(TransportError::Peer { peer, op, status }),
-                other => held.push(other),
-            }
+        t.poll(held, None)?;
+        let mine = held[seen..].iter().enumerate().find_map(|(i, c)| match c {
+            Completion::TaggedRecv {
+                ctx,
+                peer,
+                tag,
+                len,
+            } if *ctx == wait_ctx => Some((
+                i,
+                Ok(Waited::Done {
+                    peer: *peer,
+                    tag: *tag,
+                    len: *len,
+                }),
+            )),
+            Completion::Error {
+                ctx: Some(ctx),
+                peer,
+                op,
+                status,
+            } if *ctx == wait_ctx => Some((
+                i,
+                Err(TransportError::Peer {
+                    peer: *peer,
+                    op: *op,
+                    status: status.clone(),
+                }),
+            )),
+            _ => None,
+        });
+        if let Some((i, outcome)) = mine {
+            held.remove(seen + i);
+            return outcome;
         }
-        if let Some(w) = found {
-            return Ok(w);
-        }
+        seen = held.len();
         spins = spins.wrapping_add(1);
         if spins % 1024 == 0 {
             crate::stop::check()?;

@@ -279,9 +279,13 @@ impl Tagged for OfiTransport {
         dst: LocalSlice,
         timeout: Duration,
     ) -> Result<Waited, TransportError> {
+        // The held completions stay in their vector (and its capacity):
+        // out while the wait polls, back after it, anything queued
+        // meanwhile behind them.
         let mut held = std::mem::take(&mut self.held);
         let r = ovbench_core::trecv_wait_polling(self, &mut held, src, tag, dst, timeout);
-        self.held.splice(0..0, held);
+        held.append(&mut self.held);
+        self.held = held;
         r
     }
 
