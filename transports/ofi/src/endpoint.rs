@@ -230,6 +230,17 @@ impl Endpoint {
         !self.pending.is_empty()
     }
 
+    /// Put completions a blocking wait polled out (and did not want) back
+    /// at the head of the queue, in their order.
+    pub(crate) fn requeue_front(&mut self, held: Vec<Completion>) {
+        for c in held.into_iter().rev() {
+            if matches!(c, Completion::Recv { .. }) {
+                self.queued_recvs += 1;
+            }
+            self.pending.push_front(c);
+        }
+    }
+
     /// Move every pending completion to `out`; returns how many.
     fn hand_out(&mut self, out: &mut Vec<Completion>) -> usize {
         let n = self.pending.len();

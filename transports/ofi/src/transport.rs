@@ -39,9 +39,6 @@ enum Mode {
 /// The libfabric transport. See the crate docs for the mapping.
 pub struct OfiTransport {
     mode: Mode,
-    /// Completions a `trecv_wait` polled that were not its own: handed out
-    /// first by the next poll.
-    held: Vec<Completion>,
 }
 
 pub(crate) fn lock(shared: &Shared) -> MutexGuard<'_, Endpoint> {
@@ -58,7 +55,6 @@ impl OfiTransport {
         if !thread {
             return Ok(OfiTransport {
                 mode: Mode::Poll(Box::new(ep)),
-                held: Vec::new(),
             });
         }
         let Some(fd) = ep.fabric.attrs.wait_fd else {
@@ -75,7 +71,6 @@ impl OfiTransport {
                 shared,
                 handle: Some(handle),
             },
-            held: Vec::new(),
         })
     }
 
@@ -184,21 +179,13 @@ impl Transport for OfiTransport {
         out: &mut Vec<Completion>,
         arrivals: Option<&mut dyn Arrivals>,
     ) -> Result<usize, TransportError> {
-        let held = if self.held.is_empty() {
-            0
-        } else {
-            let n = self.held.len();
-            out.append(&mut self.held);
-            n
-        };
-        let n = match (&mut self.mode, arrivals) {
+        match (&mut self.mode, arrivals) {
             (Mode::Poll(ep), Some(a)) => ep.poll_arrivals(out, a),
             (Mode::Poll(ep), None) => ep.poll(out),
             // The progress thread queues most arrivals before the rank
             // polls, so a hand-over would rarely happen: plain poll.
             (Mode::Thread { shared, .. }, _) => lock(shared).poll(out),
-        }?;
-        Ok(n + held)
+        }
     }
 
     fn recycle(&mut self, data: Vec<u8>) {
@@ -279,13 +266,14 @@ impl Tagged for OfiTransport {
         dst: LocalSlice,
         timeout: Duration,
     ) -> Result<Waited, TransportError> {
-        // The held completions stay in their vector (and its capacity):
-        // out while the wait polls, back after it, anything queued
-        // meanwhile behind them.
-        let mut held = std::mem::take(&mut self.held);
+        // What the wait's polls took that was not its receive goes back
+        // to the head of the endpoint's queue, for the next poll: the
+        // common poll path keeps no queue of its own to look at.
+        let mut held = Vec::new();
         let r = ovbench_core::trecv_wait_polling(self, &mut held, src, tag, dst, timeout);
-        held.append(&mut self.held);
-        self.held = held;
+        if !held.is_empty() {
+            self.with_mut(|e| e.requeue_front(held));
+        }
         r
     }
 
