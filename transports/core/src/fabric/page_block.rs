@@ -1,8 +1,8 @@
 //! A zeroed, page-aligned heap block in safe code, for fabrics whose
 //! memory needs no pinning (TCP): the vector is over-allocated by a page
 //! and the region starts at the first page boundary inside it, so callers
-//! get the alignment the `Transport::alloc` contract promises without
-//! `unsafe` or a custom allocator.
+//! get the alignment the `Transport::alloc` contract promises with no raw
+//! pointers and no allocator of its own.
 
 use super::regions::{Bytes, PAGE};
 use crate::{OpKind, TransportError};
