@@ -202,6 +202,14 @@ pub trait Communicator {
     /// Operations posted so far.
     fn op_counts(&self) -> OpCounts;
 
+    /// The start of one communicator call made of several (a blocking
+    /// call built from its nonblocking parts, below), so that a recorder
+    /// sees one CALL_ENTER/CALL_EXIT pair around them. A communicator that
+    /// records nothing ignores it.
+    fn enter_call(&mut self) {}
+    /// The end of the call [`Self::enter_call`] began.
+    fn exit_call(&mut self) {}
+
     // ---- provided: instrumentation (off unless enabled) ----
 
     /// Start recording CALL/XFER events, with `table` as xfer_time(size)
@@ -314,8 +322,10 @@ pub trait Communicator {
         dst: Rank,
         tag: Tag,
     ) -> Result<(), TransportError> {
-        let r = self.isend(buf, off, len, dst, tag)?;
-        self.wait(r).map(|_| ())
+        one_call(self, |c| {
+            let r = c.isend(buf, off, len, dst, tag)?;
+            c.wait(r).map(|_| ())
+        })
     }
     /// Synchronous send, waited for (`MPI_Ssend`): returns once the
     /// receive has matched.
@@ -327,8 +337,10 @@ pub trait Communicator {
         dst: Rank,
         tag: Tag,
     ) -> Result<(), TransportError> {
-        let r = self.issend(buf, off, len, dst, tag)?;
-        self.wait(r).map(|_| ())
+        one_call(self, |c| {
+            let r = c.issend(buf, off, len, dst, tag)?;
+            c.wait(r).map(|_| ())
+        })
     }
     /// Ready-mode send, waited for (`MPI_Rsend`).
     fn rsend(
@@ -339,8 +351,10 @@ pub trait Communicator {
         dst: Rank,
         tag: Tag,
     ) -> Result<(), TransportError> {
-        let r = self.irsend(buf, off, len, dst, tag)?;
-        self.wait(r).map(|_| ())
+        one_call(self, |c| {
+            let r = c.irsend(buf, off, len, dst, tag)?;
+            c.wait(r).map(|_| ())
+        })
     }
     /// Buffered send, waited for (`MPI_Bsend`).
     fn bsend(
@@ -351,8 +365,10 @@ pub trait Communicator {
         dst: Rank,
         tag: Tag,
     ) -> Result<(), TransportError> {
-        let r = self.ibsend(buf, off, len, dst, tag)?;
-        self.wait(r).map(|_| ())
+        one_call(self, |c| {
+            let r = c.ibsend(buf, off, len, dst, tag)?;
+            c.wait(r).map(|_| ())
+        })
     }
     /// Receive up to `len` bytes into `buf[off..]` and wait for it
     /// (`MPI_Recv`); the status says who sent how much with which tag.
@@ -364,8 +380,10 @@ pub trait Communicator {
         src: Source,
         tag: TagSel,
     ) -> Result<Status, TransportError> {
-        let r = self.irecv(buf, off, len, src, tag)?;
-        self.wait(r)
+        one_call(self, |c| {
+            let r = c.irecv(buf, off, len, src, tag)?;
+            c.wait(r)
+        })
     }
     /// Send and receive at once (no deadlock whatever the partner does).
     #[allow(clippy::too_many_arguments)]
@@ -382,13 +400,24 @@ pub trait Communicator {
         src: Source,
         rtag: TagSel,
     ) -> Result<Status, TransportError> {
-        let r = self.irecv(rbuf, roff, rlen, src, rtag)?;
-        let s = self.isend(sbuf, soff, slen, dst, stag)?;
-        self.wait(s)?;
-        self.wait(r)
+        one_call(self, |c| {
+            let r = c.irecv(rbuf, roff, rlen, src, rtag)?;
+            let s = c.isend(sbuf, soff, slen, dst, stag)?;
+            c.wait(s)?;
+            c.wait(r)
+        })
     }
     /// Wait for every request, in order.
     fn waitall(&mut self, reqs: &[Req]) -> Result<Vec<Status>, TransportError> {
-        reqs.iter().map(|&r| self.wait(r)).collect()
+        one_call(self, |c| reqs.iter().map(|&r| c.wait(r)).collect())
     }
+}
+
+/// `f` on `c` as one communicator call: the blocking calls are built from
+/// their nonblocking parts this way, once for every communicator.
+pub(crate) fn one_call<C: Communicator + ?Sized, T>(c: &mut C, f: impl FnOnce(&mut C) -> T) -> T {
+    c.enter_call();
+    let r = f(c);
+    c.exit_call();
+    r
 }

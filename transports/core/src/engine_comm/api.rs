@@ -1,11 +1,13 @@
 //! [`Communicator`] for [`Comm`], once for both paths: what the paths
 //! share is written here, and the rest goes to the path the message
-//! takes ([`Comm::on`]). The blocking calls are one communicator call
-//! each (one CALL_ENTER/CALL_EXIT pair), and while nothing is recorded
-//! `send` and `recv` post and wait in one frame (the general path's
-//! nested calls moved each result through three of them).
+//! takes ([`Comm::on`]). The blocking calls are the trait's, one
+//! communicator call each through [`Communicator::enter_call`]; only
+//! `send` and `recv` are its own: while nothing is recorded they post and
+//! wait in one frame (the general path's nested calls moved each result
+//! through three of them).
 
 use super::{Comm, EngineShape, On, Path, RawOp};
+use crate::comm::one_call;
 use crate::instrument::{Instrumentation, XferTable};
 use crate::{
     Buf, Clock, CommInfo, CommPath, Communicator, LocalSlice, OpCounts, Rank, Req, SendMode,
@@ -44,18 +46,6 @@ impl Comm {
             (s, On::Engine(e)) => Some(e.recv_now(s, buf, off, len, src, tag)),
             (s, On::Native(n)) => n.recv_now(s, buf, off, len, src, tag),
         }
-    }
-
-    /// A send posted by `post` and waited for, as one call.
-    #[inline]
-    fn send_waited(
-        &mut self,
-        post: impl FnOnce(&mut Self) -> Result<Req, TransportError>,
-    ) -> Result<(), TransportError> {
-        self.call(|c, _| {
-            let r = post(c)?;
-            c.wait(r).map(|_| ())
-        })
     }
 }
 
@@ -166,6 +156,14 @@ impl Communicator for Comm {
     /// The engine's operations, and on the native path the library's
     /// tagged sends besides (the engine's then are the bare operations
     /// timed for xfer_time).
+    fn enter_call(&mut self) {
+        self.s.call_enter();
+    }
+
+    fn exit_call(&mut self) {
+        self.s.call_exit();
+    }
+
     fn op_counts(&self) -> OpCounts {
         let mut c = self.e.counts();
         if let Path::Native(n) = &self.path {
@@ -173,39 +171,6 @@ impl Communicator for Comm {
             c.bytes += n.bytes;
         }
         c
-    }
-
-    fn ssend(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        self.send_waited(|c| c.issend(buf, off, len, dst, tag))
-    }
-
-    fn rsend(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        self.send_waited(|c| c.irsend(buf, off, len, dst, tag))
-    }
-
-    fn bsend(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        self.send_waited(|c| c.ibsend(buf, off, len, dst, tag))
     }
 
     fn send(
@@ -219,7 +184,10 @@ impl Communicator for Comm {
         if self.s.instr.is_none() {
             return self.send_now(buf, off, len, dst, tag);
         }
-        self.send_waited(|c| c.isend(buf, off, len, dst, tag))
+        one_call(self, |c| {
+            let r = c.isend(buf, off, len, dst, tag)?;
+            c.wait(r).map(|_| ())
+        })
     }
 
     fn recv(
@@ -235,35 +203,10 @@ impl Communicator for Comm {
                 return r;
             }
         }
-        self.call(|c, _| {
+        one_call(self, |c| {
             let r = c.irecv(buf, off, len, src, tag)?;
             c.wait(r)
         })
-    }
-
-    fn sendrecv(
-        &mut self,
-        sbuf: Buf,
-        soff: usize,
-        slen: usize,
-        dst: Rank,
-        stag: Tag,
-        rbuf: Buf,
-        roff: usize,
-        rlen: usize,
-        src: Source,
-        rtag: TagSel,
-    ) -> Result<Status, TransportError> {
-        self.call(|c, _| {
-            let r = c.irecv(rbuf, roff, rlen, src, rtag)?;
-            let s = c.isend(sbuf, soff, slen, dst, stag)?;
-            c.wait(s)?;
-            c.wait(r)
-        })
-    }
-
-    fn waitall(&mut self, reqs: &[Req]) -> Result<Vec<Status>, TransportError> {
-        self.call(|c, _| reqs.iter().map(|&r| c.wait(r)).collect())
     }
 
     fn enable_instrumentation(&mut self, table: XferTable) -> Result<(), TransportError> {
