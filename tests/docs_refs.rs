@@ -260,29 +260,31 @@ fn deviation_bullets(text: &str) -> Vec<(usize, String)> {
     out
 }
 
-/// The team's folder beside the repository, spelt in two pieces so that
-/// a grep of the tree for outside references finds nothing here either.
-const SHARED: &str = concat!("..", "/shared");
-
-/// Mentions of what lies outside the repository.
-fn outside_mentions(text: &str) -> Vec<(usize, String)> {
+/// Paths a page at `page` (relative to the repository root) names that
+/// are not in the repository: a relative path climbing out of it, or a
+/// document path (`.md`, `.txt`) that no file in it answers. The docs
+/// describe outside material in their own words and cite papers by title
+/// and authors, so nothing they name lies outside.
+fn outside_mentions(text: &str, page: &Path) -> Vec<(usize, String)> {
+    let depth = page.parent().map_or(0, |d| d.components().count());
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        for bad in [SHARED, "DESIGN.md"] {
-            if line.contains(bad) {
-                out.push((i + 1, bad.to_string()));
-            }
-        }
-        for (p, _) in line.match_indices("reference/") {
-            let word: String = line[p..]
-                .chars()
-                .take_while(|c| !c.is_whitespace() && !"`)]>\"'".contains(*c))
-                .collect();
-            if word
-                .trim_end_matches(['.', ',', ';', ':'])
-                .ends_with(".txt")
-            {
-                out.push((i + 1, word));
+        let words = line.split(|c: char| c.is_whitespace() || "`()[]<>\"',;".contains(c));
+        for word in words.map(|w| w.trim_end_matches(['.', ':'])) {
+            let climbs = word.matches("../").count();
+            let escapes = word.starts_with("../") && climbs > depth;
+            let document = word.contains('/')
+                && !word.starts_with('/')
+                && !word.contains('*')
+                && (word.ends_with(".md") || word.ends_with(".txt"));
+            let missing = document
+                && !root()
+                    .join(page.parent().unwrap_or(Path::new("")))
+                    .join(word)
+                    .exists()
+                && !root().join(word).exists();
+            if escapes || missing {
+                out.push((i + 1, word.to_string()));
             }
         }
     }
@@ -303,14 +305,15 @@ fn the_parser_reads_references_and_slugs() {
     assert_eq!(r[1].slug.as_deref(), Some("no"));
     assert!(has_marker("    // deviation: g0 — why", "g0"));
     assert!(!has_marker("    // deviation: g0-estimator — why", "g0"));
-    assert_eq!(
-        outside_mentions(&format!(
-            "see {SHARED}/x, DESIGN.md and {}; reference/ ok",
-            concat!("reference/", "logp-mpi.txt")
-        ))
-        .len(),
-        3
-    );
+    let page = Path::new("docs/methods/x.md");
+    let found: Vec<String> = outside_mentions(
+        "see ../../README.md, ../../../beside/x and notes/gone.txt; docs/json.md ok",
+        page,
+    )
+    .into_iter()
+    .map(|(_, w)| w)
+    .collect();
+    assert_eq!(found, ["../../../beside/x", "notes/gone.txt"]);
 }
 
 #[test]
@@ -339,7 +342,7 @@ fn doc_references_point_at_their_markers() {
                 ));
             }
         }
-        for (at, what) in outside_mentions(&text) {
+        for (at, what) in outside_mentions(&text, Path::new(&name)) {
             problems.push(format!(
                 "{name}:{at}: mentions {what}, which is outside the repository: describe it in the docs' own words"
             ));
