@@ -331,7 +331,9 @@ pub fn run(
     }
     let me = comm.rank();
     let sizes = args.sizes.as_slice().to_vec();
-    let protocol = comm.info().protocol;
+    // Read once: each info() copies the transport's description.
+    let info = comm.info();
+    let protocol = info.protocol;
     if protocol.raw_op().is_some() && args.write_xfer_table.is_none() {
         bail!(
             "under --proto raw, overlap measures xfer_time only: add --write-xfer-table FILE, then run the protocols with --xfer-table FILE"
@@ -341,7 +343,7 @@ pub fn run(
     let ctrl = Ctrl::new(comm)?;
 
     let shape = comm.engine_shape();
-    let eager_limit = comm.info().eager_limit;
+    let eager_limit = info.eager_limit;
     let need = shape
         .as_ref()
         .map(|sh| xfer::needed(sh, &sizes))
@@ -361,7 +363,7 @@ pub fn run(
         if me == 0 {
             let mut text = format!(
                 "# xfer_time(size) measured by ovbench overlap over {} ({protocol}): SIZE_BYTES NS\n",
-                comm.info().transport.name
+                info.transport.name
             );
             for (b, t) in table.points() {
                 text.push_str(&format!("{b} {t}\n"));
@@ -379,7 +381,7 @@ pub fn run(
             steps: Vec::new(),
         });
     }
-    let ends = end_sources(shape.as_ref(), &comm.info().caps, &sizes);
+    let ends = end_sources(shape.as_ref(), &info.caps, &sizes);
     let mut lines = vec![source.describe()];
     lines.extend(source.points.iter().map(|p| {
         format!(
