@@ -204,20 +204,33 @@ impl Bc<'_> {
         args: &Args,
         ticks: &mut Vec<u64>,
     ) -> anyhow::Result<(Measured, OpCounts)> {
-        let mut tries = 0;
-        loop {
-            tries += 1;
+        self.until_settled(|me, tries| {
             let mut s = Series::default();
             let ops = loop {
-                let (v, steady, ops) = self.once(what, args.reps, ticks)?;
+                let (v, steady, ops) = me.once(what, args.reps, ticks)?;
                 let stop = s.add(v, steady, args);
-                if self.rank0_says(stop)? {
+                if me.rank0_says(stop)? {
                     break ops;
                 }
             };
             let m = s.measured(args, tries);
-            if self.settled(m.converged, tries)? {
-                return Ok((m, ops));
+            Ok((m.converged, (m, ops)))
+        })
+    }
+
+    /// Run `series` (handed its try number) until rank 0 calls its result
+    /// final (see [`Self::settled`]), and return that result. `series`
+    /// says whether all its figures converged.
+    fn until_settled<T>(
+        &mut self,
+        mut series: impl FnMut(&mut Self, usize) -> anyhow::Result<(bool, T)>,
+    ) -> anyhow::Result<T> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let (converged, result) = series(self, tries)?;
+            if self.settled(converged, tries)? {
+                return Ok(result);
             }
         }
     }
@@ -248,30 +261,26 @@ impl Bc<'_> {
         args: &Args,
         ticks: &mut Vec<u64>,
     ) -> anyhow::Result<(Measured, Measured)> {
-        let mut tries = 0;
-        loop {
-            tries += 1;
+        self.until_settled(|me, tries| {
             let (mut rtl, mut e) = (Series::default(), Series::default());
             let (mut more_rtl, mut more_e) = (true, true);
             while more_rtl || more_e {
                 let mut stop = [1u64; 2];
                 if more_rtl {
-                    let (v, steady, _) = self.once(What::Rtl(i), args.reps, ticks)?;
+                    let (v, steady, _) = me.once(What::Rtl(i), args.reps, ticks)?;
                     stop[0] = u64::from(rtl.add(v, steady, args));
                 }
                 if more_e {
-                    let (v, steady, _) = self.once(What::Ei(i), args.reps, ticks)?;
+                    let (v, steady, _) = me.once(What::Ei(i), args.reps, ticks)?;
                     stop[1] = u64::from(e.add(v, steady, args));
                 }
-                let verdict = self.ctrl.bcast(self.comm, &stop)?;
+                let verdict = me.ctrl.bcast(me.comm, &stop)?;
                 more_rtl = verdict.first().copied().unwrap_or(1) == 0;
                 more_e = verdict.get(1).copied().unwrap_or(1) == 0;
             }
             let (r, e) = (rtl.measured(args, tries), e.measured(args, tries));
-            if self.settled(r.converged && e.converged, tries)? {
-                return Ok((r, e));
-            }
-        }
+            Ok((r.converged && e.converged, (r, e)))
+        })
     }
 
     /// The per-processor figures of the reference's §2, at every rank:
@@ -288,15 +297,13 @@ impl Bc<'_> {
         delay_ns: f64,
     ) -> anyhow::Result<(Vec<Measured>, Vec<Measured>)> {
         let (me, n) = (self.me(), self.np() as usize);
-        let mut tries = 0;
-        loop {
-            tries += 1;
+        let (om, gm) = self.until_settled(|this, tries| {
             let mut o = vec![Series::default(); n];
             let mut g = vec![Series::default(); n];
             loop {
-                let (my_o, my_g) = self.per_processor_once(args.reps, delay_ns)?;
-                let os = self.ctrl.gather(self.comm, my_o)?;
-                let gs = self.ctrl.gather(self.comm, my_g)?;
+                let (my_o, my_g) = this.per_processor_once(args.reps, delay_ns)?;
+                let os = this.ctrl.gather(this.comm, my_o)?;
+                let gs = this.ctrl.gather(this.comm, my_g)?;
                 let mut stop = true;
                 if let (Some(os), Some(gs)) = (os, gs) {
                     for r in 0..n {
@@ -306,20 +313,19 @@ impl Bc<'_> {
                         stop &= g[r].add(gs[r], false, args);
                     }
                 }
-                if self.rank0_says(stop)? {
+                if this.rank0_says(stop)? {
                     break;
                 }
             }
             let om: Vec<Measured> = o.iter().map(|s| s.measured(args, tries)).collect();
             let gm: Vec<Measured> = g.iter().map(|s| s.measured(args, tries)).collect();
             let all = om.iter().chain(&gm).all(|m| m.converged);
-            if self.settled(all, tries)? {
-                if me != 0 {
-                    return Ok((Vec::new(), Vec::new()));
-                }
-                return Ok((om, gm));
-            }
+            Ok((all, (om, gm)))
+        })?;
+        if me != 0 {
+            return Ok((Vec::new(), Vec::new()));
         }
+        Ok((om, gm))
     }
 
     /// One measurement of this rank's (o_i, g_i) in ns.
