@@ -17,7 +17,7 @@ use super::pingpong::{pingpong, verify_pass, PingPong};
 use super::rankreport::{collect, deposit, row_fields, CpuRow, CpuTotals, Meter};
 use super::verify;
 use super::{data_tag, BenchCtx, Counts, SweepArgs, HUGE, LARGE};
-use crate::output::{us, Column, Rounded2, Row, Table};
+use crate::output::{Column, Rounded2, Row, Table};
 use crate::stats::{Estimate, Summary, DEFAULT_LEVEL};
 use ovbench_core::engine_comm::RawOp;
 
@@ -99,20 +99,17 @@ impl LatencyRow {
 impl Row for LatencyRow {
     type Layout = ();
     fn columns(_: &()) -> Vec<Column<LatencyRow>> {
-        let t = |head: &'static str, field: &'static str, f: fn(&LatencyRow) -> f64| {
-            Column::new(head, field, move |r: &LatencyRow| us(f(r), 2))
-        };
         vec![
             Column::new("size[B]", "size", |r: &LatencyRow| r.size.to_string()),
             Column::new("iters", "samples", |r: &LatencyRow| r.samples.to_string()),
-            t("min[us]", "min_ns", |r| r.min_ns.0),
-            t("p50[us]", "p50_ns", |r| r.p50_ns.0),
-            t("p90[us]", "p90_ns", |r| r.p90_ns.0),
-            t("p99[us]", "p99_ns", |r| r.p99_ns.0),
-            t("p99.9[us]", "p999_ns", |r| r.p999_ns.0),
-            t("max[us]", "max_ns", |r| r.max_ns.0),
-            t("mean[us]", "mean_ns", |r| r.mean_ns.0),
-            t("stddev[us]", "stddev_ns", |r| r.stddev_ns.0),
+            Column::micros("min[us]", "min_ns", 2, |r| r.min_ns.0),
+            Column::micros("p50[us]", "p50_ns", 2, |r| r.p50_ns.0),
+            Column::micros("p90[us]", "p90_ns", 2, |r| r.p90_ns.0),
+            Column::micros("p99[us]", "p99_ns", 2, |r| r.p99_ns.0),
+            Column::micros("p99.9[us]", "p999_ns", 2, |r| r.p999_ns.0),
+            Column::micros("max[us]", "max_ns", 2, |r| r.max_ns.0),
+            Column::micros("mean[us]", "mean_ns", 2, |r| r.mean_ns.0),
+            Column::micros("stddev[us]", "stddev_ns", 2, |r| r.stddev_ns.0),
         ]
     }
 }

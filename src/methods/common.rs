@@ -7,12 +7,24 @@ use anyhow::Context;
 use ovbench_core::{Buf, Communicator, Rank, Tag};
 use serde::Serialize;
 
+use crate::output::Column;
+
 /// Tag of control messages (commands, continue/stop flags, gathers).
 pub(crate) const TAG_CTRL: Tag = 0x4f56_0001;
 
 /// Nanoseconds of a tick difference on the communicator's clock.
 pub(crate) fn ns(comm: &dyn Communicator, ticks: u64) -> f64 {
     comm.clock().to_ns(ticks)
+}
+
+/// A method's column showing the time `field`, in µs with 3 decimals (the
+/// tools the methods follow print that many).
+pub(crate) fn micros<R: 'static>(
+    head: &'static str,
+    field: &'static str,
+    ns: fn(&R) -> f64,
+) -> Column<R> {
+    Column::micros(head, field, 3, ns)
 }
 
 /// A small buffer for control words, sent with [`TAG_CTRL`].

@@ -8,6 +8,7 @@ use std::borrow::Cow;
 
 use serde::Serialize;
 
+use super::us;
 use crate::report::Sink;
 
 /// How a column's cell is printed from a row.
@@ -49,6 +50,19 @@ impl<R> Column<R> {
     }
     pub fn cell(&self, row: &R) -> String {
         (self.cell)(row)
+    }
+}
+
+impl<R: 'static> Column<R> {
+    /// A column showing `field`, a time kept in ns, printed in µs with
+    /// `decimals` decimals.
+    pub fn micros(
+        head: &'static str,
+        field: &'static str,
+        decimals: usize,
+        ns: fn(&R) -> f64,
+    ) -> Column<R> {
+        Column::new(head, field, move |r: &R| us(ns(r), decimals))
     }
 }
 

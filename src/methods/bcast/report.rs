@@ -7,14 +7,9 @@ use serde::ser::SerializeMap;
 use serde::Serialize;
 
 use super::{Algorithm, Assumption, Figure, Oli, Output, PerProcessor};
-use crate::methods::common::{Marks, Verdict};
+use crate::methods::common::{micros, Marks, Verdict};
 use crate::output::{fixed, us, Column, Row, Table};
 use crate::report::Sink;
-
-/// A microsecond column of `R` showing `field`.
-fn t<R: 'static>(head: &'static str, field: &'static str, f: fn(&R) -> f64) -> Column<R> {
-    Column::new(head, field, move |r: &R| us(f(r), 3))
-}
 
 /// The `flag` column of a row with its verdict's marks.
 fn flag<R: 'static>(marks: fn(&R) -> &Marks) -> Column<R> {
@@ -39,8 +34,8 @@ impl Row for PerProcessorRow {
         vec![
             Column::new("i", "rank", |r: &Self| r.rank.to_string()),
             Column::new("children", "children", |r: &Self| r.children.to_string()),
-            t("o_i[us]", "o_ns", |r: &Self| r.o_ns),
-            t("g_i[us]", "g_ns", |r: &Self| r.g_ns),
+            micros("o_i[us]", "o_ns", |r: &Self| r.o_ns),
+            micros("g_i[us]", "g_ns", |r: &Self| r.g_ns),
             Column::new("measurements", "measurements", |r: &Self| {
                 r.measurements.to_string()
             }),
@@ -96,9 +91,9 @@ impl Row for OliRow {
     fn columns(_: &()) -> Vec<Column<Self>> {
         vec![
             Column::new("i", "rank", |r: &Self| r.rank.to_string()),
-            t("RTL_i[us]", "rtl_ns", |r: &Self| r.rtl_ns),
-            t("E_i[us]", "e_ns", |r: &Self| r.e_ns),
-            t("OL_i[us]", "ol_ns", |r: &Self| r.ol_ns),
+            micros("RTL_i[us]", "rtl_ns", |r: &Self| r.rtl_ns),
+            micros("E_i[us]", "e_ns", |r: &Self| r.e_ns),
+            micros("OL_i[us]", "ol_ns", |r: &Self| r.ol_ns),
             Column::new("measurements", "measurements", |r: &Self| {
                 r.measurements.to_string()
             }),
@@ -161,7 +156,7 @@ impl Row for FigureRow {
     fn columns(_: &()) -> Vec<Column<Self>> {
         vec![
             Column::new("method", "method", |r: &Self| r.method.clone()),
-            t("time[us]", "time_ns", |r: &Self| r.time_ns),
+            micros("time[us]", "time_ns", |r: &Self| r.time_ns),
             Column::new("measurements", "measurements", |r: &Self| {
                 r.measurements.to_string()
             }),
@@ -208,7 +203,7 @@ impl Row for MaxOliRow {
     fn columns(_: &()) -> Vec<Column<Self>> {
         vec![
             Column::new("method", "method", |_: &Self| "max OL_i".into()),
-            t("time[us]", "time_ns", |r: &Self| r.time_ns),
+            micros("time[us]", "time_ns", |r: &Self| r.time_ns),
             Column::new("measurements", "rank", |r: &Self| format!("i = {}", r.rank)),
             Column::derived("stddev(%)", |_: &Self| String::new()),
             flag(|r: &Self| &r.verdict),

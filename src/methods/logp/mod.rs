@@ -31,7 +31,7 @@ use anyhow::bail;
 use ovbench_core::{Communicator, OpCounts};
 use serde::Serialize;
 
-use super::common::{Ctrl, Marks};
+use super::common::{micros, Ctrl, Marks};
 use crate::output::{us, Column, Row, Table};
 use crate::report::Sink;
 use crate::sizes::ByteSize;
@@ -211,16 +211,13 @@ impl LogpRow {
 impl Row for LogpRow {
     type Layout = ();
     fn columns(_: &()) -> Vec<Column<LogpRow>> {
-        let t = |head: &'static str, field: &'static str, f: fn(&LogpRow) -> f64| {
-            Column::new(head, field, move |r: &LogpRow| us(f(r), 3))
-        };
         vec![
             Column::new("size", "size", |r: &LogpRow| r.size.to_string()),
-            t("os[us]", "os_ns", |r| r.os_ns),
+            micros("os[us]", "os_ns", |r| r.os_ns),
             Column::new("os#", "os_samples", |r: &LogpRow| r.os_samples.to_string()),
-            t("or[us]", "or_ns", |r| r.or_ns),
+            micros("or[us]", "or_ns", |r| r.or_ns),
             Column::new("or#", "or_samples", |r: &LogpRow| r.or_samples.to_string()),
-            t("g[us]", "g_ns", |r| r.g_ns),
+            micros("g[us]", "g_ns", |r| r.g_ns),
             Column::new("L[us]", "L_ns", |r: &LogpRow| match r.l_ns {
                 Some(Some(l)) => us(l, 3),
                 Some(None) => "unknown".into(),

@@ -48,8 +48,8 @@ use anyhow::{bail, Context};
 use ovbench_core::{Communicator, OpCounts};
 use serde::Serialize;
 
-use super::common::{Ctrl, Marks, Verdict};
-use crate::output::{fixed, us, Column, Row, Table};
+use super::common::{micros, Ctrl, Marks, Verdict};
+use crate::output::{fixed, Column, Row, Table};
 use crate::report::Sink;
 use crate::sizes::{ByteSize, Sizes};
 use measure::Loop;
@@ -421,9 +421,6 @@ impl OverheadRow {
 impl Row for OverheadRow {
     type Layout = ();
     fn columns(_: &()) -> Vec<Column<Self>> {
-        let t = |head: &'static str, field: &'static str, f: fn(&OverheadRow) -> f64| {
-            Column::new(head, field, move |r: &OverheadRow| us(f(r), 3))
-        };
         let pct = |head: &'static str, field: &'static str, f: fn(&OverheadRow) -> f64| {
             Column::new(head, field, move |r: &OverheadRow| fixed(f(r), 1))
         };
@@ -432,12 +429,12 @@ impl Row for OverheadRow {
             Column::new("iterations", "iterations", |r: &OverheadRow| {
                 r.iterations.to_string()
             }),
-            t("iter_t[us]", "iter_ns", |r| r.iter_ns),
-            t("work_t[us]", "work_ns", |r| r.work_ns),
-            t("overhead[us]", "overhead_ns", |r| r.overhead_ns),
-            t("ovh_min[us]", "overhead_lo_ns", |r| r.overhead_lo_ns),
-            t("ovh_max[us]", "overhead_hi_ns", |r| r.overhead_hi_ns),
-            t("base_t[us]", "base_ns", |r| r.base_ns),
+            micros("iter_t[us]", "iter_ns", |r| r.iter_ns),
+            micros("work_t[us]", "work_ns", |r| r.work_ns),
+            micros("overhead[us]", "overhead_ns", |r| r.overhead_ns),
+            micros("ovh_min[us]", "overhead_lo_ns", |r| r.overhead_lo_ns),
+            micros("ovh_max[us]", "overhead_hi_ns", |r| r.overhead_hi_ns),
+            micros("base_t[us]", "base_ns", |r| r.base_ns),
             pct("avail(%)", "avail_pct", |r| r.avail_pct),
             pct("avail_min", "avail_lo_pct", |r| r.avail_lo_pct),
             pct("avail_max", "avail_hi_pct", |r| r.avail_hi_pct),

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use super::{Pair, Side, Step};
+use crate::methods::common::micros;
 use crate::output::{fixed, us, Column, Row};
 
 /// One step: both sides' figures and their overlap bounds in percent.
@@ -46,11 +47,6 @@ impl StepRow {
             receiver_wait_ns: s.receiver.wait_ns,
         }
     }
-}
-
-/// A microsecond column of `R` showing `field`.
-fn t<R: 'static>(head: &'static str, field: &'static str, f: fn(&R) -> f64) -> Column<R> {
-    Column::new(head, field, move |r: &R| us(f(r), 3))
 }
 
 /// A side's five columns (`s.` or `r.`, by the name's initial): its mean
@@ -96,8 +92,8 @@ impl Row for StepRow {
         let mut c = vec![
             Column::new("pair", "pair", |r: &StepRow| r.pair.name().to_string()),
             Column::new("size", "size", |r: &StepRow| r.size.to_string()),
-            t("comp[us]", "comp_ns", |r| r.comp_ns),
-            t("xfer[us]", "xfer_ns", |r| r.xfer_ns),
+            micros("comp[us]", "comp_ns", |r| r.comp_ns),
+            micros("xfer[us]", "xfer_ns", |r| r.xfer_ns),
         ];
         c.extend(side_columns("sender"));
         c.extend(side_columns("receiver"));
@@ -180,8 +176,8 @@ impl Row for TotalRow {
             Column::new("rank", "rank", |r: &TotalRow| r.rank.to_string()),
         ];
         c.extend(Moved::columns(|r: &TotalRow| &r.moved));
-        c.push(t("comp[us]", "computation_ns", |r| r.computation_ns));
-        c.push(t("call[us]", "call_ns", |r| r.call_ns));
+        c.push(micros("comp[us]", "computation_ns", |r| r.computation_ns));
+        c.push(micros("call[us]", "call_ns", |r| r.call_ns));
         c
     }
 }
@@ -215,7 +211,7 @@ impl Row for PathRow {
             Column::new("rank", "rank", |r: &PathRow| r.rank.to_string()),
         ];
         c.extend(Moved::columns(|r: &PathRow| &r.moved));
-        c.push(t("not.ovl[us]", "not_overlapped_min_ns", |r| {
+        c.push(micros("not.ovl[us]", "not_overlapped_min_ns", |r| {
             r.not_overlapped_min_ns
         }));
         c
