@@ -4,23 +4,11 @@
 
 use std::time::{Duration, Instant};
 
-use ovbench_conformance::{connect_all, Endpoints};
 use ovbench_core::Idle;
 use ovbench_core::{Completion, Progress, Transport};
 use ovbench_tcp::{TcpOptions, TcpTransport};
 
-fn pair(progress: Progress) -> Endpoints {
-    let opts = TcpOptions {
-        progress,
-        timeout: Duration::from_secs(20),
-        ..TcpOptions::default()
-    };
-    let mut ts: Endpoints = (0..2)
-        .map(|r| Box::new(TcpTransport::new(r, 2, opts.clone()).unwrap()) as Box<dyn Transport>)
-        .collect();
-    connect_all(&mut ts).unwrap();
-    ts
-}
+mod util;
 
 fn until_recv(t: &mut dyn Transport) {
     let end = Instant::now() + Duration::from_secs(10);
@@ -34,7 +22,7 @@ fn until_recv(t: &mut dyn Transport) {
 #[test]
 fn block_sleeps_when_idle_and_wakes_on_arrival() {
     for progress in [Progress::Poll, Progress::Thread] {
-        let mut ts = pair(progress);
+        let mut ts = util::connected(2, progress);
         // Traffic first, so any stale wake-up would show below.
         ts[0].post_send(1, b"one", None, 1).unwrap();
         until_recv(ts[1].as_mut());

@@ -1,32 +1,17 @@
 //! The conformance suite (ovbench-conformance) over TCP: 2, 3 and 5 ranks in one process, with
 //! progress by polling and by thread.
 
-use std::time::Duration;
-
 use ovbench_conformance::Endpoints;
-use ovbench_core::{Progress, Transport};
-use ovbench_tcp::{TcpOptions, TcpTransport};
+use ovbench_core::Progress;
 
-fn make(n: u32, progress: Progress) -> Endpoints {
-    (0..n)
-        .map(|r| {
-            let opts = TcpOptions {
-                progress,
-                timeout: Duration::from_secs(20),
-                ..TcpOptions::default()
-            };
-            Box::new(TcpTransport::new(r, n, opts).expect("listening on loopback"))
-                as Box<dyn Transport>
-        })
-        .collect()
-}
+mod util;
 
 fn poll(n: u32) -> Endpoints {
-    make(n, Progress::Poll)
+    util::unconnected(n, Progress::Poll)
 }
 
 fn thread(n: u32) -> Endpoints {
-    make(n, Progress::Thread)
+    util::unconnected(n, Progress::Thread)
 }
 
 mod poll_2 {

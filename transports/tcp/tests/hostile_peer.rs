@@ -11,6 +11,9 @@ use ovbench_core::Rma;
 use ovbench_core::{Completion, LocalSlice, OpKind, Progress, Transport};
 use ovbench_tcp::{TcpOptions, TcpTransport};
 
+mod util;
+use util::expect_peer_error;
+
 const HDR: usize = 44;
 const EAGER: usize = 4096;
 
@@ -53,25 +56,6 @@ fn pair(progress: Progress) -> (TcpTransport, TcpStream) {
     let s = fake.join().unwrap();
     s.set_nonblocking(true).unwrap();
     (t0, s)
-}
-
-/// Poll rank 0 until it reports an error about rank 1; return its text.
-fn expect_peer_error(t0: &mut TcpTransport, within: Duration) -> String {
-    let end = Instant::now() + within;
-    let mut out = Vec::new();
-    loop {
-        t0.poll(&mut out, None).unwrap();
-        if let Some(Completion::Error { peer, status, .. }) =
-            out.iter().find(|c| matches!(c, Completion::Error { .. }))
-        {
-            assert_eq!(*peer, 1);
-            return status.clone();
-        }
-        assert!(
-            Instant::now() < end,
-            "no error about rank 1 within {within:?}: {out:?}"
-        );
-    }
 }
 
 /// Poll rank 0 until `n` bytes come back on the fake socket.

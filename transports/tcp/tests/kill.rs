@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use ovbench_core::{Completion, LocalSlice, Transport};
 use ovbench_tcp::{TcpOptions, TcpTransport};
 
+mod util;
+
 const CHILD_ENV: &str = "OVBENCH_TCP_KILL_CHILD_PEER";
 
 fn opts() -> TcpOptions {
@@ -78,20 +80,8 @@ fn a_killed_rank_is_reported_within_five_seconds() {
     out.clear();
 
     kid.kill().unwrap(); // SIGKILL
-    let killed = Instant::now();
-    let why = loop {
-        t0.poll(&mut out, None).unwrap();
-        if let Some(Completion::Error { peer, status, .. }) =
-            out.iter().find(|c| matches!(c, Completion::Error { .. }))
-        {
-            assert_eq!(*peer, 1);
-            break status.clone();
-        }
-        assert!(
-            killed.elapsed() < Duration::from_secs(5),
-            "the killed rank was not reported within 5 s"
-        );
-    };
+                         // A killed rank is reported within 5 s.
+    let why = util::expect_peer_error(&mut t0, Duration::from_secs(5));
     kid.wait().unwrap();
     assert!(why.contains("rank 1"), "{why}");
     let e = t0.post_send(1, b"x", None, 2).unwrap_err().to_string();

@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use ovbench_conformance::{connect_all, Endpoints};
 use ovbench_core::Rma;
-use ovbench_core::{Completion, LocalSlice, Progress, Transport};
-use ovbench_tcp::{TcpOptions, TcpTransport};
+use ovbench_core::{Completion, LocalSlice, Progress};
+
+mod util;
 
 /// How long the target computes without calling the library.
 const COMPUTE: Duration = Duration::from_millis(600);
@@ -32,15 +32,7 @@ fn spin(d: Duration) {
 }
 
 fn read_during_compute(progress: Progress) -> Timeline {
-    let opts = TcpOptions {
-        progress,
-        timeout: Duration::from_secs(20),
-        ..TcpOptions::default()
-    };
-    let mut ts: Endpoints = (0..2)
-        .map(|r| Box::new(TcpTransport::new(r, 2, opts.clone()).unwrap()) as Box<dyn Transport>)
-        .collect();
-    connect_all(&mut ts).unwrap();
+    let mut ts = util::connected(2, progress);
     let len = 4096;
     let remote = ts[1].alloc(len).unwrap();
     let rs = LocalSlice::new(remote, 0, len);
