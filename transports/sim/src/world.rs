@@ -47,18 +47,22 @@ pub(crate) enum RmaKind {
     Read { len: u64, local: LocalSlice },
 }
 
+/// A two-sided message whose last byte is at `dst`.
+#[derive(Debug)]
+struct Delivery {
+    dst: Rank,
+    src: Rank,
+    data: Vec<u8>,
+    ctx: Ctx,
+    op: usize,
+    /// The send's completion is still to come (see [`World::post_send`]).
+    complete: bool,
+}
+
 #[derive(Debug)]
 enum Ev {
-    /// A two-sided message's last byte is at `dst`; `complete`: the
-    /// send's completion is still to come (see [`World::post_send`]).
-    Deliver {
-        dst: Rank,
-        src: Rank,
-        data: Vec<u8>,
-        ctx: Ctx,
-        op: usize,
-        complete: bool,
-    },
+    /// A two-sided message arrives.
+    Deliver(Delivery),
     /// A completion becomes available at `rank`.
     Complete {
         rank: Rank,
@@ -240,7 +244,7 @@ impl World {
     fn push(&mut self, at: Ps, ev: Ev) {
         self.seq += 1;
         let owner = match &ev {
-            Ev::Deliver { dst, .. } => *dst,
+            Ev::Deliver(d) => d.dst,
             Ev::Complete { rank, .. } | Ev::ReadReturn { rank, .. } => *rank,
             Ev::RmaArrive { target, .. } => *target,
         };
@@ -344,14 +348,14 @@ impl World {
         }
         self.push(
             arrive,
-            Ev::Deliver {
+            Ev::Deliver(Delivery {
                 dst,
                 src,
                 data,
                 ctx,
                 op,
                 complete: !early,
-            },
+            }),
         );
     }
 
@@ -406,37 +410,34 @@ impl World {
             .expect("a queued key names a pending event")
     }
 
+    /// A message's arrival: into `dst`'s inbox (or an error, if `dst` is
+    /// dead), its send completed one L later unless completed early.
+    fn deliver(&mut self, at: Ps, d: Delivery) {
+        let c = if self.ranks[d.dst as usize].dead {
+            left(d.dst, OpKind::Send, d.ctx)
+        } else {
+            self.last_msg[d.dst as usize] = d.data.as_ptr() as usize;
+            self.ranks[d.dst as usize].inbox.push_back((d.src, d.data));
+            self.wake(d.dst, at);
+            Completion::Send { ctx: d.ctx }
+        };
+        if !d.complete {
+            return;
+        }
+        let l = self.p.l;
+        self.push(
+            at + l,
+            Ev::Complete {
+                rank: d.src,
+                c,
+                op: Some(d.op),
+            },
+        );
+    }
+
     fn process(&mut self, at: Ps, ev: Ev) {
         match ev {
-            Ev::Deliver {
-                dst,
-                src,
-                data,
-                ctx,
-                op,
-                complete,
-            } => {
-                let c = if self.ranks[dst as usize].dead {
-                    left(dst, OpKind::Send, ctx)
-                } else {
-                    self.last_msg[dst as usize] = data.as_ptr() as usize;
-                    self.ranks[dst as usize].inbox.push_back((src, data));
-                    self.wake(dst, at);
-                    Completion::Send { ctx }
-                };
-                if !complete {
-                    return;
-                }
-                let l = self.p.l;
-                self.push(
-                    at + l,
-                    Ev::Complete {
-                        rank: src,
-                        c,
-                        op: Some(op),
-                    },
-                );
-            }
+            Ev::Deliver(d) => self.deliver(at, d),
             Ev::Complete { rank, c, op } => self.complete(rank, at, c, op),
             Ev::RmaArrive { target, req } if self.ranks[target as usize].dead => {
                 let op_kind = match req.kind {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{ns, recv, wait_for};
+use common::{ns, recv, recv_key, registered, send_key, wait_for};
 use ovbench_core::Rma;
 use ovbench_core::{Clock, Completion, LocalSlice, Transport, Work};
 use ovbench_sim::{run_raw, SimError, SimParams};
@@ -68,22 +68,16 @@ fn jitter_is_seeded_and_bounded() {
 fn read_after_work(params: &SimParams, work_ns: u64) -> (u64, Vec<u8>) {
     let (res, _) = run_raw(2, params, |mut k| {
         let t = &mut k.transport;
-        let region = t.alloc(8).unwrap();
-        let s = LocalSlice::new(region, 0, 8);
-        let mr_reg = t.register(s).unwrap();
-        let mr = mr_reg.mr;
+        let (s, mr, key) = registered(t, 8);
         if k.rank == 1 {
             t.region(s, &mut |b| b.copy_from_slice(b"ovbench!"))
                 .unwrap();
-            let mut key = Vec::new();
-            mr_reg.key.clone().encode(&mut key);
-            t.post_send(0, &key, None, 0).unwrap();
+            send_key(t, 0, &key);
             k.work.work(work_ns);
             recv(t).unwrap(); // "done"; the read is served inside this call
             (0, vec![])
         } else {
-            let (_, key) = recv(t).unwrap();
-            let (key, _) = ovbench_core::RemoteKey::decode(&key).unwrap();
+            let key = recv_key(t);
             t.post_rma(1, Rma::Read, s, mr, &key, 0, 9).unwrap();
             wait_for(t, |c| {
                 matches!(c, Completion::Read { ctx: 9 }).then_some(())
@@ -133,14 +127,9 @@ fn a_progress_thread_serves_unoffloaded_reads_at_arrival() {
 fn write_completes_one_l_after_placement_and_fin_follows_data() {
     let (res, _) = run_raw(2, &SimParams::default(), |mut k| {
         let t = &mut k.transport;
-        let region = t.alloc(1000).unwrap();
-        let s = LocalSlice::new(region, 0, 1000);
-        let mr_reg = t.register(s).unwrap();
-        let mr = mr_reg.mr;
+        let (s, mr, key) = registered(t, 1000);
         if k.rank == 1 {
-            let mut key = Vec::new();
-            mr_reg.key.clone().encode(&mut key);
-            t.post_send(0, &key, None, 0).unwrap();
+            send_key(t, 0, &key);
             let (_, fin) = recv(t).unwrap();
             assert_eq!(fin, b"FIN");
             let mut got = vec![];
@@ -148,8 +137,7 @@ fn write_completes_one_l_after_placement_and_fin_follows_data() {
             assert!(got.iter().all(|&b| b == 0xab), "data visible before FIN");
             0
         } else {
-            let (_, key) = recv(t).unwrap();
-            let (key, _) = ovbench_core::RemoteKey::decode(&key).unwrap();
+            let key = recv_key(t);
             t.region(s, &mut |b| b.fill(0xab)).unwrap();
             let t0 = k.clock.ticks();
             t.post_rma(1, Rma::Write, s, mr, &key, 0, 5).unwrap();
@@ -171,19 +159,13 @@ fn write_completes_one_l_after_placement_and_fin_follows_data() {
 fn bad_keys_and_ranges_are_rejected_naming_the_initiator() {
     let (res, _) = run_raw(2, &SimParams::default(), |mut k| {
         let t = &mut k.transport;
-        let region = t.alloc(64).unwrap();
-        let s = LocalSlice::new(region, 0, 64);
-        let mr_reg = t.register(s).unwrap();
-        let mr = mr_reg.mr;
+        let (s, mr, key) = registered(t, 64);
         if k.rank == 1 {
-            let mut key = Vec::new();
-            mr_reg.key.clone().encode(&mut key);
-            t.post_send(0, &key, None, 0).unwrap();
+            send_key(t, 0, &key);
             recv(t).unwrap();
             vec![]
         } else {
-            let (_, key) = recv(t).unwrap();
-            let (key, _) = ovbench_core::RemoteKey::decode(&key).unwrap();
+            let key = recv_key(t);
             let mut forged = key.clone();
             forged.blob[12] ^= 0xff;
             let mut errors = vec![];
@@ -200,7 +182,7 @@ fn bad_keys_and_ranges_are_rejected_naming_the_initiator() {
                 }));
             }
             // A local slice outside its registration is refused at once.
-            let bad = LocalSlice::new(region, 60, 8);
+            let bad = LocalSlice::new(s.region, 60, 8);
             assert!(t.post_rma(1, Rma::Read, bad, mr, &key, 0, 3).is_err());
             assert!(t.post_send(7, b"x", None, 0).is_err());
             t.post_send(1, b"done", None, 0).unwrap();

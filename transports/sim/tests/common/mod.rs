@@ -2,7 +2,7 @@
 
 #![allow(dead_code)]
 
-use ovbench_core::{Completion, Transport};
+use ovbench_core::{Completion, LocalSlice, MrHandle, RemoteKey, Transport};
 
 /// Poll until a completion matching `pick` arrives; other completions are
 /// dropped. Returns the matched value.
@@ -28,6 +28,28 @@ pub fn recv(t: &mut dyn Transport) -> Result<(u32, Vec<u8>), String> {
         Completion::Recv { peer, data } => Some((peer, data)),
         _ => None,
     })
+}
+
+/// A fresh region of `len` bytes, registered: its slice, its handle and
+/// the key a peer needs to reach it.
+pub fn registered(t: &mut dyn Transport, len: usize) -> (LocalSlice, MrHandle, RemoteKey) {
+    let region = t.alloc(len).unwrap();
+    let s = LocalSlice::new(region, 0, len);
+    let reg = t.register(s).unwrap();
+    (s, reg.mr, reg.key)
+}
+
+/// Send `key` to `peer` as a two-sided message.
+pub fn send_key(t: &mut dyn Transport, peer: u32, key: &RemoteKey) {
+    let mut bytes = Vec::new();
+    key.clone().encode(&mut bytes);
+    t.post_send(peer, &bytes, None, 0).unwrap();
+}
+
+/// Wait for a key sent by [`send_key`].
+pub fn recv_key(t: &mut dyn Transport) -> RemoteKey {
+    let (_, bytes) = recv(t).unwrap();
+    RemoteKey::decode(&bytes).unwrap().0
 }
 
 /// Picoseconds of `ns` nanoseconds (closed forms read better in ns).
