@@ -82,13 +82,7 @@ const SIZES: &[usize] = &[0, 1, 4000, 4096, 8192, 8193, 100_000];
 
 #[test]
 fn every_protocol_moves_every_size() {
-    for p in [
-        Protocol::Eager,
-        Protocol::RdmaWrite,
-        Protocol::RdmaRead,
-        Protocol::Pipelined,
-        Protocol::Auto,
-    ] {
+    for p in Protocol::ENGINE {
         let counts = pingpong(p, SIZES);
         let c = counts[0];
         match p {

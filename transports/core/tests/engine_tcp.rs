@@ -2,13 +2,14 @@
 //! per rank): every protocol with progress by polling and by thread, and
 //! a dead peer reported by name.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ovbench_core::clock::MonotonicClock;
 use ovbench_core::engine_comm::{Protocol, RawOp};
-use ovbench_core::{Clock, Comm, Communicator, EngineConfig, Progress, Transport, WorkLoop};
+use ovbench_core::{Comm, Communicator, EngineConfig, Progress, Transport};
 use ovbench_tcp::{TcpOptions, TcpTransport};
+
+mod util;
+use util::run;
 
 fn comms(n: u32, progress: Progress, cfg: &EngineConfig) -> Vec<Comm> {
     let mut ts: Vec<TcpTransport> = (0..n)
@@ -33,28 +34,8 @@ fn comms(n: u32, progress: Progress, cfg: &EngineConfig) -> Vec<Comm> {
         })
         .collect();
     hs.into_iter()
-        .map(|h| {
-            let t = h.join().expect("connect thread");
-            let clock: Arc<dyn Clock> = Arc::new(MonotonicClock::new());
-            let work = Box::new(WorkLoop::with_unit(clock.clone(), 1.0));
-            Comm::engine(Box::new(t), clock, work, cfg.clone()).expect("engine comm")
-        })
+        .map(|h| util::comm_over(h.join().expect("connect thread"), cfg, Comm::engine))
         .collect()
-}
-
-fn run<T: Send + 'static>(
-    cs: Vec<Comm>,
-    f: impl Fn(&mut Comm) -> T + Send + Sync + 'static,
-) -> Vec<T> {
-    let f = Arc::new(f);
-    let hs: Vec<_> = cs
-        .into_iter()
-        .map(|mut c| {
-            let f = f.clone();
-            std::thread::spawn(move || f(&mut c))
-        })
-        .collect();
-    hs.into_iter().map(|h| h.join().expect("rank")).collect()
 }
 
 fn pattern(i: usize, n: usize, r: u32) -> u8 {
@@ -126,16 +107,8 @@ fn pingpong(p: Protocol, progress: Progress) {
 
 #[test]
 fn every_protocol_over_tcp_with_polling() {
-    for p in [
-        Protocol::Eager,
-        Protocol::RdmaWrite,
-        Protocol::RdmaRead,
-        Protocol::Pipelined,
-        Protocol::Auto,
-        Protocol::Raw(RawOp::Send),
-        Protocol::Raw(RawOp::Write),
-        Protocol::Raw(RawOp::Read),
-    ] {
+    let raw = [RawOp::Send, RawOp::Write, RawOp::Read].map(Protocol::Raw);
+    for p in Protocol::ENGINE.into_iter().chain(raw) {
         pingpong(p, Progress::Poll);
     }
 }

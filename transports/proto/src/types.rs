@@ -139,6 +139,18 @@ pub enum Protocol {
     Raw(RawOp),
 }
 
+impl Protocol {
+    /// The engine's own protocols (all but [`Protocol::Raw`]'s bare
+    /// operations), for running a check under each.
+    pub const ENGINE: [Protocol; 5] = [
+        Protocol::Eager,
+        Protocol::RdmaWrite,
+        Protocol::RdmaRead,
+        Protocol::Pipelined,
+        Protocol::Auto,
+    ];
+}
+
 impl std::fmt::Display for Protocol {
     /// The name users type (`--proto`, with `raw-` and the operation for
     /// [`Protocol::Raw`]), as headers and JSON print it.

@@ -191,14 +191,21 @@ mod tests {
         assert_eq!(me().1, me().1);
     }
 
-    #[test]
-    fn a_dead_same_host_peer_is_reported_once() {
+    /// Our own identity with the pid of a child that has exited and been
+    /// reaped: a same-host peer that is gone.
+    fn dead_child_identity() -> [u8; IDENTITY_LEN] {
         let mut c = std::process::Command::new("true")
             .spawn()
             .expect("spawn true");
         let mut id = identity();
         id[..4].copy_from_slice(&c.id().to_le_bytes());
         c.wait().expect("wait");
+        id
+    }
+
+    #[test]
+    fn a_dead_same_host_peer_is_reported_once() {
+        let id = dead_child_identity();
         let mut w = PeerWatch::new(3, proc_probe);
         w.note(1, &id);
         w.note(2, &identity()); // ourselves: not watched
@@ -217,12 +224,7 @@ mod tests {
 
     #[test]
     fn the_clock_is_read_every_polls_per_clock_calls_or_after_soon() {
-        let mut c = std::process::Command::new("true")
-            .spawn()
-            .expect("spawn true");
-        let mut id = identity();
-        id[..4].copy_from_slice(&c.id().to_le_bytes());
-        c.wait().expect("wait");
+        let id = dead_child_identity();
         let mut w = PeerWatch::new(2, proc_probe);
         w.note(1, &id);
         let mut gone = vec![false; 2];

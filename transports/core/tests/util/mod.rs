@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use ovbench_core::clock::MonotonicClock;
 use ovbench_core::{
-    trecv_wait_polling, Arrivals, Caps, Comm, Completion, CompletionStamps, Ctx, EngineConfig,
-    Idle, LocalSlice, MrHandle, OpKind, Posted, Progress, Rank, RegionId, Registered, RemoteKey,
-    Rma, RmaKind, RmaProgress, Tagged, Transport, TransportError, TransportInfo, Waited, WorkLoop,
+    trecv_wait_polling, Arrivals, Caps, Clock, Comm, Completion, CompletionStamps, Ctx,
+    EngineConfig, Idle, LocalSlice, MrHandle, OpKind, Posted, Progress, Rank, RegionId, Registered,
+    RemoteKey, Rma, RmaKind, RmaProgress, Tagged, Transport, TransportError, TransportInfo, Waited,
+    Work, WorkLoop,
 };
 
 pub const EAGER_BUF: usize = 4096;
@@ -375,15 +376,26 @@ impl Tagged for MemTransport {
     }
 }
 
+/// How a Comm is built over a transport: `Comm::engine` or `Comm::native`.
+pub type Build = fn(
+    Box<dyn Transport>,
+    Arc<dyn Clock>,
+    Box<dyn Work>,
+    EngineConfig,
+) -> Result<Comm, TransportError>;
+
+/// A Comm built by `build` over `t`, with its own monotonic clock.
+pub fn comm_over(t: impl Transport + 'static, cfg: &EngineConfig, build: Build) -> Comm {
+    let clock: Arc<dyn Clock> = Arc::new(MonotonicClock::new());
+    let work = Box::new(WorkLoop::with_unit(clock.clone(), 1.0));
+    build(Box::new(t), clock, work, cfg.clone()).expect("a Comm over the test transport")
+}
+
 /// An engine Comm per rank of an in-process job.
 pub fn comms(n: u32, cfg: &EngineConfig) -> Vec<Comm> {
     job(n)
         .into_iter()
-        .map(|t| {
-            let clock: Arc<dyn ovbench_core::Clock> = Arc::new(MonotonicClock::new());
-            let work = Box::new(WorkLoop::with_unit(clock.clone(), 1.0));
-            Comm::engine(Box::new(t), clock, work, cfg.clone()).expect("engine comm")
-        })
+        .map(|t| comm_over(t, cfg, Comm::engine))
         .collect()
 }
 
@@ -402,7 +414,7 @@ pub fn comms_staggered(
                 std::thread::sleep(gap);
             }
             let before = std::time::Instant::now();
-            let clock: Arc<dyn ovbench_core::Clock> = Arc::new(MonotonicClock::new());
+            let clock: Arc<dyn Clock> = Arc::new(MonotonicClock::new());
             windows.push((before, std::time::Instant::now()));
             let work = Box::new(WorkLoop::with_unit(clock.clone(), 1.0));
             Comm::engine(Box::new(t), clock, work, cfg.clone()).expect("engine comm")
@@ -415,11 +427,7 @@ pub fn comms_staggered(
 pub fn native_comms(n: u32, cfg: &EngineConfig) -> Vec<Comm> {
     job(n)
         .into_iter()
-        .map(|t| {
-            let clock: Arc<dyn ovbench_core::Clock> = Arc::new(MonotonicClock::new());
-            let work = Box::new(WorkLoop::with_unit(clock.clone(), 1.0));
-            Comm::native(Box::new(t), clock, work, cfg.clone()).expect("native comm")
-        })
+        .map(|t| comm_over(t, cfg, Comm::native))
         .collect()
 }
 
