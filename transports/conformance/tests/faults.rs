@@ -14,7 +14,7 @@ use ovbench_core::{
 };
 use ovbench_tcp::{TcpOptions, TcpTransport};
 
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Fault {
     None,
     /// Every send completion is reported twice.
@@ -169,41 +169,22 @@ fn a_faithful_transport_passes() {
     verdict(Fault::None).expect("plain TCP");
 }
 
+/// Each broken rule fails the check, with a reason that names it.
 #[test]
-fn a_second_completion_fails() {
-    let e = verdict(Fault::Twice).unwrap_err();
-    assert!(e.contains("a second time"), "{e}");
-}
-
-#[test]
-fn a_completion_for_a_done_send_fails() {
-    let e = verdict(Fault::DoneAndQueued).unwrap_err();
-    assert!(e.contains("returned Done"), "{e}");
-}
-
-#[test]
-fn a_send_that_never_ends_fails() {
-    let e = verdict(Fault::Lost).unwrap_err();
-    assert!(e.contains("sends never reported"), "{e}");
-}
-
-#[test]
-fn a_stamp_after_its_poll_fails() {
-    let e = verdict(Fault::StampedLate).unwrap_err();
-    assert!(e.contains("after the call that returned it"), "{e}");
-}
-
-#[test]
-fn a_done_stamped_after_its_return_fails() {
-    let e = verdict(Fault::DoneStampedLate).unwrap_err();
-    assert!(
-        e.contains("Done stamped") && e.contains("after the call that returned it"),
-        "{e}"
-    );
-}
-
-#[test]
-fn a_stamp_before_an_earlier_one_fails() {
-    let e = verdict(Fault::TicksBackwards).unwrap_err();
-    assert!(e.contains("ticks, before"), "{e}");
+fn each_broken_rule_fails_naming_it() {
+    let cases: [(Fault, &[&str]); 6] = [
+        (Fault::Twice, &["a second time"]),
+        (Fault::DoneAndQueued, &["returned Done"]),
+        (Fault::Lost, &["sends never reported"]),
+        (Fault::StampedLate, &["after the call that returned it"]),
+        (
+            Fault::DoneStampedLate,
+            &["Done stamped", "after the call that returned it"],
+        ),
+        (Fault::TicksBackwards, &["ticks, before"]),
+    ];
+    for (fault, reason) in cases {
+        let e = verdict(fault).expect_err("a broken rule passed");
+        assert!(reason.iter().all(|r| e.contains(r)), "{fault:?}: {e}");
+    }
 }

@@ -281,6 +281,18 @@ pub(super) fn first_diff(a: &[u8], b: &[u8]) -> String {
     }
 }
 
+/// What is wrong with a received message that is not `want`: the
+/// sequence number its first 4 bytes carry, and where it first differs.
+pub(super) fn wrong_message(data: &[u8], want: &[u8]) -> String {
+    let got_seq = data
+        .get(..4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4")));
+    format!(
+        "its sequence field says {got_seq:?}; {}",
+        first_diff(data, want)
+    )
+}
+
 /// An operation was refused: either its post returned an error naming the
 /// peer, or it must end in an error completion with its context.
 pub(super) fn expect_refused(
