@@ -85,9 +85,7 @@ fn auto_prefers_read_where_rma_is_offloaded() {
     let dst = s.alloc(1, 5000, |_| 0);
     let rr = s.irecv(1, dst, Some(0), None);
     let sr = s.isend(0, src, 1, 0, Mode::Standard);
-    s.run().unwrap();
-    s.done(0, sr);
-    s.done(1, rr);
+    s.finish(sr, rr);
     assert_eq!(s.nodes[1].eng.counts().reads, 1);
     assert_eq!(s.bytes(1, dst), s.bytes(0, src));
 }
@@ -95,15 +93,12 @@ fn auto_prefers_read_where_rma_is_offloaded() {
 #[test]
 fn cts_before_the_rts_send_completes() {
     let (mut s, src, dst) = Sim::pair(Protocol::RdmaWrite, 4000, 2);
-    let rr = s.irecv(1, dst, Some(0), Some(1));
-    let sr = s.isend(0, src, 1, 1, Mode::Standard);
+    let (sr, rr) = s.post(src, dst, 1, Mode::Standard);
     // Hold the sender's completions: the CTS arrives first.
     s.run_holding(|e| matches!(e, Ev::Complete { node: 0, .. }))
         .unwrap();
     assert!(s.take(0, sr).is_none());
-    s.run().unwrap();
-    s.done(0, sr);
-    s.done(1, rr);
+    s.finish(sr, rr);
     assert_eq!(s.bytes(1, dst), s.bytes(0, src));
 }
 
@@ -111,8 +106,7 @@ fn cts_before_the_rts_send_completes() {
 fn fin_never_overtakes_the_data() {
     for proto in [Protocol::RdmaWrite, Protocol::Pipelined] {
         let (mut s, src, dst) = Sim::pair(proto, 20_000, 3);
-        let rr = s.irecv(1, dst, Some(0), Some(1));
-        let sr = s.isend(0, src, 1, 1, Mode::Standard);
+        let (sr, rr) = s.post(src, dst, 1, Mode::Standard);
         // The emulated path serves writes late: hold every placement.
         s.run_holding(|e| matches!(e, Ev::Place { .. })).unwrap();
         assert!(!s.queue.is_empty());
@@ -124,9 +118,7 @@ fn fin_never_overtakes_the_data() {
             s.take(1, rr).is_none(),
             "{proto:?}: receive done before its data"
         );
-        s.run().unwrap();
-        s.done(0, sr);
-        s.done(1, rr);
+        s.finish(sr, rr);
         assert_eq!(s.bytes(1, dst), s.bytes(0, src));
     }
 }
@@ -134,8 +126,7 @@ fn fin_never_overtakes_the_data() {
 #[test]
 fn a_fin_before_its_cts_is_rejected() {
     let (mut s, src, dst) = Sim::pair(Protocol::RdmaWrite, 4000, 2);
-    let _rr = s.irecv(1, dst, Some(0), Some(1));
-    let _sr = s.isend(0, src, 1, 1, Mode::Standard);
+    s.post(src, dst, 1, Mode::Standard);
     // Deliver the RTS but hold the registration's CTS; forge a FIN.
     let rts = s.queue.pop_front().unwrap();
     s.handle(rts).unwrap();

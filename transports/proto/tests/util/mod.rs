@@ -378,8 +378,20 @@ impl Sim {
     /// Rank 0's `src` to rank 1's `dst` under `tag`, the receive posted
     /// first, run to the end; the receive's status.
     pub fn exchange(&mut self, src: Slice, dst: Slice, tag: u32, mode: Mode) -> Status {
+        let (sr, rr) = self.post(src, dst, tag, mode);
+        self.finish(sr, rr)
+    }
+
+    /// Rank 1's receive into `dst` from rank 0, then rank 0's send of
+    /// `src`, both with `tag`: (send, receive).
+    pub fn post(&mut self, src: Slice, dst: Slice, tag: u32, mode: Mode) -> (ReqId, ReqId) {
         let rr = self.irecv(1, dst, Some(0), Some(tag));
-        let sr = self.isend(0, src, 1, tag, mode);
+        (self.isend(0, src, 1, tag, mode), rr)
+    }
+
+    /// Run to the end: rank 0's send `sr` and rank 1's receive `rr` must
+    /// be done; the receive's status.
+    pub fn finish(&mut self, sr: ReqId, rr: ReqId) -> Status {
         self.run().unwrap();
         self.done(0, sr);
         self.done(1, rr)
