@@ -24,13 +24,7 @@ impl CompChannel {
     pub(crate) fn new(ctx: &Context) -> Result<CompChannel, VerbsError> {
         // SAFETY: live context; the result is owned or NULL.
         let raw = unsafe { sys::ibv_create_comp_channel(ctx.inner.raw) };
-        if raw.is_null() {
-            return Err(VerbsError::call(
-                "ibv_create_comp_channel",
-                ctx.name(),
-                io::Error::last_os_error(),
-            ));
-        }
+        let raw = VerbsError::created(raw, "ibv_create_comp_channel", ctx.name())?;
         // SAFETY: a fresh channel, destroyed only by this owner; the channel
         // is a kernel fd wrapped by libibverbs, its calls thread-safe.
         let inner = unsafe { Owned::new(raw, sys::ibv_destroy_comp_channel, ctx.inner.clone()) };

@@ -129,14 +129,7 @@ impl CompletionQueue {
                     0,
                 )
             };
-            if raw.is_null() {
-                return Err(VerbsError::call(
-                    "ibv_create_cq",
-                    ctx.name(),
-                    io::Error::last_os_error(),
-                ));
-            }
-            raw
+            VerbsError::created(raw, "ibv_create_cq", ctx.name())?
         } else {
             // SAFETY: ex is a live extended CQ; the conversion is a pointer cast in C.
             unsafe { sys::ibv_cq_ex_to_cq(ex) }

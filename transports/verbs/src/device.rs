@@ -83,13 +83,7 @@ impl DeviceList {
         };
         // SAFETY: idx < len; ibv_open_device returns an owned context or NULL.
         let raw = unsafe { sys::ibv_open_device(*self.raw.add(idx)) };
-        if raw.is_null() {
-            return Err(VerbsError::call(
-                "ibv_open_device",
-                &names[idx],
-                io::Error::last_os_error(),
-            ));
-        }
+        let raw = VerbsError::created(raw, "ibv_open_device", &names[idx])?;
         // SAFETY: raw is a freshly opened, owned context.
         Ok(unsafe { Context::from_raw(raw, names[idx].clone()) })
     }

@@ -46,6 +46,20 @@ impl VerbsError {
             source,
         }
     }
+
+    /// `raw`, the object creating `call` on `device` returned, or the
+    /// error it left in errno where that is NULL (read at once, before
+    /// any other call can change it).
+    pub(crate) fn created<T>(
+        raw: *mut T,
+        call: &'static str,
+        device: &str,
+    ) -> Result<*mut T, Self> {
+        if raw.is_null() {
+            return Err(VerbsError::call(call, device, io::Error::last_os_error()));
+        }
+        Ok(raw)
+    }
 }
 
 impl From<VerbsError> for TransportError {

@@ -31,13 +31,7 @@ impl ProtectionDomain {
     pub(crate) fn new(ctx: &Context) -> Result<ProtectionDomain, VerbsError> {
         // SAFETY: live context; result owned or NULL.
         let raw = unsafe { sys::ibv_alloc_pd(ctx.inner.raw) };
-        if raw.is_null() {
-            return Err(VerbsError::call(
-                "ibv_alloc_pd",
-                ctx.name(),
-                io::Error::last_os_error(),
-            ));
-        }
+        let raw = VerbsError::created(raw, "ibv_alloc_pd", ctx.name())?;
         // SAFETY: a fresh PD, deallocated only by this owner; PDs are
         // thread-safe libibverbs objects.
         let inner = unsafe { Owned::new(raw, sys::ibv_dealloc_pd, ctx.inner.clone()) };

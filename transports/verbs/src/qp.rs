@@ -110,13 +110,7 @@ impl QueuePair {
         };
         // SAFETY: live PD and CQ; attr valid (cap is updated in place).
         let raw = unsafe { sys::ibv_create_qp(pd.inner.raw, &mut attr) };
-        if raw.is_null() {
-            return Err(VerbsError::call(
-                "ibv_create_qp (RC)",
-                pd.device(),
-                io::Error::last_os_error(),
-            ));
-        }
+        let raw = VerbsError::created(raw, "ibv_create_qp (RC)", pd.device())?;
         Ok(QueuePair {
             raw,
             device: pd.device().to_string(),
