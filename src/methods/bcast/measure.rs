@@ -43,6 +43,9 @@ pub(super) struct Bc<'a> {
     pub size: usize,
     pub alg: Algorithm,
     pub ctrl: Ctrl,
+    /// The root's per-repetition stamps of the measurement under way,
+    /// allocated once for M repetitions.
+    pub ticks: Vec<u64>,
 }
 
 impl Bc<'_> {
@@ -60,9 +63,9 @@ impl Bc<'_> {
     /// The root's clock after a repetition. The other ranks read none:
     /// the reference times at the root alone, and their figures are
     /// discarded.
-    fn stamp(&mut self, ticks: &mut Vec<u64>) {
+    fn stamp(&mut self) {
         if self.me() == 0 {
-            ticks.push(self.comm.now());
+            self.ticks.push(self.comm.now());
         }
     }
 
@@ -72,31 +75,24 @@ impl Bc<'_> {
     fn after_one_unmeasured(
         &mut self,
         reps: u64,
-        ticks: &mut Vec<u64>,
         mut round: impl FnMut(&mut Self) -> anyhow::Result<()>,
     ) -> anyhow::Result<()> {
         round(self)?;
-        ticks.clear();
-        ticks.push(self.comm.now());
+        self.ticks.clear();
+        self.ticks.push(self.comm.now());
         for _ in 0..reps {
             round(self)?;
-            self.stamp(ticks);
+            self.stamp();
         }
         Ok(())
     }
 
     /// One measurement of a method at the root (ns per broadcast, or E_i
     /// for `Ei`), whether its repetitions after the first were all
-    /// identical, and the operations this rank posted in it. `ticks` is the
-    /// pre-allocated per-repetition stamp array.
-    pub fn once(
-        &mut self,
-        what: What,
-        reps: u64,
-        ticks: &mut Vec<u64>,
-    ) -> anyhow::Result<(f64, bool, OpCounts)> {
+    /// identical, and the operations this rank posted in it.
+    pub fn once(&mut self, what: What, reps: u64) -> anyhow::Result<(f64, bool, OpCounts)> {
         let (me, n, b) = (self.me(), self.np(), self.buf);
-        ticks.clear();
+        self.ticks.clear();
         // A clean start for the methods whose root runs ahead of the
         // others. OL_i's loops need none: each begins with an unmeasured
         // round (ping-pong, or broadcast and acknowledgement) that waits
@@ -107,12 +103,12 @@ impl Bc<'_> {
         }
         let before = self.comm.op_counts();
         let t0 = self.comm.now();
-        ticks.push(t0);
+        self.ticks.push(t0);
         let per = match what {
             What::SendLatency => {
                 for _ in 0..reps {
                     self.bcast(0)?;
-                    self.stamp(ticks);
+                    self.stamp();
                 }
                 reps
             }
@@ -121,7 +117,7 @@ impl Bc<'_> {
                     for k in 0..n {
                         self.bcast(if backward { n - 1 - k } else { k })?;
                     }
-                    self.stamp(ticks);
+                    self.stamp();
                 }
                 reps * n as u64
             }
@@ -129,7 +125,7 @@ impl Bc<'_> {
                 for _ in 0..reps {
                     self.bcast(0)?;
                     algo::barrier(self.comm, kind, b)?;
-                    self.stamp(ticks);
+                    self.stamp();
                 }
                 reps
             }
@@ -137,13 +133,13 @@ impl Bc<'_> {
                 for _ in 0..reps {
                     self.bcast(0)?;
                     self.ack_all()?;
-                    self.stamp(ticks);
+                    self.stamp();
                 }
                 reps
             }
             What::Ei(i) => {
                 // A broadcast and i's acknowledgement.
-                self.after_one_unmeasured(reps, ticks, |m| {
+                self.after_one_unmeasured(reps, |m| {
                     m.bcast(0)?;
                     if me == 0 {
                         m.comm.recv(b, 0, 0, Some(i), Some(TAG_ACK))?;
@@ -158,7 +154,7 @@ impl Bc<'_> {
                 // A round trip between the root and i (the unmeasured
                 // one: i may still be forwarding an earlier broadcast, a
                 // NIC still injecting).
-                self.after_one_unmeasured(reps, ticks, |m| {
+                self.after_one_unmeasured(reps, |m| {
                     if me == 0 {
                         m.comm.send(b, 0, 0, i, TAG_PING)?;
                         m.comm.recv(b, 0, 0, Some(i), Some(TAG_PING))?;
@@ -171,6 +167,7 @@ impl Bc<'_> {
                 reps
             }
         };
+        let ticks = &self.ticks;
         let first = ticks[0];
         let last = *ticks.last().unwrap_or(&first);
         let steady = ticks.len() >= 3 && {
@@ -198,16 +195,11 @@ impl Bc<'_> {
     /// scratch if it never was; every rank calls this, rank 0 decides.
     /// Returns the figure and this rank's operations in the last
     /// measurement.
-    pub fn repeat(
-        &mut self,
-        what: What,
-        args: &Args,
-        ticks: &mut Vec<u64>,
-    ) -> anyhow::Result<(Measured, OpCounts)> {
+    pub fn repeat(&mut self, what: What, args: &Args) -> anyhow::Result<(Measured, OpCounts)> {
         self.until_settled(|me, tries| {
             let mut s = Series::default();
             let ops = loop {
-                let (v, steady, ops) = me.once(what, args.reps, ticks)?;
+                let (v, steady, ops) = me.once(what, args.reps)?;
                 let stop = s.add(v, steady, args);
                 if me.rank0_says(stop)? {
                     break ops;
@@ -255,23 +247,18 @@ impl Bc<'_> {
     /// measurement begins with its own unmeasured round, so interleaving
     /// them changes no figure. Both are measured again, once, when either
     /// missed the cutoff. Returns (RTL_i, E_i).
-    pub fn oli(
-        &mut self,
-        i: Rank,
-        args: &Args,
-        ticks: &mut Vec<u64>,
-    ) -> anyhow::Result<(Measured, Measured)> {
+    pub fn oli(&mut self, i: Rank, args: &Args) -> anyhow::Result<(Measured, Measured)> {
         self.until_settled(|me, tries| {
             let (mut rtl, mut e) = (Series::default(), Series::default());
             let (mut more_rtl, mut more_e) = (true, true);
             while more_rtl || more_e {
                 let mut stop = [1u64; 2];
                 if more_rtl {
-                    let (v, steady, _) = me.once(What::Rtl(i), args.reps, ticks)?;
+                    let (v, steady, _) = me.once(What::Rtl(i), args.reps)?;
                     stop[0] = u64::from(rtl.add(v, steady, args));
                 }
                 if more_e {
-                    let (v, steady, _) = me.once(What::Ei(i), args.reps, ticks)?;
+                    let (v, steady, _) = me.once(What::Ei(i), args.reps)?;
                     stop[1] = u64::from(e.add(v, steady, args));
                 }
                 let verdict = me.ctrl.bcast(me.comm, &stop)?;

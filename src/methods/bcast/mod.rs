@@ -295,6 +295,7 @@ pub fn run(
         size,
         alg: args.algorithm,
         ctrl,
+        ticks: Vec::with_capacity(args.reps as usize + 2),
     };
     let mut out = Output {
         algorithm: args.algorithm,
@@ -308,7 +309,6 @@ pub fn run(
         max_ol_rank: None,
         max_ol_verdict: None,
     };
-    let mut ticks = Vec::with_capacity(args.reps as usize + 2);
     let title = format!(
         "{} broadcast of {size} B over {n} ranks, M = {}",
         format!("{:?}", args.algorithm).to_lowercase(),
@@ -351,7 +351,7 @@ pub fn run(
             report::oli_table(sink, &title);
         }
         for i in 1..n {
-            let (rtl, e) = bc.oli(i, args, &mut ticks)?;
+            let (rtl, e) = bc.oli(i, args)?;
             let ol = e.mean - rtl.mean / 2.0;
             let path = Some(algo::path(args.algorithm, 0, i, n));
             let assumption = assumption(e.mean, path.as_deref(), &out.per_processor);
@@ -403,7 +403,7 @@ pub fn run(
         report::figure_table(sink, &title);
     }
     for (name, what) in plan {
-        let (m, ops) = bc.repeat(what, args, &mut ticks)?;
+        let (m, ops) = bc.repeat(what, args)?;
         let fig = Figure {
             method: name,
             time_ns: m.mean,

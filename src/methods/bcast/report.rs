@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::{Algorithm, Assumption, Figure, Oli, Output, PerProcessor};
 use crate::methods::common::{micros, Marks, Verdict};
-use crate::output::{fixed, us, Column, Row, Table};
+use crate::output::{fixed, us, Column, FixedRow, Row, Table};
 use crate::report::Sink;
 
 /// The `flag` column of a row with its verdict's marks.
@@ -28,9 +28,8 @@ pub struct PerProcessorRow {
     pub verdict: Marks,
 }
 
-impl Row for PerProcessorRow {
-    type Layout = ();
-    fn columns(_: &()) -> Vec<Column<Self>> {
+impl FixedRow for PerProcessorRow {
+    fn columns() -> Vec<Column<Self>> {
         vec![
             Column::new("i", "rank", |r: &Self| r.rank.to_string()),
             Column::new("children", "children", |r: &Self| r.children.to_string()),
@@ -86,9 +85,8 @@ pub struct OliRow {
     pub verdict: Marks,
 }
 
-impl Row for OliRow {
-    type Layout = ();
-    fn columns(_: &()) -> Vec<Column<Self>> {
+impl FixedRow for OliRow {
+    fn columns() -> Vec<Column<Self>> {
         vec![
             Column::new("i", "rank", |r: &Self| r.rank.to_string()),
             micros("RTL_i[us]", "rtl_ns", |r: &Self| r.rtl_ns),
@@ -151,9 +149,8 @@ pub struct FigureRow {
     pub verdict: Marks,
 }
 
-impl Row for FigureRow {
-    type Layout = ();
-    fn columns(_: &()) -> Vec<Column<Self>> {
+impl FixedRow for FigureRow {
+    fn columns() -> Vec<Column<Self>> {
         vec![
             Column::new("method", "method", |r: &Self| r.method.clone()),
             micros("time[us]", "time_ns", |r: &Self| r.time_ns),
@@ -198,9 +195,8 @@ pub struct MaxOliRow {
     pub verdict: Marks,
 }
 
-impl Row for MaxOliRow {
-    type Layout = ();
-    fn columns(_: &()) -> Vec<Column<Self>> {
+impl FixedRow for MaxOliRow {
+    fn columns() -> Vec<Column<Self>> {
         vec![
             Column::new("method", "method", |_: &Self| "max OL_i".into()),
             micros("time[us]", "time_ns", |r: &Self| r.time_ns),
