@@ -17,7 +17,7 @@ use super::pingpong::{pingpong, verify_pass, PingPong};
 use super::rankreport::{collect, deposit, row_fields, CpuRow, CpuTotals, Meter};
 use super::verify;
 use super::{data_tag, BenchCtx, Counts, SweepArgs, HUGE, LARGE};
-use crate::output::{Column, Rounded2, Row, Table};
+use crate::output::{Column, FixedRow, Rounded2, Table};
 use crate::stats::{Estimate, Summary, DEFAULT_LEVEL};
 use ovbench_core::engine_comm::RawOp;
 
@@ -96,9 +96,8 @@ impl LatencyRow {
     }
 }
 
-impl Row for LatencyRow {
-    type Layout = ();
-    fn columns(_: &()) -> Vec<Column<LatencyRow>> {
+impl FixedRow for LatencyRow {
+    fn columns() -> Vec<Column<LatencyRow>> {
         vec![
             Column::new("size[B]", "size", |r: &LatencyRow| r.size.to_string()),
             Column::new("iters", "samples", |r: &LatencyRow| r.samples.to_string()),

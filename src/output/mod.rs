@@ -13,7 +13,7 @@ use serde_json::Value;
 
 pub use format::{fixed, mbps, round2, us, Rounded2};
 pub use progress::ProgressLine;
-pub use row::{check_fields, to_json, Column, Row, Table};
+pub use row::{check_fields, to_json, Column, FixedRow, Row, Table};
 pub use table::TableFormat;
 
 use crate::export::{Document, FileExports};

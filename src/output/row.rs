@@ -70,9 +70,22 @@ impl<R: 'static> Column<R> {
 /// columns come from [`Row::columns`].
 pub trait Row: Serialize + Sized {
     /// What the columns depend on beyond the row type (window kind, rank
-    /// counts); `()` for most rows.
+    /// counts); `()` for a [`FixedRow`].
     type Layout;
     fn columns(layout: &Self::Layout) -> Vec<Column<Self>>;
+}
+
+/// A row whose columns depend on nothing but its type (most rows): its
+/// [`Row`] layout is `()`.
+pub trait FixedRow: Serialize + Sized {
+    fn columns() -> Vec<Column<Self>>;
+}
+
+impl<R: FixedRow> Row for R {
+    type Layout = ();
+    fn columns(_: &()) -> Vec<Column<R>> {
+        <R as FixedRow>::columns()
+    }
 }
 
 /// A table of `R` rows being written to a sink: the heading at

@@ -32,7 +32,7 @@ use ovbench_core::{Communicator, OpCounts};
 use serde::Serialize;
 
 use super::common::{micros, Ctrl, Marks};
-use crate::output::{us, Column, Row, Table};
+use crate::output::{us, Column, FixedRow, Table};
 use crate::report::Sink;
 use crate::sizes::ByteSize;
 pub use measure::SizeResult;
@@ -208,9 +208,8 @@ impl LogpRow {
     }
 }
 
-impl Row for LogpRow {
-    type Layout = ();
-    fn columns(_: &()) -> Vec<Column<LogpRow>> {
+impl FixedRow for LogpRow {
+    fn columns() -> Vec<Column<LogpRow>> {
         vec![
             Column::new("size", "size", |r: &LogpRow| r.size.to_string()),
             micros("os[us]", "os_ns", |r| r.os_ns),

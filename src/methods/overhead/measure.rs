@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::rules::{problems, BaseFilter};
 use crate::methods::common::{ns, Ctrl};
-use crate::output::{us, Column, Row, Table};
+use crate::output::{us, Column, FixedRow, Table};
 use crate::report::Sink;
 
 const TAG_DATA: Tag = 0x4f56_0101;
@@ -34,9 +34,8 @@ pub struct StepRow {
     pub base_ns: f64,
 }
 
-impl Row for StepRow {
-    type Layout = ();
-    fn columns(_: &()) -> Vec<Column<StepRow>> {
+impl FixedRow for StepRow {
+    fn columns() -> Vec<Column<StepRow>> {
         vec![
             Column::new("work", "work", |r: &StepRow| r.work.to_string()),
             Column::new("iter_t[us]", "iter_ns", |r: &StepRow| us(r.iter_ns, 3)),

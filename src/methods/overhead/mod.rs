@@ -49,7 +49,7 @@ use ovbench_core::{Communicator, OpCounts};
 use serde::Serialize;
 
 use super::common::{micros, Ctrl, Marks, Verdict};
-use crate::output::{fixed, Column, Row, Table};
+use crate::output::{fixed, Column, FixedRow, Table};
 use crate::report::Sink;
 use crate::sizes::{ByteSize, Sizes};
 use measure::Loop;
@@ -418,9 +418,8 @@ impl OverheadRow {
     }
 }
 
-impl Row for OverheadRow {
-    type Layout = ();
-    fn columns(_: &()) -> Vec<Column<Self>> {
+impl FixedRow for OverheadRow {
+    fn columns() -> Vec<Column<Self>> {
         let pct = |head: &'static str, field: &'static str, f: fn(&OverheadRow) -> f64| {
             Column::new(head, field, move |r: &OverheadRow| fixed(f(r), 1))
         };

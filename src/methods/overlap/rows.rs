@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::{Pair, Side, Step};
 use crate::methods::common::micros;
-use crate::output::{fixed, us, Column, Row};
+use crate::output::{fixed, us, Column, FixedRow};
 
 /// One step: both sides' figures and their overlap bounds in percent.
 #[derive(Debug, Clone, Serialize)]
@@ -86,9 +86,8 @@ impl StepRow {
     }
 }
 
-impl Row for StepRow {
-    type Layout = ();
-    fn columns(_: &()) -> Vec<Column<Self>> {
+impl FixedRow for StepRow {
+    fn columns() -> Vec<Column<Self>> {
         let mut c = vec![
             Column::new("pair", "pair", |r: &StepRow| r.pair.name().to_string()),
             Column::new("size", "size", |r: &StepRow| r.size.to_string()),
@@ -166,9 +165,8 @@ impl TotalRow {
     }
 }
 
-impl Row for TotalRow {
-    type Layout = ();
-    fn columns(_: &()) -> Vec<Column<Self>> {
+impl FixedRow for TotalRow {
+    fn columns() -> Vec<Column<Self>> {
         let mut c = vec![
             Column::new("pair", "pair", |r: &TotalRow| r.pair.name().to_string()),
             Column::new("size", "size", |r: &TotalRow| r.size.to_string()),
@@ -203,9 +201,8 @@ impl PathRow {
     }
 }
 
-impl Row for PathRow {
-    type Layout = ();
-    fn columns(_: &()) -> Vec<Column<Self>> {
+impl FixedRow for PathRow {
+    fn columns() -> Vec<Column<Self>> {
         let mut c = vec![
             Column::new("path", "path", |r: &PathRow| r.path.to_string()),
             Column::new("rank", "rank", |r: &PathRow| r.rank.to_string()),
