@@ -59,7 +59,7 @@ pub use engine::{Engine, MIN_EAGER_BUF, QUIET_CTX};
 pub use error::ProtoError;
 pub use idmap::IdMap;
 pub use types::{
-    Config, Counts, Direct, Event, EventKind, Key, Mode, MrId, Op, Placement, Protocol, Rank,
-    RawOp, ReqId, Slice, Space, Status, Tag, Watch,
+    Config, Counts, Direct, Event, EventKind, Key, Mode, MrId, OneSided, Op, Placement, Protocol,
+    Rank, RawOp, ReqId, Slice, Space, Status, Tag, Watch,
 };
 pub use wire::HEADER_LEN;

@@ -8,7 +8,7 @@ use crate::send::gone;
 use crate::state::{Raw, RawStage};
 use crate::wire::{Header, Kind};
 use crate::{
-    EventKind, Key, MrId, Op, ProtoError, Protocol, Rank, RawOp, ReqId, Slice, Tag, Watch,
+    EventKind, Key, MrId, OneSided, Op, ProtoError, Protocol, Rank, RawOp, ReqId, Slice, Tag, Watch,
 };
 
 #[derive(Debug, Default)]
@@ -202,17 +202,15 @@ impl Engine {
                             cached: true,
                         },
                     );
-                    self.track_rdma(id);
-                    self.counts.writes += 1;
-                    self.counts.bytes += buf.len as u64;
-                    self.ops.push_back(Op::Write {
+                    let op = OneSided {
                         peer,
                         local: buf,
                         mr,
                         key: pk,
                         remote_offset: off,
                         ctx,
-                    });
+                    };
+                    self.push_one_sided(id, true, op);
                 } else {
                     self.raw_state(id).stage = RawStage::Reading;
                     self.post_read(peer, buf, mr, pk, off, id, xfer);

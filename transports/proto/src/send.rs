@@ -4,7 +4,8 @@ use crate::engine::{CtxUse, Engine, Proto, Token, Wire, QUIET_CTX};
 use crate::state::{ReadStage, WriteStage};
 use crate::wire::{self, Header, Kind, FLAG_INTERNAL, FLAG_READY, FLAG_SYNC};
 use crate::{
-    Direct, EventKind, Key, Mode, MrId, Op, ProtoError, Rank, ReqId, Slice, Space, Status, Tag,
+    Direct, EventKind, Key, Mode, MrId, OneSided, Op, ProtoError, Rank, ReqId, Slice, Space,
+    Status, Tag,
 };
 
 impl Engine {
@@ -322,17 +323,29 @@ impl Engine {
                 cached,
             },
         );
-        self.track_rdma(req);
-        self.counts.writes += 1;
-        self.counts.bytes += local.len as u64;
-        self.ops.push_back(Op::Write {
+        let op = OneSided {
             peer,
             local,
             mr,
             key,
             remote_offset: 0,
             ctx,
-        });
+        };
+        self.push_one_sided(req, true, op);
+    }
+
+    /// Queue one-sided `op` (a write, else a read) for request `req`:
+    /// counted, and `req` known to have RDMA in flight.
+    pub(crate) fn push_one_sided(&mut self, req: u64, write: bool, op: OneSided) {
+        self.track_rdma(req);
+        self.counts.bytes += op.local.len as u64;
+        if write {
+            self.counts.writes += 1;
+            self.ops.push_back(Op::Write(op));
+        } else {
+            self.counts.reads += 1;
+            self.ops.push_back(Op::Read(op));
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -348,17 +361,15 @@ impl Engine {
     ) {
         let ctx = self.new_id();
         self.ctxs.insert(ctx, CtxUse::Read { req, xfer });
-        self.track_rdma(req);
-        self.counts.reads += 1;
-        self.counts.bytes += local.len as u64;
-        self.ops.push_back(Op::Read {
+        let op = OneSided {
             peer,
             local,
             mr,
             key,
             remote_offset,
             ctx,
-        });
+        };
+        self.push_one_sided(req, false, op);
     }
 
     fn whole_registered(

@@ -215,6 +215,26 @@ impl Config {
     }
 }
 
+/// A one-sided operation's operands: `local` (registered as `mr`) and
+/// `peer`'s range of `key` from `remote_offset` on.
+#[derive(Debug, PartialEq, Eq)]
+pub struct OneSided {
+    /// The rank whose memory is written or read.
+    pub peer: Rank,
+    /// The local bytes: a write's source, a read's destination
+    /// (`local.len` bytes move).
+    pub local: Slice,
+    /// The registration that covers `local`.
+    pub mr: MrId,
+    /// The peer's key, as it announced it.
+    pub key: Key,
+    /// Byte offset into the key's range where the access starts.
+    pub remote_offset: u64,
+    /// Context to report to [`crate::Engine::on_completion`] once the
+    /// operation is complete.
+    pub ctx: u64,
+}
+
 /// An operation for the caller to perform, in order.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Op {
@@ -231,38 +251,12 @@ pub enum Op {
         /// send has left (may carry [`crate::QUIET_CTX`]).
         ctx: u64,
     },
-    /// One-sided write of `local` (registered as `mr`) to `key` at `remote_offset`.
-    Write {
-        /// Target rank.
-        peer: Rank,
-        /// Local source bytes.
-        local: Slice,
-        /// The registration that covers `local`.
-        mr: MrId,
-        /// The target's key, as it announced it.
-        key: Key,
-        /// Byte offset into the key's range where the data lands.
-        remote_offset: u64,
-        /// Context to report to [`crate::Engine::on_completion`] once the
-        /// data is visible at the target (not merely sent).
-        ctx: u64,
-    },
-    /// One-sided read into `local` from `key` at `remote_offset`.
-    Read {
-        /// Rank whose memory is read.
-        peer: Rank,
-        /// Local destination bytes; `local.len` bytes are read.
-        local: Slice,
-        /// The registration that covers `local`.
-        mr: MrId,
-        /// The owner's key, as it announced it.
-        key: Key,
-        /// Byte offset into the key's range where the read starts.
-        remote_offset: u64,
-        /// Context to report to [`crate::Engine::on_completion`] once the
-        /// data is in local memory.
-        ctx: u64,
-    },
+    /// One-sided write of `local` to the peer; its context is reported
+    /// once the data is visible at the target (not merely sent).
+    Write(OneSided),
+    /// One-sided read into `local` from the peer; its context is reported
+    /// once the data is in local memory.
+    Read(OneSided),
     /// Register `slice`; answer with [`crate::Engine::on_registered`].
     Register {
         /// The local range to register.

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use ovbench_proto::{Engine, EventKind, Key, MrId, Op, ProtoError, ReqId, Slice};
+use ovbench_proto::{Engine, EventKind, Key, MrId, OneSided, Op, ProtoError, ReqId, Slice};
 
 use super::engine::EngineState;
 use super::shared::Shared;
@@ -56,6 +56,20 @@ pub(crate) fn proto_err(e: ProtoError) -> TransportError {
     }
 }
 
+/// `post_rma` of the engine's one-sided operation `a`.
+#[inline]
+fn post_one_sided(s: &mut Shared, op: Rma, a: OneSided) -> Result<(), TransportError> {
+    s.t.post_rma(
+        a.peer,
+        op,
+        ls(a.local),
+        MrHandle(a.mr.0),
+        &rkey(a.key),
+        a.remote_offset,
+        a.ctx,
+    )
+}
+
 impl EngineState {
     /// Perform every operation the engine asks for, in order.
     pub(crate) fn exec_ops(&mut self, s: &mut Shared) -> Result<(), TransportError> {
@@ -73,38 +87,8 @@ impl EngineState {
                         self.sent_inline(s, ctx, at)?;
                     }
                 }
-                Op::Write {
-                    peer,
-                    local,
-                    mr,
-                    key,
-                    remote_offset,
-                    ctx,
-                } => s.t.post_rma(
-                    peer,
-                    Rma::Write,
-                    ls(local),
-                    MrHandle(mr.0),
-                    &rkey(key),
-                    remote_offset,
-                    ctx,
-                )?,
-                Op::Read {
-                    peer,
-                    local,
-                    mr,
-                    key,
-                    remote_offset,
-                    ctx,
-                } => s.t.post_rma(
-                    peer,
-                    Rma::Read,
-                    ls(local),
-                    MrHandle(mr.0),
-                    &rkey(key),
-                    remote_offset,
-                    ctx,
-                )?,
+                Op::Write(w) => post_one_sided(s, Rma::Write, w)?,
+                Op::Read(r) => post_one_sided(s, Rma::Read, r)?,
                 Op::Register { slice, token } => {
                     let Registered { mr, key: k } = s.t.register(ls(slice)).map_err(|e| TransportError::Local {
                         op: OpKind::Register,

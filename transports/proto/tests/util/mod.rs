@@ -195,23 +195,9 @@ impl Sim {
                     self.queue.push_back(Ev::Complete { node: rank, ctx });
                 }
                 // A write's data leaves now; a read's is fetched when served.
-                Op::Write {
-                    peer,
-                    local,
-                    mr,
-                    key,
-                    remote_offset,
-                    ctx,
-                }
-                | Op::Read {
-                    peer,
-                    local,
-                    mr,
-                    key,
-                    remote_offset,
-                    ctx,
-                } => {
-                    let reg = n.mrs[&mr.0];
+                Op::Write(a) | Op::Read(a) => {
+                    let (peer, local) = (a.peer, a.local);
+                    let reg = n.mrs[&a.mr.0];
                     assert!(
                         reg.region == local.region
                             && reg.offset <= local.offset
@@ -219,8 +205,8 @@ impl Sim {
                         "{} outside its registration",
                         if write { "write source" } else { "read target" }
                     );
-                    let tmr = u32::from_le_bytes(key.blob[..4].try_into().unwrap());
-                    let off = remote_offset as usize;
+                    let tmr = u32::from_le_bytes(a.key.blob[..4].try_into().unwrap());
+                    let (off, ctx) = (a.remote_offset as usize, a.ctx);
                     self.queue.push_back(if write {
                         let data = n.mem[local.region as usize]
                             [local.offset..local.offset + local.len]
