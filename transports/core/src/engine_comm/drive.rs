@@ -134,6 +134,7 @@ impl EngineState {
         self.eng.on_completion(now, ctx).map_err(proto_err)
     }
 
+    #[inline]
     pub(crate) fn drain_events(&mut self, s: &mut Shared) {
         while let Some(e) = self.eng.poll_event() {
             if let Some(i) = s.instr.as_mut() {
