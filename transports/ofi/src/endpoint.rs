@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::os::fd::RawFd;
 use std::time::Duration;
 
+use ovbench_core::fabric;
 use ovbench_core::{
     Arrivals, Caps, Completion, CompletionStamps, Ctx, LocalSlice, MrHandle, OpKind, Progress,
     Rank, RemoteKey, Rma, RmaKind, RmaProgress, Tag, TransportError, TransportInfo,
@@ -374,16 +375,7 @@ impl Endpoint {
     }
 
     pub(crate) fn connect(&mut self, addresses: &[Vec<u8>]) -> Result<(), TransportError> {
-        if addresses.len() != self.size as usize {
-            return Err(TransportError::Invalid(format!(
-                "connect needs {} addresses, got {}",
-                self.size,
-                addresses.len()
-            )));
-        }
-        if !self.peers.is_empty() {
-            return Err(TransportError::Invalid("connect called twice".into()));
-        }
+        fabric::check_connect(addresses, self.size, !self.peers.is_empty())?;
         self.peers = self.fabric.insert(addresses)?;
         self.hello_all()
     }

@@ -23,6 +23,7 @@ use crate::seal;
 use crate::settings::{self, Settings};
 use crate::status;
 use crate::UcxOptions;
+use ovbench_core::fabric;
 use ovbench_core::fabric::peer_watch::{self, PeerWatch};
 
 mod lifecycle;
@@ -362,16 +363,7 @@ impl Transport for UcxTransport {
     }
 
     fn connect(&mut self, addresses: &[Vec<u8>]) -> Result<(), TransportError> {
-        if addresses.len() != self.size as usize {
-            return Err(TransportError::Invalid(format!(
-                "connect needs {} addresses, got {}",
-                self.size,
-                addresses.len()
-            )));
-        }
-        if !self.eps.is_empty() {
-            return Err(TransportError::Invalid("connect called twice".into()));
-        }
+        fabric::check_connect(addresses, self.size, !self.eps.is_empty())?;
         for (peer, a) in addresses.iter().enumerate() {
             let peer = peer as Rank;
             if a.len() <= ADDR_HDR || a.len() > MAX_ADDRESS || &a[..4] != ADDR_MAGIC {

@@ -5,6 +5,7 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
+use ovbench_core::fabric;
 use ovbench_core::{OpKind, Rank, TransportError};
 
 use crate::cm::CmPeer;
@@ -26,16 +27,7 @@ fn cerr(peer: Rank, status: String) -> TransportError {
 
 impl VerbsTransport {
     pub(crate) fn connect_all(&mut self, addresses: &[Vec<u8>]) -> Result<(), TransportError> {
-        if self.connected {
-            return Err(TransportError::Invalid("connect called twice".into()));
-        }
-        if addresses.len() != self.size as usize {
-            return Err(TransportError::Invalid(format!(
-                "connect got {} addresses for a job of {} ranks",
-                addresses.len(),
-                self.size
-            )));
-        }
+        fabric::check_connect(addresses, self.size, self.connected)?;
         let own_buf = (self.opts.eager_buf_size + MSG_HDR) as u32;
         let me = self.rank as usize;
         let mut addrs: Vec<Option<Address>> = Vec::with_capacity(addresses.len());

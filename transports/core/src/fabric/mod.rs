@@ -14,6 +14,27 @@ pub mod progress_thread;
 pub mod regions;
 pub mod seal;
 
+use crate::TransportError;
+
+/// What every fabric's `connect` checks first: it was not called before
+/// (`connected`), and it got one address per rank of the job.
+pub fn check_connect(
+    addresses: &[Vec<u8>],
+    size: u32,
+    connected: bool,
+) -> Result<(), TransportError> {
+    if connected {
+        return Err(TransportError::Invalid("connect called twice".into()));
+    }
+    if addresses.len() != size as usize {
+        return Err(TransportError::Invalid(format!(
+            "connect got {} addresses for a job of {size} ranks",
+            addresses.len()
+        )));
+    }
+    Ok(())
+}
+
 /// FNV-1a over the concatenation of `parts` (a checksum, not an
 /// authenticator).
 fn fnv1a<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> u64 {
