@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use ovbench_core::fabric;
+use ovbench_core::fabric::{peers, wire_tag};
 use ovbench_core::{
     Arrivals, Caps, Completion, CompletionStamps, Ctx, LocalSlice, MrHandle, OpKind, Progress,
     Rank, RemoteKey, Rma, RmaKind, RmaProgress, Tag, TransportError, TransportInfo,
@@ -16,7 +16,7 @@ use ovbench_ofi_sys as sys;
 use crate::cma::{self, CmaStatus};
 use crate::fabric::Libfabric;
 use crate::memory::{remote_target, Memory};
-use crate::ops::{Fence, Kind, Op, SRC_HDR, TAG_SRC_SHIFT};
+use crate::ops::{Fence, Kind, Op, SRC_HDR};
 use crate::OfiOptions;
 
 mod backlog;
@@ -196,15 +196,7 @@ impl Endpoint {
         self.check_not_gone(peer, op)?;
         match self.peers.get(peer as usize) {
             Some(a) => Ok(*a),
-            None if peer >= self.size => Err(TransportError::Invalid(format!(
-                "{op} to rank {peer}, but the job has {} ranks",
-                self.size
-            ))),
-            None => Err(TransportError::Peer {
-                peer,
-                op,
-                status: "not connected: call connect() with every rank's address first".into(),
-            }),
+            None => Err(peers::no_endpoint(peer, self.size, op)),
         }
     }
 
@@ -375,7 +367,7 @@ impl Endpoint {
     }
 
     pub(crate) fn connect(&mut self, addresses: &[Vec<u8>]) -> Result<(), TransportError> {
-        fabric::check_connect(addresses, self.size, !self.peers.is_empty())?;
+        peers::check_connect(addresses, self.size, !self.peers.is_empty())?;
         self.peers = self.fabric.insert(addresses)?;
         self.hello_all()
     }
@@ -495,27 +487,14 @@ impl Endpoint {
         dst: LocalSlice,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        if let Some(s) = src {
-            if s >= self.size {
-                return Err(TransportError::Invalid(format!(
-                    "tagged receive from rank {s}, but the job has {} ranks",
-                    self.size
-                )));
-            }
-        }
+        let (utag, mask) = wire_tag::recv_selector(src, tag, self.size)?;
         let dst = self.mem.buf(dst)?;
-        let utag = (u64::from(src.unwrap_or(0)) << TAG_SRC_SHIFT) | u64::from(tag.unwrap_or(0));
-        let ignore = if src.is_none() {
-            0xffff_ffff_0000_0000
-        } else {
-            0
-        } | if tag.is_none() { 0xffff_ffff } else { 0 };
         let peer = src.unwrap_or(self.rank);
         let op = self.op(Kind::TaggedRecv, ctx, peer, Vec::new());
         let req = Req::TRecv {
             dst,
             tag: utag,
-            ignore,
+            ignore: !mask,
         };
         let call = req.with(op);
         self.submit(Post::new(peer, OpKind::TaggedRecv, "fi_trecv", call))

@@ -10,8 +10,6 @@ use crate::fi::Scratch;
 /// completes a rendezvous-sized message after smaller ones posted later,
 /// so the receiver restores posting order from the sequence.
 pub(crate) const SRC_HDR: usize = 8;
-/// Native tags carry the source rank in the upper 32 bits.
-pub(crate) const TAG_SRC_SHIFT: u32 = 32;
 
 /// What a completion entry belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Condvar;
 use std::time::Instant;
 
-use ovbench_core::{Completion, OpKind, Rank, Tag, TransportError};
+use ovbench_core::fabric::wire_tag;
+use ovbench_core::{Completion, OpKind, Rank, TransportError};
 use ovbench_ucx_sys as sys;
 
 use crate::ffi::request::Op;
@@ -31,8 +32,6 @@ pub(crate) const AM_HDR_LEN: usize = 8;
 /// How far a message may overtake the next expected one before the peer
 /// is declared broken (UCX reorders across lanes only a little).
 const MAX_AHEAD: u32 = 1 << 16;
-/// Native tags carry the source rank in the upper 32 bits.
-pub(crate) const TAG_SRC_SHIFT: u32 = 32;
 /// Receive buffers kept for reuse.
 pub(crate) const MAX_POOL: usize = 1024;
 /// Operation boxes kept for reuse.
@@ -368,10 +367,11 @@ impl Op {
                 OpKind::TaggedSend => Completion::TaggedSend { ctx: self.ctx },
                 _ => {
                     let (sender_tag, len) = tag.unwrap_or((0, 0));
+                    let (peer, tag) = wire_tag::split(sender_tag);
                     Completion::TaggedRecv {
                         ctx: self.ctx,
-                        peer: (sender_tag >> TAG_SRC_SHIFT) as Rank,
-                        tag: sender_tag as u32 as Tag,
+                        peer,
+                        tag,
                         len,
                     }
                 }

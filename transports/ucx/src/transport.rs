@@ -17,14 +17,14 @@ use crate::ffi::request::{Op, Posted};
 use crate::ffi::worker::Worker;
 use crate::lanes::{self, RmaPath};
 use crate::liveness;
-use crate::ops::{self, Shared, MAX_SPARE_OPS, TAG_SRC_SHIFT};
+use crate::ops::{self, Shared, MAX_SPARE_OPS};
 use crate::progress::ProgressThread;
 use crate::seal;
 use crate::settings::{self, Settings};
 use crate::status;
 use crate::UcxOptions;
-use ovbench_core::fabric;
 use ovbench_core::fabric::peer_watch::{self, PeerWatch};
+use ovbench_core::fabric::{peers, wire_tag};
 
 mod lifecycle;
 mod poll;
@@ -161,40 +161,8 @@ impl UcxTransport {
         }
         match self.eps.get(peer as usize) {
             Some(_) => Ok(peer as usize),
-            _ if peer >= self.size => Err(TransportError::Invalid(format!(
-                "{op} to rank {peer}, but the job has {} ranks",
-                self.size
-            ))),
-            _ => Err(TransportError::Peer {
-                peer,
-                op,
-                status: "not connected: call connect() with every rank's address first".into(),
-            }),
+            None => Err(peers::no_endpoint(peer, self.size, op)),
         }
-    }
-
-    /// A tagged receive's UCX tag and mask for source `src` and `tag`
-    /// (`None`: any), after checking the source is a rank of the job.
-    fn recv_selector(
-        &self,
-        src: Option<Rank>,
-        tag: Option<Tag>,
-    ) -> Result<(u64, u64), TransportError> {
-        if let Some(s) = src {
-            if s >= self.size {
-                return Err(TransportError::Invalid(format!(
-                    "tagged receive from rank {s}, but the job has {} ranks",
-                    self.size
-                )));
-            }
-        }
-        let utag = (u64::from(src.unwrap_or(0)) << TAG_SRC_SHIFT) | u64::from(tag.unwrap_or(0));
-        let mask = if src.is_some() {
-            0xffff_ffff_0000_0000
-        } else {
-            0
-        } | if tag.is_some() { 0xffff_ffff } else { 0 };
-        Ok((utag, mask))
     }
 
     /// Box an operation for UCX's `user_data` (reusing a spare box).
@@ -363,7 +331,7 @@ impl Transport for UcxTransport {
     }
 
     fn connect(&mut self, addresses: &[Vec<u8>]) -> Result<(), TransportError> {
-        fabric::check_connect(addresses, self.size, !self.eps.is_empty())?;
+        peers::check_connect(addresses, self.size, !self.eps.is_empty())?;
         for (peer, a) in addresses.iter().enumerate() {
             let peer = peer as Rank;
             if a.len() <= ADDR_HDR || a.len() > MAX_ADDRESS || &a[..4] != ADDR_MAGIC {
@@ -453,9 +421,36 @@ impl Transport for UcxTransport {
         remote_offset: u64,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
+        let (i, buf, sum, raddr) =
+            self.rma_prep(peer, op.op(), local, mr, remote, remote_offset)?;
         match op {
-            Rma::Write => self.put(peer, local, mr, remote, remote_offset, ctx),
-            Rma::Read => self.get(peer, local, mr, remote, remote_offset, ctx),
+            Rma::Write => {
+                let rkey = self
+                    .mem
+                    .cached_rkey(peer, sum)
+                    .expect("unpacked by rma_prep");
+                self.eps[i]
+                    .put(buf, raddr, rkey)
+                    .map_err(|st| status::peer(peer, OpKind::Write, "ucp_put_nbx", st))?;
+                // The put's own completion is only local: the flush
+                // completes once the data is placed at the target, which
+                // is the contract's rule.
+                self.shared().lock().rma_in_flight += 1;
+                let op = self.op(ctx, peer, OpKind::Write, None);
+                let posted = self.eps[i].flush_op(op);
+                self.settle(posted, "ucp_ep_flush_nbx")
+            }
+            // A get, complete once its data is in local memory.
+            Rma::Read => {
+                self.shared().lock().rma_in_flight += 1;
+                let op = self.op(ctx, peer, OpKind::Read, None);
+                let rkey = self
+                    .mem
+                    .cached_rkey(peer, sum)
+                    .expect("unpacked by rma_prep");
+                let posted = self.eps[i].get(buf, raddr, rkey, op);
+                self.settle(posted, "ucp_get_nbx")
+            }
         }
     }
 
@@ -535,7 +530,7 @@ impl Tagged for UcxTransport {
         dst: LocalSlice,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        let (utag, mask) = self.recv_selector(src, tag)?;
+        let (utag, mask) = wire_tag::recv_selector(src, tag, self.size)?;
         let buf = self.mem.buf(dst)?;
         let op = self.op(ctx, src.unwrap_or(self.rank), OpKind::TaggedRecv, None);
         let posted = self.worker.tag_recv(buf, utag, mask, op);
@@ -544,55 +539,6 @@ impl Tagged for UcxTransport {
 }
 
 impl UcxTransport {
-    /// A put, flushed so that it completes once visible at the target.
-    fn put(
-        &mut self,
-        peer: Rank,
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &RemoteKey,
-        remote_offset: u64,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        let (i, buf, sum, raddr) =
-            self.rma_prep(peer, OpKind::Write, local, mr, remote, remote_offset)?;
-        let rkey = self
-            .mem
-            .cached_rkey(peer, sum)
-            .expect("unpacked by rma_prep");
-        self.eps[i]
-            .put(buf, raddr, rkey)
-            .map_err(|st| status::peer(peer, OpKind::Write, "ucp_put_nbx", st))?;
-        // The put's own completion is only local: the flush completes once
-        // the data is placed at the target, which is the contract's rule.
-        self.shared().lock().rma_in_flight += 1;
-        let op = self.op(ctx, peer, OpKind::Write, None);
-        let posted = self.eps[i].flush_op(op);
-        self.settle(posted, "ucp_ep_flush_nbx")
-    }
-
-    /// A get, complete once its data is in local memory.
-    fn get(
-        &mut self,
-        peer: Rank,
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &RemoteKey,
-        remote_offset: u64,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        let (i, buf, sum, raddr) =
-            self.rma_prep(peer, OpKind::Read, local, mr, remote, remote_offset)?;
-        self.shared().lock().rma_in_flight += 1;
-        let op = self.op(ctx, peer, OpKind::Read, None);
-        let rkey = self
-            .mem
-            .cached_rkey(peer, sum)
-            .expect("unpacked by rma_prep");
-        let posted = self.eps[i].get(buf, raddr, rkey, op);
-        self.settle(posted, "ucp_get_nbx")
-    }
-
     /// The worker's event fd, readable when a poll may find something
     /// (none with a progress thread, which owns its arming).
     pub fn wait_fd(&self) -> Option<RawFd> {

@@ -5,7 +5,7 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use ovbench_core::fabric;
+use ovbench_core::fabric::peers;
 use ovbench_core::{OpKind, Rank, TransportError};
 
 use crate::cm::CmPeer;
@@ -27,7 +27,7 @@ fn cerr(peer: Rank, status: String) -> TransportError {
 
 impl VerbsTransport {
     pub(crate) fn connect_all(&mut self, addresses: &[Vec<u8>]) -> Result<(), TransportError> {
-        fabric::check_connect(addresses, self.size, self.connected)?;
+        peers::check_connect(addresses, self.size, self.connected)?;
         let own_buf = (self.opts.eager_buf_size + MSG_HDR) as u32;
         let me = self.rank as usize;
         let mut addrs: Vec<Option<Address>> = Vec::with_capacity(addresses.len());

@@ -2,38 +2,20 @@
 //! the sealed-key envelope ([`seal`]), the same-host peer-process watch
 //! ([`peer_watch`]), the region/registration tables ([`regions`]) with
 //! their safe page-aligned heap block ([`page_block`]) and check-word
-//! remote keys ([`check_word`]), and the progress thread
-//! ([`progress_thread`]). All safe code; what touches raw memory or the
-//! libraries stays in the fabric crate. The test and bench harnesses
+//! remote keys ([`check_word`]), the progress thread
+//! ([`progress_thread`]), the first checks on peers ([`peers`]) and the
+//! native tagged paths' 64-bit tag ([`wire_tag`]). All safe code; what
+//! touches raw memory or the libraries stays in the fabric crate. The test and bench harnesses
 //! (pair, processes, pingpong, comm_cost) live in `ovbench-conformance`.
 
 pub mod check_word;
 pub mod page_block;
 pub mod peer_watch;
+pub mod peers;
 pub mod progress_thread;
 pub mod regions;
 pub mod seal;
-
-use crate::TransportError;
-
-/// What every fabric's `connect` checks first: it was not called before
-/// (`connected`), and it got one address per rank of the job.
-pub fn check_connect(
-    addresses: &[Vec<u8>],
-    size: u32,
-    connected: bool,
-) -> Result<(), TransportError> {
-    if connected {
-        return Err(TransportError::Invalid("connect called twice".into()));
-    }
-    if addresses.len() != size as usize {
-        return Err(TransportError::Invalid(format!(
-            "connect got {} addresses for a job of {size} ranks",
-            addresses.len()
-        )));
-    }
-    Ok(())
-}
+pub mod wire_tag;
 
 /// FNV-1a over the concatenation of `parts` (a checksum, not an
 /// authenticator).

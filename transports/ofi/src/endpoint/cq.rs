@@ -3,13 +3,14 @@
 //! buffer to the arrivals taker of `poll`); receive buffers are reposted; a write
 //! without delivery completion gets its fence read.
 
-use ovbench_core::{Arrivals, Completion, Ctx, OpKind, Placement, Rank, Tag, TransportError};
+use ovbench_core::{Arrivals, Completion, Ctx, OpKind, Placement, Rank, TransportError};
 
 use super::control::CTRL;
 use super::{Endpoint, Post, Req, EAVAIL};
 use crate::error::fi_str;
 use crate::fi::endpoint::CQ_BATCH;
-use crate::ops::{Fence, Kind, Op, SRC_HDR, TAG_SRC_SHIFT};
+use crate::ops::{Fence, Kind, Op, SRC_HDR};
+use ovbench_core::fabric::wire_tag;
 
 /// The arrivals taker of `poll` during one poll: how many messages it took, and
 /// the error that stopped it, kept until the CQ is drained so that the
@@ -181,12 +182,15 @@ impl Endpoint {
             Kind::Write | Kind::Fence => Completion::Write { ctx },
             Kind::Read => Completion::Read { ctx },
             Kind::TaggedSend => Completion::TaggedSend { ctx },
-            Kind::TaggedRecv => Completion::TaggedRecv {
-                ctx,
-                peer: (tag >> TAG_SRC_SHIFT) as Rank,
-                tag: tag as u32 as Tag,
-                len,
-            },
+            Kind::TaggedRecv => {
+                let (peer, tag) = wire_tag::split(tag);
+                Completion::TaggedRecv {
+                    ctx,
+                    peer,
+                    tag,
+                    len,
+                }
+            }
             Kind::WriteThenFence => {
                 let f = fence.expect("a fenced write carries its fence");
                 return self.post_fence(peer, ctx, f);

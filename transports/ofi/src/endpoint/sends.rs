@@ -7,7 +7,8 @@ use ovbench_core::{Ctx, LocalSlice, OpKind, Rank, Tag, TransportError};
 use ovbench_ofi_sys as sys;
 
 use super::{Call, Endpoint, Post, Req, EAGAIN};
-use crate::ops::{Kind, SRC_HDR, TAG_SRC_SHIFT};
+use crate::ops::{Kind, SRC_HDR};
+use ovbench_core::fabric::wire_tag;
 
 impl Endpoint {
     /// The engine's message: source rank and per-peer sequence, then
@@ -106,7 +107,7 @@ impl Endpoint {
                 )));
             }
         };
-        let utag = (u64::from(self.rank) << TAG_SRC_SHIFT) | u64::from(tag);
+        let utag = wire_tag::send_tag(self.rank, tag);
         if !sync && src.len <= self.fabric.attrs.inject_size && self.backlog.is_empty() {
             let rc = self.fabric.ep.tinject(self.mem.slice(src)?, dest, utag);
             if rc == 0 {

@@ -8,8 +8,9 @@ use ovbench_core::{Ctx, LocalSlice, OpKind, Rank, Tag, TransportError};
 
 use super::{UcxTransport, EAGER_BUF_SIZE};
 use crate::ffi::request::Posted;
-use crate::ops::{AM_HDR_LEN, AM_ID, MAX_SPARE_OPS, TAG_SRC_SHIFT};
+use crate::ops::{AM_HDR_LEN, AM_ID, MAX_SPARE_OPS};
 use crate::status;
+use ovbench_core::fabric::wire_tag;
 
 /// Largest message (AM header included) tried from the stack, sent only
 /// if UCX finishes it inside the call.
@@ -71,7 +72,7 @@ impl UcxTransport {
     ) -> Result<bool, TransportError> {
         let ep = self.ep(peer, OpKind::TaggedSend)?;
         let buf = self.mem.buf(src)?;
-        let utag = (u64::from(self.rank) << TAG_SRC_SHIFT) | u64::from(tag);
+        let utag = wire_tag::send_tag(self.rank, tag);
         let call = if sync {
             "ucp_tag_send_sync_nbx"
         } else {

@@ -8,11 +8,12 @@
 use std::time::{Duration, Instant};
 
 use ovbench_core::fabric::peer_watch::PeerWatch;
+use ovbench_core::fabric::wire_tag;
 use ovbench_core::{stop, Completion, LocalSlice, OpKind, Rank, Tag, TransportError, Waited};
 use ovbench_ucx_sys as sys;
 
 use super::UcxTransport;
-use crate::ops::{Shared, TAG_SRC_SHIFT};
+use crate::ops::Shared;
 use crate::status;
 
 /// Progress calls between two looks at the clock and the peers.
@@ -29,7 +30,7 @@ impl UcxTransport {
         timeout: Duration,
     ) -> Result<Waited, TransportError> {
         debug_assert!(self.thread.is_none(), "trecv_wait polls under a thread");
-        let (utag, mask) = self.recv_selector(src, tag)?;
+        let (utag, mask) = wire_tag::recv_selector(src, tag, self.size)?;
         let buf = self.mem.buf(dst)?;
         let shared = self.worker.shared();
         let (watch, gone) = (&mut self.watch, &mut self.gone);
@@ -71,8 +72,8 @@ impl UcxTransport {
             });
         }
         // The sender's rank travels in the tag: checked, not trusted.
-        let peer = got.sender_tag >> TAG_SRC_SHIFT;
-        if peer >= u64::from(self.size) || got.len > dst.len {
+        let (peer, tag) = wire_tag::split(got.sender_tag);
+        if peer >= self.size || got.len > dst.len {
             return Err(TransportError::Peer {
                 peer: src.unwrap_or(self.rank),
                 op: OpKind::TaggedRecv,
@@ -83,8 +84,8 @@ impl UcxTransport {
             });
         }
         Ok(Waited::Done {
-            peer: peer as Rank,
-            tag: got.sender_tag as u32 as Tag,
+            peer,
+            tag,
             len: got.len,
         })
     }
