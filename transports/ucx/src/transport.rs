@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use ovbench_core::{
     Arrivals, Caps, Completion, CompletionStamps, Ctx, Idle, LocalSlice, MrHandle, OpKind,
-    Progress, Rank, RegionId, Registered, RemoteKey, Rma, Tag, Tagged, Transport, TransportError,
-    TransportInfo, Waited,
+    Progress, Rank, RegionId, Registered, RemoteKey, Rma, Tagged, Transport, TransportError,
+    TransportInfo,
 };
 use ovbench_ucx_sys as sys;
 
@@ -24,12 +24,12 @@ use crate::settings::{self, Settings};
 use crate::status;
 use crate::UcxOptions;
 use ovbench_core::fabric::peer_watch::{self, PeerWatch};
-use ovbench_core::fabric::{peers, wire_tag};
+use ovbench_core::fabric::peers;
 
 mod lifecycle;
 mod poll;
 mod sends;
-mod wait;
+mod tagged;
 
 /// Largest two-sided message (ovbench header plus payload).
 pub const EAGER_BUF_SIZE: usize = 64 * 1024;
@@ -485,56 +485,6 @@ impl Transport for UcxTransport {
 
     fn tagged(&mut self) -> Option<&mut dyn Tagged> {
         Some(self)
-    }
-}
-
-impl Tagged for UcxTransport {
-    fn tsend(
-        &mut self,
-        peer: Rank,
-        tag: Tag,
-        src: LocalSlice,
-        sync: bool,
-        ctx: Ctx,
-    ) -> Result<ovbench_core::Posted, TransportError> {
-        Ok(if self.tag_send(peer, tag, src, sync, ctx)? {
-            ovbench_core::Posted::Done(None)
-        } else {
-            ovbench_core::Posted::Queued
-        })
-    }
-
-    /// Waits inside UCX ([`UcxTransport::recv_here`]); with a progress
-    /// thread, whose callbacks run on another thread, by posting and
-    /// polling.
-    fn trecv_wait(
-        &mut self,
-        src: Option<Rank>,
-        tag: Option<Tag>,
-        dst: LocalSlice,
-        timeout: Duration,
-    ) -> Result<Waited, TransportError> {
-        if self.thread.is_none() {
-            return self.recv_here(src, tag, dst, timeout);
-        }
-        let mut held = Vec::new();
-        let r = ovbench_core::trecv_wait_polling(self, &mut held, src, tag, dst, timeout);
-        self.done.splice(0..0, held);
-        r
-    }
-
-    fn trecv(
-        &mut self,
-        src: Option<Rank>,
-        tag: Option<Tag>,
-        dst: LocalSlice,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        let (utag, mask) = wire_tag::recv_selector(src, tag, self.size)?;
-        let buf = self.mem.buf(dst)?;
-        let op = self.op(ctx, src.unwrap_or(self.rank), OpKind::TaggedRecv, None);
-        let posted = self.worker.tag_recv(buf, utag, mask, op);
-        self.settle(posted, "ucp_tag_recv_nbx")
     }
 }
 

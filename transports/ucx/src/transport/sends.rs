@@ -1,16 +1,15 @@
-//! The two sends, ovbench's active message and UCX's tagged send, each
-//! saying whether UCX finished it inside the call: a short message over
-//! shared memory or tcp usually leaves at once, and its caller then needs
-//! no completion from the queue (`Posted::Done` from `Transport::post_send`
-//! and `Tagged::tsend`).
+//! ovbench's active-message send, saying whether UCX finished it inside
+//! the call: a short message over shared memory or tcp usually leaves at
+//! once, and its caller then needs no completion from the queue
+//! (`Posted::Done` from `Transport::post_send`; UCX's tagged send does
+//! the same in [`super::tagged`]).
 
-use ovbench_core::{Ctx, LocalSlice, OpKind, Rank, Tag, TransportError};
+use ovbench_core::{Ctx, LocalSlice, OpKind, Rank, TransportError};
 
 use super::{UcxTransport, EAGER_BUF_SIZE};
 use crate::ffi::request::Posted;
 use crate::ops::{AM_HDR_LEN, AM_ID, MAX_SPARE_OPS};
 use crate::status;
-use ovbench_core::fabric::wire_tag;
 
 /// Largest message (AM header included) tried from the stack, sent only
 /// if UCX finishes it inside the call.
@@ -60,37 +59,6 @@ impl UcxTransport {
         self.settle_inline(posted, "ucp_am_send_nbx")
     }
 
-    /// UCX's tagged send (`sync`: the synchronous one), the source rank in
-    /// the tag's upper half. True when UCX sent it inside the call.
-    pub(super) fn tag_send(
-        &mut self,
-        peer: Rank,
-        tag: Tag,
-        src: LocalSlice,
-        sync: bool,
-        ctx: Ctx,
-    ) -> Result<bool, TransportError> {
-        let ep = self.ep(peer, OpKind::TaggedSend)?;
-        let buf = self.mem.buf(src)?;
-        let utag = wire_tag::send_tag(self.rank, tag);
-        let call = if sync {
-            "ucp_tag_send_sync_nbx"
-        } else {
-            "ucp_tag_send_nbx"
-        };
-        // First without a request: done inside the call or refused.
-        if !sync
-            && self.eps[ep]
-                .tag_send_imm(buf, utag)
-                .map_err(|st| status::peer(peer, OpKind::TaggedSend, call, st))?
-        {
-            return Ok(true);
-        }
-        let op = self.op(ctx, peer, OpKind::TaggedSend, None);
-        let posted = self.eps[ep].tag_send(buf, utag, sync, op);
-        self.settle_inline(posted, call)
-    }
-
     /// The active message of [`am_send`](Self::am_send) from a stack
     /// buffer, only if UCX can send it inside the call
     /// (`FORCE_IMM_CMPL`): no staging buffer, operation box or callback,
@@ -119,7 +87,11 @@ impl UcxTransport {
     /// [`settle`](Self::settle) for a send whose inline completion the
     /// caller takes itself: true (and nothing queued) when UCX finished it
     /// inside the call, false when it is in flight, an error when it failed.
-    fn settle_inline(&mut self, posted: Posted, call: &str) -> Result<bool, TransportError> {
+    pub(super) fn settle_inline(
+        &mut self,
+        posted: Posted,
+        call: &str,
+    ) -> Result<bool, TransportError> {
         match posted {
             Posted::InFlight => Ok(false),
             Posted::Done(op) => {

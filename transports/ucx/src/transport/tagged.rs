@@ -1,4 +1,6 @@
-//! `Tagged::trecv_wait`: a blocking tagged receive that waits inside
+//! [`Tagged`] over UCX's tag matching, the source rank in the tag's
+//! upper half ([`wire_tag`]): `tsend` (the synchronous send for `sync`),
+//! `trecv`, and `trecv_wait`, a blocking tagged receive that waits inside
 //! the transport, as ucx_perftest's does (`Worker::tag_recv_wait`: its
 //! callback fills a slot on the waiting frame; no operation box, no
 //! completion queue, no poll round trip through the caller). Here: when
@@ -9,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use ovbench_core::fabric::peer_watch::PeerWatch;
 use ovbench_core::fabric::wire_tag;
-use ovbench_core::{stop, Completion, LocalSlice, OpKind, Rank, Tag, TransportError, Waited};
+use ovbench_core::{
+    stop, Completion, Ctx, LocalSlice, OpKind, Posted, Rank, Tag, Tagged, TransportError, Waited,
+};
 use ovbench_ucx_sys as sys;
 
 use super::UcxTransport;
@@ -19,17 +23,69 @@ use crate::status;
 /// Progress calls between two looks at the clock and the peers.
 const SPINS_PER_CHECK: u32 = 1024;
 
-impl UcxTransport {
-    /// The receive of `trecv_wait` (not with a progress thread, whose
-    /// callbacks would run on another thread than the waiting frame's).
-    pub(super) fn recv_here(
+impl Tagged for UcxTransport {
+    fn tsend(
+        &mut self,
+        peer: Rank,
+        tag: Tag,
+        src: LocalSlice,
+        sync: bool,
+        ctx: Ctx,
+    ) -> Result<Posted, TransportError> {
+        let ep = self.ep(peer, OpKind::TaggedSend)?;
+        let buf = self.mem.buf(src)?;
+        let utag = wire_tag::send_tag(self.rank, tag);
+        let call = if sync {
+            "ucp_tag_send_sync_nbx"
+        } else {
+            "ucp_tag_send_nbx"
+        };
+        // First without a request: done inside the call or refused.
+        if !sync
+            && self.eps[ep]
+                .tag_send_imm(buf, utag)
+                .map_err(|st| status::peer(peer, OpKind::TaggedSend, call, st))?
+        {
+            return Ok(Posted::Done(None));
+        }
+        let op = self.op(ctx, peer, OpKind::TaggedSend, None);
+        let posted = self.eps[ep].tag_send(buf, utag, sync, op);
+        Ok(if self.settle_inline(posted, call)? {
+            Posted::Done(None)
+        } else {
+            Posted::Queued
+        })
+    }
+
+    fn trecv(
+        &mut self,
+        src: Option<Rank>,
+        tag: Option<Tag>,
+        dst: LocalSlice,
+        ctx: Ctx,
+    ) -> Result<(), TransportError> {
+        let (utag, mask) = wire_tag::recv_selector(src, tag, self.size)?;
+        let buf = self.mem.buf(dst)?;
+        let op = self.op(ctx, src.unwrap_or(self.rank), OpKind::TaggedRecv, None);
+        let posted = self.worker.tag_recv(buf, utag, mask, op);
+        self.settle(posted, "ucp_tag_recv_nbx")
+    }
+
+    /// Waits inside UCX; with a progress thread, whose callbacks run on
+    /// another thread than the waiting frame's, by posting and polling.
+    fn trecv_wait(
         &mut self,
         src: Option<Rank>,
         tag: Option<Tag>,
         dst: LocalSlice,
         timeout: Duration,
     ) -> Result<Waited, TransportError> {
-        debug_assert!(self.thread.is_none(), "trecv_wait polls under a thread");
+        if self.thread.is_some() {
+            let mut held = Vec::new();
+            let r = ovbench_core::trecv_wait_polling(self, &mut held, src, tag, dst, timeout);
+            self.done.splice(0..0, held);
+            return r;
+        }
         let (utag, mask) = wire_tag::recv_selector(src, tag, self.size)?;
         let buf = self.mem.buf(dst)?;
         let shared = self.worker.shared();
