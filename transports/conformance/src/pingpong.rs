@@ -99,6 +99,12 @@ fn rank_loop(mut t: Box<dyn Transport>, iters: usize, native: bool) -> Vec<f64> 
     rtts
 }
 
+/// A bad command line: one line saying what to do, exit status 2.
+fn usage(what: &str) -> ! {
+    eprintln!("pingpong: {what}");
+    std::process::exit(2)
+}
+
 /// The example's whole run: arguments `[am|native] [tls] [iters]` from the
 /// command line (`tls` defaults to `default_tls`), two ranks from `open`
 /// (rank, tls), connected, ping-ponging; the line printed starts with
@@ -109,11 +115,14 @@ pub fn main(name: &str, default_tls: &str, open: impl Fn(Rank, &str) -> Box<dyn 
     let native = match mode.as_str() {
         "am" => false,
         "native" => true,
-        m => panic!("mode {m}: use am or native"),
+        m => usage(&format!("mode {m}: use am or native")),
     };
     let tls = args.next().unwrap_or_else(|| default_tls.into());
     let iters: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(20_000);
     let mut ts: Vec<Box<dyn Transport>> = (0..2).map(|r| open(r, &tls)).collect();
+    if native && ts[0].tagged().is_none() {
+        usage(&format!("{name} has no tagged protocol: use mode am"));
+    }
     connect_all(&mut ts).expect("connect");
     let t1 = ts.pop().expect("two");
     let t0 = ts.pop().expect("two");

@@ -12,7 +12,10 @@ use ovbench_tcp::{TcpOptions, TcpTransport};
 fn main() {
     ovbench_conformance::pingpong::main("tcp", "poll", |r, progress| {
         let opts = TcpOptions {
-            progress: progress.parse().expect("poll or thread"),
+            progress: progress.parse().unwrap_or_else(|e| {
+                eprintln!("pingpong: {e}");
+                std::process::exit(2)
+            }),
             ..TcpOptions::default()
         };
         Box::new(TcpTransport::new(r, 2, opts).expect("listen")) as Box<dyn Transport>
