@@ -53,7 +53,7 @@ mod secret;
 mod service;
 pub mod signals;
 mod spawn;
-mod wire;
+pub mod wire;
 
 pub use client::Bootstrap;
 pub use pinning::{
