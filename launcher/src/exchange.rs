@@ -102,6 +102,21 @@ fn join_from(
             tried.join("; ")
         );
     }
+    if env.bootstrap.is_empty() {
+        // Why the service's address could not be derived, and what to set.
+        let why = crate::role::bootstrap_address(var, env.size, env.local_size)
+            .err()
+            .map_or_else(|| "no bootstrap address".to_string(), |e| e.to_string());
+        let alt = if tried.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", tried.join("; "))
+        };
+        bail!(
+            "rank {}: the job offers no PMIx or PMI-2 service{alt}, and {why}",
+            env.rank
+        );
+    }
     for t in &tried {
         eprintln!(
             "ovbench: rank {}: {t}; using the bootstrap service instead",

@@ -249,6 +249,7 @@ pub fn launch_ssh(hosts: &[String], args: &[OsString], opts: &LaunchOptions) -> 
         );
         let mut cmd = ssh_to(host);
         cmd.arg(remote);
+        crate::signals::die_with_launcher(&mut cmd);
         cmds.push(RankCommand {
             rank: rank as u32,
             cmd,
