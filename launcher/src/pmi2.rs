@@ -251,7 +251,14 @@ impl Pmi2 {
         if !reply.contains("cmd=response_to_init") || !reply.contains("rc=0") {
             bail!("the PMI server refused PMI-2 init: {reply:?}");
         }
-        let r = p.call("fullinit", &[("pmirank", &pmi_rank.to_string())])?;
+        // Slurm's server also wants the job id it gave (PMI_JOBID).
+        let rank_s = pmi_rank.to_string();
+        let jobid = var("PMI_JOBID");
+        let mut args = vec![("pmirank", rank_s.as_str()), ("threaded", "FALSE")];
+        if let Some(j) = &jobid {
+            args.push(("pmijobid", j.as_str()));
+        }
+        let r = p.call("fullinit", &args)?;
         let num = |k: &str| -> Result<u32> {
             field(&r, k)
                 .and_then(|v| v.parse().ok())

@@ -314,13 +314,6 @@ fn external_rank(var: &dyn Fn(&str) -> Option<String>) -> Result<Option<RankEnv>
             "OMPI_COMM_WORLD_LOCAL_RANK",
             "OMPI_COMM_WORLD_LOCAL_SIZE",
         ),
-        (
-            JobSource::Pmi,
-            "PMI_RANK",
-            "PMI_SIZE",
-            "MPI_LOCALRANKID",
-            "MPI_LOCALNRANKS",
-        ),
         // srun sets SLURM_STEP_ID; a batch script (no step) must launch locally.
         (
             JobSource::Slurm,
@@ -328,6 +321,13 @@ fn external_rank(var: &dyn Fn(&str) -> Option<String>) -> Result<Option<RankEnv>
             "SLURM_NTASKS",
             "SLURM_LOCALID",
             "",
+        ),
+        (
+            JobSource::Pmi,
+            "PMI_RANK",
+            "PMI_SIZE",
+            "MPI_LOCALRANKID",
+            "MPI_LOCALNRANKS",
         ),
         (JobSource::Pmix, "PMIX_RANK", "PMIX_SIZE", "", ""),
     ];
