@@ -10,6 +10,10 @@
 //!
 //! Needs slurmctld, slurmd, slurm-client and munge (ci/deps).
 
+// Run by ci/test's cluster stage, which builds with pmix (the tool-tests
+// stage, without it, leaves them out rather than run them twice).
+#![cfg(feature = "pmix")]
+
 mod cluster;
 
 use std::path::{Path, PathBuf};

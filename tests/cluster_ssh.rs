@@ -8,6 +8,10 @@
 //!
 //! Needs root, iproute2, openssh-server and openssh-client (ci/deps).
 
+// Run by ci/test's cluster stage, which builds with pmix (the tool-tests
+// stage, without it, leaves them out rather than run them twice).
+#![cfg(feature = "pmix")]
+
 mod cluster;
 
 use std::net::{SocketAddr, TcpStream};
