@@ -202,8 +202,10 @@ impl Drop for Net {
             }
         }
         let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
+        // Usually gone with the namespace (its peer went with it).
         let _ = Command::new("ip")
             .args(["link", "del", &self.veth])
+            .stderr(Stdio::null())
             .status();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
