@@ -27,25 +27,26 @@ pub trait Control {
     fn collect(&mut self) -> Result<Option<Vec<Vec<u8>>>>;
 }
 
-/// The control channel over the launcher's bootstrap service.
+/// The control channel over the job's exchange: the launcher's bootstrap
+/// service, or the PMIx / PMI-2 service of mpirun and srun.
 #[derive(Debug)]
 pub struct BootstrapControl {
-    boot: ovbench_launcher::Bootstrap,
+    boot: Box<dyn ovbench_launcher::Exchange>,
     pending: Option<Vec<u8>>,
 }
 
 impl BootstrapControl {
-    pub fn new(boot: ovbench_launcher::Bootstrap) -> BootstrapControl {
+    pub fn new(boot: Box<dyn ovbench_launcher::Exchange>) -> BootstrapControl {
         BootstrapControl {
             boot,
             pending: None,
         }
     }
-    /// The bootstrap client (for the address exchange and the goodbye).
-    pub fn bootstrap(&mut self) -> &mut ovbench_launcher::Bootstrap {
-        &mut self.boot
+    /// The exchange (for the address exchange and the goodbye).
+    pub fn bootstrap(&mut self) -> &mut dyn ovbench_launcher::Exchange {
+        self.boot.as_mut()
     }
-    pub fn into_inner(self) -> ovbench_launcher::Bootstrap {
+    pub fn into_inner(self) -> Box<dyn ovbench_launcher::Exchange> {
         self.boot
     }
 }
@@ -66,7 +67,8 @@ impl Control for BootstrapControl {
             .pending
             .take()
             .ok_or_else(|| anyhow!("control channel: collect without a deposit"))?;
-        self.boot.gather_to_root(&mine, 0)
+        let all = self.boot.allgather(&mine)?;
+        Ok((self.boot.rank() == 0).then_some(all))
     }
 }
 

@@ -117,7 +117,15 @@ impl FromStr for Sizes {
 /// MIN, then every power of two above MIN up to MAX.
 fn pow2_range(lo: usize, hi: usize) -> Vec<usize> {
     let mut v = vec![lo];
-    let mut p = if lo == 0 { 1 } else { lo.next_power_of_two() };
+    // No power of two above MIN fits a usize: MIN alone (found by the
+    // `parsers` fuzz target: next_power_of_two overflowed).
+    let Some(mut p) = (if lo == 0 {
+        Some(1)
+    } else {
+        lo.checked_next_power_of_two()
+    }) else {
+        return v;
+    };
     if p == lo {
         p = p.saturating_mul(2);
     }
@@ -167,7 +175,11 @@ impl FromStr for Seconds {
         if !secs.is_finite() || secs <= 0.0 {
             return Err(format!("bad duration `{s}`: it must be positive"));
         }
-        Ok(Seconds(Duration::from_secs_f64(secs)))
+        // A duration past Duration's range (~584 billion years) is an
+        // error, not a panic (found by the `parsers` fuzz target).
+        Duration::try_from_secs_f64(secs).map(Seconds).map_err(|_| {
+            format!("bad duration `{s}`: too long (at most a few centuries make sense)")
+        })
     }
 }
 
@@ -230,6 +242,10 @@ mod tests {
             assert_eq!(format_bytes(parse_bytes(s).unwrap()), s);
         }
         assert_eq!(sizes("8,1K").len(), 2);
+        assert_eq!(
+            sizes("14347467590662984589:14347467590662984589"),
+            [14347467590662984589]
+        );
         assert_eq!("8,1K,1M".parse::<Sizes>().unwrap().to_string(), "8,1K,1M");
     }
 
@@ -246,5 +262,9 @@ mod tests {
             .parse::<Seconds>()
             .unwrap_err()
             .contains("5 parsecs"));
+        assert!("922222222222222222222222222222222222222"
+            .parse::<Seconds>()
+            .unwrap_err()
+            .contains("too long"));
     }
 }

@@ -77,6 +77,17 @@ fn libfabric_calls_its_library_only_from_its_ffi_modules() {
 }
 
 #[test]
+fn the_launcher_calls_pmix_only_from_its_client_module() {
+    // signals.rs: sigaction and pre-exec hooks; pmix/client.rs: libpmix.
+    // The PMI-2 wire protocol (pmi2.rs) is plain safe Rust.
+    let offenders = unsafe_outside("launcher", &["pmix/client.rs", "signals.rs"]);
+    assert!(
+        offenders.is_empty(),
+        "outside src/pmix/client.rs and src/signals.rs these name `unsafe`; keep FFI in those: {offenders:?}"
+    );
+}
+
+#[test]
 fn the_word_match_is_whole_words_only() {
     assert!(names_word("x unsafe {", "unsafe"));
     assert!(names_word("`unsafe`", "unsafe"));

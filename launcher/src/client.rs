@@ -130,6 +130,11 @@ impl Bootstrap {
         }
     }
 
+    /// The service's address this client is connected to.
+    pub fn service_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// This rank's number, 0-based.
     pub fn rank(&self) -> u32 {
         self.rank
@@ -363,6 +368,7 @@ mod tests {
             hosts_service: true,
             launcher_oversubscribed: false,
             stderr_tty: None,
+            launcher_binding: None,
         }
     }
 

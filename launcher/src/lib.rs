@@ -46,20 +46,29 @@
 
 pub mod capacity;
 mod client;
+pub mod exchange;
 mod output;
 mod pinning;
+mod pmi2;
+mod pmix;
+mod remote;
 pub mod role;
+pub mod route;
 mod secret;
 mod service;
 pub mod signals;
 mod spawn;
-mod wire;
+pub mod ssh;
+pub mod wire;
 
 pub use client::Bootstrap;
+pub use exchange::{join, BootstrapUse, Exchange, ExchangeKind};
 pub use pinning::{
     current_cpus, parse_cpu_list, pin_self, plan_pinning, smt_siblings, Affinity, PinPlan,
 };
-pub use role::{detect, detect_from, JobSource, RankEnv, Role};
+pub use role::{
+    detect, detect_choice, detect_from, detect_with, JobSource, LauncherChoice, RankEnv, Role,
+};
 pub use secret::generate as generate_secret;
 pub use service::Service;
 pub use spawn::{describe, launch_local, LaunchOptions, EXIT_TIMEOUT};

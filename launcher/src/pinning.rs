@@ -96,6 +96,27 @@ pub fn current_cpus() -> Result<Vec<usize>> {
     Ok(cpus)
 }
 
+/// The CPUs this process's job may use on this host: its cgroup's
+/// effective cpuset where readable, else every online CPU.
+pub fn online_cpus() -> Option<Vec<usize>> {
+    let cgroup = fs::read_to_string("/proc/self/cgroup").ok().and_then(|c| {
+        let path = c.lines().find_map(|l| l.strip_prefix("0::"))?.to_string();
+        fs::read_to_string(format!("/sys/fs/cgroup{path}/cpuset.cpus.effective")).ok()
+    });
+    cgroup
+        .or_else(|| fs::read_to_string("/sys/devices/system/cpu/online").ok())
+        .and_then(|s| parse_cpu_list(&s))
+        .filter(|l| !l.is_empty())
+}
+
+/// The CPUs a launcher (srun --cpu-bind, mpirun --bind-to) bound this
+/// process to: its affinity when narrower than [`online_cpus`].
+pub fn launcher_binding() -> Option<Vec<usize>> {
+    let mine = current_cpus().ok()?;
+    let all = online_cpus()?;
+    (mine.len() < all.len()).then_some(mine)
+}
+
 /// `cpu`'s SMT siblings (itself included) from sysfs; just `cpu` if unknown.
 pub fn smt_siblings(cpu: usize) -> Vec<usize> {
     let path = format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list");

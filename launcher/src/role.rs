@@ -87,6 +87,9 @@ pub struct RankEnv {
     /// Whether stderr ends on a terminal, when the launcher says (a
     /// spawned rank's stderr is a pipe through the launcher).
     pub stderr_tty: Option<bool>,
+    /// The CPUs srun/mpirun bound this rank to, when they bound it to
+    /// fewer than the host has: kept as it is, never pinned again.
+    pub launcher_binding: Option<Vec<usize>>,
 }
 
 impl std::fmt::Debug for RankEnv {
@@ -104,6 +107,7 @@ impl std::fmt::Debug for RankEnv {
             .field("hosts_service", &self.hosts_service)
             .field("launcher_oversubscribed", &self.launcher_oversubscribed)
             .field("stderr_tty", &self.stderr_tty)
+            .field("launcher_binding", &self.launcher_binding)
             .finish()
     }
 }
@@ -117,15 +121,47 @@ impl RankEnv {
 
     /// Whether ranks plus progress threads on this host outnumber its
     /// cores, so waits must yield or block instead of spinning.
+    ///
+    /// Under srun/mpirun: the ranks the launcher put on this host against
+    /// its CPUs, and this rank's threads against the CPUs the launcher
+    /// bound it to.
     pub fn oversubscribed(&self, progress_threads_per_rank: u32) -> bool {
+        let threads = 1 + u64::from(progress_threads_per_rank);
         self.launcher_oversubscribed
             || match (self.local_size, self.ncpus) {
-                (Some(n), Some(cpus)) => {
-                    u64::from(n) * (1 + u64::from(progress_threads_per_rank)) > u64::from(cpus)
-                }
+                (Some(n), Some(cpus)) => u64::from(n) * threads > u64::from(cpus),
                 _ => false,
             }
+            || self
+                .launcher_binding
+                .as_ref()
+                .is_some_and(|b| threads > b.len() as u64)
     }
+
+    /// Which launcher started this rank, in words.
+    pub fn launcher_name(&self) -> &'static str {
+        match self.source {
+            JobSource::Launcher => "ovbench",
+            JobSource::Slurm => "srun",
+            JobSource::OpenMpi => "mpirun (Open MPI)",
+            JobSource::Pmi => "a PMI launcher (srun --mpi=pmi2, MPICH's mpiexec)",
+            JobSource::Pmix => "a PMIx launcher",
+        }
+    }
+}
+
+/// `--launcher`: how ovbench decides whether it is a rank or starts them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum LauncherChoice {
+    /// A rank when srun/mpirun say so, else start the ranks.
+    #[default]
+    Auto,
+    /// Start the ranks on this host, whatever the environment says.
+    Local,
+    /// Must be a rank of srun/mpirun; an error otherwise.
+    Env,
+    /// Start the ranks on `--hosts` over ssh.
+    Ssh,
 }
 
 /// Decides the role from the environment. `np_flag` is `--np` if given.
@@ -133,13 +169,24 @@ impl RankEnv {
 /// A rank spawned by the launcher also asks the kernel to kill it when
 /// the launcher dies, so no rank can outlive the `ovbench` the user ran.
 pub fn detect(np_flag: Option<u32>) -> Result<Role> {
-    detect_from(&|k| env::var(k).ok(), np_flag).and_then(|role| {
-        if let Role::Rank(RankEnv {
-            source: JobSource::Launcher,
-            ..
-        }) = role
+    detect_with(LauncherChoice::Auto, np_flag)
+}
+
+/// [`detect`] under a `--launcher` choice.
+pub fn detect_with(choice: LauncherChoice, np_flag: Option<u32>) -> Result<Role> {
+    detect_choice(&|k| env::var(k).ok(), choice, np_flag).and_then(|role| {
+        let mut role = role;
+        if let Role::Rank(
+            env @ RankEnv {
+                source: JobSource::Launcher,
+                ..
+            },
+        ) = &mut role
         {
             tie_to_launcher()?;
+            if env::var("OVBENCH_SECRET_STDIN").is_ok_and(|v| v == "1") {
+                env.secret = crate::remote::secret_from_stdin(env.rank)?;
+            }
         }
         Ok(role)
     })
@@ -162,11 +209,26 @@ fn tie_to_launcher() -> Result<()> {
 
 /// [`detect`] over any variable lookup (tests pass a map).
 pub fn detect_from(var: &dyn Fn(&str) -> Option<String>, np_flag: Option<u32>) -> Result<Role> {
+    detect_choice(var, LauncherChoice::Auto, np_flag)
+}
+
+/// [`detect_with`] over any variable lookup.
+pub fn detect_choice(
+    var: &dyn Fn(&str) -> Option<String>,
+    choice: LauncherChoice,
+    np_flag: Option<u32>,
+) -> Result<Role> {
+    // A rank ovbench started itself carries the user's --launcher too.
     if var("OVBENCH_RANK").is_some() {
         return spawned_rank(var).map(Role::Rank);
     }
-    if let Some(env) = external_rank(var)? {
-        return Ok(Role::Rank(env));
+    if matches!(choice, LauncherChoice::Auto | LauncherChoice::Env) {
+        if let Some(env) = external_rank(var)? {
+            return Ok(Role::Rank(env));
+        }
+    }
+    if choice == LauncherChoice::Env {
+        bail!("--launcher env: this process is no rank of a job (none of OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK with PMIX_SIZE, or SLURM_STEP_ID of a job step with SLURM_NTASKS above 1 is set): start ovbench with mpirun or srun, or use --launcher auto");
     }
     let np = np_flag.unwrap_or(2);
     if np == 0 {
@@ -204,21 +266,40 @@ fn spawned_rank(var: &dyn Fn(&str) -> Option<String>) -> Result<RankEnv> {
     let bootstrap = var("OVBENCH_BOOTSTRAP").context(
         "OVBENCH_RANK is set but OVBENCH_BOOTSTRAP is not; unset OVBENCH_RANK to launch",
     )?;
-    let secret = var("OVBENCH_SECRET")
-        .context("OVBENCH_RANK is set but OVBENCH_SECRET is not; unset OVBENCH_RANK to launch")?;
+    // An ssh-started rank reads the secret from its stdin (in `detect`).
+    let secret = match var("OVBENCH_SECRET") {
+        Some(s) => s,
+        None if var("OVBENCH_SECRET_STDIN").is_some_and(|v| v == "1") => String::new(),
+        None => {
+            bail!("OVBENCH_RANK is set but OVBENCH_SECRET is not; unset OVBENCH_RANK to launch")
+        }
+    };
+    let local_rank: u32 = num(var, "OVBENCH_LOCAL_RANK")?.unwrap_or(rank);
+    let local_size: u32 = num(var, "OVBENCH_LOCAL_SIZE")?.unwrap_or(size);
+    let (mut cpu, mut ncpus) = (num(var, "OVBENCH_CPU")?, num(var, "OVBENCH_NCPUS")?);
+    // ssh launch: the rank plans its core among its host's ranks itself.
+    if cpu.is_none()
+        && var("OVBENCH_PIN_LOCAL").is_some_and(|v| v == "1")
+        && local_rank < local_size
+    {
+        let plan = crate::pinning::plan_pinning(local_size);
+        cpu = plan.cpus.get(local_rank as usize).copied();
+        ncpus = Some(plan.available.len() as u32);
+    }
     Ok(RankEnv {
         rank,
         size,
-        local_rank: num(var, "OVBENCH_LOCAL_RANK")?.unwrap_or(rank),
-        local_size: Some(num(var, "OVBENCH_LOCAL_SIZE")?.unwrap_or(size)),
+        local_rank,
+        local_size: Some(local_size),
         bootstrap,
         secret,
-        cpu: num(var, "OVBENCH_CPU")?,
-        ncpus: num(var, "OVBENCH_NCPUS")?,
+        cpu,
+        ncpus,
         source: JobSource::Launcher,
         hosts_service: false,
         launcher_oversubscribed: var("OVBENCH_OVERSUBSCRIBED").is_some_and(|v| v == "1"),
         stderr_tty: var("OVBENCH_STDERR_TTY").map(|v| v == "1"),
+        launcher_binding: None,
     })
 }
 
@@ -233,13 +314,6 @@ fn external_rank(var: &dyn Fn(&str) -> Option<String>) -> Result<Option<RankEnv>
             "OMPI_COMM_WORLD_LOCAL_RANK",
             "OMPI_COMM_WORLD_LOCAL_SIZE",
         ),
-        (
-            JobSource::Pmi,
-            "PMI_RANK",
-            "PMI_SIZE",
-            "MPI_LOCALRANKID",
-            "MPI_LOCALNRANKS",
-        ),
         // srun sets SLURM_STEP_ID; a batch script (no step) must launch locally.
         (
             JobSource::Slurm,
@@ -248,13 +322,20 @@ fn external_rank(var: &dyn Fn(&str) -> Option<String>) -> Result<Option<RankEnv>
             "SLURM_LOCALID",
             "",
         ),
+        (
+            JobSource::Pmi,
+            "PMI_RANK",
+            "PMI_SIZE",
+            "MPI_LOCALRANKID",
+            "MPI_LOCALNRANKS",
+        ),
         (JobSource::Pmix, "PMIX_RANK", "PMIX_SIZE", "", ""),
     ];
     for (source, rv, sv, lrv, lsv) in kinds {
         let Some(rank) = num::<u32>(var, rv)? else {
             continue;
         };
-        if source == JobSource::Slurm && var("SLURM_STEP_ID").is_none() {
+        if source == JobSource::Slurm && !is_job_step(var("SLURM_STEP_ID").as_deref()) {
             continue;
         }
         let size = match num::<u32>(var, sv)? {
@@ -276,8 +357,14 @@ fn external_rank(var: &dyn Fn(&str) -> Option<String>) -> Result<Option<RankEnv>
             && source == JobSource::Slurm;
         if one_node {
             local_size = Some(size);
+        } else if source == JobSource::Slurm && local_size.is_none() {
+            local_size = var("SLURM_STEP_TASKS_PER_NODE")
+                .zip(num::<usize>(var, "SLURM_NODEID")?)
+                .and_then(|(list, node)| tasks_on_node(&list, node));
         }
-        let bootstrap = bootstrap_address(var, size, local_size)?;
+        // Needed only when the job offers neither PMIx nor PMI-2; the
+        // exchange says what is missing then (exchange::join).
+        let bootstrap = bootstrap_address(var, size, local_size).unwrap_or_default();
         let secret = match var("OVBENCH_SECRET") {
             Some(s) => s,
             None => format!(
@@ -293,14 +380,43 @@ fn external_rank(var: &dyn Fn(&str) -> Option<String>) -> Result<Option<RankEnv>
             bootstrap,
             secret,
             cpu: None,
-            ncpus: None,
+            ncpus: crate::pinning::online_cpus().map(|c| c.len() as u32),
             source,
             hosts_service: rank == 0,
             launcher_oversubscribed: false,
             stderr_tty: None,
+            launcher_binding: crate::pinning::launcher_binding(),
         }));
     }
     Ok(None)
+}
+
+/// Whether `SLURM_STEP_ID` names a job step srun started, not the batch
+/// script (`batch`, 4294967294), the extern step (`extern`, 4294967295)
+/// or an interactive allocation shell (4294967291, 4294967293): an
+/// ovbench started in those launches its ranks itself.
+fn is_job_step(step: Option<&str>) -> bool {
+    match step.map(str::trim) {
+        None | Some("batch" | "extern" | "interactive") => false,
+        Some(s) => s.parse::<u64>().is_ok_and(|n| n < 0xFFFF_FFF0),
+    }
+}
+
+/// The task count of node `node` in Slurm's `2(x3),1` notation.
+pub fn tasks_on_node(list: &str, node: usize) -> Option<u32> {
+    let mut seen = 0usize;
+    for item in list.split(',') {
+        let (count, repeat) = match item.split_once("(x") {
+            Some((c, r)) => (c, r.strip_suffix(')')?.parse::<usize>().ok()?),
+            None => (item, 1),
+        };
+        let count: u32 = count.trim().parse().ok()?;
+        if node < seen + repeat {
+            return Some(count);
+        }
+        seen += repeat;
+    }
+    None
 }
 
 /// The job's identity, from whichever system started it.
@@ -319,7 +435,7 @@ fn job_id(var: &dyn Fn(&str) -> Option<String>) -> Option<String> {
     .find_map(|k| var(k).map(|v| format!("{k}:{v}")))
 }
 
-fn bootstrap_address(
+pub(crate) fn bootstrap_address(
     var: &dyn Fn(&str) -> Option<String>,
     size: u32,
     local_size: Option<u32>,
@@ -485,7 +601,17 @@ mod tests {
             ("MPI_LOCALNRANKS", "2"),
             ("PMI_KVSNAME", "kvs_1"),
         ];
-        let e = role(&remote, None).unwrap_err().to_string();
+        let Role::Rank(env) = role(&remote, None).unwrap() else {
+            panic!("not a rank")
+        };
+        assert_eq!(env.bootstrap, "", "no bootstrap address to guess");
+        let m: HashMap<String, String> = remote
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let e = bootstrap_address(&|k| m.get(k).cloned(), 4, Some(2))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("OVBENCH_BOOTSTRAP_HOST"), "{e}");
         let mut named = remote.to_vec();
         named.push(("OVBENCH_BOOTSTRAP_HOST", "head"));

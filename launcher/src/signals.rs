@@ -123,3 +123,14 @@ pub(crate) fn unblock_all_in_child(cmd: &mut std::process::Command) {
         });
     }
 }
+
+/// Makes the child get SIGTERM when the launcher dies (even by SIGKILL),
+/// so an ssh client never keeps a remote rank alive after its launcher.
+pub(crate) fn die_with_launcher(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child before exec and only
+    // calls prctl, a system call and so async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(io::Error::from));
+    }
+}

@@ -10,7 +10,7 @@
 //! only the SIGKILL after the grace period stopped them.
 
 use std::ffi::OsString;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -86,11 +86,7 @@ pub fn launch_local(np: u32, args: &[OsString], opts: &LaunchOptions) -> Result<
         }
     };
     // Block before any thread starts so every thread inherits the mask.
-    let mask = watched_signals();
-    let _restore = MaskGuard(mask.thread_swap_mask(SigmaskHow::SIG_BLOCK)?);
-    let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
-        .context("signalfd")?;
-
+    let signals = JobSignals::block()?;
     let secret = crate::secret::generate()?;
     // Every rank is on this host: the service listens on loopback only.
     let service = Service::start(([127, 0, 0, 1], 0).into(), np, secret.as_bytes())?;
@@ -104,11 +100,7 @@ pub fn launch_local(np: u32, args: &[OsString], opts: &LaunchOptions) -> Result<
 
     // The ranks' stderr is a pipe to us; tell them what it ends up on.
     let stderr_tty = std::io::stderr().is_terminal();
-    let mut ranks = Ranks {
-        live: Vec::new(),
-        forwarders: Vec::new(),
-        on_killed: opts.on_killed,
-    };
+    let mut cmds = Vec::new();
     for rank in 0..np {
         let mut cmd = Command::new(&program);
         cmd.args(args)
@@ -129,14 +121,81 @@ pub fn launch_local(np: u32, args: &[OsString], opts: &LaunchOptions) -> Result<
         if opts.pin {
             cmd.env("OVBENCH_CPU", plan.cpus[rank as usize].to_string());
         }
+        cmds.push(RankCommand {
+            rank,
+            cmd,
+            what: program.display().to_string(),
+            stdin: None,
+        });
+    }
+    run_ranks(&signals, cmds, &service, opts)
+}
+
+/// One rank to start: its command, and what to write on its stdin
+/// (kept open afterwards, so the rank can tell when the launcher goes).
+pub(crate) struct RankCommand {
+    pub rank: u32,
+    pub cmd: Command,
+    /// Named in the error when the command cannot start.
+    pub what: String,
+    pub stdin: Option<Vec<u8>>,
+}
+
+/// The launcher's signal mask and the signalfd it reads them from; made
+/// before any thread starts, so every thread inherits the mask.
+pub(crate) struct JobSignals {
+    sfd: SignalFd,
+    _restore: MaskGuard,
+}
+
+impl JobSignals {
+    pub(crate) fn block() -> Result<JobSignals> {
+        let mask = watched_signals();
+        let restore = MaskGuard(mask.thread_swap_mask(SigmaskHow::SIG_BLOCK)?);
+        let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+            .context("signalfd")?;
+        Ok(JobSignals {
+            sfd,
+            _restore: restore,
+        })
+    }
+}
+
+/// Starts every rank of `cmds`, forwards their output, watches them and
+/// tears them all down; the job's exit code (see [`launch_local`]).
+pub(crate) fn run_ranks(
+    signals: &JobSignals,
+    cmds: Vec<RankCommand>,
+    service: &Service,
+    opts: &LaunchOptions,
+) -> Result<i32> {
+    let mut ranks = Ranks {
+        live: Vec::new(),
+        forwarders: Vec::new(),
+        on_killed: opts.on_killed,
+    };
+    for RankCommand {
+        rank,
+        mut cmd,
+        what,
+        stdin,
+    } in cmds
+    {
         crate::signals::unblock_all_in_child(&mut cmd);
         cmd.stderr(Stdio::piped());
         if rank > 0 {
             cmd.stdout(Stdio::piped());
         }
+        if stdin.is_some() {
+            cmd.stdin(Stdio::piped());
+        }
         let mut child = cmd
             .spawn()
-            .with_context(|| format!("cannot start rank {rank} ({})", program.display()))?;
+            .with_context(|| format!("cannot start rank {rank} ({what})"))?;
+        if let (Some(bytes), Some(pipe)) = (&stdin, child.stdin.as_mut()) {
+            // A rank that died at once is seen by the monitor below.
+            let _ = pipe.write_all(bytes).and_then(|()| pipe.flush());
+        }
         let label = if rank == 0 {
             String::new()
         } else {
@@ -152,7 +211,7 @@ pub fn launch_local(np: u32, args: &[OsString], opts: &LaunchOptions) -> Result<
         }
         ranks.live.push(Some((rank, child)));
     }
-    let code = monitor(&mut ranks, &sfd, &service, opts);
+    let code = monitor(&mut ranks, &signals.sfd, service, opts);
     ranks.teardown(opts.grace);
     drain(
         std::mem::take(&mut ranks.forwarders),

@@ -10,6 +10,7 @@ use ovbench_core::Progress;
 use crate::sizes::{ByteSize, Seconds};
 
 pub use super::fabric_args::FabricArgs;
+pub use super::launch_args::LaunchArgs;
 
 /// Which fabric carries the traffic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
@@ -102,7 +103,7 @@ pub struct CommonArgs {
     /// Fabric to use (verbs, ucx and ofi need their cargo feature).
     #[arg(long, global = true, value_enum, default_value_t = TransportKind::Tcp, help_heading = "Transport")]
     pub transport: TransportKind,
-    /// Number of ranks to start on this host (ignored under mpirun/srun);
+    /// Number of ranks to start on this host (an error under mpirun/srun, which set it);
     /// default 2, 4 for bcast. Under --transport sim, bcast takes a list
     /// (4,8,16) and runs once per count.
     #[arg(long, global = true, value_name = "N", value_parser = parse_np, help_heading = "Transport")]
@@ -149,6 +150,9 @@ pub struct CommonArgs {
     /// The verbs, UCX and libfabric options (src/cli/fabric_args.rs).
     #[command(flatten)]
     pub fabric: FabricArgs,
+    /// --launcher, --hosts, --hostfile, --bootstrap (src/cli/launch_args.rs).
+    #[command(flatten)]
+    pub launch: LaunchArgs,
 }
 
 /// `--np`: one rank count, or a comma-separated list of them.

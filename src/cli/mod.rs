@@ -5,6 +5,7 @@
 
 pub mod common;
 pub mod fabric_args;
+pub mod launch_args;
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -23,7 +24,7 @@ use crate::methods::MethodCommand;
     name = "ovbench",
     version,
     about,
-    after_help = "Sizes: bytes with K/M/G/T suffixes (K = 1024); MIN:MAX is MIN then powers of two up to MAX; lists like 8,1K,1M.\nTables show µs and MB/s (10^6 B/s); JSON uses ns and bytes_per_sec.\nExamples:\n  ovbench latency --sizes 0:64K --verify\n  ovbench bw --proto rdma-read --json bw.json\n  ovbench overhead --transport sim --sim L=1us,os=300ns"
+    after_help = "Sizes: bytes with K/M/G/T suffixes (K = 1024); MIN:MAX is MIN then powers of two up to MAX; lists like 8,1K,1M.\nTables show µs and MB/s (10^6 B/s); JSON uses ns and bytes_per_sec.\nExamples:\n  ovbench latency --sizes 0:64K --verify\n  ovbench bw --proto rdma-read --json bw.json\n  ovbench overhead --transport sim --sim L=1us,os=300ns\n  mpirun -np 2 ovbench latency --transport ucx     # ranks of mpirun, addresses through PMIx\n  srun -n 4 ovbench bcast                          # ranks of a Slurm step\n  ovbench latency --hosts node1,node2 --verify     # one rank per host over ssh\n  ovbench bcast --hostfile hosts.txt               # HOST [slots=N] per line"
 )]
 pub struct Cli {
     #[command(flatten)]

@@ -11,6 +11,8 @@
 mod comm;
 mod command;
 pub mod features;
+pub mod job;
+mod launch_report;
 mod rank;
 #[cfg(feature = "sim")]
 mod sim;
@@ -19,7 +21,7 @@ use std::ffi::OsString;
 
 use anyhow::{bail, Result};
 use ovbench_core::{Communicator, Progress};
-use ovbench_launcher::{LaunchOptions, Role};
+use ovbench_launcher::LaunchOptions;
 use serde_json::Value;
 
 pub use command::execute;
@@ -75,13 +77,24 @@ pub fn run(cli: &Cli) -> Result<i32> {
         }
         return sim::run(cli).map(|()| 0);
     }
-    match ovbench_launcher::detect(Some(cli.np()))? {
-        Role::Launcher { np } => {
+    match job::decide(cli).map_err(usage)? {
+        job::Start::Local(np) => {
             preflight(cli, np).map_err(usage)?;
             ovbench_launcher::capacity::check_local(np).map_err(|e| usage(anyhow::anyhow!(e)))?;
             launch(cli, np)
         }
-        Role::Rank(env) => rank::run(env, cli).map(|()| 0),
+        job::Start::Ssh(hosts) => {
+            preflight(cli, hosts.len() as u32).map_err(usage)?;
+            launch_ssh(cli, &hosts)
+        }
+        job::Start::Rank(env) => {
+            if env.source != ovbench_launcher::JobSource::Launcher {
+                // mpirun/srun started the ranks: each checks what the
+                // launcher would have, and exits 2 the same way.
+                preflight(cli, env.size).map_err(usage)?;
+            }
+            rank::run(env, cli).map(|()| 0)
+        }
     }
 }
 
@@ -279,6 +292,21 @@ fn launch(cli: &Cli, np: u32) -> Result<i32> {
         ..LaunchOptions::default()
     };
     ovbench_launcher::launch_local(np, &args, &opts)
+}
+
+/// Start one rank per host over ssh, after checking that every host
+/// runs this same binary (a failed check is a usage error: no rank ran).
+fn launch_ssh(cli: &Cli, hosts: &[String]) -> Result<i32> {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let opts = LaunchOptions {
+        timeout: cli.common.timeout.0,
+        progress_threads: u32::from(cli.common.progress == Progress::Thread),
+        ..LaunchOptions::default()
+    };
+    let program = std::env::current_exe()?;
+    let check = cli.common.timeout.0.min(std::time::Duration::from_secs(30));
+    ovbench_launcher::ssh::check_hosts(hosts, &program, check).map_err(usage)?;
+    ovbench_launcher::ssh::launch_ssh(hosts, &args, &opts)
 }
 
 /// What a rank killed by a signal leaves that its exit would have removed:

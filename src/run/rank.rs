@@ -8,7 +8,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use ovbench_core::clock::best_clock;
 use ovbench_core::{Clock, Progress, Transport, WorkLoop};
-use ovbench_launcher::{Bootstrap, JobSource, RankEnv};
+use ovbench_launcher::route::{self, HostId, Reach};
+use ovbench_launcher::{JobSource, RankEnv};
 
 use super::{comm, execute_rank, rank0_header, rank0_sink};
 use crate::cli::common::TransportKind;
@@ -32,10 +33,11 @@ pub fn run(env: RankEnv, cli: &Cli) -> Result<()> {
     // transports and their shared-memory files.
     ovbench_launcher::signals::catch()
         .with_context(|| format!("rank {rank}: catching SIGTERM, SIGINT and SIGHUP"))?;
-    let boot = Bootstrap::connect(&env, timeout)
-        .with_context(|| format!("rank {rank}: joining the job's bootstrap service"))?;
+    let boot = ovbench_launcher::join(&env, super::job::bootstrap_use(cli), timeout)
+        .with_context(|| format!("rank {rank}: joining the job's address exchange"))?;
     let mut ctl = BootstrapControl::new(boot);
-    let mut transport = transport(common.transport, rank, size, cli)?;
+    let reach = reach(&mut ctl, rank)?;
+    let mut transport = transport(common.transport, rank, size, cli, &reach)?;
     let addrs = ctl
         .bootstrap()
         .allgather(&transport.address())
@@ -59,7 +61,8 @@ pub fn run(env: RankEnv, cli: &Cli) -> Result<()> {
         .with_context(|| format!("rank {rank}: gathering the ranks' facts"))?;
     let sink = facts
         .map(|facts| {
-            let header = rank0_header(cli, facts, comm.as_ref(), size, &[], !launched);
+            let mut header = rank0_header(cli, facts, comm.as_ref(), size, &[], !launched);
+            super::launch_report::add(&mut header, &env, ctl.bootstrap(), &reach);
             rank0_sink(cli, header)
         })
         .transpose()?;
@@ -70,14 +73,37 @@ pub fn run(env: RankEnv, cli: &Cli) -> Result<()> {
         .with_context(|| format!("rank {rank}: leaving the bootstrap service"))
 }
 
-/// Create this rank's endpoint of the chosen transport.
-fn transport(kind: TransportKind, rank: u32, size: u32, cli: &Cli) -> Result<Box<dyn Transport>> {
+/// Where this rank's transport listens: every rank says where it runs,
+/// and a job across hosts (or network namespaces) leaves loopback.
+fn reach(ctl: &mut BootstrapControl, rank: u32) -> Result<Reach> {
+    let here = HostId::here();
+    let all = ctl
+        .bootstrap()
+        .allgather(&here.encode())
+        .with_context(|| format!("rank {rank}: exchanging host descriptions"))?;
+    let all: Vec<HostId> = all
+        .iter()
+        .map(|b| HostId::decode(b))
+        .collect::<Result<_>>()?;
+    route::choose(&here, &all).with_context(|| format!("rank {rank}"))
+}
+
+/// Create this rank's endpoint of the chosen transport, listening where
+/// `reach` says (the user's --ucx-net-devices / --ofi-node win).
+fn transport(
+    kind: TransportKind,
+    rank: u32,
+    size: u32,
+    cli: &Cli,
+    reach: &Reach,
+) -> Result<Box<dyn Transport>> {
     match kind {
         #[cfg(feature = "tcp")]
         TransportKind::Tcp => {
             let opts = ovbench_tcp::TcpOptions {
                 progress: cli.common.progress,
                 timeout: cli.common.timeout.0,
+                bind: reach.ip(),
                 ..Default::default()
             };
             boxed(
@@ -94,7 +120,11 @@ fn transport(kind: TransportKind, rank: u32, size: u32, cli: &Cli) -> Result<Box
         }
         #[cfg(feature = "ucx")]
         TransportKind::Ucx => {
-            let opts = cli.common.fabric.ucx_options(cli.common.progress);
+            let mut opts = cli.common.fabric.ucx_options(cli.common.progress);
+            let user_chose = std::env::var_os("UCX_NET_DEVICES").is_some();
+            if *reach != Reach::Loopback && opts.net_devices.is_none() && !user_chose {
+                opts.net_devices = Some(reach.interface().to_string());
+            }
             boxed(
                 ovbench_ucx::UcxTransport::new(rank, size, opts),
                 rank,
@@ -103,7 +133,10 @@ fn transport(kind: TransportKind, rank: u32, size: u32, cli: &Cli) -> Result<Box
         }
         #[cfg(feature = "ofi")]
         TransportKind::Ofi => {
-            let opts = cli.common.fabric.ofi_options(cli.common.progress);
+            let mut opts = cli.common.fabric.ofi_options(cli.common.progress);
+            if *reach != Reach::Loopback && opts.node.is_none() {
+                opts.node = Some(reach.ip().to_string());
+            }
             let what = format!("libfabric transport (provider {})", opts.provider);
             boxed(
                 ovbench_ofi::OfiTransport::new(rank, size, opts),

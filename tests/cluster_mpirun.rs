@@ -1,0 +1,221 @@
+//! ovbench's own transports as ranks of Open MPI's mpirun: addresses
+//! exchanged through mpirun's PMIx server (with ovbench's bootstrap
+//! service switched off, to show PMIx connects alone), 2 and 4 ranks over
+//! tcp and UCX, the launcher's binding kept, `--np` refused under mpirun,
+//! and a killed rank ending the job within 5 s with no process left.
+//!
+//! Needs the `pmix` feature and Open MPI's mpirun.openmpi (ci/deps); runs
+//! as root with Open MPI's allow-run-as-root settings and
+//! `--oversubscribe` (4 ranks on 2 cores).
+
+#![cfg(feature = "pmix")]
+
+mod cluster;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use cluster::{assert_none_left, exe, json, run, scratch, serial, Job};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn mpirun(np: u32, args: &[&str]) -> Command {
+    let mut c = Command::new("mpirun.openmpi");
+    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args(["--oversubscribe", "-np", &np.to_string(), exe()])
+        .args(args);
+    c
+}
+
+/// Runs `args` under `mpirun -np N` with `--json`; the document.
+fn pmix_run(np: u32, name: &str, args: &[&str]) -> serde_json::Value {
+    let _g = serial();
+    let dir = scratch(name);
+    let out = dir.join("out.json");
+    let mut all: Vec<&str> = args.to_vec();
+    let out_s = out.to_string_lossy().into_owned();
+    all.extend(["--json", &out_s]);
+    run(mpirun(np, &all), LIMIT).expect_ok(name);
+    assert_none_left(Duration::from_secs(5));
+    let doc = json(&out);
+    let launch = &doc["header"]["launch"];
+    assert_eq!(launch["exchange"], "pmix", "{launch}");
+    assert_eq!(launch["launcher"], "mpirun (Open MPI)", "{launch}");
+    doc
+}
+
+fn rows(doc: &serde_json::Value) -> usize {
+    doc["tables"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| t["rows"].as_array().map_or(0, Vec::len))
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn tcp_two_ranks_latency_through_pmix() {
+    let doc = pmix_run(
+        2,
+        "tcp2",
+        &["latency", "--sizes", "8,64K", "--iters", "200", "--verify"],
+    );
+    assert_eq!(rows(&doc), 2);
+    // mpirun binds each of 2 ranks to a core: kept, not redone.
+    let binding = doc["header"]["launch"]["binding"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(binding.starts_with("kept from mpirun"), "{binding}");
+}
+
+#[test]
+fn tcp_four_ranks_bcast_through_pmix() {
+    let doc = pmix_run(
+        4,
+        "tcp4",
+        &[
+            "bcast",
+            "--reps",
+            "8",
+            "--max-measurements",
+            "8",
+            "--method",
+            "send-latency",
+        ],
+    );
+    assert!(rows(&doc) >= 1);
+}
+
+#[cfg(feature = "ucx")]
+#[test]
+fn ucx_two_and_four_ranks_through_pmix() {
+    let doc = pmix_run(
+        2,
+        "ucx2",
+        &[
+            "latency",
+            "--transport",
+            "ucx",
+            "--sizes",
+            "8,64K",
+            "--iters",
+            "200",
+            "--verify",
+        ],
+    );
+    assert_eq!(rows(&doc), 2);
+    let doc = pmix_run(
+        4,
+        "ucx4",
+        &[
+            "bcast",
+            "--transport",
+            "ucx",
+            "--reps",
+            "8",
+            "--max-measurements",
+            "8",
+            "--method",
+            "send-latency",
+        ],
+    );
+    assert!(rows(&doc) >= 1);
+}
+
+/// `--bootstrap off`: no rank starts or reaches ovbench's service, so the
+/// run connects through PMIx alone; the same switch without PMIx fails.
+#[test]
+fn pmix_connects_with_the_bootstrap_service_off() {
+    let doc = pmix_run(
+        2,
+        "off",
+        &[
+            "latency",
+            "--bootstrap",
+            "off",
+            "--sizes",
+            "8",
+            "--iters",
+            "200",
+            "--verify",
+        ],
+    );
+    assert_eq!(rows(&doc), 1);
+    let detail = doc["header"]["launch"]["exchange_detail"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(detail.starts_with("PMIx"), "{detail}");
+    // An Open MPI environment without a PMIx server: off means off.
+    let _g = serial();
+    let mut c = Command::new(exe());
+    c.args(["latency", "--bootstrap", "off", "--sizes", "8"])
+        .env("OMPI_COMM_WORLD_RANK", "0")
+        .env("OMPI_COMM_WORLD_SIZE", "2")
+        .env("OMPI_COMM_WORLD_LOCAL_SIZE", "2")
+        .env("OMPI_MCA_ess_base_jobid", "7")
+        .env_remove("PMIX_NAMESPACE");
+    let r = run(c, Duration::from_secs(30));
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--bootstrap off") && r.stderr.contains("no PMIx"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn np_under_mpirun_names_the_command_to_use() {
+    let _g = serial();
+    let r = run(mpirun(2, &["latency", "--np", "4"]), LIMIT);
+    assert_ne!(r.code, Some(0));
+    assert!(
+        r.stderr.contains("run `mpirun -np 4 ovbench"),
+        "{}",
+        r.stderr
+    );
+    assert_none_left(Duration::from_secs(5));
+}
+
+/// Rank 1 killed mid-run: mpirun ends the job within 5 s, a message
+/// names rank 1, and no rank survives.
+#[test]
+fn a_killed_rank_ends_the_mpirun_job() {
+    let _g = serial();
+    let job = Job::start(mpirun(
+        2,
+        &[
+            "latency",
+            "--sizes",
+            "8",
+            "--iters",
+            "1000000000",
+            "--timeout",
+            "60",
+        ],
+    ));
+    let victim = cluster::rank_pid("OMPI_COMM_WORLD_RANK=1", Duration::from_secs(30));
+    // Let it get into the measurement.
+    std::thread::sleep(Duration::from_millis(500));
+    let t0 = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(victim as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill rank 1");
+    let r = job.wait(Duration::from_secs(30));
+    let took = t0.elapsed();
+    assert_ne!(r.code, Some(0));
+    assert!(
+        took < Duration::from_secs(5),
+        "the job took {took:?} to end"
+    );
+    assert!(
+        r.stderr.contains("rank 1"),
+        "no message names rank 1:\n{}",
+        r.stderr
+    );
+    assert_none_left(Duration::from_secs(1));
+}

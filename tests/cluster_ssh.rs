@@ -1,0 +1,430 @@
+//! ssh launch across network namespaces: the launcher and host A in the
+//! root namespace, host B in a namespace of its own joined by a veth pair
+//! (198.18.0.0/15, the benchmarking range), an sshd listening only on
+//! each veth address with keys the test makes. `--hosts A,B`, `--hosts
+//! A,B,A,B`, and mpirun across A and B (ovbench over tcp through PMIx)
+//! must pass, the rank on B must run in B's namespace, and a killed rank
+//! must end the job within 5 s naming it, leaving no process behind.
+//!
+//! Needs root, iproute2, openssh-server and openssh-client (ci/deps).
+
+// Run by ci/test's cluster stage, which builds with pmix (the tool-tests
+// stage, without it, leaves them out rather than run them twice).
+#![cfg(feature = "pmix")]
+
+mod cluster;
+
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cluster::{assert_none_left, exe, json, rank_pid, run, scratch, serial, Job};
+
+const PORT: u16 = 22022;
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// Two "hosts" and their sshds; dropped: everything removed.
+struct Net {
+    ns: String,
+    veth: String,
+    a: String,
+    b: String,
+    dir: PathBuf,
+    sshds: Vec<Child>,
+}
+
+fn sh(args: &[&str]) {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {args:?}: {e} (run ci/deps)"));
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl Net {
+    fn up(name: &str) -> Net {
+        // A subnet of its own per test process, so parallel runs never meet.
+        let n = 1 + std::process::id() % 250;
+        let id = format!("{}{}", name, std::process::id() % 10000);
+        let dir = scratch(&format!("ssh-{name}"));
+        let net = Net {
+            ns: format!("ovb{id}"),
+            veth: format!("ova{id}"),
+            a: format!("198.18.{n}.1"),
+            b: format!("198.18.{n}.2"),
+            dir,
+            sshds: Vec::new(),
+        };
+        let peer = format!("ovb{id}");
+        sh(&["ip", "netns", "add", &net.ns]);
+        let mut net = net;
+        sh(&[
+            "ip", "link", "add", &net.veth, "type", "veth", "peer", "name", &peer,
+        ]);
+        sh(&["ip", "link", "set", &peer, "netns", &net.ns]);
+        sh(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("{}/24", net.a),
+            "dev",
+            &net.veth,
+        ]);
+        sh(&["ip", "link", "set", &net.veth, "up"]);
+        let ns = net.ns.clone();
+        let inns = |args: &[&str]| {
+            let mut v = vec!["ip", "netns", "exec", ns.as_str()];
+            v.extend_from_slice(args);
+            sh(&v);
+        };
+        inns(&["ip", "addr", "add", &format!("{}/24", net.b), "dev", &peer]);
+        inns(&["ip", "link", "set", &peer, "up"]);
+        inns(&["ip", "link", "set", "lo", "up"]);
+        net.keys();
+        let (a, b) = (net.a.clone(), net.b.clone());
+        net.sshd(&a, None);
+        net.sshd(&b, Some(&ns));
+        net
+    }
+
+    fn keys(&self) {
+        for k in ["host", "id"] {
+            let f = self.dir.join(k);
+            sh(&[
+                "ssh-keygen",
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-f",
+                &f.to_string_lossy(),
+            ]);
+        }
+        std::fs::copy(self.dir.join("id.pub"), self.dir.join("authorized_keys"))
+            .expect("authorized_keys");
+        let cfg = format!(
+            "Host *\n  Port {PORT}\n  User root\n  IdentityFile {id}\n  IdentitiesOnly yes\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n  ConnectTimeout 10\n",
+            id = self.dir.join("id").display()
+        );
+        std::fs::write(self.ssh_config(), cfg).expect("ssh config");
+        std::fs::create_dir_all("/run/sshd").expect("/run/sshd");
+    }
+
+    fn ssh_config(&self) -> PathBuf {
+        self.dir.join("ssh_config")
+    }
+
+    /// sshd on `addr` only, in namespace `ns` (root's when None).
+    fn sshd(&mut self, addr: &str, ns: Option<&str>) {
+        let cfg = self.dir.join(format!("sshd-{addr}.conf"));
+        std::fs::write(
+            &cfg,
+            format!(
+                "ListenAddress {addr}:{PORT}\nHostKey {host}\nAuthorizedKeysFile {auth}\nPidFile {pid}\nPermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPrintMotd no\n",
+                host = self.dir.join("host").display(),
+                auth = self.dir.join("authorized_keys").display(),
+                pid = self.dir.join(format!("sshd-{addr}.pid")).display(),
+            ),
+        )
+        .expect("sshd config");
+        let mut cmd = match ns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, "/usr/sbin/sshd"]);
+                c
+            }
+            None => Command::new("/usr/sbin/sshd"),
+        };
+        cmd.args(["-D", "-e", "-f", &cfg.to_string_lossy()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        self.sshds
+            .push(cmd.spawn().expect("start sshd (run ci/deps)"));
+        // Ready when it answers.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            // The root namespace reaches B's address over the veth.
+            let sa = SocketAddr::new(addr.parse().expect("an address"), PORT);
+            if TcpStream::connect_timeout(&sa, Duration::from_millis(200)).is_ok() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "sshd on {addr} did not come up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `ovbench ARGS` with ssh pointed at the test's keys and port.
+    fn ovbench(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(exe());
+        c.args(args).env(
+            "OVBENCH_SSH",
+            format!("ssh -F {}", self.ssh_config().display()),
+        );
+        c
+    }
+
+    /// The inode of B's namespace, as /proc/PID/ns/net names it.
+    fn ns_id(&self) -> String {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.ns, "readlink", "/proc/self/ns/net"])
+            .output()
+            .expect("readlink in the namespace");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        for c in &mut self.sshds {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        // pkill by pid file only: the sshds this test started.
+        for e in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.extension().is_some_and(|x| x == "pid") {
+                if let Some(pid) = std::fs::read_to_string(&p)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<i32>().ok())
+                {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGTERM,
+                    );
+                }
+            }
+        }
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
+        // Usually gone with the namespace (its peer went with it).
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.veth])
+            .stderr(Stdio::null())
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn rows(doc: &serde_json::Value) -> usize {
+    doc["tables"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| t["rows"].as_array().map_or(0, Vec::len))
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// `ovbench latency --hosts A,B --verify`: rank 1 runs in B's namespace
+/// (seen while it runs), tcp leaves loopback for the veth.
+#[test]
+fn latency_across_namespaces_over_ssh() {
+    let _g = serial();
+    let net = Net::up("lat");
+    let out = net.dir.join("lat.json");
+    let hosts = format!("{},{}", net.a, net.b);
+    let job = Job::start(net.ovbench(&[
+        "latency",
+        "--hosts",
+        &hosts,
+        "--verify",
+        "--sizes",
+        "8,64K",
+        "--iters",
+        "300",
+        "--json",
+        &out.to_string_lossy(),
+    ]));
+    let pid = rank_pid("OVBENCH_RANK=1", Duration::from_secs(30));
+    let rank1_ns = std::fs::read_link(format!("/proc/{pid}/ns/net"))
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let b_ns = net.ns_id();
+    eprintln!(
+        "rank 1 (pid {pid}) runs in {rank1_ns}; namespace {} is {b_ns}",
+        net.ns
+    );
+    assert_eq!(rank1_ns, b_ns, "rank 1 did not run in B's namespace");
+    assert_ne!(
+        b_ns,
+        std::fs::read_link("/proc/self/ns/net")
+            .unwrap()
+            .to_string_lossy()
+    );
+    job.wait(LIMIT).expect_ok("latency --hosts A,B");
+    let doc = json(&out);
+    assert_eq!(rows(&doc), 2);
+    let launch = &doc["header"]["launch"];
+    assert_eq!(launch["launcher"], "ovbench over ssh", "{launch}");
+    assert_eq!(launch["exchange"], "bootstrap", "{launch}");
+    let listen = launch["listen"].as_str().unwrap_or_default();
+    assert!(
+        listen.starts_with(&format!("{} ({}", net.a, net.veth)),
+        "{listen}"
+    );
+    assert_none_left(Duration::from_secs(5));
+}
+
+#[test]
+fn bcast_on_four_ranks_over_two_hosts() {
+    let _g = serial();
+    let net = Net::up("bc");
+    let out = net.dir.join("bc.json");
+    let hosts = format!("{a},{b},{a},{b}", a = net.a, b = net.b);
+    let r = run(
+        net.ovbench(&[
+            "bcast",
+            "--hosts",
+            &hosts,
+            "--reps",
+            "8",
+            "--max-measurements",
+            "8",
+            "--method",
+            "send-latency",
+            "--json",
+            &out.to_string_lossy(),
+        ]),
+        LIMIT,
+    )
+    .expect_ok("bcast --hosts A,B,A,B");
+    assert!(r.stdout.contains("4 ranks"), "{}", r.stdout);
+    assert!(rows(&json(&out)) >= 1);
+    assert_none_left(Duration::from_secs(5));
+}
+
+/// A host that cannot be reached is refused before any rank starts
+/// (exit 2, naming the host): .3 on B's subnet answers nobody.
+#[test]
+fn an_unreachable_host_is_refused_up_front() {
+    let _g = serial();
+    let net = Net::up("bad");
+    let ghost = format!("{}.3", net.b.rsplit_once('.').expect("a dotted address").0);
+    let mut c = net.ovbench(&["latency", "--hosts", &format!("{},{ghost}", net.a)]);
+    c.env(
+        "OVBENCH_SSH",
+        format!("ssh -F {} -o ConnectTimeout=2", net.ssh_config().display()),
+    );
+    let r = run(c, LIMIT);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains(&format!("host {ghost}")), "{}", r.stderr);
+    assert_none_left(Duration::from_secs(5));
+}
+
+/// Rank 1 (in B's namespace) killed mid-run: the launcher ends the job
+/// within 5 s naming rank 1, and no rank is left on either host.
+#[test]
+fn a_killed_rank_ends_the_ssh_job() {
+    let _g = serial();
+    let net = Net::up("kill");
+    let hosts = format!("{},{}", net.a, net.b);
+    let job = Job::start(net.ovbench(&[
+        "latency",
+        "--hosts",
+        &hosts,
+        "--sizes",
+        "8",
+        "--iters",
+        "1000000000",
+    ]));
+    let victim = rank_pid("OVBENCH_RANK=1", Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(500));
+    let t0 = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(victim as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill rank 1");
+    let r = job.wait(Duration::from_secs(30));
+    let took = t0.elapsed();
+    assert_ne!(r.code, Some(0));
+    assert!(
+        took < Duration::from_secs(5),
+        "the job took {took:?} to end"
+    );
+    assert!(
+        r.stderr.contains("rank 1"),
+        "no message names rank 1:\n{}",
+        r.stderr
+    );
+    assert_none_left(Duration::from_secs(1));
+}
+
+/// Open MPI across A and B (its daemon on B started over ssh, its TCP
+/// traffic on the veth), ovbench's ranks over tcp through PMIx.
+#[test]
+fn mpirun_across_namespaces() {
+    let _g = serial();
+    let net = Net::up("mpi");
+    let out = net.dir.join("mpi.json");
+    let agent = format!("ssh -F {}", net.ssh_config().display());
+    // The veth pair's subnet: its two ends have different names.
+    let subnet = format!(
+        "{}.0/24",
+        net.a.rsplit_once('.').expect("a dotted address").0
+    );
+    let mpirun = |extra: &[&str]| {
+        let mut c = Command::new("mpirun.openmpi");
+        c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .args(["--host", &format!("{},{}", net.a, net.b), "-np", "2"])
+            .args(["--mca", "plm_rsh_agent", &agent])
+            .args(["--mca", "btl_tcp_if_include", &subnet])
+            .args(["--mca", "oob_tcp_if_include", &subnet])
+            .arg(exe())
+            .args(extra);
+        c
+    };
+    let r = run(
+        mpirun(&[
+            "latency",
+            "--sizes",
+            "8,64K",
+            "--iters",
+            "300",
+            "--verify",
+            "--json",
+            &out.to_string_lossy(),
+        ]),
+        LIMIT,
+    )
+    .expect_ok("mpirun --host A,B ovbench latency");
+    let _ = r;
+    let doc = json(&out);
+    assert_eq!(rows(&doc), 2);
+    let launch = &doc["header"]["launch"];
+    assert_eq!(launch["exchange"], "pmix", "{launch}");
+    let listen = launch["listen"].as_str().unwrap_or_default();
+    assert!(
+        listen.starts_with(&net.a),
+        "tcp stayed on loopback: {listen}"
+    );
+    assert_none_left(Duration::from_secs(5));
+    if cluster::has_mpi_transport() {
+        run(
+            mpirun(&[
+                "latency",
+                "--transport",
+                "mpi",
+                "--sizes",
+                "8,64K",
+                "--iters",
+                "500",
+            ]),
+            LIMIT,
+        )
+        .expect_ok("mpirun --host A,B ovbench latency --transport mpi");
+    } else {
+        eprintln!(
+            "skipped: mpirun --host A,B ovbench --transport mpi (this ovbench has no mpi feature)"
+        );
+    }
+    assert_none_left(Duration::from_secs(5));
+}

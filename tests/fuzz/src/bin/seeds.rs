@@ -1,0 +1,143 @@
+//! Writes the starting corpus: real frames, made by the code that sends
+//! them, so the fuzzer starts from inputs the decoders accept.
+//!
+//! `seeds DIR` fills `DIR/<target>/` for every target.
+
+use std::fs;
+use std::path::Path;
+
+use ovbench_launcher::wire::{CollKind, Request, Response, NONCE_LEN};
+use ovbench_proto::{Config, Engine, Key, Mode, MrId, Op, Protocol, Slice, Space};
+
+fn main() {
+    let Some(dir) = std::env::args().nth(1) else {
+        eprintln!("usage: seeds DIR");
+        std::process::exit(2);
+    };
+    let dir = Path::new(&dir);
+    let mut n = 0;
+    let mut put = |target: &str, bytes: &[u8]| {
+        let d = dir.join(target);
+        fs::create_dir_all(&d).expect("corpus directory");
+        fs::write(d.join(format!("seed-{n:04}")), bytes).expect("seed file");
+        n += 1;
+    };
+    for (p, proto) in PROTOCOLS.iter().enumerate() {
+        for len in [0usize, 100, 1500, 5000, 20000] {
+            for frame in frames(*proto, len) {
+                put("wire_header", &frame);
+                // engine_intake: protocol byte, then "message" events.
+                let mut script = vec![p as u8, 0, (frame.len() / 4).min(255) as u8];
+                script.extend_from_slice(&frame);
+                script.extend_from_slice(&[1, 2, 4, 10]);
+                put("engine_intake", &script);
+            }
+        }
+    }
+    let requests = [
+        Request::Hello { rank: 1, size: 4 },
+        Request::Proof { mac: vec![7; 32] },
+        Request::Put {
+            key: "addr.1".into(),
+            value: vec![1, 2, 3],
+        },
+        Request::Get {
+            wait_ms: 1000,
+            key: "addr.0".into(),
+        },
+        Request::Collective {
+            kind: CollKind::Allgather,
+            wait_ms: 500,
+            data: vec![9; 16],
+        },
+        Request::Collective {
+            kind: CollKind::Barrier,
+            wait_ms: 500,
+            data: vec![],
+        },
+        Request::Bye,
+    ];
+    for r in &requests {
+        put("bootstrap_wire", &r.encode());
+    }
+    let responses = [
+        Response::Ok,
+        Response::Challenge([3; NONCE_LEN]),
+        Response::Value(vec![5; 8]),
+        Response::Gathered(vec![vec![1; 4], vec![2; 4]]),
+        Response::Err("refused".into()),
+    ];
+    for r in &responses {
+        put("bootstrap_wire", &r.encode());
+    }
+    for s in [
+        "0:4M",
+        "8,1K,1M",
+        "1M",
+        "64K:64K",
+        "60",
+        "0.5",
+        "10ms",
+        "2m",
+        "L=1us,os=300ns,or=300ns,g=500ns,G=0.1ns",
+        "L=5us,o=1us,jitter=10%,seed=7",
+    ] {
+        put("parsers", s.as_bytes());
+    }
+}
+
+const PROTOCOLS: [Protocol; 5] = [
+    Protocol::Eager,
+    Protocol::RdmaWrite,
+    Protocol::RdmaRead,
+    Protocol::Pipelined,
+    Protocol::Auto,
+];
+
+/// The packets rank 0's engine sends for one message of `len` bytes to
+/// rank 1 (payload bytes zero), answering its registrations and
+/// completing its sends as a transport would.
+fn frames(proto: Protocol, len: usize) -> Vec<Vec<u8>> {
+    let mut cfg = Config::new(0, 2, 4096);
+    cfg.protocol = proto;
+    cfg.eager_limit = 1024;
+    cfg.frag_size = 2048;
+    let mut eng = Engine::new(cfg).expect("a valid configuration");
+    let mut out = Vec::new();
+    if eng
+        .isend(0, Slice::new(1, 0, len), 1, 1, Mode::Standard, Space::User)
+        .is_err()
+    {
+        return out;
+    }
+    for step in 1..64u64 {
+        let Some(op) = eng.poll_op() else { break };
+        match op {
+            Op::Send {
+                header,
+                payload,
+                ctx,
+                ..
+            } => {
+                let mut f = header.clone();
+                f.resize(f.len() + payload.map_or(0, |p| p.len), 0);
+                out.push(f);
+                eng.recycle_header(header);
+                let _ = eng.on_completion(step, ctx);
+            }
+            Op::Register { slice, token } => {
+                let key = Key {
+                    addr: 0x10_000,
+                    len: slice.len as u64,
+                    blob: vec![1, 2, 3, 4],
+                };
+                let _ = eng.on_registered(step, token, MrId(1), key);
+            }
+            Op::Write { ctx, .. } | Op::Read { ctx, .. } => {
+                let _ = eng.on_completion(step, ctx);
+            }
+            _ => {}
+        }
+    }
+    out
+}
