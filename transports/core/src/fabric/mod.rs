@@ -13,6 +13,7 @@ pub mod peer_watch;
 pub mod progress_thread;
 pub mod regions;
 pub mod seal;
+pub mod watchdog;
 
 /// FNV-1a over the concatenation of `parts` (a checksum, not an
 /// authenticator).
