@@ -301,20 +301,24 @@ impl Transport for MpiTransport {
                 "the MPI transport is not connected yet".into(),
             ));
         };
-        let (base, addr) = c
-            .win
-            .attach(&mut self.mem, s)
-            .map_err(local_err(OpKind::Register))?;
-        let (mr, key) = self.mem.add_mr(s, base, addr, rank);
+        let new = match self.mem.to_attach(s)? {
+            Some(whole) => Some(
+                c.win
+                    .attach(&mut self.mem, whole)
+                    .map_err(local_err(OpKind::Register))?,
+            ),
+            None => None,
+        };
+        let (mr, key) = self.mem.add_mr(s, new, rank)?;
         Ok(Registered { mr, key })
     }
 
     fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
-        let m = self.mem.table.take_mr(mr)?;
+        let Some(base) = self.mem.remove_mr(mr)? else {
+            return Ok(());
+        };
         let c = self.own()?;
-        c.win
-            .detach(m.handle.base)
-            .map_err(local_err(OpKind::Register))
+        c.win.detach(base).map_err(local_err(OpKind::Register))
     }
 
     fn post_send(

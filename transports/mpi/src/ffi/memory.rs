@@ -1,11 +1,17 @@
 //! The transport's memory: page-aligned heap blocks in core's region
-//! table, each registration an attachment to the communicator's dynamic
-//! window, its key the attached address as peers name it.
+//! table. A registration is an attachment to the communicator's dynamic
+//! window; its key is the slice's address as peers name it.
+//!
+//! An attachment covers a whole region and is shared by every
+//! registration in it: Open MPI 4.1's osc rdma looks a target address up
+//! in the first attached range starting below it, so overlapping
+//! attachments (a registration cache's 64 KiB and 1 MiB slices of one
+//! buffer) made its writes fail with MPI_ERR_RMA_RANGE.
 
 use ovbench_core::fabric::page_block::PageBlock;
 use ovbench_core::fabric::regions::{Mr, Regions};
 use ovbench_core::fabric::seal::KeySeal;
-use ovbench_core::{LocalSlice, MrHandle, RemoteKey, TransportError};
+use ovbench_core::{LocalSlice, MrHandle, RegionId, RemoteKey, TransportError};
 
 /// The envelope of an MPI key: the blob carries the owner's rank, so a
 /// key used towards another rank is refused before MPI sees it.
@@ -14,16 +20,29 @@ pub(crate) const SEAL: KeySeal = KeySeal {
     library: "MPI",
 };
 
-/// One attachment: where it starts in this process (for the detach).
+/// A registration's region (the attachment is the region's).
 #[derive(Debug)]
 pub(crate) struct Attached {
-    pub(crate) base: usize,
+    region: RegionId,
 }
 
-/// Regions and registrations.
+/// An attached region.
+#[derive(Debug)]
+struct Attachment {
+    region: RegionId,
+    /// Registrations in it.
+    users: usize,
+    /// Its start in this process (for the detach).
+    base: usize,
+    /// Its start as peers name it (`MPI_Get_address`).
+    addr: u64,
+}
+
+/// Regions, registrations and attachments.
 #[derive(Debug, Default)]
 pub(crate) struct Memory {
     pub(crate) table: Regions<PageBlock, Attached>,
+    attached: Vec<Attachment>,
     serial: u64,
 }
 
@@ -34,24 +53,73 @@ impl Memory {
         Ok(self.table.slice_mut(s)?.as_mut_ptr())
     }
 
-    /// Record a registration of `s` attached at `addr` (as peers name it).
+    /// The whole region `s` lies in when no registration has attached it
+    /// yet (it is then to be attached), else `None`.
+    pub(crate) fn to_attach(
+        &mut self,
+        s: LocalSlice,
+    ) -> Result<Option<LocalSlice>, TransportError> {
+        self.table.slice(s)?;
+        if self.attached.iter().any(|a| a.region == s.region) {
+            return Ok(None);
+        }
+        let len = self.table.holding(LocalSlice::new(s.region, 0, 0))?.len();
+        Ok(Some(LocalSlice::new(s.region, 0, len.max(1))))
+    }
+
+    /// Record a registration of `s` by `owner`; `new` is its region's
+    /// fresh attachment (start here, address for peers), if it made one.
     pub(crate) fn add_mr(
         &mut self,
         s: LocalSlice,
-        base: usize,
-        addr: u64,
+        new: Option<(usize, u64)>,
         owner: u32,
-    ) -> (MrHandle, RemoteKey) {
+    ) -> Result<(MrHandle, RemoteKey), TransportError> {
+        if let Some((base, addr)) = new {
+            self.attached.push(Attachment {
+                region: s.region,
+                users: 0,
+                base,
+                addr,
+            });
+        }
+        let a = self
+            .attached
+            .iter_mut()
+            .find(|a| a.region == s.region)
+            .ok_or_else(|| {
+                TransportError::Invalid("a registration in an unattached region".into())
+            })?;
+        a.users += 1;
+        let addr = a.addr + s.offset as u64;
         self.serial += 1;
         let len = s.len as u64;
         let blob = SEAL.seal(addr, len, self.serial, &owner.to_le_bytes());
         let key = RemoteKey { addr, len, blob };
         let h = self.table.add_mr(Mr {
-            handle: Attached { base },
+            handle: Attached { region: s.region },
             slice: s,
             key: key.clone(),
         });
-        (h, key)
+        Ok((h, key))
+    }
+
+    /// Drop registration `mr`; where it was its region's last, the
+    /// region's start, to detach.
+    pub(crate) fn remove_mr(&mut self, mr: MrHandle) -> Result<Option<usize>, TransportError> {
+        let m = self.table.take_mr(mr)?;
+        let Some(i) = self
+            .attached
+            .iter()
+            .position(|a| a.region == m.handle.region)
+        else {
+            return Ok(None);
+        };
+        self.attached[i].users -= 1;
+        if self.attached[i].users > 0 {
+            return Ok(None);
+        }
+        Ok(Some(self.attached.swap_remove(i).base))
     }
 }
 
