@@ -3,6 +3,7 @@
 //! and reads are `MPI_Put`/`MPI_Get` on the one dynamic window, made
 //! complete by `MPI_Win_flush` at the next poll.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -15,10 +16,14 @@ use ovbench_core::{
 
 use crate::ffi::comm::Comm;
 use crate::ffi::ctrl::CtrlChannel;
-use crate::ffi::memory::{target, Memory};
+use crate::ffi::memory::{revocation, revoked_by, target, Memory};
 use crate::ffi::window::Window;
 use crate::tagged::TaggedOps;
 use crate::{MpiError, MpiJob, MpiOptions};
+
+/// The context of the transport's own revocation messages (callers'
+/// contexts never reach it).
+const REVOKE_CTX: Ctx = u64::MAX - (1 << 40);
 
 /// Largest two-sided message of the own protocols (header plus payload).
 pub const EAGER_BUF_SIZE: usize = 64 * 1024;
@@ -75,6 +80,8 @@ pub struct MpiTransport {
     pub(crate) tagged: TaggedOps,
     own: Option<Connected>,
     counts: Arc<CallCounts>,
+    /// Keys peers revoked (and this rank's own), as `(owner, checksum)`.
+    revoked: HashSet<(Rank, u64)>,
     sent: Vec<(Ctx, Vec<u8>)>,
     pool: Vec<Vec<u8>>,
 }
@@ -112,6 +119,7 @@ impl MpiTransport {
             tagged: TaggedOps::default(),
             own: None,
             counts: Arc::new(CallCounts::default()),
+            revoked: HashSet::new(),
             sent: Vec::new(),
             pool: Vec::new(),
         })
@@ -151,7 +159,10 @@ impl MpiTransport {
         let n = self.sent.len();
         for (ctx, buf) in self.sent.drain(..) {
             self.pool.push(buf);
-            out.push(Completion::Send { ctx });
+            // A revocation is the transport's own message: nobody waits.
+            if ctx != REVOKE_CTX {
+                out.push(Completion::Send { ctx });
+            }
         }
         Ok(n)
     }
@@ -165,8 +176,12 @@ impl MpiTransport {
         let Some(c) = self.own.as_mut() else {
             return Ok(0);
         };
-        let (mem, pool) = (&mut self.mem, &mut self.pool);
+        let (mem, pool, revoked) = (&mut self.mem, &mut self.pool, &mut self.revoked);
         c.ctrl.poll_recvs(|peer, bytes| {
+            if let Some(sum) = revoked_by(bytes) {
+                revoked.insert((peer, sum));
+                return Ok(());
+            }
             match arrivals.as_deref_mut() {
                 Some(a) => {
                     if let Some(p) = a.arrived(peer, bytes)? {
@@ -314,11 +329,25 @@ impl Transport for MpiTransport {
     }
 
     fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
-        let Some(base) = self.mem.remove_mr(mr)? else {
-            return Ok(());
-        };
+        let (sum, base) = self.mem.remove_mr(mr)?;
+        let (me, size) = (self.rank, self.size);
+        self.revoked.insert((me, sum));
         let c = self.own()?;
-        c.win.detach(base).map_err(local_err(OpKind::Register))
+        // Every peer learns the key is gone before anything this rank
+        // sends after (one receive per peer keeps the order).
+        for peer in (0..size).filter(|&p| p != me) {
+            if let Some(buf) = c
+                .ctrl
+                .send(peer, revocation(sum), REVOKE_CTX)
+                .map_err(peer_err(peer, OpKind::Register))?
+            {
+                drop(buf);
+            }
+        }
+        match base {
+            Some(base) => c.win.detach(base).map_err(local_err(OpKind::Register)),
+            None => Ok(()),
+        }
     }
 
     fn post_send(
@@ -370,7 +399,7 @@ impl Transport for MpiTransport {
     ) -> Result<(), TransportError> {
         self.peer(peer, op.op())?;
         self.mem.table.covering(mr, local)?;
-        let disp = target(remote, peer, remote_offset, local.len as u64)
+        let disp = target(remote, peer, remote_offset, local.len as u64, &self.revoked)
             .map_err(|detail| TransportError::BadKey { peer, detail })?;
         let Some(c) = self.own.as_mut() else {
             return Err(TransportError::Invalid(

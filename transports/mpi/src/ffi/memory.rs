@@ -7,10 +7,15 @@
 //! in the first attached range starting below it, so overlapping
 //! attachments (a registration cache's 64 KiB and 1 MiB slices of one
 //! buffer) made its writes fail with MPI_ERR_RMA_RANGE.
+//!
+//! Deregistering revokes the key at every peer by a control message:
+//! MPICH and Open MPI's osc pt2pt check a target address against nothing,
+//! so a write through a dropped key would land. A peer refuses a revoked
+//! key at the post; an access racing the revocation is performed.
 
 use ovbench_core::fabric::page_block::PageBlock;
 use ovbench_core::fabric::regions::{Mr, Regions};
-use ovbench_core::fabric::seal::KeySeal;
+use ovbench_core::fabric::seal::{sum_of, KeySeal};
 use ovbench_core::{LocalSlice, MrHandle, RegionId, RemoteKey, TransportError};
 
 /// The envelope of an MPI key: the blob carries the owner's rank, so a
@@ -104,32 +109,70 @@ impl Memory {
         Ok((h, key))
     }
 
-    /// Drop registration `mr`; where it was its region's last, the
-    /// region's start, to detach.
-    pub(crate) fn remove_mr(&mut self, mr: MrHandle) -> Result<Option<usize>, TransportError> {
+    /// Drop registration `mr`: its key's checksum (which names it to
+    /// peers, for the revocation) and, where it was its region's last
+    /// registration, the region's start, to detach.
+    pub(crate) fn remove_mr(
+        &mut self,
+        mr: MrHandle,
+    ) -> Result<(u64, Option<usize>), TransportError> {
         let m = self.table.take_mr(mr)?;
+        let sum = sum_of(&m.key.blob);
         let Some(i) = self
             .attached
             .iter()
             .position(|a| a.region == m.handle.region)
         else {
-            return Ok(None);
+            return Ok((sum, None));
         };
         self.attached[i].users -= 1;
         if self.attached[i].users > 0 {
-            return Ok(None);
+            return Ok((sum, None));
         }
-        Ok(Some(self.attached.swap_remove(i).base))
+        Ok((sum, Some(self.attached.swap_remove(i).base)))
     }
 }
 
-/// Check a peer's key: its envelope, that it is `peer`'s, and that
+/// The control message that revokes a key: [`REVOKE_MAGIC`] then the
+/// key's checksum. Engine messages begin with the protocol's magic
+/// (`VO`), never with this.
+pub(crate) const REVOKE_MAGIC: &[u8; 8] = b"OVMRevok";
+
+/// The revocation of the key whose checksum is `sum`.
+pub(crate) fn revocation(sum: u64) -> Vec<u8> {
+    let mut m = REVOKE_MAGIC.to_vec();
+    m.extend_from_slice(&sum.to_le_bytes());
+    m
+}
+
+/// The checksum a control message revokes, if it is a revocation.
+pub(crate) fn revoked_by(msg: &[u8]) -> Option<u64> {
+    if msg.len() == 16 && msg[..8] == REVOKE_MAGIC[..] {
+        Some(u64::from_le_bytes(msg[8..].try_into().ok()?))
+    } else {
+        None
+    }
+}
+
+/// Check a peer's key: its envelope, that it is `peer`'s and not revoked
+/// (`revoked` holds `(owner, checksum)` of the keys dropped), and that
 /// `offset..offset+n` lies inside it; the target address.
-pub(crate) fn target(key: &RemoteKey, peer: u32, offset: u64, n: u64) -> Result<u64, String> {
+pub(crate) fn target(
+    key: &RemoteKey,
+    peer: u32,
+    offset: u64,
+    n: u64,
+    revoked: &std::collections::HashSet<(u32, u64)>,
+) -> Result<u64, String> {
     let sealed = SEAL.unseal(key)?;
     if sealed.packed != peer.to_le_bytes() {
         return Err(format!(
             "the key belongs to another rank, not to rank {peer}"
+        ));
+    }
+    if revoked.contains(&(peer, sealed.sum)) {
+        return Err(format!(
+            "rank {peer} deregistered that memory (its key was revoked)"
         ));
     }
     key.check_range(offset, n)?;
