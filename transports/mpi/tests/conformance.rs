@@ -10,7 +10,7 @@
 //! zero-length messages; RMA refused out of range, through a garbled key,
 //! another rank's key and a deregistered key; the waits (`MPI_Recv` as
 //! `trecv_wait`, `MPI_Wait`, `MPI_Waitall`, `MPI_Test`) and every send
-//! mode; errors: a bad rank, a tag over `MPI_TAG_UB`, a truncated receive
+//! mode; a tag over `MPI_TAG_UB` (folded); errors: a bad rank, a truncated receive
 //! returned as an error (MPI_ERRORS_RETURN), not an abort.
 //!
 //! Not run, and why (the suite's other checks drive every endpoint from
@@ -379,10 +379,15 @@ fn errors(t: &mut MpiTransport) {
         e.to_string().contains("rank 7") && e.to_string().contains("2 ranks"),
         "{e}"
     );
-    let e = lib(t)
-        .send(1 - me, u32::MAX - 1, s, SendMode::Standard)
-        .unwrap_err();
-    assert!(e.to_string().contains("MPI_TAG_UB"), "{e}");
+    // ovbench's own method tags lie above MPICH's MPI_TAG_UB (2^28 - 1):
+    // folded into its range, they still match.
+    const METHOD_TAG: u32 = 0x4f56_0303;
+    if me == 0 {
+        lib(t).send(1, METHOD_TAG, s, SendMode::Standard).unwrap();
+    } else {
+        let st = lib(t).recv(Some(0), Some(METHOD_TAG), s).unwrap();
+        assert_eq!(st.len, 8);
+    }
     if me == 0 {
         lib(t).send(1, 40, s, SendMode::Standard).unwrap();
     } else {
@@ -390,8 +395,10 @@ fn errors(t: &mut MpiTransport) {
             .recv(Some(0), Some(40), LocalSlice::new(region, 0, 4))
             .unwrap_err();
         let text = e.to_string();
+        // Open MPI says MPI_ERR_TRUNCATE, MPICH "Message truncated".
+        let lower = text.to_lowercase();
         assert!(
-            text.contains("MPI_Recv") && text.contains("TRUNCATE"),
+            text.contains("MPI_Recv") && lower.contains("truncate"),
             "{text}"
         );
         assert!(text.contains("rank 0"), "{text}");
