@@ -316,9 +316,9 @@ mod tests {
             "OMPI_COMM_WORLD_SIZE" => Some("4".to_string()),
             _ => None,
         };
-        let e = check_launch(&cli(&["latency", "--transport", "mpi", "--np", "2"]), &ompi)
-            .unwrap_err()
-            .to_string();
+        let mut with_np = cli(&["latency", "--transport", "mpi", "--np", "2"]);
+        with_np.given = vec!["np".into()];
+        let e = check_launch(&with_np, &ompi).unwrap_err().to_string();
         assert!(e.contains("drop --np") && e.contains("4 ranks"), "{e}");
         assert_eq!(
             check_launch(&cli(&["latency", "--transport", "mpi"]), &ompi).unwrap(),

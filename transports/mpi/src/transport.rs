@@ -316,7 +316,7 @@ impl Transport for MpiTransport {
                 "the MPI transport is not connected yet".into(),
             ));
         };
-        let new = match self.mem.to_attach(s)? {
+        let new = match self.mem.unattached_region(s)? {
             Some(whole) => Some(
                 c.win
                     .attach(&mut self.mem, whole)

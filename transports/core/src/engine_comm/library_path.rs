@@ -88,10 +88,8 @@ impl NativeState {
         id: u64,
     ) -> Result<Option<Status>, TransportError> {
         self.pending(id)?;
-        Ok(match lib(s)?.test(id)? {
-            Some(env) => Some(self.finish(s, id, env)),
-            None => None,
-        })
+        let done = lib(s)?.test(id)?;
+        Ok(done.map(|env| self.finish(s, id, env)))
     }
 
     pub(super) fn lib_wait(&mut self, s: &mut Shared, id: u64) -> Result<Status, TransportError> {

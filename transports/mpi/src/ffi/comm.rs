@@ -119,10 +119,8 @@ impl Comm {
             watch,
         };
         // SAFETY: `raw` was just created; RSMPI_ERRORS_RETURN is predefined.
-        check(
-            unsafe { ffi::MPI_Comm_set_errhandler(raw, ffi::RSMPI_ERRORS_RETURN) },
-            "MPI_Comm_set_errhandler",
-        )?;
+        let rc = unsafe { ffi::MPI_Comm_set_errhandler(raw, ffi::RSMPI_ERRORS_RETURN) };
+        check(rc, "MPI_Comm_set_errhandler")?;
         let (mut r, mut n) = (0, 0);
         // SAFETY: valid communicator, out-parameters.
         check(unsafe { ffi::MPI_Comm_rank(raw, &mut r) }, "MPI_Comm_rank")?;

@@ -60,7 +60,7 @@ impl Memory {
 
     /// The whole region `s` lies in when no registration has attached it
     /// yet (it is then to be attached), else `None`.
-    pub(crate) fn to_attach(
+    pub(crate) fn unattached_region(
         &mut self,
         s: LocalSlice,
     ) -> Result<Option<LocalSlice>, TransportError> {

@@ -40,15 +40,11 @@ impl Window {
         check(rc, "MPI_Win_create_dynamic")?;
         let mut w = Window { raw, locked: false };
         // SAFETY: the window was just created.
-        check(
-            unsafe { ffi::MPI_Win_set_errhandler(raw, ffi::RSMPI_ERRORS_RETURN) },
-            "MPI_Win_set_errhandler",
-        )?;
+        let rc = unsafe { ffi::MPI_Win_set_errhandler(raw, ffi::RSMPI_ERRORS_RETURN) };
+        check(rc, "MPI_Win_set_errhandler")?;
         // SAFETY: as above; NOCHECK: no rank takes an exclusive lock.
-        check(
-            unsafe { ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as c_int, raw) },
-            "MPI_Win_lock_all",
-        )?;
+        let rc = unsafe { ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as c_int, raw) };
+        check(rc, "MPI_Win_lock_all")?;
         w.locked = true;
         Ok(w)
     }
@@ -66,10 +62,8 @@ impl Window {
         check(rc, "MPI_Win_attach")?;
         let mut addr: ffi::MPI_Aint = 0;
         // SAFETY: any address may be asked for; `addr` is an out-parameter.
-        check(
-            unsafe { ffi::MPI_Get_address(ptr.cast(), &mut addr) },
-            "MPI_Get_address",
-        )?;
+        let rc = unsafe { ffi::MPI_Get_address(ptr.cast(), &mut addr) };
+        check(rc, "MPI_Get_address")?;
         Ok((ptr as usize, addr as u64))
     }
 
@@ -77,10 +71,8 @@ impl Window {
     pub(crate) fn detach(&self, base: usize) -> Result<(), String> {
         // SAFETY: detaching an address this side attached; a wrong one
         // returns an error (errors return on this window).
-        check(
-            unsafe { ffi::MPI_Win_detach(self.raw, base as *const std::os::raw::c_void) },
-            "MPI_Win_detach",
-        )
+        let rc = unsafe { ffi::MPI_Win_detach(self.raw, base as *const std::os::raw::c_void) };
+        check(rc, "MPI_Win_detach")
     }
 
     /// `MPI_Put` of transport memory `s` to `peer`'s address `disp`
