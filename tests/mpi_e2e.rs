@@ -533,3 +533,43 @@ fn a_rank_stuck_in_mpi_is_ended_by_the_watchdog() {
         );
     }
 }
+
+/// Over Open MPI's tcp BTL alone osc rdma cannot create a dynamic window:
+/// ovbench takes osc pt2pt there, says so, and the own protocols run.
+#[test]
+fn tcp_btl_alone_runs_the_own_protocols_on_pt2pt() {
+    if !open_mpi() {
+        return;
+    }
+    let dir = Scratch::new("mpi-tcp-btl");
+    let env = [
+        ("OMPI_MCA_btl", "self,tcp"),
+        ("OMPI_MCA_btl_tcp_if_include", "lo"),
+    ];
+    for proto in ["rdma-write", "native"] {
+        let out = dir.join(format!("tcp-{proto}.json"));
+        let args = [
+            "latency",
+            "--transport",
+            "mpi",
+            "--proto",
+            proto,
+            "--sizes",
+            "8,256K",
+            "--iters",
+            "10",
+            "--verify",
+        ];
+        let (r, doc) = mpirun_json(2, &args, &env, &out);
+        let osc = &doc["header"]["mpi"]["osc"];
+        assert_eq!(osc["component"], "pt2pt", "{}", r.stdout);
+        assert!(
+            osc["how"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("OMPI_MCA_btl=self,tcp"),
+            "{osc}"
+        );
+        assert_eq!(common::rows(&doc).len(), 2);
+    }
+}

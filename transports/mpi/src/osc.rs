@@ -14,6 +14,21 @@
 
 /// The component ovbench asks for when the user leaves the choice open.
 pub const DEFAULT_OSC: &str = "rdma";
+/// The one it asks for when the BTLs the user chose have no shared
+/// memory: Open MPI 4.1's osc rdma cannot create a dynamic window over
+/// the tcp BTL alone (`MPI_Win_create_dynamic`: MPI_ERR_WIN).
+pub const TCP_OSC: &str = "pt2pt";
+
+/// Whether a `btl` setting (`OMPI_MCA_btl`) leaves only BTLs osc rdma
+/// cannot run dynamic windows on: a list naming neither vader nor sm.
+fn btl_without_rdma(btl: Option<&str>) -> bool {
+    match btl.map(str::trim) {
+        Some(b) if !b.is_empty() && !b.starts_with('^') => !b
+            .split(',')
+            .any(|c| matches!(c.trim(), "vader" | "sm" | "uct" | "openib")),
+        _ => false,
+    }
+}
 
 /// The decision taken before `MPI_Init`.
 #[derive(Clone, Debug)]
@@ -49,20 +64,32 @@ pub(crate) fn plan(library: &str) -> Option<OscPlan> {
         return None;
     }
     let user = std::env::var("OMPI_MCA_osc").ok();
+    let btl = std::env::var("OMPI_MCA_btl").ok();
     Some(match user.as_deref().map(str::trim) {
         Some(one) if is_single(one) => OscPlan {
             component: one.to_string(),
             how: "OMPI_MCA_osc".into(),
         },
         other => {
+            let (pick, why) = if btl_without_rdma(btl.as_deref()) {
+                (
+                    TCP_OSC,
+                    format!(
+                        "; OMPI_MCA_btl={} has no shared-memory BTL, over which alone Open MPI 4.1's osc rdma creates dynamic windows",
+                        btl.as_deref().unwrap_or_default()
+                    ),
+                )
+            } else {
+                (DEFAULT_OSC, String::new())
+            };
             // Before MPI_Init and before any thread of ours starts.
-            std::env::set_var("OMPI_MCA_osc", DEFAULT_OSC);
+            std::env::set_var("OMPI_MCA_osc", pick);
             OscPlan {
-                component: DEFAULT_OSC.into(),
+                component: pick.into(),
                 how: match other {
-                    None => format!("set by ovbench (OMPI_MCA_osc={DEFAULT_OSC}; it was unset)"),
+                    None => format!("set by ovbench (OMPI_MCA_osc={pick}; it was unset{why})"),
                     Some(v) => format!(
-                        "set by ovbench (OMPI_MCA_osc={DEFAULT_OSC}; it was `{v}`, which leaves Open MPI several)"
+                        "set by ovbench (OMPI_MCA_osc={pick}; it was `{v}`, which leaves Open MPI several{why})"
                     ),
                 },
             }
@@ -107,6 +134,15 @@ mod tests {
         assert!(!is_single("^ucx,pt2pt"));
         assert!(!is_single("rdma,pt2pt"));
         assert!(!is_single(""));
+    }
+
+    #[test]
+    fn tcp_alone_takes_pt2pt() {
+        assert!(btl_without_rdma(Some("self,tcp")));
+        assert!(!btl_without_rdma(Some("self,vader")));
+        assert!(!btl_without_rdma(Some("self,vader,tcp")));
+        assert!(!btl_without_rdma(Some("^openib")));
+        assert!(!btl_without_rdma(None));
     }
 
     #[test]

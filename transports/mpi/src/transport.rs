@@ -282,7 +282,19 @@ impl Transport for MpiTransport {
             return Ok(());
         }
         let comm = self.data.dup().map_err(local_err(OpKind::Connect))?;
-        let win = Window::create(&comm).map_err(local_err(OpKind::Connect))?;
+        let win = Window::create(&comm).map_err(|e| {
+            let hint = match self.job.osc() {
+                Some(o) => format!(
+                    " (Open MPI's osc {} could not serve it: try OMPI_MCA_osc=pt2pt or rdma)",
+                    o.component
+                ),
+                None => String::new(),
+            };
+            TransportError::Local {
+                op: OpKind::Connect,
+                detail: format!("{e}{hint}"),
+            }
+        })?;
         let ctrl = CtrlChannel::new(comm, EAGER_BUF_SIZE).map_err(local_err(OpKind::Connect))?;
         self.own = Some(Connected {
             ctrl,
