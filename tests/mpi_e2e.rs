@@ -470,22 +470,37 @@ fn a_rank_stuck_in_mpi_is_ended_by_the_watchdog() {
     );
     let mut child = cmd.spawn().unwrap();
     let err = common::drain(child.stderr.take().unwrap());
-    let _out = common::drain(child.stdout.take().unwrap());
-    // Wait for both ranks, give them time to start measuring, then freeze
-    // one: the other blocks in an MPI call that never returns.
-    let t0 = Instant::now();
-    let ranks = loop {
-        let r = ranks_under(child.id());
-        if r.len() == 2 {
-            break r;
+    // Rank 0's table heading says the ranks are past MPI_Init and the
+    // watchdog is up: only then is one of them frozen.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
         }
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "ranks never started"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    std::thread::sleep(Duration::from_millis(1500));
+    });
+    let t0 = Instant::now();
+    loop {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(l) if l.contains("size[B]") => break,
+            Ok(_) => {}
+            Err(e) => {
+                let _ = child.kill();
+                panic!(
+                    "no table heading after {:?} ({e}):\n{}",
+                    t0.elapsed(),
+                    err.join().unwrap()
+                );
+            }
+        }
+    }
+    let ranks = ranks_under(child.id());
+    assert_eq!(ranks.len(), 2, "the ranks under mpirun: {ranks:?}");
+    std::thread::sleep(Duration::from_millis(300));
     let stopped = *ranks.iter().max().unwrap();
     assert!(Command::new("kill")
         .args(["-STOP", &stopped.to_string()])

@@ -152,14 +152,15 @@ fn run_rank(cli: &Cli, job: &Arc<MpiJob>) -> Result<()> {
     let calls = transport.call_counts();
     let clock: Arc<dyn Clock> = Arc::from(best_clock());
     let work = WorkLoop::calibrate(clock.clone(), WORK_CALIBRATION);
-    // A rank shares its core when the job put more ranks on the host than
-    // it has CPUs for this process.
+    // A rank shares its core when the job put more ranks on this host than
+    // it has online CPUs (not this process's allowed CPUs: under
+    // `mpirun --bind-to core` each rank is allowed one).
     let local = std::env::var("OMPI_COMM_WORLD_LOCAL_SIZE")
         .or_else(|_| std::env::var("MPI_LOCALNRANKS"))
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(size as usize);
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpus = crate::env::core_map().len().max(1);
     let mut comm = comm::build(
         common,
         Box::new(transport),
