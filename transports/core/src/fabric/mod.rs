@@ -2,9 +2,10 @@
 //! the sealed-key envelope ([`seal`]), the same-host peer-process watch
 //! ([`peer_watch`]), the region/registration tables ([`regions`]) with
 //! their safe page-aligned heap block ([`page_block`]) and check-word
-//! remote keys ([`check_word`]), and the progress thread
-//! ([`progress_thread`]). All safe code; what touches raw memory or the
-//! libraries stays in the fabric crate. The test and bench harnesses
+//! remote keys ([`check_word`]), the progress thread
+//! ([`progress_thread`]), and the watchdog that ends a blocking library
+//! call stuck past its deadline ([`watchdog`]). All safe code; what
+//! touches raw memory or the libraries stays in the fabric crate. The test and bench harnesses
 //! (pair, processes, pingpong, comm_cost) live in `ovbench-conformance`.
 
 pub mod check_word;
