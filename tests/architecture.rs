@@ -7,7 +7,7 @@
 //!   the release binary's dependency graph (`cargo tree -e normal,build`)
 //!   does not hold them;
 //! * every fabric keeps its memory in core's region table and runs its
-//!   progress thread on core's kit;
+//!   progress thread (and the MPI watchdog) on core's kits;
 //! * no macro writes communicator or transport code in the transport
 //!   crates (shared code is shared as functions and types); the
 //!   conformance crate's one macro writes `#[test]` functions only.
@@ -88,6 +88,15 @@ fn the_launcher_calls_pmix_only_from_its_client_module() {
 }
 
 #[test]
+fn mpi_calls_its_library_only_from_its_ffi_modules() {
+    let offenders = unsafe_outside("transports/mpi", &["ffi"]);
+    assert!(
+        offenders.is_empty(),
+        "outside src/ffi/ these name `unsafe`; move the call into the resource's module there: {offenders:?}"
+    );
+}
+
+#[test]
 fn the_word_match_is_whole_words_only() {
     assert!(names_word("x unsafe {", "unsafe"));
     assert!(names_word("`unsafe`", "unsafe"));
@@ -149,6 +158,7 @@ fn every_fabric_keeps_its_memory_in_the_shared_region_table() {
         "transports/verbs/src/memory.rs",
         "transports/ucx/src/ffi/memory.rs",
         "transports/ofi/src/memory.rs",
+        "transports/mpi/src/ffi/memory.rs",
     ];
     for file in tables {
         let text = fs::read_to_string(root().join(file)).expect("readable source");
@@ -162,12 +172,14 @@ fn every_fabric_keeps_its_memory_in_the_shared_region_table() {
 #[test]
 fn progress_threads_run_on_the_shared_kit() {
     let kit = root().join("transports/core/src/fabric/progress_thread.rs");
+    // The other kit: the watchdog that ends a call stuck in a library.
+    let watchdog = root().join("transports/core/src/fabric/watchdog.rs");
     // The conformance crate is a test harness: its threads stand for ranks.
     let harness = root().join("transports/conformance");
     let own_threads: Vec<_> = rust_files(&root().join("transports"))
         .into_iter()
         .filter(|f| f.components().any(|c| c.as_os_str() == "src"))
-        .filter(|f| *f != kit && !f.starts_with(&harness))
+        .filter(|f| *f != kit && *f != watchdog && !f.starts_with(&harness))
         .filter(|f| {
             let text = fs::read_to_string(f).expect("readable source");
             text.contains("std::thread::spawn") || text.contains("thread::Builder")

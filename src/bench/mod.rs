@@ -12,7 +12,7 @@ mod instrumented;
 pub mod latency;
 mod pingpong;
 mod rankreport;
-mod verify;
+pub(crate) mod verify;
 pub mod window;
 
 use clap::Args;

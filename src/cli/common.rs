@@ -26,6 +26,8 @@ pub enum TransportKind {
     Ucx,
     /// libfabric.
     Ofi,
+    /// An MPI library, under mpirun/mpiexec/srun (cargo feature `mpi`).
+    Mpi,
 }
 
 impl TransportKind {
@@ -36,6 +38,7 @@ impl TransportKind {
             TransportKind::Verbs => "verbs",
             TransportKind::Ucx => "ucx",
             TransportKind::Ofi => "ofi",
+            TransportKind::Mpi => "mpi",
         }
     }
 }

@@ -68,7 +68,8 @@ pub fn library_versions() -> BTreeMap<String, String> {
     out
 }
 
-/// `UCX_*` and `FI_*` variables of this process's environment as the user
+/// `UCX_*`, `FI_*`, `OMPI_MCA_*`, `PMIX_MCA_*`, `MPIR_CVAR_*` and `HYDRA_*`
+/// variables of this process's environment as the user
 /// gave them: the first call takes the snapshot, and `main` makes it
 /// before any transport exists, since transports may set some themselves
 /// (the ofi transport's `FI_UNIVERSE_SIZE`) and say so in their own lines.
@@ -77,15 +78,70 @@ pub fn fabric_env() -> BTreeMap<String, String> {
     AT_START
         .get_or_init(|| {
             std::env::vars()
-                .filter(|(k, _)| k.starts_with("UCX_") || k.starts_with("FI_"))
+                .filter(|(k, _)| is_user_setting(k))
                 .collect()
         })
         .clone()
 }
 
+/// Prefixes of the libraries' settings recorded in the header: UCX,
+/// libfabric, Open MPI (and its PMIx), MPICH and its Hydra launcher.
+const SETTING_PREFIXES: &[&str] = &[
+    "UCX_",
+    "FI_",
+    "OMPI_MCA_",
+    "PMIX_MCA_",
+    "MPIR_CVAR_",
+    "HYDRA_",
+];
+
+/// What mpirun (ORTE) itself puts in every rank's environment: the job's
+/// wiring, not the user's settings (and `orte_precondition_transports`
+/// is a job secret).
+const LAUNCHER_SET: &[&str] = &[
+    "OMPI_MCA_orte_",
+    "OMPI_MCA_ess",
+    "OMPI_MCA_pmix",
+    "OMPI_MCA_initial_wdir",
+    "OMPI_MCA_shmem_RUNTIME_QUERY_hint",
+    "OMPI_MCA_mpi_oversubscribe",
+    "OMPI_MCA_rmaps_base_oversubscribe",
+    "PMIX_MCA_mca_base_component_show_load_errors",
+];
+
+/// Whether variable `k` is a library setting the user made.
+fn is_user_setting(k: &str) -> bool {
+    SETTING_PREFIXES.iter().any(|p| k.starts_with(p))
+        && !LAUNCHER_SET.iter().any(|p| k.starts_with(p))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mpi_settings_are_recorded_and_mpiruns_own_wiring_is_not() {
+        for k in [
+            "OMPI_MCA_osc",
+            "OMPI_MCA_btl",
+            "MPIR_CVAR_CH4_NETMOD",
+            "HYDRA_TOPO_DEBUG",
+            "PMIX_MCA_gds",
+            "UCX_TLS",
+            "FI_PROVIDER",
+        ] {
+            assert!(is_user_setting(k), "{k}");
+        }
+        for k in [
+            "OMPI_MCA_orte_hnp_uri",
+            "OMPI_MCA_orte_precondition_transports",
+            "OMPI_MCA_ess_base_vpid",
+            "OMPI_COMM_WORLD_RANK",
+            "PATH",
+        ] {
+            assert!(!is_user_setting(k), "{k}");
+        }
+    }
 
     #[test]
     fn queries_have_a_deadline_and_tolerate_absence() {

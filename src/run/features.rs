@@ -14,6 +14,7 @@ pub fn requirement(kind: TransportKind) -> (&'static str, &'static str) {
         TransportKind::Verbs => ("verbs", "libibverbs-dev librdmacm-dev"),
         TransportKind::Ucx => ("ucx", "libucx-dev"),
         TransportKind::Ofi => ("ofi", "libfabric-dev"),
+        TransportKind::Mpi => ("mpi", "libopenmpi-dev openmpi-bin (or MPICH, README § MPI)"),
     }
 }
 
@@ -25,13 +26,14 @@ pub fn compiled_in(kind: TransportKind) -> bool {
         TransportKind::Verbs => cfg!(feature = "verbs"),
         TransportKind::Ucx => cfg!(feature = "ucx"),
         TransportKind::Ofi => cfg!(feature = "ofi"),
+        TransportKind::Mpi => cfg!(feature = "mpi"),
     }
 }
 
 /// The transports this binary can run.
 pub fn available() -> Vec<TransportKind> {
     use TransportKind::*;
-    [Tcp, Sim, Verbs, Ucx, Ofi]
+    [Tcp, Sim, Verbs, Ucx, Ofi, Mpi]
         .into_iter()
         .filter(|k| compiled_in(*k))
         .collect()
@@ -72,11 +74,15 @@ mod tests {
     }
 
     #[test]
-    fn mpi_is_no_transport_value_until_it_exists() {
-        use clap::ValueEnum;
-        assert!(TransportKind::value_variants()
-            .iter()
-            .all(|k| k.name() != "mpi"));
+    fn mpi_without_its_feature_names_the_feature_and_mpirun_packages() {
+        if compiled_in(TransportKind::Mpi) {
+            return;
+        }
+        let e = check(TransportKind::Mpi).unwrap_err().to_string();
+        assert!(
+            e.contains("--features mpi") && e.contains("libopenmpi-dev"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -84,5 +90,6 @@ mod tests {
         assert_eq!(compiled_in(TransportKind::Verbs), cfg!(feature = "verbs"));
         assert_eq!(compiled_in(TransportKind::Ucx), cfg!(feature = "ucx"));
         assert_eq!(compiled_in(TransportKind::Ofi), cfg!(feature = "ofi"));
+        assert_eq!(compiled_in(TransportKind::Mpi), cfg!(feature = "mpi"));
     }
 }

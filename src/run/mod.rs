@@ -13,6 +13,8 @@ mod command;
 pub mod features;
 pub mod job;
 mod launch_report;
+#[cfg(feature = "mpi")]
+mod mpi;
 mod rank;
 #[cfg(feature = "sim")]
 mod sim;
@@ -76,6 +78,10 @@ pub fn run(cli: &Cli) -> Result<i32> {
             ovbench_sim::capacity::check(np).map_err(|e| usage(anyhow::anyhow!(e)))?;
         }
         return sim::run(cli).map(|()| 0);
+    }
+    #[cfg(feature = "mpi")]
+    if cli.common.transport == TransportKind::Mpi {
+        return mpi::run(cli);
     }
     match job::decide(cli).map_err(usage)? {
         job::Start::Local(np) => {
@@ -249,6 +255,13 @@ pub fn preflight(cli: &Cli, np: u32) -> Result<()> {
         bail!(ovbench_core::engine_comm::native_unavailable(
             c.transport.name()
         ));
+    }
+    if let Command::Method(MethodCommand::Bcast(a)) = &cli.command {
+        if a.algorithm == crate::methods::bcast::Algorithm::Library
+            && c.transport != TransportKind::Mpi
+        {
+            bail!("--algorithm library is the MPI library's own broadcast (MPI_Bcast): add --transport mpi (under mpirun), or choose binomial, linear, backward or flat");
+        }
     }
     if c.frag_size.is_some_and(|f| f.bytes() == 0) {
         bail!("--frag-size 0: a fragment needs at least 1 byte: give a size such as 64K, or drop --frag-size for the engine's");

@@ -18,6 +18,9 @@ pub(super) fn bcast(
     m: usize,
     root: Rank,
 ) -> anyhow::Result<()> {
+    if alg == Algorithm::Library {
+        return Ok(c.bcast_library(b, 0, m, root)?);
+    }
     let (me, n) = (c.rank(), c.size());
     if let Some(p) = parent(alg, me, root, n) {
         c.recv(b, 0, m, Some(p), Some(TAG_BCAST))?;
@@ -25,7 +28,7 @@ pub(super) fn bcast(
     // The children without building a list (this runs once per rank per
     // broadcast, and at 1024 ranks often).
     match alg {
-        Algorithm::Binomial => {
+        Algorithm::Binomial | Algorithm::Library => {
             let vr = (me + n - root) % n;
             let mut mask = binomial_parent(vr, n).1;
             while mask > 0 {
@@ -50,7 +53,7 @@ pub(super) fn parent(alg: Algorithm, me: Rank, root: Rank, n: u32) -> Option<Ran
         return None;
     }
     Some(match alg {
-        Algorithm::Binomial => {
+        Algorithm::Binomial | Algorithm::Library => {
             let vr = (me + n - root) % n;
             (binomial_parent(vr, n).0? + root) % n
         }
@@ -63,7 +66,7 @@ pub(super) fn parent(alg: Algorithm, me: Rank, root: Rank, n: u32) -> Option<Ran
 /// Whom `me` forwards the broadcast to, in sending order.
 pub(super) fn children(alg: Algorithm, me: Rank, root: Rank, n: u32) -> Vec<Rank> {
     match alg {
-        Algorithm::Binomial => {
+        Algorithm::Binomial | Algorithm::Library => {
             let vr = (me + n - root) % n;
             binomial_tree(vr, n)
                 .1
@@ -106,7 +109,7 @@ pub(super) fn height(alg: Algorithm, n: u32) -> usize {
         // A rank's depth is its relative rank's count of one bits: the
         // most among 0..n is the bit length of n − 1, less one unless
         // n − 1 is all ones.
-        Algorithm::Binomial => {
+        Algorithm::Binomial | Algorithm::Library => {
             let x = n.saturating_sub(1);
             let bits = u32::BITS - x.leading_zeros();
             (if x.count_ones() == bits {

@@ -70,6 +70,10 @@ pub enum Algorithm {
     Backward,
     /// The root sends to every other rank in turn.
     Flat,
+    /// The MPI library's own `MPI_Bcast` (`--transport mpi`, where it is
+    /// the default); its tree is the library's, taken as binomial for the
+    /// depths and paths the methods print.
+    Library,
 }
 
 /// Barriers for the `barrier` method, built on point-to-point.

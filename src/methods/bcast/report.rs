@@ -221,6 +221,9 @@ pub(super) fn max_oli_row(sink: &mut dyn Sink, out: &Output) {
         verdict: v.marks(),
     };
     Table::quiet(&()).add(sink, &row);
+    if out.algorithm == Algorithm::Library {
+        sink.note("library broadcast (MPI_Bcast): the library chooses its tree; depths and paths above assume a binomial tree rooted at 0");
+    }
     if out.algorithm == Algorithm::Flat {
         sink.note("flat broadcast: the root's gap exceeds E_i for early ranks, breaking OL_i's assumption (de Supinski and Karonis, §4); those rows are flagged");
     }

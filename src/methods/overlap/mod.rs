@@ -97,6 +97,10 @@ pub struct Args {
     /// times, then pass FILE to `--xfer-table`.
     #[arg(long, value_name = "FILE")]
     pub write_xfer_table: Option<PathBuf>,
+    /// After each size's steps, send one patterned message with the same
+    /// call pair, untimed, and check every byte at the receiver.
+    #[arg(long)]
+    pub verify: bool,
 }
 
 impl Args {
@@ -317,6 +321,35 @@ fn transfer(
     Ok(comm.now() - t)
 }
 
+/// `--verify`: one untimed transfer of a patterned message with the
+/// pair's calls, every byte checked at the receiver.
+fn verify_transfer(
+    comm: &mut dyn Communicator,
+    pair: Pair,
+    me: Rank,
+    buf: Buf,
+    size: usize,
+) -> anyhow::Result<()> {
+    use crate::bench::verify;
+    match me {
+        0 => verify::fill(comm, buf, size, 0)?,
+        1 => verify::clear(comm, buf)?,
+        _ => {}
+    }
+    comm.barrier()?;
+    if me < 2 {
+        transfer(comm, pair, me, buf, size, 0)?;
+    }
+    comm.drain_transfers()?;
+    if me == 1 {
+        let which = verify::Which::Pass { i: 1, of: 1 };
+        verify::check(comm, buf, size, 0, size, which)
+            .with_context(|| format!("overlap --verify, {} {size} B", pair.name()))?;
+    }
+    comm.barrier()?;
+    Ok(())
+}
+
 /// Run the method on every rank; rank 0's sink prints.
 pub fn run(
     comm: &mut dyn Communicator,
@@ -486,6 +519,9 @@ pub fn run(
                 }
             }
             totals.push((pair, size, tot.0, tot.1));
+            if args.verify {
+                verify_transfer(comm, pair, me, buf, size)?;
+            }
         }
     }
     let by_size = Table::<TotalRow>::start(sink, "per-process totals by size", &());

@@ -165,6 +165,16 @@ fn exchange<T: Transport>(t: &mut T) -> Option<Kept> {
     }
 }
 
+/// Both ranks of a two-rank job that its own launcher started (MPI's
+/// mpirun: the transport knows its peer without an address exchange):
+/// connect, then the same exchange as [`parent`] and [`child`] — messages
+/// both ways, the native tag path with wildcards, a key through the wire,
+/// a write checked by its target and a read. Rank 0 gets what it kept.
+pub fn in_job<T: Transport>(t: &mut T) -> Option<Kept> {
+    t.connect(&[]).unwrap_or_else(|e| panic!("connect: {e}"));
+    exchange(t)
+}
+
 /// Rank 1: print the address, read rank 0's, run the exchange, then keep
 /// polling until killed or told to stop (at most 30 s). `t` is rank 1 of
 /// the transport [`parent`] was asked to run.

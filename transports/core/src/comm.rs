@@ -245,6 +245,21 @@ pub trait Communicator {
     /// a communicator whose transfers end inside the calls that complete
     /// them (the native library paths) has nothing to wait for.
     fn drain_transfers(&mut self) -> Result<(), TransportError>;
+    /// The library's own broadcast of `buf[off..off+len]` from `root`
+    /// (`MPI_Bcast`; bcast's `--algorithm library`), collective. An
+    /// error where the communicator runs over no library that has one.
+    fn bcast_library(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        root: Rank,
+    ) -> Result<(), TransportError> {
+        let _ = (buf, off, len, root);
+        Err(TransportError::Unsupported(
+            "--algorithm library is the MPI library's own broadcast: run it with --transport mpi --proto native".into(),
+        ))
+    }
     /// The recorder, while enabled (reset it per step, read reports).
     fn instrumentation(&mut self) -> Option<&mut crate::instrument::Instrumentation> {
         None

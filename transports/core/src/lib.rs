@@ -29,6 +29,7 @@
 //! | [`Transport::tagged`] → [`Tagged::tsend`] / [`Tagged::trecv`] | — | `ucp_tag_send_nbx` / `ucp_tag_recv_nbx` / `ucp_tag_send_sync_nbx` | `fi_tsend` / `fi_trecv` |
 //! | [`Posted::Done`] from [`Transport::post_send`] / [`Tagged::tsend`] (done inside the call: no completion queued) | never | `FORCE_IMM_CMPL` sends | `fi_inject` / `fi_tinject` |
 //! | [`Tagged::trecv_wait`] (a blocking tagged receive waited for inside the transport) | — | `ucp_tag_recv_nbx` into a stack slot, then `ucp_worker_progress` until its callback ran | posted and polled ([`trecv_wait_polling`]) |
+//! | [`Tagged::library`] → [`LibraryCalls`] (each blocking and completing call is the library's own) | — | — | — |
 //! | [`Transport::address`] / [`Transport::connect`] | LID, GID, QPN, PSN → `ibv_modify_qp` RTR/RTS | `ucp_worker_get_address` → `ucp_ep_create` | `fi_getname` → `fi_av_insert` |
 
 #![deny(missing_docs)]
@@ -42,6 +43,7 @@ mod error;
 pub mod fabric;
 pub mod instrument;
 mod key;
+mod library;
 pub mod stop;
 mod transport;
 pub mod work;
@@ -58,6 +60,7 @@ pub use engine_comm::{Comm, EngineConfig};
 pub use error::{OpKind, TransportError};
 pub use instrument::{Instrumentation, OverlapReport, XferTable};
 pub use key::{RemoteKey, RemoteKeyError, MAX_KEY_BLOB};
+pub use library::LibraryCalls;
 pub use transport::{
     trecv_wait_polling, Arrivals, Completion, CompletionTime, Ctx, Idle, LocalSlice, MrHandle,
     Placement, Posted, Rank, RegionId, Registered, Rma, Tag, Tagged, Transport, TransportInfo,

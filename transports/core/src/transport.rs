@@ -431,6 +431,13 @@ pub trait Tagged {
         dst: LocalSlice,
         timeout: Duration,
     ) -> Result<Waited, TransportError>;
+    /// The library's own call for each point-to-point operation and its
+    /// collectives (MPI), where it has them; `None` (the default) where
+    /// the native path builds them from [`Self::tsend`] and
+    /// [`Self::trecv`].
+    fn library(&mut self) -> Option<&mut dyn crate::LibraryCalls> {
+        None
+    }
 }
 
 /// [`Tagged::trecv_wait`] for a transport whose library has no blocking

@@ -6,6 +6,9 @@
 //! wait in one frame (the general path's nested calls moved each result
 //! through three of them).
 
+use super::library_path::slice;
+use super::native::NativeState;
+use super::shared::Shared;
 use super::{Comm, EngineShape, On, Path, RawOp};
 use crate::comm::one_call;
 use crate::instrument::{Instrumentation, XferTable};
@@ -46,6 +49,49 @@ impl Comm {
             (s, On::Engine(e)) => Some(e.recv_now(s, buf, off, len, src, tag)),
             (s, On::Native(n)) => n.recv_now(s, buf, off, len, src, tag),
         }
+    }
+}
+
+impl Comm {
+    /// `f` as one communicator call on the native path's library calls
+    /// ([`crate::LibraryCalls`]); `None` where calls do not go to them
+    /// (the engine path, a native path without them, bare operations).
+    fn library<T>(
+        &mut self,
+        f: impl FnOnce(&mut NativeState, &mut Shared, u64) -> Result<T, TransportError>,
+    ) -> Option<Result<T, TransportError>> {
+        if !matches!(&self.path, Path::Native(n) if n.lib && !n.bare) {
+            return None;
+        }
+        Some(self.call(|c, at| match &mut c.path {
+            Path::Native(n) => f(n, &mut c.s, at),
+            Path::Engine => Err(TransportError::Invalid(
+                "library calls on the engine path".into(),
+            )),
+        }))
+    }
+
+    /// A blocking send in `mode`: the library's own call where there is
+    /// one, else the nonblocking send waited for.
+    #[allow(clippy::too_many_arguments)]
+    fn send_in(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+        mode: SendMode,
+    ) -> Result<(), TransportError> {
+        if let Some(r) = self
+            .library(|n, s, at| n.lib_send(s, at, slice(buf, off, len, "send")?, dst, tag, mode))
+        {
+            return r;
+        }
+        one_call(self, |c| {
+            let r = c.isend_mode(buf, off, len, dst, tag, mode)?;
+            c.wait(r).map(|_| ())
+        })
     }
 }
 
@@ -181,6 +227,18 @@ impl Communicator for Comm {
         dst: Rank,
         tag: Tag,
     ) -> Result<(), TransportError> {
+        if let Some(r) = self.library(|n, s, at| {
+            n.lib_send(
+                s,
+                at,
+                slice(buf, off, len, "send")?,
+                dst,
+                tag,
+                SendMode::Standard,
+            )
+        }) {
+            return r;
+        }
         if self.s.instr.is_none() {
             return self.send_now(buf, off, len, dst, tag);
         }
@@ -198,6 +256,11 @@ impl Communicator for Comm {
         src: Source,
         tag: TagSel,
     ) -> Result<Status, TransportError> {
+        if let Some(r) =
+            self.library(|n, s, at| n.lib_recv(s, at, slice(buf, off, len, "receive")?, src, tag))
+        {
+            return r;
+        }
         if self.s.instr.is_none() {
             if let Some(r) = self.recv_now(buf, off, len, src, tag) {
                 return r;
@@ -207,6 +270,94 @@ impl Communicator for Comm {
             let r = c.irecv(buf, off, len, src, tag)?;
             c.wait(r)
         })
+    }
+
+    fn ssend(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        self.send_in(buf, off, len, dst, tag, SendMode::Synchronous)
+    }
+
+    fn rsend(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        self.send_in(buf, off, len, dst, tag, SendMode::Ready)
+    }
+
+    fn bsend(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        self.send_in(buf, off, len, dst, tag, SendMode::Buffered)
+    }
+
+    fn sendrecv(
+        &mut self,
+        sbuf: Buf,
+        soff: usize,
+        slen: usize,
+        dst: Rank,
+        stag: Tag,
+        rbuf: Buf,
+        roff: usize,
+        rlen: usize,
+        src: Source,
+        rtag: TagSel,
+    ) -> Result<Status, TransportError> {
+        if let Some(r) = self.library(|n, s, at| {
+            let sb = slice(sbuf, soff, slen, "send")?;
+            let rb = slice(rbuf, roff, rlen, "receive")?;
+            n.lib_sendrecv(s, at, sb, dst, stag, rb, src, rtag)
+        }) {
+            return r;
+        }
+        one_call(self, |c| {
+            let r = c.irecv(rbuf, roff, rlen, src, rtag)?;
+            let s = c.isend(sbuf, soff, slen, dst, stag)?;
+            c.wait(s)?;
+            c.wait(r)
+        })
+    }
+
+    fn waitall(&mut self, reqs: &[Req]) -> Result<Vec<Status>, TransportError> {
+        if let Some(r) = self.library(|n, s, _| {
+            let ids: Vec<u64> = reqs.iter().map(|r| r.0).collect();
+            n.lib_waitall(s, &ids)
+        }) {
+            return r;
+        }
+        one_call(self, |c| reqs.iter().map(|&r| c.wait(r)).collect())
+    }
+
+    fn bcast_library(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        root: Rank,
+    ) -> Result<(), TransportError> {
+        match self.library(|n, s, at| n.lib_bcast(s, at, slice(buf, off, len, "broadcast")?, root)) {
+            Some(r) => r,
+            None => Err(TransportError::Unsupported(format!(
+                "--algorithm library is the MPI library's own broadcast (MPI_Bcast): this run's {} path over --transport {} has none; run it with --transport mpi --proto native",
+                self.info().protocol,
+                self.s.info.name
+            ))),
+        }
     }
 
     fn enable_instrumentation(&mut self, table: XferTable) -> Result<(), TransportError> {

@@ -60,6 +60,11 @@ impl NativeState {
     /// The barrier; its traffic is not user data, so it records no XFER
     /// events.
     pub(crate) fn barrier(&mut self, s: &mut Shared) -> Result<(), TransportError> {
+        if self.lib {
+            return super::native::tagged(s)?
+                .library()
+                .map_or(Ok(()), |l| l.barrier());
+        }
         let instr = s.instr.take();
         let r = self.barrier_rounds(s);
         s.instr = instr;

@@ -14,6 +14,7 @@ mod barrier;
 mod config;
 mod drive;
 mod engine;
+mod library_path;
 mod native;
 mod shared;
 

@@ -24,26 +24,31 @@ use crate::{
 pub(crate) const NATIVE_BARRIER_TAG: Tag = 0xFFFF_0000;
 
 #[derive(Debug)]
-struct NReq {
-    send: bool,
-    peer: Option<Rank>,
-    tag: Option<Tag>,
-    len: usize,
-    done: Option<Status>,
+pub(super) struct NReq {
+    pub(super) send: bool,
+    pub(super) peer: Option<Rank>,
+    pub(super) tag: Option<Tag>,
+    pub(super) len: usize,
+    pub(super) done: Option<Status>,
     /// The XFER id recorded at posting, when instrumenting.
-    xfer: Option<u64>,
+    pub(super) xfer: Option<u64>,
 }
 
 /// `[off, off+len)` of `buf` as the transport's slice, after checking it
 /// lies in `buf`.
-fn local(buf: Buf, off: usize, len: usize, what: &str) -> Result<LocalSlice, TransportError> {
+pub(super) fn local(
+    buf: Buf,
+    off: usize,
+    len: usize,
+    what: &str,
+) -> Result<LocalSlice, TransportError> {
     let s = range(buf, off, len, what)?;
     Ok(LocalSlice::new(buf.region, s.offset, s.len))
 }
 
 /// The request of a send to `dst` of `len` bytes with `tag`; `done` when
 /// the library finished it inside the posting call.
-fn send_req(dst: Rank, tag: Tag, len: usize, done: bool) -> NReq {
+pub(super) fn send_req(dst: Rank, tag: Tag, len: usize, done: bool) -> NReq {
     NReq {
         send: true,
         peer: Some(dst),
@@ -60,7 +65,7 @@ fn send_req(dst: Rank, tag: Tag, len: usize, done: bool) -> NReq {
 
 /// The transport's tagged protocol (checked present at construction).
 #[inline]
-fn tagged(s: &mut Shared) -> Result<&mut dyn Tagged, TransportError> {
+pub(super) fn tagged(s: &mut Shared) -> Result<&mut dyn Tagged, TransportError> {
     match s.t.tagged() {
         Some(t) => Ok(t),
         None => Err(TransportError::Invalid(
@@ -80,11 +85,15 @@ pub(crate) struct NativeState {
     /// Messages run as the engine's bare operations for now
     /// ([`crate::Communicator::set_bare_op`]).
     pub(crate) bare: bool,
-    next: u64,
+    /// The transport offers the library's own calls
+    /// ([`crate::Tagged::library`]): each communicator call is the
+    /// library call of its name (`super::library_path`).
+    pub(super) lib: bool,
+    pub(super) next: u64,
     /// Requests by id: ids only increase, so the engine's direct-slot
     /// table beats a hash map (SipHash was ~15% of a shared-memory
     /// round trip).
-    reqs: IdMap<NReq>,
+    pub(super) reqs: IdMap<NReq>,
     /// Tagged sends posted and the bytes they carried.
     pub(crate) sends: u64,
     pub(crate) bytes: u64,
@@ -94,12 +103,14 @@ impl NativeState {
     /// The native path over `s`'s transport; an error naming the valid
     /// protocols where the transport has no tagged path.
     pub(crate) fn new(s: &mut Shared) -> Result<NativeState, TransportError> {
-        if s.t.tagged().is_none() {
+        let Some(t) = s.t.tagged() else {
             return Err(TransportError::Unsupported(super::native_unavailable(
                 &s.info.name,
             )));
-        }
+        };
+        let lib = t.library().is_some();
         Ok(NativeState {
+            lib,
             next: 1,
             ..NativeState::default()
         })
@@ -189,6 +200,9 @@ impl NativeState {
         mode: SendMode,
     ) -> Result<Req, TransportError> {
         let ls = local(buf, off, len, "send")?;
+        if self.lib {
+            return self.lib_isend(s, ls, dst, tag, mode, at).map(Req);
+        }
         self.tsend(s, ls, dst, tag, mode == SendMode::Synchronous, at)
             .map(Req)
     }
@@ -218,6 +232,9 @@ impl NativeState {
     ) -> Result<Option<Status>, TransportError> {
         if let Some(st) = self.take(s, req.0) {
             return Ok(Some(st));
+        }
+        if self.lib {
+            return self.lib_test(s, req.0);
         }
         self.poll_once(s)?;
         Ok(self.take(s, req.0))
@@ -292,7 +309,7 @@ impl NativeState {
     /// Remember the just-posted operation `id`, stamping XFER_BEGIN at
     /// the posting call's entry `at` when instrumenting.
     #[inline(always)]
-    fn track(&mut self, s: &mut Shared, id: u64, mut r: NReq, at: u64) -> u64 {
+    pub(super) fn track(&mut self, s: &mut Shared, id: u64, mut r: NReq, at: u64) -> u64 {
         r.xfer = s.instr.as_mut().map(|i| {
             i.xfer_begin(id, r.len as u64, at, true);
             id
@@ -338,7 +355,7 @@ impl NativeState {
     }
 
     #[inline(always)]
-    fn complete(
+    pub(super) fn complete(
         &mut self,
         ctx: u64,
         env: Option<(Rank, Tag, usize)>,
@@ -366,7 +383,7 @@ impl NativeState {
 
     /// Retire `id` if done, stamping XFER_END (at the completing call's exit, as near as we can).
     #[inline(always)]
-    fn take(&mut self, s: &mut Shared, id: u64) -> Option<Status> {
+    pub(super) fn take(&mut self, s: &mut Shared, id: u64) -> Option<Status> {
         self.reqs.get(&id)?.done?;
         let r = self.reqs.remove(&id)?;
         let st = r.done?;
@@ -387,6 +404,9 @@ impl NativeState {
         let mut idle = 0u32;
         if let Some(st) = self.take(s, id) {
             return Ok(st);
+        }
+        if self.lib {
+            return self.lib_wait(s, id);
         }
         loop {
             spins = spins.wrapping_add(1);

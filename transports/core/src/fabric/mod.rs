@@ -3,8 +3,10 @@
 //! ([`peer_watch`]), the region/registration tables ([`regions`]) with
 //! their safe page-aligned heap block ([`page_block`]) and check-word
 //! remote keys ([`check_word`]), the progress thread
-//! ([`progress_thread`]), the first checks on peers ([`peers`]) and the
-//! native tagged paths' 64-bit tag ([`wire_tag`]). All safe code; what
+//! ([`progress_thread`]), the first checks on peers ([`peers`]), the
+//! native tagged paths' 64-bit tag ([`wire_tag`]), and the watchdog that
+//! ends a blocking library call stuck past its deadline ([`watchdog`]).
+//! All safe code; what
 //! touches raw memory or the libraries stays in the fabric crate. The test and bench harnesses
 //! (pair, processes, pingpong, comm_cost) live in `ovbench-conformance`.
 
@@ -16,6 +18,7 @@ pub mod progress_thread;
 pub mod regions;
 pub mod seal;
 pub mod wire_tag;
+pub mod watchdog;
 
 /// FNV-1a over the concatenation of `parts` (a checksum, not an
 /// authenticator).

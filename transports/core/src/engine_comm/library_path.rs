@@ -1,0 +1,197 @@
+//! The native path over a library that has its own call for each
+//! operation ([`crate::LibraryCalls`], MPI): every communicator call is
+//! the one library call of its name, bracketed by the communicator's
+//! CALL_ENTER/CALL_EXIT. A blocking call's transfer begins at its entry
+//! and ends at its exit (call-bounded, as every native transfer).
+
+use super::native::{local, send_req, tagged, NativeState};
+use super::shared::Shared;
+use crate::{
+    Buf, LibraryCalls, LocalSlice, Rank, SendMode, Source, Status, Tag, TagSel, TransportError,
+};
+
+/// The library's calls of `s`'s transport (present: checked when the
+/// path was built).
+fn lib(s: &mut Shared) -> Result<&mut dyn LibraryCalls, TransportError> {
+    tagged(s)?
+        .library()
+        .ok_or_else(|| TransportError::Invalid("the transport's library calls went away".into()))
+}
+
+impl NativeState {
+    /// A fresh id for an operation or a blocking call's transfer.
+    fn fresh(&mut self) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        id
+    }
+
+    /// Run the blocking library call `f` moving `len` bytes, its
+    /// communicator call entered at `at`: one call-bounded transfer.
+    fn blocking<T>(
+        &mut self,
+        s: &mut Shared,
+        at: u64,
+        len: usize,
+        f: impl FnOnce(&mut dyn LibraryCalls) -> Result<T, TransportError>,
+    ) -> Result<T, TransportError> {
+        let id = self.fresh();
+        if let Some(i) = s.instr.as_mut() {
+            i.xfer_begin(id, len as u64, at, true);
+        }
+        let r = f(lib(s)?);
+        if let Some(i) = s.instr.as_mut() {
+            i.xfer_end(id, len as u64, s.clock.ticks());
+        }
+        r
+    }
+
+    pub(super) fn lib_isend(
+        &mut self,
+        s: &mut Shared,
+        ls: LocalSlice,
+        dst: Rank,
+        tag: Tag,
+        mode: SendMode,
+        at: u64,
+    ) -> Result<u64, TransportError> {
+        let id = self.fresh();
+        lib(s)?.isend(dst, tag, ls, mode, id)?;
+        self.sends += 1;
+        self.bytes += ls.len as u64;
+        Ok(self.track(s, id, send_req(dst, tag, ls.len, false), at))
+    }
+
+    /// The envelope of a finished operation `id`: a receive's from the
+    /// library, a send's from its request.
+    fn finish(&mut self, s: &mut Shared, id: u64, env: Option<Status>) -> Status {
+        let env = env.map(|st| (st.source, st.tag, st.len));
+        // `complete` fails only for an id never posted, which `take` then
+        // reports as not pending.
+        let _ = self.complete(id, env);
+        self.take(s, id).unwrap_or_default()
+    }
+
+    fn pending(&self, id: u64) -> Result<(), TransportError> {
+        if self.reqs.get(&id).is_some() {
+            Ok(())
+        } else {
+            Err(TransportError::Invalid(format!(
+                "request {id} is not pending"
+            )))
+        }
+    }
+
+    pub(super) fn lib_test(
+        &mut self,
+        s: &mut Shared,
+        id: u64,
+    ) -> Result<Option<Status>, TransportError> {
+        self.pending(id)?;
+        let done = lib(s)?.test(id)?;
+        Ok(done.map(|env| self.finish(s, id, env)))
+    }
+
+    pub(super) fn lib_wait(&mut self, s: &mut Shared, id: u64) -> Result<Status, TransportError> {
+        self.pending(id)?;
+        let env = lib(s)?.wait(id)?;
+        Ok(self.finish(s, id, env))
+    }
+
+    /// Every request of `ids` waited for by one library call.
+    pub(crate) fn lib_waitall(
+        &mut self,
+        s: &mut Shared,
+        ids: &[u64],
+    ) -> Result<Vec<Status>, TransportError> {
+        // Requests a poll already finished are taken first; the library
+        // waits for the rest.
+        let mut done: Vec<Option<Status>> = ids.iter().map(|&id| self.take(s, id)).collect();
+        let open: Vec<u64> = ids
+            .iter()
+            .zip(&done)
+            .filter(|(_, d)| d.is_none())
+            .map(|(&id, _)| id)
+            .collect();
+        for &id in &open {
+            self.pending(id)?;
+        }
+        let mut envs = Vec::with_capacity(open.len());
+        if !open.is_empty() {
+            lib(s)?.waitall(&open, &mut envs)?;
+        }
+        let mut envs = envs.into_iter();
+        for (slot, &id) in done.iter_mut().zip(ids) {
+            if slot.is_none() {
+                let env = envs.next().flatten();
+                *slot = Some(self.finish(s, id, env));
+            }
+        }
+        Ok(done.into_iter().map(Option::unwrap_or_default).collect())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn lib_send(
+        &mut self,
+        s: &mut Shared,
+        at: u64,
+        ls: LocalSlice,
+        dst: Rank,
+        tag: Tag,
+        mode: SendMode,
+    ) -> Result<(), TransportError> {
+        self.sends += 1;
+        self.bytes += ls.len as u64;
+        self.blocking(s, at, ls.len, |l| l.send(dst, tag, ls, mode))
+    }
+
+    pub(crate) fn lib_recv(
+        &mut self,
+        s: &mut Shared,
+        at: u64,
+        ls: LocalSlice,
+        src: Source,
+        tag: TagSel,
+    ) -> Result<Status, TransportError> {
+        self.blocking(s, at, ls.len, |l| l.recv(src, tag, ls))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn lib_sendrecv(
+        &mut self,
+        s: &mut Shared,
+        at: u64,
+        sb: LocalSlice,
+        dst: Rank,
+        stag: Tag,
+        rb: LocalSlice,
+        src: Source,
+        rtag: TagSel,
+    ) -> Result<Status, TransportError> {
+        self.sends += 1;
+        self.bytes += sb.len as u64;
+        self.blocking(s, at, sb.len.max(rb.len), |l| {
+            l.sendrecv(dst, stag, sb, src, rtag, rb)
+        })
+    }
+
+    pub(crate) fn lib_bcast(
+        &mut self,
+        s: &mut Shared,
+        at: u64,
+        ls: LocalSlice,
+        root: Rank,
+    ) -> Result<(), TransportError> {
+        self.blocking(s, at, ls.len, |l| l.bcast(root, ls))
+    }
+}
+
+/// `buf[off..off+len]` as the transport's slice, checked.
+pub(super) fn slice(
+    buf: Buf,
+    off: usize,
+    len: usize,
+    what: &str,
+) -> Result<LocalSlice, TransportError> {
+    local(buf, off, len, what)
+}

@@ -1,0 +1,76 @@
+//! A library's own point-to-point and collective calls (MPI's), reached
+//! through [`crate::Tagged::library`].
+//!
+//! UCX and libfabric have one tagged send and one receive; the native
+//! path builds ssend, waitall and the blocking calls from them. An MPI
+//! library has a call for each (`MPI_Send`, `MPI_Ssend`, `MPI_Rsend`,
+//! `MPI_Bsend`, `MPI_Sendrecv`, `MPI_Wait`, `MPI_Waitall`, `MPI_Test`,
+//! `MPI_Barrier`, `MPI_Bcast`), and a benchmark of the library must time
+//! those calls, not ovbench's composition of others. A transport that
+//! offers them returns this trait from [`crate::Tagged::library`]; the
+//! native path of [`crate::Comm`] then makes each communicator call as
+//! the one library call of the same name.
+//!
+//! Requests are named by the caller's [`Ctx`], as everywhere in the
+//! contract: an operation started with [`LibraryCalls::isend`] or
+//! [`crate::Tagged::trecv`] is finished by exactly one of
+//! [`LibraryCalls::wait`], [`LibraryCalls::waitall`],
+//! [`LibraryCalls::test`] or a completion from [`crate::Transport::poll`].
+
+use crate::{Ctx, LocalSlice, Rank, SendMode, Source, Status, Tag, TagSel, TransportError};
+
+/// The library's own calls (see the module docs).
+pub trait LibraryCalls {
+    /// A blocking send of `src` in `mode` (`MPI_Send`, `MPI_Ssend`,
+    /// `MPI_Rsend`, `MPI_Bsend` with the library's attached buffer).
+    fn send(
+        &mut self,
+        peer: Rank,
+        tag: Tag,
+        src: LocalSlice,
+        mode: SendMode,
+    ) -> Result<(), TransportError>;
+    /// A nonblocking send in `mode` (`MPI_Isend`, `MPI_Issend`,
+    /// `MPI_Irsend`, `MPI_Ibsend`), finished by a wait, a test or a poll.
+    fn isend(
+        &mut self,
+        peer: Rank,
+        tag: Tag,
+        src: LocalSlice,
+        mode: SendMode,
+        ctx: Ctx,
+    ) -> Result<(), TransportError>;
+    /// A blocking receive into `dst` (`MPI_Recv`); `None` selectors are
+    /// the wildcards.
+    fn recv(&mut self, src: Source, tag: TagSel, dst: LocalSlice)
+        -> Result<Status, TransportError>;
+    /// Send `sbuf` to `dst` and receive into `rbuf` at once
+    /// (`MPI_Sendrecv`); the receive's envelope.
+    #[allow(clippy::too_many_arguments)]
+    fn sendrecv(
+        &mut self,
+        dst: Rank,
+        stag: Tag,
+        sbuf: LocalSlice,
+        src: Source,
+        rtag: TagSel,
+        rbuf: LocalSlice,
+    ) -> Result<Status, TransportError>;
+    /// Block until operation `ctx` finishes (`MPI_Wait`): a receive's
+    /// envelope, `None` for a send.
+    fn wait(&mut self, ctx: Ctx) -> Result<Option<Status>, TransportError>;
+    /// Block until every operation of `ctxs` finishes (`MPI_Waitall`);
+    /// `out` gets one entry per context, in order, as [`Self::wait`]'s.
+    fn waitall(
+        &mut self,
+        ctxs: &[Ctx],
+        out: &mut Vec<Option<Status>>,
+    ) -> Result<(), TransportError>;
+    /// Whether operation `ctx` finished (`MPI_Test`): `None` while it
+    /// runs, else what [`Self::wait`] would have returned.
+    fn test(&mut self, ctx: Ctx) -> Result<Option<Option<Status>>, TransportError>;
+    /// Every rank enters before any leaves (`MPI_Barrier`).
+    fn barrier(&mut self) -> Result<(), TransportError>;
+    /// The library's broadcast of `buf` from `root` (`MPI_Bcast`).
+    fn bcast(&mut self, root: Rank, buf: LocalSlice) -> Result<(), TransportError>;
+}
