@@ -17,8 +17,8 @@ pub mod peers;
 pub mod progress_thread;
 pub mod regions;
 pub mod seal;
-pub mod wire_tag;
 pub mod watchdog;
+pub mod wire_tag;
 
 /// FNV-1a over the concatenation of `parts` (a checksum, not an
 /// authenticator).
