@@ -10,7 +10,7 @@
 //!   methods of the classic papers. Both see only the communicator and
 //!   write results to a [`report::Sink`].
 //! * [`stats`] — percentiles and confidence intervals, pure code.
-//! * [`output`] (the `#` header and tables on stdout, the progress line)
+//! * [`output`] (the `#` header and tables on stdout, the progress bar on stderr)
 //!   and [`export`] (JSON and CSV files rewritten after every row).
 //! * [`env`](mod@env), [`header`], [`cpu`] — what every header records; [`control`]
 //!   — the side channel that brings per-rank figures to rank 0;

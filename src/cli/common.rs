@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 use ovbench_core::Progress;
 
+use crate::output::ProgressBarMode;
 use crate::sizes::{ByteSize, Seconds};
 
 pub use super::fabric_args::FabricArgs;
@@ -146,6 +147,14 @@ pub struct CommonArgs {
     /// Record transfer events and report overlap bounds (off by default).
     #[arg(long, global = true, help_heading = "Output")]
     pub instrument: bool,
+    /// Progress bar on stderr: auto (when stderr is a terminal), always
+    /// (also into a pipe, e.g. under mpirun, srun or ssh), never.
+    #[arg(long, global = true, value_enum, default_value_t = ProgressBarMode::Auto, help_heading = "Output")]
+    pub progress_bar: ProgressBarMode,
+    /// Nothing on stderr but errors: no progress bar, no warnings (the
+    /// warnings stay in the header and the JSON).
+    #[arg(long, short = 'q', global = true, help_heading = "Output")]
+    pub quiet: bool,
     /// The verbs, UCX and libfabric options (src/cli/fabric_args.rs).
     #[command(flatten)]
     pub fabric: FabricArgs,

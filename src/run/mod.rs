@@ -31,7 +31,7 @@ use crate::env::{Environment, RankFacts};
 use crate::export::FileExports;
 use crate::header::{self, RunFacts};
 use crate::methods::MethodCommand;
-use crate::output::ReportSink;
+use crate::output::{ReportSink, SweepProgress};
 
 /// A command line that cannot run, found before any rank starts: the
 /// process exits 2, as for the parser's own errors.
@@ -297,7 +297,12 @@ const ON_KILLED: Option<fn(u32)> = None;
 pub(crate) fn rank0_sink(cli: &Cli, header: (Value, Vec<String>)) -> Result<ReportSink> {
     let (json, lines) = header;
     let files = FileExports::new(cli.common.json.as_deref(), cli.common.csv.as_deref());
-    ReportSink::new(json, &lines, files, Box::new(std::io::stdout()))
+    let c = &cli.common;
+    let shown = !c.quiet
+        && c.progress_bar
+            .shows(crate::output::stderr_reaches_terminal());
+    let progress = SweepProgress::new(&cli.command.name(), shown);
+    Ok(ReportSink::new(json, &lines, files, Box::new(std::io::stdout()))?.with_progress(progress))
 }
 
 /// Rank 0's environment and run header: its JSON and the lines to print.
@@ -327,7 +332,7 @@ pub(crate) fn rank0_header(
             np,
         },
     );
-    if echo_warnings {
+    if echo_warnings && !cli.common.quiet {
         for w in &h.warnings {
             eprintln!("ovbench: warning: {w}");
         }
