@@ -15,6 +15,9 @@
 //! * [`env`](mod@env), [`header`], [`cpu`] — what every header records; [`control`]
 //!   — the side channel that brings per-rank figures to rank 0;
 //!   [`sizes`] — sizes and durations as users type them.
+//! * [`tools`] — the subcommands that measure nothing: [`plot`] draws
+//!   result files, `compare` tests them against each other, `devices`
+//!   lists the fabrics, `completions` writes shell completions.
 
 pub mod bench;
 pub mod cli;
@@ -25,8 +28,10 @@ pub mod export;
 pub mod header;
 pub mod methods;
 pub mod output;
+pub mod plot;
 pub mod report;
 pub mod run;
 pub mod sizes;
 pub mod stats;
+pub mod tools;
 pub mod xfer_time;

@@ -50,6 +50,8 @@ pub enum Command {
     Msgrate(WindowArgs),
     #[command(flatten)]
     Method(MethodCommand),
+    #[command(flatten)]
+    Tool(crate::tools::ToolCommand),
 }
 
 impl Cli {
@@ -127,6 +129,7 @@ impl Command {
             Command::Bibw(_) => "bibw".into(),
             Command::Msgrate(_) => "msgrate".into(),
             Command::Method(m) => m.name().into(),
+            Command::Tool(t) => t.name().into(),
         }
     }
 }

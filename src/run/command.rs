@@ -47,6 +47,7 @@ pub fn execute(
         Command::Bw(a) => window::run(&mut cx(comm, ctl, sink), Kind::Bw, a),
         Command::Bibw(a) => window::run(&mut cx(comm, ctl, sink), Kind::Bibw, a),
         Command::Msgrate(a) => window::run(&mut cx(comm, ctl, sink), Kind::Msgrate, a),
+        Command::Tool(t) => anyhow::bail!("`{}` measures nothing and runs on no rank", t.name()),
     }
 }
 

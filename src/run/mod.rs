@@ -46,12 +46,15 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
-fn usage(e: anyhow::Error) -> anyhow::Error {
+pub(crate) fn usage(e: anyhow::Error) -> anyhow::Error {
     anyhow::Error::new(UsageError(format!("{e:#}")))
 }
 
 /// Run the parsed command line; the process's exit code on success.
 pub fn run(cli: &Cli) -> Result<i32> {
+    if let Command::Tool(t) = &cli.command {
+        return crate::tools::run(t);
+    }
     features::check(cli.common.transport).map_err(usage)?;
     crate::export::check_distinct(cli.common.json.as_deref(), cli.common.csv.as_deref())
         .map_err(usage)?;
@@ -132,6 +135,7 @@ fn message_memory(cmd: &Command) -> (&'static str, usize, usize) {
             MethodCommand::Commtest(a) => two("--total", a.total.bytes()),
             MethodCommand::Overlap(a) => ("--sizes", a.sizes.max(), a.sizes.max()),
         },
+        Command::Tool(_) => ("", 0, 0),
     }
 }
 
