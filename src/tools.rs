@@ -13,6 +13,8 @@ use crate::cli::Cli;
 pub enum ToolCommand {
     /// Draw the figure of result files (SVG or PNG), as the references draw it.
     Plot(crate::plot::PlotArgs),
+    /// Compare result files: a column per run, ratios to the first, significance per size.
+    Compare(crate::compare::CompareArgs),
     /// Print a shell's completion script (bash, zsh or fish) on stdout.
     #[command(
         after_help = "Examples:\n  ovbench completions bash > /etc/bash_completion.d/ovbench\n  ovbench completions zsh > \"${fpath[1]}/_ovbench\"\n  ovbench completions fish > ~/.config/fish/completions/ovbench.fish"
@@ -24,6 +26,7 @@ impl ToolCommand {
     pub fn name(&self) -> &'static str {
         match self {
             ToolCommand::Plot(_) => "plot",
+            ToolCommand::Compare(_) => "compare",
             ToolCommand::Completions(_) => "completions",
         }
     }
@@ -49,6 +52,7 @@ pub enum Shell {
 pub fn run(cmd: &ToolCommand) -> Result<i32> {
     match cmd {
         ToolCommand::Plot(a) => crate::plot::run(a).map(|()| 0),
+        ToolCommand::Compare(a) => crate::compare::run(a),
         ToolCommand::Completions(a) => {
             let shell = match a.shell {
                 Shell::Bash => clap_complete::Shell::Bash,
