@@ -95,4 +95,5 @@ fn refusals_say_what_is_wrong_in_one_line() {
     }
     let r = ovbench(&["compare", s(&lat)], LIMIT);
     assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("holds one run"), "{}", r.stderr);
 }

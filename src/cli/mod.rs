@@ -35,6 +35,10 @@ pub struct Cli {
     /// [`Cli::parse_args`].
     #[arg(skip)]
     pub given: Vec<String>,
+    /// Every protocol of `--proto` (a list runs each in turn); empty when
+    /// not parsed by [`Cli::parse_args`] (then `common.proto` alone).
+    #[arg(skip)]
+    pub protos: Vec<common::ProtoArg>,
 }
 
 /// What to measure.
@@ -61,6 +65,7 @@ impl Cli {
         let m = Cli::command_checked().get_matches();
         let mut cli = Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit());
         cli.given = given_ids(&m);
+        cli.protos = given_protos(&m);
         cli
     }
 
@@ -102,7 +107,7 @@ impl Cli {
 
 /// The ids of the options given on the command line, at the top level and
 /// in the subcommand (global options are seen in both).
-fn given_ids(m: &ArgMatches) -> Vec<String> {
+pub(crate) fn given_ids(m: &ArgMatches) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut add = |m: &ArgMatches| {
         for id in m.ids() {
@@ -118,6 +123,20 @@ fn given_ids(m: &ArgMatches) -> Vec<String> {
         add(sub);
     }
     out
+}
+
+/// The protocols of `--proto` as given (top level or subcommand).
+fn given_protos(m: &ArgMatches) -> Vec<common::ProtoArg> {
+    fn raw_of(m: &ArgMatches) -> Option<clap::parser::RawValues<'_>> {
+        m.try_get_raw("proto").ok().flatten()
+    }
+    let raw = m
+        .subcommand()
+        .and_then(|(_, sub)| raw_of(sub))
+        .or_else(|| raw_of(m))
+        .and_then(|mut v| v.next_back());
+    raw.and_then(|v| common::proto_list(v).ok())
+        .unwrap_or_default()
 }
 
 impl Command {

@@ -26,8 +26,9 @@ pub const ALPHA: f64 = 0.01;
     after_help = "The first file is the baseline: every other run's column shows its figure, its ratio to the baseline and a verdict per size:\n  slower / faster (p=…)  Mann–Whitney U on the two runs' samples, two-sided, p < 0.01\n  same (p=…)             no significant difference\n  n/a (n=…)              fewer than 10 samples on a side, or none stored\nSamples: latency and bw/bibw/msgrate the per-iteration (per-window) histograms stored in the JSON, overhead its repeats, overlap the per-step wait times; logp, bcast and commtest store counts only.\n\nExamples:\n  ovbench compare ucx-native.json ucx-rdma-read.json tcp-eager.json\n  ovbench compare main.json branch.json --fail-if-slower 5     # CI gate: exit 1 on a significant 5 % slowdown\n  ovbench compare a.json b.json -o ab.svg"
 )]
 pub struct CompareArgs {
-    /// Result files of one command (written by --json); the first is the baseline.
-    #[arg(required = true, num_args = 2.., value_name = "RESULT.json")]
+    /// Result files of one command (written by --json; one written with a
+    /// --proto list holds a run per protocol); the first run is the baseline.
+    #[arg(required = true, value_name = "RESULT.json")]
     pub files: Vec<PathBuf>,
     /// Also draw the command's figure of the runs (.svg or .png).
     #[arg(short = 'o', long = "output", value_name = "FIG.svg|FIG.png")]
@@ -283,6 +284,12 @@ pub fn run(args: &CompareArgs) -> Result<i32> {
         crate::plot::render::Format::of(o).map_err(crate::run::usage)?;
     }
     let runs = read_all(&args.files).map_err(crate::run::usage)?;
+    if runs.len() < 2 {
+        return Err(crate::run::usage(anyhow::anyhow!(
+            "{} holds one run: give two files or more (the first is the baseline), or one written with a --proto list",
+            args.files[0].display()
+        )));
+    }
     let c = compare(&runs).map_err(crate::run::usage)?;
     for l in c.lines() {
         println!("{l}");

@@ -31,9 +31,11 @@ pub struct TableData {
 }
 
 impl RunFile {
-    /// Read `path`; an unreadable file, one that is no ovbench JSON or one
-    /// of another schema version is refused with a sentence saying so.
-    pub fn read(path: &Path) -> Result<RunFile> {
+    /// Read `path`: one run, or under `protocols` (a `--proto` list's
+    /// file) one run per protocol. An unreadable file, one that is no
+    /// ovbench JSON or one of another schema version is refused with a
+    /// sentence saying so.
+    pub fn read_all_in(path: &Path) -> Result<Vec<RunFile>> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("{}: cannot read it", path.display()))?;
         let doc: Value = serde_json::from_str(&text).map_err(|e| {
@@ -42,6 +44,15 @@ impl RunFile {
                 path.display()
             )
         })?;
+        let top = RunFile::from_doc(path, &doc)?;
+        match doc.get("protocols").and_then(Value::as_array) {
+            Some(each) => each.iter().map(|d| RunFile::from_doc(path, d)).collect(),
+            None => Ok(vec![top]),
+        }
+    }
+
+    /// One run's document.
+    fn from_doc(path: &Path, doc: &Value) -> Result<RunFile> {
         match doc.get("schema").and_then(Value::as_str) {
             Some(s) if s == SCHEMA => {}
             Some(s) => bail!(
@@ -124,10 +135,10 @@ fn base_label(header: &Value) -> String {
 /// Read every file; all must hold the same command. Labels are made
 /// distinct: the host is added where hosts differ, then the file name.
 pub fn read_all(paths: &[PathBuf]) -> Result<Vec<RunFile>> {
-    let mut runs: Vec<RunFile> = paths
-        .iter()
-        .map(|p| RunFile::read(p))
-        .collect::<Result<_>>()?;
+    let mut runs: Vec<RunFile> = Vec::new();
+    for p in paths {
+        runs.extend(RunFile::read_all_in(p)?);
+    }
     if let Some(first) = runs.first() {
         let cmd = first.command.clone();
         if let Some(other) = runs.iter().find(|r| r.command != cmd) {

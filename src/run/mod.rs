@@ -11,6 +11,7 @@
 mod comm;
 mod command;
 pub mod features;
+mod protocols;
 mod rank;
 #[cfg(feature = "sim")]
 mod sim;
@@ -59,6 +60,9 @@ pub fn run(cli: &Cli) -> Result<i32> {
     crate::export::check_distinct(cli.common.json.as_deref(), cli.common.csv.as_deref())
         .map_err(usage)?;
     check_outputs(cli).map_err(usage)?;
+    if cli.protos.len() > 1 {
+        return protocols::run(cli);
+    }
     let nps = cli.nps();
     if nps.len() > 1
         && !(cli.common.transport == TransportKind::Sim
