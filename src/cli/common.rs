@@ -185,7 +185,7 @@ pub struct CommonArgs {
     #[arg(long, global = true, value_enum, default_value_t = OnOff::On, help_heading = "Protocol")]
     pub reg_cache: OnOff,
     /// Two-sided progress: by polling inside calls, or an asynchronous thread.
-    #[arg(long, global = true, default_value_t = Progress::Poll, value_parser = parse_progress, help_heading = "Protocol")]
+    #[arg(long, global = true, default_value = "poll", value_parser = progress_parser(), help_heading = "Protocol")]
     pub progress: Progress,
     /// Deadline of every wait (seconds, or with a unit: 500ms, 2m).
     #[arg(long, global = true, default_value = "60", help_heading = "Transport")]
@@ -238,8 +238,16 @@ fn parse_np(s: &str) -> Result<NpList, String> {
     Ok(NpList(v))
 }
 
-fn parse_progress(s: &str) -> Result<Progress, String> {
-    s.parse()
+/// `--progress poll|thread`, its values listed in the help.
+fn progress_parser() -> impl clap::builder::TypedValueParser<Value = Progress> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(["poll", "thread"]).map(|s| {
+        if s == "thread" {
+            Progress::Thread
+        } else {
+            Progress::Poll
+        }
+    })
 }
 
 #[cfg(test)]

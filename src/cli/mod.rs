@@ -4,6 +4,7 @@
 //! method.
 
 pub mod common;
+pub mod examples;
 pub mod fabric_args;
 
 use clap::parser::ValueSource;
@@ -63,10 +64,19 @@ impl Cli {
     /// noting which options were given on the command line.
     pub fn parse_args() -> Cli {
         let m = Cli::command_checked().get_matches();
-        let mut cli = Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit());
-        cli.given = given_ids(&m);
-        cli.protos = given_protos(&m);
-        cli
+        Cli::from_matches(&m).unwrap_or_else(|e| e.exit())
+    }
+
+    /// The command line from clap's matches, with what the derive cannot
+    /// fill: the options given, the `--proto` list, logp's `--sizes`.
+    pub fn from_matches(m: &ArgMatches) -> Result<Cli, clap::Error> {
+        let mut cli = Cli::from_arg_matches(m)?;
+        cli.given = given_ids(m);
+        cli.protos = given_protos(m);
+        if let Command::Method(MethodCommand::Logp(a)) = &mut cli.command {
+            a.apply_sizes();
+        }
+        Ok(cli)
     }
 
     /// The command, with negative numbers taken as values everywhere, so
@@ -79,7 +89,14 @@ impl Cli {
             .map(|s| s.get_name().to_string())
             .collect();
         for n in names {
-            cmd = cmd.mut_subcommand(n, |s| s.allow_negative_numbers(true));
+            let help = examples::after_help(&n);
+            cmd = cmd.mut_subcommand(n, |s| {
+                let s = s.allow_negative_numbers(true);
+                match help {
+                    Some(h) => s.after_help(h),
+                    None => s,
+                }
+            });
         }
         cmd
     }
@@ -107,7 +124,7 @@ impl Cli {
 
 /// The ids of the options given on the command line, at the top level and
 /// in the subcommand (global options are seen in both).
-pub(crate) fn given_ids(m: &ArgMatches) -> Vec<String> {
+fn given_ids(m: &ArgMatches) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut add = |m: &ArgMatches| {
         for id in m.ids() {

@@ -10,7 +10,6 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use clap::FromArgMatches;
 use serde_json::{json, Value};
 
 use super::usage;
@@ -144,9 +143,7 @@ fn parse(args: &[OsString]) -> Result<Cli> {
     let m = Cli::command_checked()
         .try_get_matches_from(argv)
         .map_err(|e| anyhow::anyhow!("{}", e.to_string().trim()))?;
-    let mut cli = Cli::from_arg_matches(&m).map_err(|e| anyhow::anyhow!("{e}"))?;
-    cli.given = crate::cli::given_ids(&m);
-    Ok(cli)
+    Cli::from_matches(&m).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// One protocol's run: in this process under sim, else ranks of its own.
