@@ -16,7 +16,7 @@
 //!   — the side channel that brings per-rank figures to rank 0;
 //!   [`sizes`] — sizes and durations as users type them.
 //! * [`tools`] — the subcommands that measure nothing: [`plot`] draws
-//!   result files, [`compare`] tests them against each other, `devices`
+//!   result files, [`compare`] tests them against each other, [`devices`]
 //!   lists the fabrics, `completions` writes shell completions.
 
 pub mod bench;
@@ -24,6 +24,7 @@ pub mod cli;
 pub mod compare;
 pub mod control;
 pub mod cpu;
+pub mod devices;
 pub mod env;
 pub mod export;
 pub mod header;

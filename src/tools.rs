@@ -15,6 +15,8 @@ pub enum ToolCommand {
     Plot(crate::plot::PlotArgs),
     /// Compare result files: a column per run, ratios to the first, significance per size.
     Compare(crate::compare::CompareArgs),
+    /// List the transports compiled in and what this machine offers each.
+    Devices(crate::devices::DevicesArgs),
     /// Print a shell's completion script (bash, zsh or fish) on stdout.
     #[command(
         after_help = "Examples:\n  ovbench completions bash > /etc/bash_completion.d/ovbench\n  ovbench completions zsh > \"${fpath[1]}/_ovbench\"\n  ovbench completions fish > ~/.config/fish/completions/ovbench.fish"
@@ -27,6 +29,7 @@ impl ToolCommand {
         match self {
             ToolCommand::Plot(_) => "plot",
             ToolCommand::Compare(_) => "compare",
+            ToolCommand::Devices(_) => "devices",
             ToolCommand::Completions(_) => "completions",
         }
     }
@@ -53,6 +56,7 @@ pub fn run(cmd: &ToolCommand) -> Result<i32> {
     match cmd {
         ToolCommand::Plot(a) => crate::plot::run(a).map(|()| 0),
         ToolCommand::Compare(a) => crate::compare::run(a),
+        ToolCommand::Devices(a) => crate::devices::run(a),
         ToolCommand::Completions(a) => {
             let shell = match a.shell {
                 Shell::Bash => clap_complete::Shell::Bash,

@@ -83,7 +83,18 @@ impl Cli {
     /// that `--warmup -1` or `--sizes -1` is refused by the option's own
     /// parser, naming the option, rather than read as an unknown flag.
     pub fn command_checked() -> clap::Command {
-        let mut cmd = Cli::command().allow_negative_numbers(true);
+        // --version names the transports compiled in (once per process).
+        static VERSION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let version = VERSION.get_or_init(|| {
+            format!(
+                "{} (transports: {})",
+                env!("CARGO_PKG_VERSION"),
+                crate::devices::compiled_transports()
+            )
+        });
+        let mut cmd = Cli::command()
+            .allow_negative_numbers(true)
+            .version(version.as_str());
         let names: Vec<String> = cmd
             .get_subcommands()
             .map(|s| s.get_name().to_string())
