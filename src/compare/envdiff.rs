@@ -123,6 +123,7 @@ mod tests {
             header,
             tables: Vec::new(),
             summary: Value::Null,
+            invalid: 0,
         }
     }
 

@@ -13,7 +13,8 @@ use anyhow::{bail, Result};
 
 use crate::plot::load::{read_all, RunFile};
 use crate::stats::hist;
-use entries::{entries, Entry, Metric};
+use entries::entries;
+pub use entries::{Entry, Metric};
 
 /// A verdict needs at least this many samples on each side.
 pub const MIN_SAMPLES: u64 = 10;
@@ -102,9 +103,13 @@ pub struct Comparison {
     pub metric: Metric,
     pub labels: Vec<String>,
     pub files: Vec<String>,
-    /// Per key common to all runs: the key and each run's entry.
-    pub rows: Vec<(String, Vec<Entry>)>,
-    /// Keys left out because not every run has them.
+    /// Per run, the rows its method flagged invalid (left out).
+    pub invalid: Vec<usize>,
+    /// Per key of the baseline that another run has too: the key and
+    /// each run's entry (`None` where that run has no such row, e.g. a
+    /// size `--proto raw` skips).
+    pub rows: Vec<(String, Vec<Option<Entry>>)>,
+    /// Keys left out because the baseline or every other run lacks them.
     pub left_out: Vec<String>,
     pub env_differences: Vec<String>,
 }
@@ -125,19 +130,19 @@ pub fn compare(runs: &[RunFile]) -> Result<Comparison> {
     keys.sort();
     let (mut rows, mut left_out) = (Vec::new(), Vec::new());
     for (_, _, key) in keys {
-        let found: Vec<Option<&Entry>> = per_run
+        let found: Vec<Option<Entry>> = per_run
             .iter()
-            .map(|(_, es)| es.iter().find(|e| e.key == key))
+            .map(|(_, es)| es.iter().find(|e| e.key == key).cloned())
             .collect();
-        if found.iter().all(Option::is_some) {
-            rows.push((key, found.into_iter().flatten().cloned().collect()));
+        if found[0].is_some() && found[1..].iter().any(Option::is_some) {
+            rows.push((key, found));
         } else {
             left_out.push(key);
         }
     }
     if rows.is_empty() {
         bail!(
-            "{} and the other files have no {} in common: compare runs over the same sizes (e.g. the same --sizes)",
+            "{} and the other files have no {} in common with the first: compare runs over the same sizes (e.g. the same --sizes)",
             first.path.display(),
             if matches!(first.command.as_str(), "latency" | "bw" | "bibw" | "msgrate" | "overhead" | "logp") {
                 "message size"
@@ -151,6 +156,7 @@ pub fn compare(runs: &[RunFile]) -> Result<Comparison> {
         metric,
         labels: runs.iter().map(|r| r.label.clone()).collect(),
         files: runs.iter().map(|r| r.path.display().to_string()).collect(),
+        invalid: runs.iter().map(|r| r.invalid).collect(),
         rows,
         left_out,
         env_differences: envdiff::differences(runs),
@@ -191,7 +197,11 @@ impl Comparison {
             self.labels.len()
         )];
         for (i, (l, f)) in self.labels.iter().zip(&self.files).enumerate() {
-            out.push(format!("# {}: {l}  ({f})", letter(i)));
+            let bad = match self.invalid.get(i) {
+                Some(&n) if n > 0 => format!("; {n} row(s) flagged invalid left out"),
+                _ => String::new(),
+            };
+            out.push(format!("# {}: {l}  ({f}){bad}", letter(i)));
         }
         let mut head = vec![match self.command.as_str() {
             "bcast" => "method".to_string(),
@@ -209,11 +219,20 @@ impl Comparison {
         let mut table: Vec<Vec<String>> = vec![head];
         for (key, es) in &self.rows {
             let mut r = vec![key.clone()];
+            let Some(base) = &es[0] else { continue };
             for (i, e) in es.iter().enumerate() {
-                r.push(cell(e.value));
-                if i > 0 {
-                    r.push(ratio(es[0].value, e.value).map_or("n/a".into(), |x| format!("{x:.3}")));
-                    r.push(verdict(&es[0], e).to_string());
+                match e {
+                    None => r.extend(["-".to_string(), "-".into(), "no such row".into()]),
+                    Some(e) => {
+                        r.push(cell(e.value));
+                        if i > 0 {
+                            r.push(
+                                ratio(base.value, e.value)
+                                    .map_or("n/a".into(), |x| format!("{x:.3}")),
+                            );
+                            r.push(verdict(base, e).to_string());
+                        }
+                    }
                 }
             }
             table.push(r);
@@ -259,8 +278,10 @@ impl Comparison {
     pub fn slower_than(&self, pct: f64) -> Vec<(String, String, f64)> {
         let mut out = Vec::new();
         for (key, es) in &self.rows {
+            let Some(base) = &es[0] else { continue };
             for (i, e) in es.iter().enumerate().skip(1) {
-                let Some(r) = ratio(es[0].value, e.value) else {
+                let Some(e) = e else { continue };
+                let Some(r) = ratio(base.value, e.value) else {
                     continue;
                 };
                 let slowdown = if self.metric.higher_is_better {
@@ -268,7 +289,7 @@ impl Comparison {
                 } else {
                     (r - 1.0) * 100.0
                 };
-                if matches!(verdict(&es[0], e), Verdict::Slower(_)) && slowdown > pct {
+                if matches!(verdict(base, e), Verdict::Slower(_)) && slowdown > pct {
                     out.push((letter(i), key.clone(), slowdown));
                 }
             }

@@ -46,6 +46,14 @@ pub fn figure(runs: &[RunFile]) -> Result<Figure> {
     for p in &mut fig.panels {
         p.drop_unplottable();
     }
+    if let Some(p) = fig.panels.first_mut() {
+        for r in runs.iter().filter(|r| r.invalid > 0) {
+            p.notes.push(format!(
+                "{}: {} row(s) flagged invalid by the method left out",
+                r.label, r.invalid
+            ));
+        }
+    }
     if fig.panels.iter().all(|p| p.series.is_empty()) {
         bail!(
             "{}: no row holds a value to draw (an empty or unfinished run?)",
@@ -207,11 +215,11 @@ fn overlap(runs: &[RunFile]) -> Figure {
             pairs.dedup();
             for pair in pairs {
                 for side in ["sender", "receiver"] {
-                    let what = format!("{proto} {pair} {side}");
+                    // The run's label names the protocol when files overlay.
                     let what = if many {
-                        format!("{}: {what}", r.label)
+                        format!("{}: {pair} {side}", r.label)
                     } else {
-                        what
+                        format!("{proto} {pair} {side}")
                     };
                     let mut b = Series::new(what.clone());
                     let mut w = Series::new(what);

@@ -21,6 +21,9 @@ pub struct RunFile {
     pub header: Value,
     pub tables: Vec<TableData>,
     pub summary: Value,
+    /// Rows the method's own checks flagged (`"valid": false`), left out
+    /// of `tables`: they are no result to draw or compare.
+    pub invalid: usize,
 }
 
 /// One table of a file.
@@ -70,6 +73,7 @@ impl RunFile {
             .and_then(Value::as_str)
             .with_context(|| format!("{}: the header names no command", path.display()))?
             .to_string();
+        let mut invalid = 0;
         let tables = doc
             .get("tables")
             .and_then(Value::as_array)
@@ -80,7 +84,15 @@ impl RunFile {
                         rows: t
                             .get("rows")
                             .and_then(Value::as_array)
-                            .cloned()
+                            .map(|rows| {
+                                let ok: Vec<Value> = rows
+                                    .iter()
+                                    .filter(|r| r.get("valid") != Some(&Value::Bool(false)))
+                                    .cloned()
+                                    .collect();
+                                invalid += rows.len() - ok.len();
+                                ok
+                            })
                             .unwrap_or_default(),
                     })
                     .collect()
@@ -94,6 +106,7 @@ impl RunFile {
             summary: doc.get("summary").cloned().unwrap_or(Value::Null),
             header,
             tables,
+            invalid,
         })
     }
 

@@ -190,13 +190,22 @@ fn side_by_side(cli: &Cli, files: &[PathBuf]) -> Result<()> {
     let rows: Vec<Value> = cmp
         .rows
         .iter()
-        .map(|(key, es)| {
-            json!({
+        .filter_map(|(key, es)| {
+            let base = es[0].as_ref()?;
+            let verdict = |i: usize, e: &crate::compare::Entry| {
+                if i == 0 {
+                    "baseline".to_string()
+                } else {
+                    crate::compare::verdict(base, e).to_string()
+                }
+            };
+            // null where a protocol has no such row (raw skips some sizes)
+            Some(json!({
                 "key": key,
-                "values": es.iter().map(|e| e.value).collect::<Vec<_>>(),
-                "ratios": es.iter().map(|e| e.value / es[0].value).collect::<Vec<_>>(),
-                "verdicts": es.iter().enumerate().map(|(i, e)| if i == 0 { "baseline".to_string() } else { crate::compare::verdict(&es[0], e).to_string() }).collect::<Vec<_>>(),
-            })
+                "values": es.iter().map(|e| e.as_ref().map(|e| e.value)).collect::<Vec<_>>(),
+                "ratios": es.iter().map(|e| e.as_ref().map(|e| e.value / base.value)).collect::<Vec<_>>(),
+                "verdicts": es.iter().enumerate().map(|(i, e)| e.as_ref().map(|e| verdict(i, e))).collect::<Vec<_>>(),
+            }))
         })
         .collect();
     let doc = json!({
