@@ -152,6 +152,10 @@ fn ucx(s: &mut Section) {
 #[cfg(not(feature = "ucx"))]
 fn ucx(_: &mut Section) {}
 
+/// A libfabric domain and the fabrics (networks) it reaches.
+#[cfg(feature = "ofi")]
+type Domain = (String, Vec<String>);
+
 #[cfg(feature = "ofi")]
 fn ofi(s: &mut Section) {
     s.status = format!("compiled in, libfabric {}", ovbench_ofi::library_version());
@@ -166,7 +170,7 @@ fn ofi(s: &mut Section) {
         Ok(list) => {
             // One line per provider: its endpoint types, and each domain
             // with the fabrics (networks) it reaches.
-            let mut lines: Vec<(String, Vec<(String, Vec<String>)>)> = Vec::new();
+            let mut lines: Vec<(String, Vec<Domain>)> = Vec::new();
             for p in list {
                 let head = format!(
                     "{}: endpoints {}{}",

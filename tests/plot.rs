@@ -278,7 +278,7 @@ fn files_overlay_as_labelled_series() {
             "latency", "--sizes", "8:1K", "--iters", "100", "--sim", "L=3us",
         ],
     );
-    let out = &d.join("both.svg");
+    let out = d.join("both.svg");
     let (fig, layout) = plot_files(&[a, b], &out).unwrap();
     let labels: Vec<&str> = fig.panels[0]
         .series
@@ -312,7 +312,7 @@ fn bad_plots_are_refused_in_one_line() {
         assert!(r.stderr.contains(says), "{args:?}: {}", r.stderr);
         assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
     }
-    let old = &d.join("old.json");
+    let old = d.join("old.json");
     let text = std::fs::read_to_string(&lat)
         .unwrap()
         .replace("ovbench/", "ovbench/0");

@@ -309,7 +309,7 @@ fn ticks(span: (f64, f64), log: bool, bytes: bool) -> Vec<f64> {
         };
     }
     let raw = (hi - lo) / 8.0;
-    if !(raw > 0.0) {
+    if raw.is_nan() || raw <= 0.0 {
         return vec![lo];
     }
     let mag = 10f64.powf(raw.log10().floor());

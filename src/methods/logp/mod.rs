@@ -71,8 +71,8 @@ fn parse_size_range(s: &str) -> Result<(ByteSize, ByteSize), String> {
     let (lo, hi) = s
         .split_once(':')
         .ok_or_else(|| format!("`{s}`: logp sweeps a range: give MIN:MAX, e.g. 0:256K"))?;
-    let lo: ByteSize = lo.parse().map_err(|e| format!("{e}"))?;
-    let hi: ByteSize = hi.parse().map_err(|e| format!("{e}"))?;
+    let lo = lo.parse::<ByteSize>().map_err(|e| e.to_string())?;
+    let hi = hi.parse::<ByteSize>().map_err(|e| e.to_string())?;
     if lo.bytes() > hi.bytes() {
         return Err(format!("`{s}`: MIN is above MAX"));
     }
