@@ -298,15 +298,16 @@ fn logp(runs: &[RunFile]) -> Figure {
 /// bcast: each method's time vs the number of ranks, and OL_i per
 /// destination rank (of the largest rank count).
 fn bcast(runs: &[RunFile]) -> Figure {
+    // Log time axes: a real fabric and the model differ by decades.
     let mut methods = Panel::new(
         "broadcast time by method",
         Axis::linear("ranks"),
-        Axis::linear("time [µs]"),
+        Axis::log("time [µs]"),
     );
     let mut ol = Panel::new(
         "OL_i per destination (largest rank count)",
         Axis::linear("destination rank"),
-        Axis::linear("OL_i [µs]"),
+        Axis::log("OL_i [µs]"),
     );
     let many = runs.len() > 1;
     for r in runs {
