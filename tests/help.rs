@@ -138,6 +138,15 @@ fn completions_load_in_the_shell() {
     );
     let f = ovbench(&["completions", "fish"], LIMIT).expect_ok();
     assert!(f.stdout.contains("complete -c ovbench"));
+    // A benchmark's option on a tool is refused, not ignored.
+    let r = ovbench(&["devices", "--transport", "ucx"], LIMIT);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("--transport is an option of the benchmarks"),
+        "{}",
+        r.stderr
+    );
     let bad = ovbench(&["completions", "tcsh"], LIMIT);
     assert_eq!(bad.code, Some(2));
     assert!(bad.stderr.contains("bash"), "{}", bad.stderr);

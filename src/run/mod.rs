@@ -54,6 +54,7 @@ pub(crate) fn usage(e: anyhow::Error) -> anyhow::Error {
 /// Run the parsed command line; the process's exit code on success.
 pub fn run(cli: &Cli) -> Result<i32> {
     if let Command::Tool(t) = &cli.command {
+        crate::tools::check_options(cli).map_err(usage)?;
         return crate::tools::run(t);
     }
     features::check(cli.common.transport).map_err(usage)?;
