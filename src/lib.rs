@@ -10,23 +10,30 @@
 //!   methods of the classic papers. Both see only the communicator and
 //!   write results to a [`report::Sink`].
 //! * [`stats`] — percentiles and confidence intervals, pure code.
-//! * [`output`] (the `#` header and tables on stdout, the progress line)
+//! * [`output`] (the `#` header and tables on stdout, the progress bar on stderr)
 //!   and [`export`] (JSON and CSV files rewritten after every row).
 //! * [`env`](mod@env), [`header`], [`cpu`] — what every header records; [`control`]
 //!   — the side channel that brings per-rank figures to rank 0;
 //!   [`sizes`] — sizes and durations as users type them.
+//! * [`tools`] — the subcommands that measure nothing: [`plot`] draws
+//!   result files, [`compare`] tests them against each other, [`devices`]
+//!   lists the fabrics, `completions` writes shell completions.
 
 pub mod bench;
 pub mod cli;
+pub mod compare;
 pub mod control;
 pub mod cpu;
+pub mod devices;
 pub mod env;
 pub mod export;
 pub mod header;
 pub mod methods;
 pub mod output;
+pub mod plot;
 pub mod report;
 pub mod run;
 pub mod sizes;
 pub mod stats;
+pub mod tools;
 pub mod xfer_time;

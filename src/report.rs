@@ -19,6 +19,13 @@ pub trait Sink {
     fn summary(&mut self, json: serde_json::Value, lines: &[String]);
     /// A remark for the reader (printed under the table, kept in JSON).
     fn note(&mut self, text: &str);
+    /// A sweep of `steps` steps begins (rank 0 shows a progress bar;
+    /// a sweep that announces nothing counts its rows instead).
+    fn sweep(&mut self, _label: &str, _steps: usize) {}
+    /// Step `what` of the sweep begins (the size or step it measures).
+    fn step(&mut self, _what: &str) {}
+    /// The sweep's last step is done.
+    fn sweep_end(&mut self) {}
 }
 
 /// The sink of ranks other than 0.

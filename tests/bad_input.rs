@@ -106,7 +106,8 @@ const CASES: &[Case] = &[
     c("size", &["logp", "--transport", "sim", "--max-size", "1T"], "--max-size", ""),
     c("size", &["logp", "--min-size", "abc"], "--min-size", ""),
     c("size", &["bcast", "--transport", "sim", "--msgsize", "1T"], "--msgsize", ""),
-    c("size", &["bcast", "--msgsize", "x"], "--msgsize", ""),
+    // --msgsize is an alias of --sizes: clap names the flag by --sizes.
+    c("size", &["bcast", "--msgsize", "x"], "--sizes", ""),
     c("size", &["commtest", "--transport", "sim", "--total", "1T"], "--total", ""),
     c("size", &["commtest", "--transport", "sim", "--min-packet", "0"], "--min-packet", ""),
     c("size", &["commtest", "--transport", "sim", "--total", "1K", "--min-packet", "4K"], "--min-packet", ""),
@@ -149,7 +150,8 @@ const CASES: &[Case] = &[
     c("count", &["bw", "--warmup", "x"], "--warmup", ""),
     c("count", &["msgrate", "--window", "-4"], "--window", ""),
     c("count", &["bibw", "--pairs", "0"], "--pairs", ""),
-    c("count", &["overhead", "--iterations", "0"], "--iterations", ""),
+    // --iterations is an alias of --iters: clap names the flag by --iters.
+    c("count", &["overhead", "--iterations", "0"], "--iters", ""),
     c("count", &["overhead", "--thresh", "0"], "--thresh", ""),
     c("count", &["overhead", "--bthresh", "-1"], "--bthresh", ""),
     c("count", &["overhead", "--repeats", "0"], "--repeats", ""),

@@ -65,6 +65,9 @@ pub struct LatencyRow {
     pub stddev_ns: Rounded2,
     #[serde(serialize_with = "Estimate::ser_ns")]
     pub mean_ci: Option<Estimate>,
+    /// The one-way times' HDR histogram, for `ovbench compare`
+    /// (src/stats/hist.rs: ps, V2 deflate, base64).
+    pub histogram: Option<String>,
     pub ops: OpCounts,
     /// Per rank, under `--cpu-use`.
     pub cpu: Option<Vec<CpuRow>>,
@@ -89,6 +92,7 @@ impl LatencyRow {
             mean_ns: Rounded2(s.mean),
             stddev_ns: Rounded2(s.stddev),
             mean_ci: s.mean_ci,
+            histogram: None,
             ops,
             cpu: None,
             instrumented: None,
@@ -212,6 +216,7 @@ fn one_size(
         let s = summary.ok_or_else(|| anyhow::anyhow!("size {len}: no timed iterations"))?;
         let (ops, cpu) = row_fields(&all);
         let mut row = LatencyRow::new(len, counts, &s, ops);
+        row.histogram = crate::stats::hist::encode(&ns);
         row.cpu = cx.cpu_use.then_some(cpu);
         let note = cx.instrument.then(|| {
             let (fields, line) = instrumented::row_fields(len, s.p50, &all);

@@ -19,7 +19,6 @@ use clap::Args;
 use ovbench_core::{Communicator, Tag};
 
 use crate::control::Control;
-use crate::output::ProgressLine;
 use crate::report::Sink;
 use crate::sizes::{format_bytes, Sizes};
 use ovbench_core::engine_comm::RawOp;
@@ -109,8 +108,6 @@ pub struct BenchCtx<'a> {
     pub sink: &'a mut dyn Sink,
     /// `Some` under `--proto raw`: the bare operation being timed.
     pub raw: Option<RawOp>,
-    /// Show a progress line on stderr (rank 0).
-    pub progress: bool,
     /// `--instrument`: record transfer events in an extra pass per size.
     pub instrument: bool,
     /// Report CPU use (false under sim: its ranks are threads on virtual
@@ -142,7 +139,7 @@ impl BenchCtx<'_> {
 
     /// Time every size of `sweep` with `one` (given the size's index,
     /// length and counts), noting those `--proto raw` cannot time, under a
-    /// progress line on rank 0; then the CPU-use summary.
+    /// progress bar on rank 0; then the CPU-use summary.
     fn sweep_sizes(
         &mut self,
         name: &str,
@@ -151,19 +148,17 @@ impl BenchCtx<'_> {
         mut one: impl FnMut(&mut Self, &mut CpuTotals, usize, usize, Counts) -> anyhow::Result<()>,
     ) -> anyhow::Result<()> {
         let sizes = sweep.sizes.as_slice();
-        let mut progress = ProgressLine::new(name, sizes.len());
-        progress.enabled_if(self.progress && self.comm.rank() == 0);
+        self.sink.sweep(name, sizes.len());
         let mut cpu = CpuTotals::default();
         for (idx, &len) in sizes.iter().enumerate() {
+            self.sink.step(&format!("size {}", format_bytes(len)));
             if let Some(why) = self.skip_reason(len) {
                 self.sink.note(&why);
                 continue;
             }
-            progress.start(&format!("size {}", format_bytes(len)));
             one(self, &mut cpu, idx, len, sweep.counts(len, default_counts))?;
-            progress.step();
         }
-        progress.clear();
+        self.sink.sweep_end();
         if let Some((json, lines)) = cpu.summary() {
             self.sink.summary(json, &lines);
         }

@@ -228,6 +228,7 @@ fn one_size(
             .collect();
         let rate_ci = Sample::new(&win_rates).map(|x| x.mean_estimate(DEFAULT_LEVEL));
         let mut row = WindowRow::new(len, counts, args, &rates, &s, rate_ci, ops);
+        row.window_histogram = crate::stats::hist::encode(&win);
         row.cpu = cx.cpu_use.then_some(cpu);
         if args.pairs > 1 {
             let each = messages / u64::from(args.pairs);
@@ -383,6 +384,9 @@ pub struct WindowRow {
     /// The mean rate of rank 0's windows, with its interval.
     #[serde(serialize_with = "Estimate::ser_mean")]
     pub window_bytes_per_sec: Option<Estimate>,
+    /// The window times' HDR histogram, for `ovbench compare`
+    /// (src/stats/hist.rs: ps, V2 deflate, base64).
+    pub window_histogram: Option<String>,
     pub ops: OpCounts,
     /// Per rank, under `--cpu-use`.
     pub cpu: Option<Vec<CpuRow>>,
@@ -416,6 +420,7 @@ impl WindowRow {
             window_mean_ns: Rounded2(s.mean),
             window_stddev_ns: Rounded2(s.stddev),
             window_bytes_per_sec: rate_ci,
+            window_histogram: None,
             ops,
             cpu: None,
             per_pair: None,

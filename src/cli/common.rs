@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 use ovbench_core::Progress;
 
+use crate::output::ProgressBarMode;
 use crate::sizes::{ByteSize, Seconds};
 
 pub use super::fabric_args::FabricArgs;
@@ -77,6 +78,66 @@ impl ProtoArg {
     }
 }
 
+/// `--proto`'s parser: one protocol or a comma-separated list of them,
+/// each checked; the field holds the first (a single run's protocol), and
+/// [`proto_list`] reads the whole list.
+#[derive(Clone, Copy, Debug)]
+pub struct ProtoListParser;
+
+impl clap::builder::TypedValueParser for ProtoListParser {
+    type Value = ProtoArg;
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<ProtoArg, clap::Error> {
+        let list = proto_list(value).map_err(|bad| {
+            let mut e = clap::Error::new(clap::error::ErrorKind::InvalidValue).with_cmd(cmd);
+            use clap::error::{ContextKind, ContextValue};
+            e.insert(
+                ContextKind::InvalidArg,
+                ContextValue::String(arg.map_or("--proto".into(), |a| a.to_string())),
+            );
+            e.insert(ContextKind::InvalidValue, ContextValue::String(bad));
+            e.insert(
+                ContextKind::ValidValue,
+                ContextValue::Strings(
+                    ovbench_core::engine_comm::PROTOCOLS
+                        .iter()
+                        .map(|p| p.to_string())
+                        .collect(),
+                ),
+            );
+            e
+        })?;
+        Ok(list[0])
+    }
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            ProtoArg::value_variants()
+                .iter()
+                .filter_map(ValueEnum::to_possible_value),
+        ))
+    }
+}
+
+/// The protocols of a `--proto` value, in order; the first token that
+/// names none, if any.
+pub fn proto_list(value: &std::ffi::OsStr) -> Result<Vec<ProtoArg>, String> {
+    let text = value.to_string_lossy();
+    let list: Vec<ProtoArg> = text
+        .split(',')
+        .map(|t| ProtoArg::from_str(t.trim(), true).map_err(|_| t.trim().to_string()))
+        .collect::<Result<_, _>>()?;
+    if list.is_empty() {
+        return Err(text.into_owned());
+    }
+    Ok(list)
+}
+
 /// The operation `--proto raw` times.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -111,8 +172,9 @@ pub struct CommonArgs {
     /// (4,8,16) and runs once per count.
     #[arg(long, global = true, value_name = "N", value_parser = parse_np, help_heading = "Transport")]
     pub np: Option<NpList>,
-    /// Message protocol.
-    #[arg(long, global = true, value_enum, default_value_t = ProtoArg::Auto, help_heading = "Protocol")]
+    /// Message protocol; a list (native,eager,rdma-read,raw) measures each
+    /// in turn and adds a side-by-side table (the list is in `Cli::protos`).
+    #[arg(long, global = true, value_parser = ProtoListParser, default_value = "auto", value_name = "PROTO[,PROTO…]", help_heading = "Protocol")]
     pub proto: ProtoArg,
     /// Operation timed by --proto raw.
     #[arg(long, global = true, value_enum, default_value_t = RawOp::Send, help_heading = "Protocol")]
@@ -127,7 +189,7 @@ pub struct CommonArgs {
     #[arg(long, global = true, value_enum, default_value_t = OnOff::On, help_heading = "Protocol")]
     pub reg_cache: OnOff,
     /// Two-sided progress: by polling inside calls, or an asynchronous thread.
-    #[arg(long, global = true, default_value_t = Progress::Poll, value_parser = parse_progress, help_heading = "Protocol")]
+    #[arg(long, global = true, default_value = "poll", value_parser = progress_parser(), help_heading = "Protocol")]
     pub progress: Progress,
     /// Deadline of every wait (seconds, or with a unit: 500ms, 2m).
     #[arg(long, global = true, default_value = "60", help_heading = "Transport")]
@@ -150,6 +212,14 @@ pub struct CommonArgs {
     /// Record transfer events and report overlap bounds (off by default).
     #[arg(long, global = true, help_heading = "Output")]
     pub instrument: bool,
+    /// Progress bar on stderr: auto (when stderr is a terminal), always
+    /// (also into a pipe, e.g. under mpirun, srun or ssh), never.
+    #[arg(long, global = true, value_enum, default_value_t = ProgressBarMode::Auto, help_heading = "Output")]
+    pub progress_bar: ProgressBarMode,
+    /// Nothing on stderr but errors: no progress bar, no warnings (the
+    /// warnings stay in the header and the JSON).
+    #[arg(long, short = 'q', global = true, help_heading = "Output")]
+    pub quiet: bool,
     /// The verbs, UCX and libfabric options (src/cli/fabric_args.rs).
     #[command(flatten)]
     pub fabric: FabricArgs,
@@ -175,8 +245,16 @@ fn parse_np(s: &str) -> Result<NpList, String> {
     Ok(NpList(v))
 }
 
-fn parse_progress(s: &str) -> Result<Progress, String> {
-    s.parse()
+/// `--progress poll|thread`, its values listed in the help.
+fn progress_parser() -> impl clap::builder::TypedValueParser<Value = Progress> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(["poll", "thread"]).map(|s| {
+        if s == "thread" {
+            Progress::Thread
+        } else {
+            Progress::Poll
+        }
+    })
 }
 
 #[cfg(test)]
@@ -207,6 +285,18 @@ mod tests {
     struct T {
         #[command(flatten)]
         c: CommonArgs,
+    }
+
+    #[test]
+    fn proto_takes_a_list_and_names_a_bad_token() {
+        let t = T::try_parse_from(["x", "--proto", "native,eager,raw"]).unwrap();
+        assert_eq!(t.c.proto, ProtoArg::Native);
+        let l = proto_list(std::ffi::OsStr::new("native,eager,raw")).unwrap();
+        assert_eq!(l, vec![ProtoArg::Native, ProtoArg::Eager, ProtoArg::Raw]);
+        let e = T::try_parse_from(["x", "--proto", "eager,fast"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'fast'") && e.contains("rdma-read"), "{e}");
     }
 
     #[test]

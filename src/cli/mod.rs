@@ -4,6 +4,7 @@
 //! method.
 
 pub mod common;
+pub mod examples;
 pub mod fabric_args;
 pub mod launch_args;
 
@@ -36,6 +37,10 @@ pub struct Cli {
     /// [`Cli::parse_args`].
     #[arg(skip)]
     pub given: Vec<String>,
+    /// Every protocol of `--proto` (a list runs each in turn); empty when
+    /// not parsed by [`Cli::parse_args`] (then `common.proto` alone).
+    #[arg(skip)]
+    pub protos: Vec<common::ProtoArg>,
 }
 
 /// What to measure.
@@ -51,6 +56,8 @@ pub enum Command {
     Msgrate(WindowArgs),
     #[command(flatten)]
     Method(MethodCommand),
+    #[command(flatten)]
+    Tool(crate::tools::ToolCommand),
 }
 
 impl Cli {
@@ -58,22 +65,50 @@ impl Cli {
     /// noting which options were given on the command line.
     pub fn parse_args() -> Cli {
         let m = Cli::command_checked().get_matches();
-        let mut cli = Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit());
-        cli.given = given_ids(&m);
-        cli
+        Cli::from_matches(&m).unwrap_or_else(|e| e.exit())
+    }
+
+    /// The command line from clap's matches, with what the derive cannot
+    /// fill: the options given, the `--proto` list, logp's `--sizes`.
+    pub fn from_matches(m: &ArgMatches) -> Result<Cli, clap::Error> {
+        let mut cli = Cli::from_arg_matches(m)?;
+        cli.given = given_ids(m);
+        cli.protos = given_protos(m);
+        if let Command::Method(MethodCommand::Logp(a)) = &mut cli.command {
+            a.apply_sizes();
+        }
+        Ok(cli)
     }
 
     /// The command, with negative numbers taken as values everywhere, so
     /// that `--warmup -1` or `--sizes -1` is refused by the option's own
     /// parser, naming the option, rather than read as an unknown flag.
     pub fn command_checked() -> clap::Command {
-        let mut cmd = Cli::command().allow_negative_numbers(true);
+        // --version names the transports compiled in (once per process).
+        static VERSION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let version = VERSION.get_or_init(|| {
+            format!(
+                "{} (transports: {})",
+                env!("CARGO_PKG_VERSION"),
+                crate::devices::compiled_transports()
+            )
+        });
+        let mut cmd = Cli::command()
+            .allow_negative_numbers(true)
+            .version(version.as_str());
         let names: Vec<String> = cmd
             .get_subcommands()
             .map(|s| s.get_name().to_string())
             .collect();
         for n in names {
-            cmd = cmd.mut_subcommand(n, |s| s.allow_negative_numbers(true));
+            let help = examples::after_help(&n);
+            cmd = cmd.mut_subcommand(n, |s| {
+                let s = s.allow_negative_numbers(true);
+                match help {
+                    Some(h) => s.after_help(h),
+                    None => s,
+                }
+            });
         }
         cmd
     }
@@ -119,6 +154,20 @@ fn given_ids(m: &ArgMatches) -> Vec<String> {
     out
 }
 
+/// The protocols of `--proto` as given (top level or subcommand).
+fn given_protos(m: &ArgMatches) -> Vec<common::ProtoArg> {
+    fn raw_of(m: &ArgMatches) -> Option<clap::parser::RawValues<'_>> {
+        m.try_get_raw("proto").ok().flatten()
+    }
+    let raw = m
+        .subcommand()
+        .and_then(|(_, sub)| raw_of(sub))
+        .or_else(|| raw_of(m))
+        .and_then(|mut v| v.next_back());
+    raw.and_then(|v| common::proto_list(v).ok())
+        .unwrap_or_default()
+}
+
 impl Command {
     /// The subcommand's name, for the header.
     pub fn name(&self) -> String {
@@ -128,6 +177,7 @@ impl Command {
             Command::Bibw(_) => "bibw".into(),
             Command::Msgrate(_) => "msgrate".into(),
             Command::Method(m) => m.name().into(),
+            Command::Tool(t) => t.name().into(),
         }
     }
 }

@@ -13,7 +13,11 @@ use serde_json::{Map, Value};
 /// - `ovbench/3`: every row is the `Serialize` form of its command's typed
 ///   row (src/output/row.rs), the same definition that gives the printed
 ///   table its columns and cells; numeric figures are rounded by one rule.
-pub const SCHEMA: &str = "ovbench/3";
+/// - `ovbench/4`: latency's and the window benchmarks' rows keep their
+///   size's samples as an HDR histogram (`histogram`, `window_histogram`;
+///   src/stats/hist.rs), so `ovbench compare` can test runs against each
+///   other; older files are refused by `plot` and `compare`.
+pub const SCHEMA: &str = "ovbench/4";
 
 /// One table: a title, the printed column headings and the JSON rows.
 #[derive(Clone, Debug)]

@@ -1,5 +1,5 @@
 //! Output to the reader: the `#` header and aligned tables on stdout,
-//! the progress line on stderr, and the file exports, all behind the
+//! the progress bar on stderr, and the file exports, all behind the
 //! [`crate::report::Sink`] that measuring code writes to.
 
 mod format;
@@ -12,7 +12,7 @@ use std::io::Write;
 use serde_json::Value;
 
 pub use format::{fixed, mbps, round2, us, Rounded2};
-pub use progress::ProgressLine;
+pub use progress::{stderr_reaches_terminal, ProgressBarMode, SweepProgress};
 pub use row::{check_fields, to_json, Column, FixedRow, Row, Table};
 pub use table::TableFormat;
 
@@ -28,6 +28,7 @@ pub struct ReportSink {
     table: TableFormat,
     out: Box<dyn Write>,
     error: Option<anyhow::Error>,
+    progress: SweepProgress,
 }
 
 impl std::fmt::Debug for ReportSink {
@@ -54,6 +55,7 @@ impl ReportSink {
             table: TableFormat::default(),
             out,
             error: None,
+            progress: SweepProgress::off(),
         };
         for l in header_lines {
             s.print(&format!("# {l}"));
@@ -61,10 +63,19 @@ impl ReportSink {
         s.files.write(&s.doc)?;
         Ok(s)
     }
+    /// Show `progress` on stderr while the rows come.
+    pub fn with_progress(mut self, progress: SweepProgress) -> ReportSink {
+        self.progress = progress;
+        self
+    }
     fn print(&mut self, line: &str) {
         // stdout closed (e.g. `| head`): keep measuring, files still written.
-        let _ = writeln!(self.out, "{line}");
-        let _ = self.out.flush();
+        // The bar is erased meanwhile, as stdout and stderr may share a terminal.
+        let out = &mut self.out;
+        self.progress.suspend(|| {
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        });
     }
     fn save(&mut self) {
         if self.error.is_some() {
@@ -78,6 +89,7 @@ impl ReportSink {
     /// Mark the document complete, write it a last time, and report the
     /// first file error if any.
     pub fn finish(mut self) -> anyhow::Result<()> {
+        self.progress.finish();
         self.doc.complete = true;
         self.save();
         match self.error.take() {
@@ -106,6 +118,7 @@ impl Sink for ReportSink {
     fn row(&mut self, cells: &[String], json: Value) {
         let line = self.table.row(cells);
         self.print(&line);
+        self.progress.row(&json);
         self.doc.push_row(json);
         self.save();
     }
@@ -120,6 +133,15 @@ impl Sink for ReportSink {
         self.print(&format!("# note: {text}"));
         self.doc.notes.push(text.to_string());
         self.save();
+    }
+    fn sweep(&mut self, label: &str, steps: usize) {
+        self.progress.sweep(label, steps);
+    }
+    fn step(&mut self, what: &str) {
+        self.progress.step(what);
+    }
+    fn sweep_end(&mut self) {
+        self.progress.sweep_end();
     }
 }
 

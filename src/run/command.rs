@@ -20,7 +20,6 @@ pub fn execute(
     comm: &mut dyn Communicator,
     ctl: &mut dyn Control,
     sink: &mut dyn Sink,
-    progress_line: bool,
     real_time: bool,
 ) -> Result<()> {
     // Raw mode as the communicator runs it, not as the command line said.
@@ -35,7 +34,6 @@ pub fn execute(
         ctl,
         sink,
         raw,
-        progress: progress_line,
         instrument: common.instrument,
         cpu_use: real_time,
         raw_send_max,
@@ -49,11 +47,12 @@ pub fn execute(
         Command::Bw(a) => window::run(&mut cx(comm, ctl, sink), Kind::Bw, a),
         Command::Bibw(a) => window::run(&mut cx(comm, ctl, sink), Kind::Bibw, a),
         Command::Msgrate(a) => window::run(&mut cx(comm, ctl, sink), Kind::Msgrate, a),
+        Command::Tool(t) => anyhow::bail!("`{}` measures nothing and runs on no rank", t.name()),
     }
 }
 
 /// Run the command line's command as rank `rank`: rank 0 with its report
-/// `sink` (and a progress line), finished after; the others with none.
+/// `sink` (and its progress bar), finished after; the others with none.
 pub(crate) fn execute_rank(
     cli: &Cli,
     comm: &mut dyn Communicator,
@@ -63,20 +62,11 @@ pub(crate) fn execute_rank(
     real_time: bool,
 ) -> Result<()> {
     let mut null = NullSink;
-    let progress_line = sink.is_some();
     let out: &mut dyn Sink = match sink.as_mut() {
         Some(s) => s,
         None => &mut null,
     };
-    execute(
-        &cli.command,
-        &cli.common,
-        comm,
-        ctl,
-        out,
-        progress_line,
-        real_time,
-    )
-    .with_context(|| format!("rank {rank}"))?;
+    execute(&cli.command, &cli.common, comm, ctl, out, real_time)
+        .with_context(|| format!("rank {rank}"))?;
     sink.map_or(Ok(()), ReportSink::finish)
 }

@@ -15,6 +15,7 @@ pub mod job;
 mod launch_report;
 #[cfg(feature = "mpi")]
 mod mpi;
+mod protocols;
 mod rank;
 #[cfg(feature = "sim")]
 mod sim;
@@ -35,7 +36,7 @@ use crate::env::{Environment, RankFacts};
 use crate::export::FileExports;
 use crate::header::{self, RunFacts};
 use crate::methods::MethodCommand;
-use crate::output::ReportSink;
+use crate::output::{ReportSink, SweepProgress};
 
 /// A command line that cannot run, found before any rank starts: the
 /// process exits 2, as for the parser's own errors.
@@ -50,16 +51,23 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
-fn usage(e: anyhow::Error) -> anyhow::Error {
+pub(crate) fn usage(e: anyhow::Error) -> anyhow::Error {
     anyhow::Error::new(UsageError(format!("{e:#}")))
 }
 
 /// Run the parsed command line; the process's exit code on success.
 pub fn run(cli: &Cli) -> Result<i32> {
+    if let Command::Tool(t) = &cli.command {
+        crate::tools::check_options(cli).map_err(usage)?;
+        return crate::tools::run(t);
+    }
     features::check(cli.common.transport).map_err(usage)?;
     crate::export::check_distinct(cli.common.json.as_deref(), cli.common.csv.as_deref())
         .map_err(usage)?;
     check_outputs(cli).map_err(usage)?;
+    if cli.protos.len() > 1 {
+        return protocols::run(cli);
+    }
     let nps = cli.nps();
     if nps.len() > 1
         && !(cli.common.transport == TransportKind::Sim
@@ -151,6 +159,7 @@ fn message_memory(cmd: &Command) -> (&'static str, usize, usize) {
             MethodCommand::Commtest(a) => two("--total", a.total.bytes()),
             MethodCommand::Overlap(a) => ("--sizes", a.sizes.max(), a.sizes.max()),
         },
+        Command::Tool(_) => ("", 0, 0),
     }
 }
 
@@ -338,7 +347,12 @@ const ON_KILLED: Option<fn(u32)> = None;
 pub(crate) fn rank0_sink(cli: &Cli, header: (Value, Vec<String>)) -> Result<ReportSink> {
     let (json, lines) = header;
     let files = FileExports::new(cli.common.json.as_deref(), cli.common.csv.as_deref());
-    ReportSink::new(json, &lines, files, Box::new(std::io::stdout()))
+    let c = &cli.common;
+    let shown = !c.quiet
+        && c.progress_bar
+            .shows(crate::output::stderr_reaches_terminal());
+    let progress = SweepProgress::new(&cli.command.name(), shown);
+    Ok(ReportSink::new(json, &lines, files, Box::new(std::io::stdout()))?.with_progress(progress))
 }
 
 /// Rank 0's environment and run header: its JSON and the lines to print.
@@ -368,7 +382,7 @@ pub(crate) fn rank0_header(
             np,
         },
     );
-    if echo_warnings {
+    if echo_warnings && !cli.common.quiet {
         for w in &h.warnings {
             eprintln!("ovbench: warning: {w}");
         }

@@ -184,16 +184,8 @@ fn run_rank(cli: &Cli, job: &Arc<MpiJob>) -> Result<()> {
         Some(s) => s,
         None => &mut null,
     };
-    command::execute(
-        &cli.command,
-        common,
-        comm.as_mut(),
-        &mut ctl,
-        out,
-        rank == 0,
-        true,
-    )
-    .with_context(|| format!("rank {rank}"))?;
+    command::execute(&cli.command, common, comm.as_mut(), &mut ctl, out, true)
+        .with_context(|| format!("rank {rank}"))?;
     report_calls(comm.as_ref(), &calls, &mut ctl, out)?;
     drop(comm);
     sink.map_or(Ok(()), crate::output::ReportSink::finish)

@@ -8,6 +8,7 @@
 //! one-sided 90 % intervals, as logp_mpi does).
 
 mod estimate;
+pub mod hist;
 pub mod student;
 mod summary;
 

@@ -103,7 +103,12 @@ pub struct Args {
     #[arg(long, default_value_t = 100)]
     pub reps: u64,
     /// Broadcast message size (the reference uses 256 bytes and 64K).
-    #[arg(long, default_value = "256")]
+    #[arg(
+        long = "sizes",
+        visible_alias = "msgsize",
+        value_name = "SIZE",
+        default_value = "256"
+    )]
     pub msgsize: ByteSize,
     /// Fewest measurements per figure (the reference: 8).
     #[arg(long, default_value_t = 8)]

@@ -84,7 +84,12 @@ pub struct Args {
     #[arg(long)]
     pub global_clock: bool,
     /// Timed repetitions of each experiment (the row shows the fastest).
-    #[arg(long, default_value_t = 5)]
+    #[arg(
+        long = "iters",
+        visible_alias = "iterations",
+        value_name = "N",
+        default_value_t = 5
+    )]
     pub iterations: u32,
 }
 

@@ -66,6 +66,29 @@ pub enum RecvKind {
     Irecv,
 }
 
+/// `--sizes MIN:MAX` of logp: its two ends.
+fn parse_size_range(s: &str) -> Result<(ByteSize, ByteSize), String> {
+    let (lo, hi) = s
+        .split_once(':')
+        .ok_or_else(|| format!("`{s}`: logp sweeps a range: give MIN:MAX, e.g. 0:256K"))?;
+    let lo = lo.parse::<ByteSize>().map_err(|e| e.to_string())?;
+    let hi = hi.parse::<ByteSize>().map_err(|e| e.to_string())?;
+    if lo.bytes() > hi.bytes() {
+        return Err(format!("`{s}`: MIN is above MAX"));
+    }
+    Ok((lo, hi))
+}
+
+impl Args {
+    /// Take `--sizes MIN:MAX` as --min-size and --max-size (after parsing).
+    pub fn apply_sizes(&mut self) {
+        if let Some((lo, hi)) = self.sizes.take() {
+            self.min_size = lo;
+            self.max_size = hi;
+        }
+    }
+}
+
 /// `ovbench logp`: logp_test's parameters.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
@@ -82,6 +105,10 @@ pub struct Args {
     /// Smallest size measured besides 0 (logp_test: -min-size).
     #[arg(long, default_value = "0")]
     pub min_size: ByteSize,
+    /// The sweep as MIN:MAX, for --min-size MIN --max-size MAX (the
+    /// spelling of the other commands' --sizes).
+    #[arg(long, value_name = "MIN:MAX", value_parser = parse_size_range, conflicts_with_all = ["min_size", "max_size"])]
+    pub sizes: Option<(ByteSize, ByteSize)>,
     /// Largest size of the initial sweep; k_max may go up to 8× beyond it
     /// (logp_test: -max-size).
     #[arg(long, default_value = "256K")]

@@ -32,6 +32,16 @@ pub use job::{GatherChannel, MpiJob};
 pub use osc::OscChoice;
 pub use transport::{CallCounts, MpiTransport, EAGER_BUF_SIZE};
 
+/// The MPI library's version text (`MPI_Get_library_version`, which MPI
+/// allows before `MPI_Init`), its first line.
+pub fn library_version() -> String {
+    ffi::job::library_version()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// How to open the transport.
 #[derive(Clone, Debug, Default)]
 pub struct MpiOptions {

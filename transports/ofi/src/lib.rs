@@ -75,6 +75,7 @@ mod shm_name;
 mod transport;
 
 pub use endpoint::EAGER_BUF_SIZE;
+pub use fi::inventory::{library_version, providers, ProviderInfo};
 pub use shm_name::segments_of as shm_segments_of;
 pub use transport::OfiTransport;
 

@@ -46,7 +46,13 @@ mod settings;
 mod status;
 mod transport;
 
+pub use ffi::resources::{transports as resources, TransportResource};
 pub use lanes::RmaPath;
+
+/// The UCX library's version (`ucp_get_version_string`), e.g. `1.13.1`.
+pub fn library_version() -> String {
+    ffi::context::version()
+}
 pub use transport::{UcxTransport, EAGER_BUF_SIZE};
 
 use ovbench_core::Progress;

@@ -30,6 +30,7 @@ pub mod credits;
 mod device;
 mod error;
 pub mod gid;
+pub mod inventory;
 pub mod memory;
 mod mr;
 mod options;

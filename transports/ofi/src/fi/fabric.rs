@@ -29,7 +29,7 @@ pub(crate) fn strerror(code: libc::c_int) -> String {
 }
 
 /// A libfabric string (NULL reads as empty).
-pub(super) fn cstr(p: *const libc::c_char) -> String {
+pub(crate) fn cstr(p: *const libc::c_char) -> String {
     if p.is_null() {
         String::new()
     } else {

@@ -16,6 +16,7 @@ pub(crate) mod cq;
 pub(crate) mod domain;
 pub(crate) mod endpoint;
 pub(crate) mod fabric;
+pub mod inventory;
 pub(crate) mod mr;
 mod owned;
 

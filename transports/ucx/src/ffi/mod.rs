@@ -35,5 +35,6 @@ pub(crate) mod context;
 pub(crate) mod endpoint;
 pub(crate) mod memory;
 pub(crate) mod request;
+pub mod resources;
 pub(crate) mod rkey;
 pub(crate) mod worker;

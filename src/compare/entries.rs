@@ -1,0 +1,193 @@
+//! What `compare` compares, per command: each row's key (size, and the
+//! direction, method or protocol where the command has them), the figure
+//! shown, and the samples a significance test can use — latency and the
+//! window benchmarks their stored histograms, overhead its repeats; the
+//! other methods keep only their sample counts in the JSON.
+
+use serde_json::Value;
+
+use crate::plot::load::{num, text, RunFile};
+use crate::stats::hist;
+
+/// The figure compared and which way is better.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Metric {
+    /// The column heading, with its unit.
+    pub head: &'static str,
+    pub higher_is_better: bool,
+}
+
+/// One comparable row of a run.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// What the row is about, as printed (`8`, `1K send`, `(0,1) simple 4`).
+    pub key: String,
+    /// Sort order of the keys (size, then the rest).
+    pub order: (u64, String),
+    pub value: f64,
+    /// The samples, as (value, count) in increasing value, where the JSON
+    /// keeps them; times, so a larger value is slower.
+    pub samples: Option<Vec<(f64, u64)>>,
+    /// The sample count the row reports (for "n/a (n=…)").
+    pub n: Option<u64>,
+}
+
+fn size_text(v: f64) -> String {
+    crate::sizes::format_bytes(v as usize)
+}
+
+/// The metric and the entries of `run` (all of one command).
+pub fn entries(run: &RunFile) -> (Metric, Vec<Entry>) {
+    let mut out = Vec::new();
+    let metric = match run.command.as_str() {
+        "latency" => {
+            for r in run.main_rows() {
+                let size = num(r, "size").unwrap_or(0.0);
+                out.push(Entry {
+                    key: size_text(size),
+                    order: (size as u64, String::new()),
+                    value: num(r, "p50_ns").unwrap_or(f64::NAN) / 1000.0,
+                    samples: hist_of(r, "histogram"),
+                    n: r.get("samples").and_then(Value::as_u64),
+                });
+            }
+            Metric {
+                head: "p50[us]",
+                higher_is_better: false,
+            }
+        }
+        c @ ("bw" | "bibw" | "msgrate") => {
+            let key = if c == "msgrate" {
+                "msgs_per_sec"
+            } else {
+                "bytes_per_sec"
+            };
+            for r in run.main_rows() {
+                let size = num(r, "size").unwrap_or(0.0);
+                out.push(Entry {
+                    key: size_text(size),
+                    order: (size as u64, String::new()),
+                    value: num(r, key).unwrap_or(f64::NAN) / 1e6,
+                    samples: hist_of(r, "window_histogram"),
+                    n: r.get("samples").and_then(Value::as_u64),
+                });
+            }
+            Metric {
+                head: if c == "msgrate" { "Mmsg/s" } else { "MB/s" },
+                higher_is_better: true,
+            }
+        }
+        "overhead" => {
+            for r in run.main_rows() {
+                let size = num(r, "size").unwrap_or(0.0);
+                let dir = text(r, "direction").unwrap_or("send");
+                let repeats: Vec<f64> = r
+                    .get("runs")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(|x| num(x, "overhead_ns")).collect())
+                    .unwrap_or_default();
+                out.push(Entry {
+                    key: format!("{} {dir}", size_text(size)),
+                    order: (size as u64, dir.to_string()),
+                    value: num(r, "overhead_ns").unwrap_or(f64::NAN) / 1000.0,
+                    n: Some(repeats.len() as u64),
+                    samples: (!repeats.is_empty()).then(|| hist::from_values(&repeats)),
+                });
+            }
+            Metric {
+                head: "overhead[us]",
+                higher_is_better: false,
+            }
+        }
+        "logp" => {
+            for r in run.main_rows() {
+                let size = num(r, "size").unwrap_or(0.0);
+                for (p, n) in [("os", "os_samples"), ("or", "or_samples"), ("g", "samples")] {
+                    out.push(Entry {
+                        key: format!("{} {p}", size_text(size)),
+                        order: (size as u64, p.to_string()),
+                        value: num(r, &format!("{p}_ns")).unwrap_or(f64::NAN) / 1000.0,
+                        samples: None,
+                        n: r.get(n).and_then(Value::as_u64),
+                    });
+                }
+            }
+            Metric {
+                head: "time[us]",
+                higher_is_better: false,
+            }
+        }
+        "bcast" => {
+            for t in &run.tables {
+                let np = t
+                    .title
+                    .find(" over ")
+                    .and_then(|at| t.title[at + 6..].split_whitespace().next())
+                    .and_then(|n| n.parse::<u64>().ok());
+                let Some(np) = np else { continue };
+                for r in &t.rows {
+                    let Some(m) = text(r, "method") else { continue };
+                    out.push(Entry {
+                        key: format!("{m} np={np}"),
+                        order: (np, m.to_string()),
+                        value: num(r, "time_ns").unwrap_or(f64::NAN) / 1000.0,
+                        samples: None,
+                        n: r.get("measurements").and_then(Value::as_u64),
+                    });
+                }
+            }
+            Metric {
+                head: "time[us]",
+                higher_is_better: false,
+            }
+        }
+        "overlap" => {
+            for r in run.rows_of("overlap") {
+                let size = num(r, "size").unwrap_or(0.0);
+                let step = num(r, "step").unwrap_or(0.0) as u64;
+                let pair = text(r, "pair").unwrap_or("?");
+                for side in ["sender", "receiver"] {
+                    out.push(Entry {
+                        key: format!("{pair} {} step {step} {side}", size_text(size)),
+                        order: (size as u64, format!("{pair} {step:05} {side}")),
+                        value: num(r, &format!("{side}_wait_ns")).unwrap_or(f64::NAN) / 1000.0,
+                        samples: hist_of(r, &format!("{side}_wait_histogram")),
+                        n: r.get("samples").and_then(Value::as_u64),
+                    });
+                }
+            }
+            Metric {
+                head: "wait[us]",
+                higher_is_better: false,
+            }
+        }
+        _ => {
+            // commtest
+            for t in &run.tables {
+                let kind = t.title.trim_start_matches("commtest ");
+                for r in &t.rows {
+                    let packets = num(r, "packets").unwrap_or(0.0) as u64;
+                    let proto = text(r, "protocol").unwrap_or("?");
+                    let name = text(r, "name").unwrap_or("");
+                    out.push(Entry {
+                        key: format!("{kind} {proto} {name} x{packets}"),
+                        order: (packets, format!("{kind} {proto}")),
+                        value: num(r, "time_ns").unwrap_or(f64::NAN) / 1000.0,
+                        samples: None,
+                        n: r.get("samples").and_then(Value::as_u64),
+                    });
+                }
+            }
+            Metric {
+                head: "time[us]",
+                higher_is_better: false,
+            }
+        }
+    };
+    (metric, out)
+}
+
+/// A row's stored histogram, decoded (`None` when absent or unreadable).
+fn hist_of(row: &Value, key: &str) -> Option<Vec<(f64, u64)>> {
+    text(row, key).and_then(|t| hist::decode(t).ok())
+}

@@ -1,0 +1,92 @@
+//! The subcommands that measure nothing: `plot` and `compare` read result
+//! files, `devices` lists what this machine offers, `completions` prints
+//! a shell's completion script. They run in this process, before (and
+//! instead of) any launcher or rank.
+
+use anyhow::Result;
+use clap::{Subcommand, ValueEnum};
+
+use crate::cli::Cli;
+
+/// The tool subcommands, flattened into the CLI.
+#[derive(Debug, Subcommand)]
+pub enum ToolCommand {
+    /// Draw the figure of result files (SVG or PNG), as the references draw it.
+    Plot(crate::plot::PlotArgs),
+    /// Compare result files: a column per run, ratios to the first, significance per size.
+    Compare(crate::compare::CompareArgs),
+    /// List the transports compiled in and what this machine offers each.
+    Devices(crate::devices::DevicesArgs),
+    /// Print a shell's completion script (bash, zsh or fish) on stdout.
+    #[command(
+        after_help = "Examples:\n  ovbench completions bash > /etc/bash_completion.d/ovbench\n  ovbench completions zsh > \"${fpath[1]}/_ovbench\"\n  ovbench completions fish > ~/.config/fish/completions/ovbench.fish"
+    )]
+    Completions(CompletionsArgs),
+}
+
+impl ToolCommand {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ToolCommand::Plot(_) => "plot",
+            ToolCommand::Compare(_) => "compare",
+            ToolCommand::Devices(_) => "devices",
+            ToolCommand::Completions(_) => "completions",
+        }
+    }
+}
+
+/// `ovbench completions`'s argument.
+#[derive(Clone, Debug, clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+/// The shells completions are written for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+/// The tools' own options (clap ids); any other option the user gave is
+/// a benchmark's, with no effect here.
+const OWN: &[&str] = &["files", "output", "fail_if_slower", "shell"];
+
+/// A benchmark option given to a tool is pointed out, not ignored.
+pub fn check_options(cli: &Cli) -> Result<()> {
+    // (clap also reports the argument groups of derived structs, named
+    // after their type: `CompareArgs`; those are no option.)
+    let benchmark_option = |g: &&String| {
+        !OWN.contains(&g.as_str()) && !g.starts_with(|c: char| c.is_ascii_uppercase())
+    };
+    if let Some(id) = cli.given.iter().find(benchmark_option) {
+        anyhow::bail!(
+            "--{} is an option of the benchmarks and has no effect on `ovbench {}`: drop it",
+            id.replace('_', "-"),
+            cli.command.name()
+        );
+    }
+    Ok(())
+}
+
+/// Run a tool subcommand; the exit code.
+pub fn run(cmd: &ToolCommand) -> Result<i32> {
+    match cmd {
+        ToolCommand::Plot(a) => crate::plot::run(a).map(|()| 0),
+        ToolCommand::Compare(a) => crate::compare::run(a),
+        ToolCommand::Devices(a) => crate::devices::run(a),
+        ToolCommand::Completions(a) => {
+            let shell = match a.shell {
+                Shell::Bash => clap_complete::Shell::Bash,
+                Shell::Zsh => clap_complete::Shell::Zsh,
+                Shell::Fish => clap_complete::Shell::Fish,
+            };
+            let mut cmd = Cli::command_checked();
+            clap_complete::generate(shell, &mut cmd, "ovbench", &mut std::io::stdout());
+            Ok(0)
+        }
+    }
+}
