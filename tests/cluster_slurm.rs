@@ -216,17 +216,7 @@ fn ovbench_under_slurm() {
         "{l}"
     );
 
-    let bc = [
-        "bcast",
-        "--reps",
-        "8",
-        "--max-measurements",
-        "8",
-        "--method",
-        "send-latency",
-        "--json",
-        &out_s,
-    ];
+    let bc = cluster::short_bcast(&["--json", &out_s]);
     slurm
         .srun(&["-n", "4"], &bc)
         .expect_ok("srun -n 4 ovbench bcast");

@@ -261,6 +261,39 @@ pub fn kill_rank_1(job: Job, rank_var: &str, names: &[&str]) {
     assert_none_left(Duration::from_secs(1));
 }
 
+/// A short broadcast run (eight repetitions of the send-latency method):
+/// enough to see a job of several ranks measure, under every launcher.
+pub const SHORT_BCAST: [&str; 7] = [
+    "bcast",
+    "--reps",
+    "8",
+    "--max-measurements",
+    "8",
+    "--method",
+    "send-latency",
+];
+
+/// `SHORT_BCAST` with `more` arguments after it.
+pub fn short_bcast<'a>(more: &[&'a str]) -> Vec<&'a str> {
+    SHORT_BCAST
+        .iter()
+        .copied()
+        .chain(more.iter().copied())
+        .collect()
+}
+
+/// Table rows in an ovbench JSON document, over all its tables.
+pub fn table_rows(doc: &serde_json::Value) -> usize {
+    doc["tables"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| t["rows"].as_array().map_or(0, Vec::len))
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
 /// Reads the JSON document `path`.
 pub fn json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path)
