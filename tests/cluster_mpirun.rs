@@ -13,7 +13,7 @@
 mod cluster;
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cluster::{
     assert_none_left, exe, json, run, scratch, serial, short_bcast, table_rows, Job, SHORT_BCAST,

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cluster::{assert_none_left, exe, json, rank_pid, scratch, serial, Job, Run};
+use cluster::{assert_none_left, exe, json, scratch, serial, Job, Run};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
