@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cluster::{assert_none_left, exe, json, rank_pid, scratch, serial, Job, Run};
+use cluster::{assert_none_left, exe, json, scratch, serial, Job, Run};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -216,17 +216,7 @@ fn ovbench_under_slurm() {
         "{l}"
     );
 
-    let bc = [
-        "bcast",
-        "--reps",
-        "8",
-        "--max-measurements",
-        "8",
-        "--method",
-        "send-latency",
-        "--json",
-        &out_s,
-    ];
+    let bc = cluster::short_bcast(&["--json", &out_s]);
     slurm
         .srun(&["-n", "4"], &bc)
         .expect_ok("srun -n 4 ovbench bcast");
@@ -286,25 +276,5 @@ fn ovbench_under_slurm() {
         "1000000000",
     ]);
     let job = Job::start(c);
-    let victim = rank_pid("SLURM_PROCID=1", Duration::from_secs(30));
-    std::thread::sleep(Duration::from_millis(500));
-    let t0 = Instant::now();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(victim as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .expect("kill rank 1");
-    let r = job.wait(Duration::from_secs(30));
-    let took = t0.elapsed();
-    assert_ne!(r.code, Some(0));
-    assert!(
-        took < Duration::from_secs(5),
-        "the step took {took:?} to end"
-    );
-    assert!(
-        r.stderr.contains("rank 1") || r.stderr.contains("task 1"),
-        "no message names rank 1:\n{}",
-        r.stderr
-    );
-    assert_none_left(Duration::from_secs(1));
+    cluster::kill_rank_1(job, "SLURM_PROCID=1", &["rank 1", "task 1"]);
 }

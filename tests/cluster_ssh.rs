@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cluster::{assert_none_left, exe, json, rank_pid, run, scratch, serial, Job};
+use cluster::{assert_none_left, exe, json, rank_pid, run, scratch, serial, table_rows, Job};
 
 const PORT: u16 = 22022;
 const LIMIT: Duration = Duration::from_secs(120);
@@ -211,17 +211,6 @@ impl Drop for Net {
     }
 }
 
-fn rows(doc: &serde_json::Value) -> usize {
-    doc["tables"]
-        .as_array()
-        .map(|t| {
-            t.iter()
-                .map(|t| t["rows"].as_array().map_or(0, Vec::len))
-                .sum()
-        })
-        .unwrap_or(0)
-}
-
 /// `ovbench latency --hosts A,B --verify`: rank 1 runs in B's namespace
 /// (seen while it runs), tcp leaves loopback for the veth.
 #[test]
@@ -260,7 +249,7 @@ fn latency_across_namespaces_over_ssh() {
     );
     job.wait(LIMIT).expect_ok("latency --hosts A,B");
     let doc = json(&out);
-    assert_eq!(rows(&doc), 2);
+    assert_eq!(table_rows(&doc), 2);
     let launch = &doc["header"]["launch"];
     assert_eq!(launch["launcher"], "ovbench over ssh", "{launch}");
     assert_eq!(launch["exchange"], "bootstrap", "{launch}");
@@ -279,24 +268,17 @@ fn bcast_on_four_ranks_over_two_hosts() {
     let out = net.dir.join("bc.json");
     let hosts = format!("{a},{b},{a},{b}", a = net.a, b = net.b);
     let r = run(
-        net.ovbench(&[
-            "bcast",
+        net.ovbench(&cluster::short_bcast(&[
             "--hosts",
             &hosts,
-            "--reps",
-            "8",
-            "--max-measurements",
-            "8",
-            "--method",
-            "send-latency",
             "--json",
             &out.to_string_lossy(),
-        ]),
+        ])),
         LIMIT,
     )
     .expect_ok("bcast --hosts A,B,A,B");
     assert!(r.stdout.contains("4 ranks"), "{}", r.stdout);
-    assert!(rows(&json(&out)) >= 1);
+    assert!(table_rows(&json(&out)) >= 1);
     assert_none_left(Duration::from_secs(5));
 }
 
@@ -334,27 +316,7 @@ fn a_killed_rank_ends_the_ssh_job() {
         "--iters",
         "1000000000",
     ]));
-    let victim = rank_pid("OVBENCH_RANK=1", Duration::from_secs(30));
-    std::thread::sleep(Duration::from_millis(500));
-    let t0 = Instant::now();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(victim as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .expect("kill rank 1");
-    let r = job.wait(Duration::from_secs(30));
-    let took = t0.elapsed();
-    assert_ne!(r.code, Some(0));
-    assert!(
-        took < Duration::from_secs(5),
-        "the job took {took:?} to end"
-    );
-    assert!(
-        r.stderr.contains("rank 1"),
-        "no message names rank 1:\n{}",
-        r.stderr
-    );
-    assert_none_left(Duration::from_secs(1));
+    cluster::kill_rank_1(job, "OVBENCH_RANK=1", &["rank 1"]);
 }
 
 /// Open MPI across A and B (its daemon on B started over ssh, its TCP
@@ -398,7 +360,7 @@ fn mpirun_across_namespaces() {
     .expect_ok("mpirun --host A,B ovbench latency");
     let _ = r;
     let doc = json(&out);
-    assert_eq!(rows(&doc), 2);
+    assert_eq!(table_rows(&doc), 2);
     let launch = &doc["header"]["launch"];
     assert_eq!(launch["exchange"], "pmix", "{launch}");
     let listen = launch["listen"].as_str().unwrap_or_default();

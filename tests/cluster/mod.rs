@@ -233,6 +233,67 @@ pub fn assert_none_left(grace: Duration) {
     }
 }
 
+/// Kill rank 1 of `job` (the ovbench process whose environment has
+/// `rank_var`, e.g. `OMPI_COMM_WORLD_RANK=1`) half a second into its
+/// measurement: the job must fail within 5 s with an error that says one
+/// of `names` (how the launcher calls that rank), and leave no rank behind.
+pub fn kill_rank_1(job: Job, rank_var: &str, names: &[&str]) {
+    let victim = rank_pid(rank_var, Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(500));
+    let t0 = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(victim as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill rank 1");
+    let r = job.wait(Duration::from_secs(30));
+    let took = t0.elapsed();
+    assert_ne!(r.code, Some(0));
+    assert!(
+        took < Duration::from_secs(5),
+        "the job took {took:?} to end"
+    );
+    assert!(
+        names.iter().any(|n| r.stderr.contains(n)),
+        "no message names rank 1 ({names:?}):\n{}",
+        r.stderr
+    );
+    assert_none_left(Duration::from_secs(1));
+}
+
+/// A short broadcast run (eight repetitions of the send-latency method):
+/// enough to see a job of several ranks measure, under every launcher.
+pub const SHORT_BCAST: [&str; 7] = [
+    "bcast",
+    "--reps",
+    "8",
+    "--max-measurements",
+    "8",
+    "--method",
+    "send-latency",
+];
+
+/// `SHORT_BCAST` with `more` arguments after it.
+pub fn short_bcast<'a>(more: &[&'a str]) -> Vec<&'a str> {
+    SHORT_BCAST
+        .iter()
+        .copied()
+        .chain(more.iter().copied())
+        .collect()
+}
+
+/// Table rows in an ovbench JSON document, over all its tables.
+pub fn table_rows(doc: &serde_json::Value) -> usize {
+    doc["tables"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| t["rows"].as_array().map_or(0, Vec::len))
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
 /// Reads the JSON document `path`.
 pub fn json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path)
