@@ -428,3 +428,47 @@ fn mpirun_across_namespaces() {
     }
     assert_none_left(Duration::from_secs(5));
 }
+
+/// Rank 1 fails at start-up: a test hook forces every rank's route to
+/// loopback, so rank 1, in B's namespace, finds nothing at rank 0's
+/// 127.0.0.1 address ("connection refused"). The whole job must end
+/// within 5 s of that failure, naming rank 1, not wait out --timeout.
+#[cfg(feature = "test-hooks")]
+#[test]
+fn a_rank_failing_at_start_up_ends_the_ssh_job_at_once() {
+    let _g = serial();
+    let net = Net::up("refused");
+    let hosts = format!("{},{}", net.a, net.b);
+    let mut cmd = net.ovbench(&[
+        "latency",
+        "--hosts",
+        &hosts,
+        "--sizes",
+        "8",
+        "--iters",
+        "100",
+        "--timeout",
+        "60",
+    ]);
+    cmd.env("OVBENCH_TEST_ROUTE", "loopback");
+    let r = run(cmd, LIMIT);
+    assert_ne!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("rank 1"),
+        "no message names rank 1:\n{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("refused"),
+        "the failure is not the refused connection:\n{}",
+        r.stderr
+    );
+    // Start-up over ssh (the version check, two ssh sessions) takes about
+    // a second; the rest must be the 5 s the failure may take to spread.
+    assert!(
+        r.took < Duration::from_secs(7),
+        "the job took {:?} to end after a start-up failure",
+        r.took
+    );
+    assert_none_left(Duration::from_secs(2));
+}
