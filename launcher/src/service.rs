@@ -13,6 +13,7 @@
 //! service gets an error naming it instead of waiting out the deadline.
 
 use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -59,6 +60,8 @@ struct Coll {
     result: Option<Arc<Vec<Vec<u8>>>>,
     taken: u32,
     mismatch: Option<String>,
+    /// The watchdog has said which ranks this step waits for.
+    warned: bool,
 }
 
 struct State {
@@ -273,6 +276,18 @@ fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
                 return mark_died(&shared, rank);
             }
         };
+        if let Request::Stall {
+            waited_ms,
+            timeout_ms,
+            peer,
+            text,
+        } = &req
+        {
+            // No reply: the rank sent it from a wait loop and reads none.
+            let ms = |m: &u32| Duration::from_millis(u64::from(*m));
+            crate::watchdog::print_stall(rank, ms(waited_ms), ms(timeout_ms), *peer, text);
+            continue;
+        }
         let bye = req == Request::Bye;
         let resp = handle(&shared, rank, req);
         if write_frame(&mut stream, &resp.encode()).is_err() && !bye {
@@ -442,6 +457,8 @@ fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
         Request::Hello { .. } | Request::Proof { .. } => Response::Err(format!(
             "rank {rank}: handshake request after the handshake"
         )),
+        // Answered by `serve` itself (with nothing).
+        Request::Stall { .. } => Response::Ok,
     }
 }
 
@@ -481,6 +498,7 @@ fn collective(shared: &Shared, rank: u32, kind: CollKind, wait_ms: u32, data: Ve
         result: None,
         taken: 0,
         mismatch: None,
+        warned: false,
     });
     if coll.kind != kind && coll.mismatch.is_none() {
         coll.mismatch = Some(format!(
@@ -514,6 +532,22 @@ fn collective(shared: &Shared, rank: u32, kind: CollKind, wait_ms: u32, data: Ve
                 CollKind::Barrier => Response::Ok,
                 CollKind::Allgather => Response::Gathered(result.to_vec()),
             };
+        }
+        // The watchdog's line, once per step, at a quarter of the wait.
+        let waited = Duration::from_millis(u64::from(wait_ms))
+            .saturating_sub(deadline.saturating_duration_since(Instant::now()));
+        if !coll.warned && waited >= Duration::from_millis(u64::from(wait_ms)) / 4 {
+            coll.warned = true;
+            let absent: Vec<u32> = (0..size)
+                .filter(|&r| coll.contrib[r as usize].is_none())
+                .collect();
+            let _ = writeln!(
+                std::io::stderr(),
+                "ovbench: watchdog: the ranks' exchange through the bootstrap service ({kind:?} #{step}) has waited {:.1} s for rank(s) {} (the job ends at --timeout {:.0} s)",
+                waited.as_secs_f64(),
+                list(&absent),
+                f64::from(wait_ms) / 1e3
+            );
         }
         let missing: Vec<u32> = (0..size)
             .filter(|&r| coll.contrib[r as usize].is_none() && r != rank)

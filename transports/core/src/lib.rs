@@ -44,6 +44,7 @@ pub mod instrument;
 mod key;
 pub mod stop;
 mod transport;
+pub mod watch;
 pub mod work;
 pub mod work_loop;
 
