@@ -472,3 +472,54 @@ fn a_rank_failing_at_start_up_ends_the_ssh_job_at_once() {
     );
     assert_none_left(Duration::from_secs(2));
 }
+
+/// Ctrl-C to an ssh-launched job once a size is complete: the launcher
+/// exits 130 with one line naming the signal, the remote rank (in B's
+/// namespace) is gone too, and the JSON keeps the completed row with
+/// `complete: false`.
+#[test]
+fn ctrl_c_ends_an_ssh_job_with_its_status_and_the_json_so_far() {
+    let _g = serial();
+    let net = Net::up("sigint");
+    let out = net.dir.join("int.json");
+    let hosts = format!("{},{}", net.a, net.b);
+    let job = Job::start(net.ovbench(&[
+        "latency",
+        "--hosts",
+        &hosts,
+        // The small sizes finish at once, the large ones take minutes.
+        "--sizes",
+        "8:64M",
+        "--iters",
+        "3000",
+        "--json",
+        &out.to_string_lossy(),
+    ]));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let rows_now = || {
+        std::fs::read_to_string(&out)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .map_or(0, |d| rows(&d))
+    };
+    while rows_now() == 0 {
+        assert!(Instant::now() < deadline, "no row within 60 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Ctrl-C reaches the launcher's process group (the ssh clients with it).
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(job.child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("SIGINT to the job");
+    let t0 = Instant::now();
+    let r = job.wait(Duration::from_secs(30));
+    assert_eq!(r.code, Some(130), "{}", r.stderr);
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    assert!(r.stderr.contains("received SIGINT"), "{}", r.stderr);
+    let doc = json(&out);
+    assert_eq!(doc["complete"], false);
+    let n = rows(&doc);
+    assert!((1..24).contains(&n), "{n} rows");
+    assert_none_left(Duration::from_secs(3));
+}
