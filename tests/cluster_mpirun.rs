@@ -15,18 +15,9 @@ mod cluster;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use cluster::{assert_none_left, exe, json, run, scratch, serial, Job};
+use cluster::{assert_none_left, exe, json, mpirun, run, scratch, serial, Job};
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-fn mpirun(np: u32, args: &[&str]) -> Command {
-    let mut c = Command::new("mpirun.openmpi");
-    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .args(["--oversubscribe", "-np", &np.to_string(), exe()])
-        .args(args);
-    c
-}
 
 /// Runs `args` under `mpirun -np N` with `--json`; the document.
 fn pmix_run(np: u32, name: &str, args: &[&str]) -> serde_json::Value {
