@@ -256,6 +256,8 @@ fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
     let Some(rank) = handshake(&mut stream, &shared) else {
         return;
     };
+    #[cfg(feature = "test-hooks")]
+    die_if_asked(&shared);
     loop {
         let body = match read_frame(&mut stream, MAX_REQUEST, None, Some(&shared.stop)) {
             Ok(b) => b,
@@ -404,6 +406,34 @@ fn check_peer(stream: &mut TcpStream, shared: &Shared, deadline: Instant) -> Res
         Ok(rank)
     } else {
         Err(format!("rank {rank} has already connected once").into())
+    }
+}
+
+/// Test hook (feature `test-hooks`, never in a release build):
+/// `OVBENCH_TEST_SERVICE_DIE=N` stops the service once N ranks have
+/// joined, closing every connection, as a launcher that died during
+/// start-up would (tests/faults.rs).
+#[cfg(feature = "test-hooks")]
+fn die_if_asked(shared: &Shared) {
+    let Some(n) = std::env::var("OVBENCH_TEST_SERVICE_DIE")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    else {
+        return;
+    };
+    let joined = shared
+        .lock()
+        .presence
+        .iter()
+        .filter(|p| **p != Presence::NotYet)
+        .count();
+    if joined >= n {
+        let _ = writeln!(
+            std::io::stderr(),
+            "ovbench: test hook: the bootstrap service stops after {joined} ranks joined"
+        );
+        shared.stop.store(true, Ordering::Relaxed);
+        shared.cv.notify_all();
     }
 }
 
