@@ -8,14 +8,15 @@
 //! leave no ovbench process, and keep a valid JSON with every row it held
 //! before the kill. Then the special cases: a SIGSTOPped peer (the
 //! watchdog names it at a quarter of --timeout, the deadline ends the
-//! job), and the bootstrap service dying during start-up (a test hook).
+//! job), a transport connection destroyed from outside (`ss -K`), and the
+//! bootstrap service dying during start-up (a test hook).
 //!
 //! The suite prints its counts (trials per transport and launcher, the
 //! phase each kill hit, the longest exit, hangs, processes left) and the
 //! command that replays it from its seed: `OVBENCH_FAULT_SEED=S`.
-//! `OVBENCH_FAULT_TRIALS=N` sets the trials per configuration (default 6:
-//! the 20 per transport do not fit the stage's 8 minutes on a
-//! 2-core CI machine running debug builds).
+//! `OVBENCH_FAULT_TRIALS=N` sets the trials per configuration (default
+//! 10: the 20 per transport and launcher do not fit the stage's
+//! 8 minutes on a 2-core CI machine running debug builds).
 //!
 //! Needs the test-hooks feature (the service hook), and for the cluster
 //! launchers what tests/cluster_*.rs need (ci/deps); a launcher whose
@@ -99,7 +100,7 @@ fn trials_per_config() -> usize {
     std::env::var("OVBENCH_FAULT_TRIALS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(6)
+        .unwrap_or(10)
 }
 
 /// Who starts the ranks, and how a rank's process is recognised.
@@ -140,7 +141,11 @@ impl Launch<'_> {
             Launch::Mpirun => mpirun(2, args),
             Launch::Srun(s) => {
                 let mut c = s.cmd("srun");
-                c.args(["-n", "2", "--overcommit", exe()]).args(args);
+                // Without --kill-on-bad-exit srun lets the other task run
+                // on after one died; a rank that dies before its peer
+                // joined is then only ended by --timeout (docs/exit-codes.md).
+                c.args(["-n", "2", "--overcommit", "--kill-on-bad-exit=1", exe()])
+                    .args(args);
                 c
             }
             Launch::Ssh(net) => {
@@ -445,7 +450,10 @@ fn stopped_peer(tally: &mut Tally) {
     tally.left += reap_leftovers(Duration::from_secs(2));
     let quarter = Duration::from_millis(2500);
     match line.map(|t| t - stopped_at) {
-        Some(at) if at >= quarter && at < quarter + Duration::from_secs(2) => {}
+        // The wait may have begun a round trip before the stop.
+        Some(at)
+            if at + Duration::from_millis(500) >= quarter
+                && at < quarter + Duration::from_secs(2) => {}
         Some(at) => tally.failures.push(format!(
             "SIGSTOP: the watchdog spoke at {at:.2?}, not at ~{quarter:?}"
         )),
@@ -456,6 +464,89 @@ fn stopped_peer(tally: &mut Tally) {
     if hung || code == Some(0) || took > Duration::from_secs(10) + EXIT_BOUND {
         tally.failures.push(format!(
             "SIGSTOP: the deadline did not end the job ({code:?} after {took:.2?})"
+        ));
+    }
+}
+
+/// Rank 1's transport connection destroyed from outside (`ss -K`, the
+/// kernel's socket destroy: both ends see it reset) while it measures:
+/// the job ends within 5 s naming the broken connection, nothing is left.
+fn closed_connection(tally: &mut Tally) {
+    let mut job = Running::start({
+        let mut c = Command::new(exe());
+        c.args(["latency", "--sizes", "8", "--iters", "1000000000"])
+            .args(["--timeout", TIMEOUT]);
+        c
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let pid = loop {
+        if let Some(p) = rank_process("OVBENCH_RANK=1") {
+            std::thread::sleep(Duration::from_millis(1500));
+            break Some(p);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let Some(pid) = pid else {
+        tally
+            .failures
+            .push("closed connection: rank 1 never ran".into());
+        return;
+    };
+    // Its sockets but the bootstrap connection (whose port its
+    // environment names): the transport's connection to rank 0.
+    let boot_port = environ(pid)
+        .iter()
+        .find_map(|v| {
+            v.strip_prefix("OVBENCH_BOOTSTRAP=")
+                .map(|a| a.rsplit(':').next().unwrap_or("").to_string())
+        })
+        .unwrap_or_default();
+    let ss = Command::new("ss")
+        .args(["-tnpH", "state", "established"])
+        .output();
+    let table = ss
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let mine = format!("pid={pid},");
+    let ports: Vec<String> = table
+        .lines()
+        .filter(|l| l.contains(&mine))
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            let local = cols.get(2)?.rsplit(':').next()?.to_string();
+            let peer = cols.get(3)?.rsplit(':').next()?;
+            (peer != boot_port).then_some(local)
+        })
+        .collect();
+    if ports.is_empty() {
+        tally.failures.push(format!(
+            "closed connection: no transport socket of rank 1 in:\n{table}"
+        ));
+        return;
+    }
+    let closed_at = Instant::now();
+    for p in &ports {
+        let _ = Command::new("ss")
+            .args(["-K", "-tn", &format!("( sport = :{p} )")])
+            .stdout(Stdio::null())
+            .status();
+    }
+    let (code, hung) = job.wait(HANG);
+    let took = closed_at.elapsed();
+    let stderr = job.stderr();
+    eprintln!("closed connection of rank 1: exit {code:?} after {took:.2?}\n{stderr}");
+    tally.left += reap_leftovers(Duration::from_secs(2));
+    if hung || code == Some(0) || took > EXIT_BOUND {
+        tally.failures.push(format!(
+            "closed connection: {code:?} after {took:.2?}:\n{stderr}"
+        ));
+    }
+    if !(stderr.contains("rank 1") && stderr.contains("rank 0")) {
+        tally.failures.push(format!(
+            "closed connection: the messages do not name both ends:\n{stderr}"
         ));
     }
 }
@@ -520,6 +611,16 @@ fn every_fault_ends_the_job_at_once_naming_it() {
             transport: &["--transport", "tcp"],
         };
         run_config(&cfg, &mut rng, &dir, &mut tally);
+        // The MPI backend (feature mpi): its ranks die as any other's.
+        if cluster::has_mpi_transport() {
+            let cfg = Config {
+                launch: Launch::Mpirun,
+                transport: &["--transport", "mpi"],
+            };
+            run_config(&cfg, &mut rng, &dir, &mut tally);
+        } else {
+            eprintln!("skipped: mpirun --transport mpi (this ovbench has no mpi feature)");
+        }
     } else {
         eprintln!("skipped: mpirun (no mpirun.openmpi; run ci/deps)");
     }
@@ -544,6 +645,11 @@ fn every_fault_ends_the_job_at_once_naming_it() {
         eprintln!("skipped: ssh (no sshd or iproute2; run ci/deps)");
     }
     stopped_peer(&mut tally);
+    if have("ss") {
+        closed_connection(&mut tally);
+    } else {
+        eprintln!("skipped: closed connection (no ss; run ci/deps)");
+    }
     service_dies(&mut tally);
 
     eprintln!("=== fault injection, seed {seed}");

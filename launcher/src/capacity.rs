@@ -90,7 +90,7 @@ pub fn check_shm_space(dir: &std::path::Path, need: u64, what: &str) -> Result<(
     let Ok(st) = nix::sys::statvfs::statvfs(dir) else {
         return Ok(());
     };
-    let free = st.blocks_available() as u64 * st.fragment_size() as u64;
+    let free = st.blocks_available().saturating_mul(st.fragment_size());
     if need <= free {
         return Ok(());
     }
