@@ -1,5 +1,6 @@
 //! `ovbench`: parse the command line, run, exit with the job's status.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use ovbench::cli::Cli;
@@ -15,7 +16,9 @@ fn main() -> ExitCode {
             // said why; exit as the signal would have, after the cleanup.
             Some(sig) => ExitCode::from((128 + sig).clamp(0, 255) as u8),
             None => {
-                eprintln!("ovbench: error: {e:#}");
+                // Not eprintln!, which panics (exit 101) when stderr is
+                // gone, as a remote rank's is once its ssh connection is.
+                let _ = writeln!(std::io::stderr(), "ovbench: error: {e:#}");
                 // 2 for a command line that cannot run (found before any
                 // rank starts), 1 for a failure at run time.
                 if e.is::<ovbench::run::UsageError>() {

@@ -168,3 +168,40 @@ fn a_negative_number_is_refused_naming_its_option() {
         );
     }
 }
+
+/// More than 64 ranks a core is refused before any rank starts unless
+/// `--oversubscribe` says it is meant.
+#[test]
+fn more_than_64_ranks_a_core_need_oversubscribe() {
+    let _g = serial();
+    let cpus = ovbench_launcher::current_cpus().map_or(1, |c| c.len());
+    let np = (64 * cpus + 1).to_string();
+    let r = ovbench(&["latency", "--np", &np, "--sizes", "8"], LIMIT);
+    assert_eq!(r.code, Some(2), "{r:?}");
+    let first = r.stderr.lines().next().unwrap_or("");
+    assert!(
+        first.contains(&format!("--np {np}")) && first.contains("--oversubscribe"),
+        "{first}"
+    );
+    assert!(r.stdout.is_empty(), "nothing ran: {}", r.stdout);
+}
+
+/// `--help` carries the exit-code table of docs/exit-codes.md.
+#[test]
+fn help_lists_the_exit_codes() {
+    let r = ovbench(&["--help"], LIMIT);
+    assert_eq!(r.code, Some(0), "{r:?}");
+    for code in [
+        "Exit status",
+        "2 a command line",
+        "1 a failure",
+        "128+N",
+        "130 Ctrl-C",
+    ] {
+        assert!(
+            r.stdout.contains(code),
+            "--help lacks {code:?}:\n{}",
+            r.stdout
+        );
+    }
+}

@@ -13,22 +13,11 @@
 mod cluster;
 
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use cluster::{
-    assert_none_left, exe, json, run, scratch, serial, short_bcast, table_rows, Job, SHORT_BCAST,
-};
+use cluster::{assert_none_left, exe, json, mpirun, run, scratch, serial, Job};
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-fn mpirun(np: u32, args: &[&str]) -> Command {
-    let mut c = Command::new("mpirun.openmpi");
-    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .args(["--oversubscribe", "-np", &np.to_string(), exe()])
-        .args(args);
-    c
-}
 
 /// Runs `args` under `mpirun -np N` with `--json`; the document.
 fn pmix_run(np: u32, name: &str, args: &[&str]) -> serde_json::Value {
@@ -47,6 +36,17 @@ fn pmix_run(np: u32, name: &str, args: &[&str]) -> serde_json::Value {
     doc
 }
 
+fn rows(doc: &serde_json::Value) -> usize {
+    doc["tables"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| t["rows"].as_array().map_or(0, Vec::len))
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
 #[test]
 fn tcp_two_ranks_latency_through_pmix() {
     let doc = pmix_run(
@@ -54,7 +54,7 @@ fn tcp_two_ranks_latency_through_pmix() {
         "tcp2",
         &["latency", "--sizes", "8,64K", "--iters", "200", "--verify"],
     );
-    assert_eq!(table_rows(&doc), 2);
+    assert_eq!(rows(&doc), 2);
     // mpirun binds each of 2 ranks to a core: kept, not redone.
     let binding = doc["header"]["launch"]["binding"]
         .as_str()
@@ -64,8 +64,20 @@ fn tcp_two_ranks_latency_through_pmix() {
 
 #[test]
 fn tcp_four_ranks_bcast_through_pmix() {
-    let doc = pmix_run(4, "tcp4", &SHORT_BCAST);
-    assert!(table_rows(&doc) >= 1);
+    let doc = pmix_run(
+        4,
+        "tcp4",
+        &[
+            "bcast",
+            "--reps",
+            "8",
+            "--max-measurements",
+            "8",
+            "--method",
+            "send-latency",
+        ],
+    );
+    assert!(rows(&doc) >= 1);
 }
 
 #[cfg(feature = "ucx")]
@@ -85,9 +97,23 @@ fn ucx_two_and_four_ranks_through_pmix() {
             "--verify",
         ],
     );
-    assert_eq!(table_rows(&doc), 2);
-    let doc = pmix_run(4, "ucx4", &short_bcast(&["--transport", "ucx"]));
-    assert!(table_rows(&doc) >= 1);
+    assert_eq!(rows(&doc), 2);
+    let doc = pmix_run(
+        4,
+        "ucx4",
+        &[
+            "bcast",
+            "--transport",
+            "ucx",
+            "--reps",
+            "8",
+            "--max-measurements",
+            "8",
+            "--method",
+            "send-latency",
+        ],
+    );
+    assert!(rows(&doc) >= 1);
 }
 
 /// `--bootstrap off`: no rank starts or reaches ovbench's service, so the
@@ -108,7 +134,7 @@ fn pmix_connects_with_the_bootstrap_service_off() {
             "--verify",
         ],
     );
-    assert_eq!(table_rows(&doc), 1);
+    assert_eq!(rows(&doc), 1);
     let detail = doc["header"]["launch"]["exchange_detail"]
         .as_str()
         .unwrap_or_default();
@@ -161,5 +187,26 @@ fn a_killed_rank_ends_the_mpirun_job() {
             "60",
         ],
     ));
-    cluster::kill_rank_1(job, "OMPI_COMM_WORLD_RANK=1", &["rank 1"]);
+    let victim = cluster::rank_pid("OMPI_COMM_WORLD_RANK=1", Duration::from_secs(30));
+    // Let it get into the measurement.
+    std::thread::sleep(Duration::from_millis(500));
+    let t0 = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(victim as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill rank 1");
+    let r = job.wait(Duration::from_secs(30));
+    let took = t0.elapsed();
+    assert_ne!(r.code, Some(0));
+    assert!(
+        took < Duration::from_secs(5),
+        "the job took {took:?} to end"
+    );
+    assert!(
+        r.stderr.contains("rank 1"),
+        "no message names rank 1:\n{}",
+        r.stderr
+    );
+    assert_none_left(Duration::from_secs(1));
 }

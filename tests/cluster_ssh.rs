@@ -14,201 +14,23 @@
 
 mod cluster;
 
-use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use cluster::{assert_none_left, exe, json, rank_pid, run, scratch, serial, table_rows, Job};
+use cluster::ssh_net::Net;
+use cluster::{assert_none_left, exe, json, rank_pid, run, serial, Job};
 
-const PORT: u16 = 22022;
 const LIMIT: Duration = Duration::from_secs(120);
 
-/// Two "hosts" and their sshds; dropped: everything removed.
-struct Net {
-    ns: String,
-    veth: String,
-    a: String,
-    b: String,
-    dir: PathBuf,
-    sshds: Vec<Child>,
-}
-
-fn sh(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {args:?}: {e} (run ci/deps)"));
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-impl Net {
-    fn up(name: &str) -> Net {
-        // A subnet of its own per test process, so parallel runs never meet.
-        let n = 1 + std::process::id() % 250;
-        let id = format!("{}{}", name, std::process::id() % 10000);
-        let dir = scratch(&format!("ssh-{name}"));
-        let net = Net {
-            ns: format!("ovb{id}"),
-            veth: format!("ova{id}"),
-            a: format!("198.18.{n}.1"),
-            b: format!("198.18.{n}.2"),
-            dir,
-            sshds: Vec::new(),
-        };
-        let peer = format!("ovb{id}");
-        sh(&["ip", "netns", "add", &net.ns]);
-        let mut net = net;
-        sh(&[
-            "ip", "link", "add", &net.veth, "type", "veth", "peer", "name", &peer,
-        ]);
-        sh(&["ip", "link", "set", &peer, "netns", &net.ns]);
-        sh(&[
-            "ip",
-            "addr",
-            "add",
-            &format!("{}/24", net.a),
-            "dev",
-            &net.veth,
-        ]);
-        sh(&["ip", "link", "set", &net.veth, "up"]);
-        let ns = net.ns.clone();
-        let inns = |args: &[&str]| {
-            let mut v = vec!["ip", "netns", "exec", ns.as_str()];
-            v.extend_from_slice(args);
-            sh(&v);
-        };
-        inns(&["ip", "addr", "add", &format!("{}/24", net.b), "dev", &peer]);
-        inns(&["ip", "link", "set", &peer, "up"]);
-        inns(&["ip", "link", "set", "lo", "up"]);
-        net.keys();
-        let (a, b) = (net.a.clone(), net.b.clone());
-        net.sshd(&a, None);
-        net.sshd(&b, Some(&ns));
-        net
-    }
-
-    fn keys(&self) {
-        for k in ["host", "id"] {
-            let f = self.dir.join(k);
-            sh(&[
-                "ssh-keygen",
-                "-q",
-                "-t",
-                "ed25519",
-                "-N",
-                "",
-                "-f",
-                &f.to_string_lossy(),
-            ]);
-        }
-        std::fs::copy(self.dir.join("id.pub"), self.dir.join("authorized_keys"))
-            .expect("authorized_keys");
-        let cfg = format!(
-            "Host *\n  Port {PORT}\n  User root\n  IdentityFile {id}\n  IdentitiesOnly yes\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n  ConnectTimeout 10\n",
-            id = self.dir.join("id").display()
-        );
-        std::fs::write(self.ssh_config(), cfg).expect("ssh config");
-        std::fs::create_dir_all("/run/sshd").expect("/run/sshd");
-    }
-
-    fn ssh_config(&self) -> PathBuf {
-        self.dir.join("ssh_config")
-    }
-
-    /// sshd on `addr` only, in namespace `ns` (root's when None).
-    fn sshd(&mut self, addr: &str, ns: Option<&str>) {
-        let cfg = self.dir.join(format!("sshd-{addr}.conf"));
-        std::fs::write(
-            &cfg,
-            format!(
-                "ListenAddress {addr}:{PORT}\nHostKey {host}\nAuthorizedKeysFile {auth}\nPidFile {pid}\nPermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPrintMotd no\n",
-                host = self.dir.join("host").display(),
-                auth = self.dir.join("authorized_keys").display(),
-                pid = self.dir.join(format!("sshd-{addr}.pid")).display(),
-            ),
-        )
-        .expect("sshd config");
-        let mut cmd = match ns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns, "/usr/sbin/sshd"]);
-                c
-            }
-            None => Command::new("/usr/sbin/sshd"),
-        };
-        cmd.args(["-D", "-e", "-f", &cfg.to_string_lossy()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        self.sshds
-            .push(cmd.spawn().expect("start sshd (run ci/deps)"));
-        // Ready when it answers.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            // The root namespace reaches B's address over the veth.
-            let sa = SocketAddr::new(addr.parse().expect("an address"), PORT);
-            if TcpStream::connect_timeout(&sa, Duration::from_millis(200)).is_ok() {
-                return;
-            }
-            assert!(Instant::now() < deadline, "sshd on {addr} did not come up");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// `ovbench ARGS` with ssh pointed at the test's keys and port.
-    fn ovbench(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(exe());
-        c.args(args).env(
-            "OVBENCH_SSH",
-            format!("ssh -F {}", self.ssh_config().display()),
-        );
-        c
-    }
-
-    /// The inode of B's namespace, as /proc/PID/ns/net names it.
-    fn ns_id(&self) -> String {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &self.ns, "readlink", "/proc/self/ns/net"])
-            .output()
-            .expect("readlink in the namespace");
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-}
-
-impl Drop for Net {
-    fn drop(&mut self) {
-        for c in &mut self.sshds {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        // pkill by pid file only: the sshds this test started.
-        for e in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.extension().is_some_and(|x| x == "pid") {
-                if let Some(pid) = std::fs::read_to_string(&p)
-                    .ok()
-                    .and_then(|s| s.trim().parse::<i32>().ok())
-                {
-                    let _ = nix::sys::signal::kill(
-                        nix::unistd::Pid::from_raw(pid),
-                        nix::sys::signal::Signal::SIGTERM,
-                    );
-                }
-            }
-        }
-        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
-        // Usually gone with the namespace (its peer went with it).
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.veth])
-            .stderr(Stdio::null())
-            .status();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+fn rows(doc: &serde_json::Value) -> usize {
+    doc["tables"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| t["rows"].as_array().map_or(0, Vec::len))
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 /// `ovbench latency --hosts A,B --verify`: rank 1 runs in B's namespace
@@ -249,7 +71,7 @@ fn latency_across_namespaces_over_ssh() {
     );
     job.wait(LIMIT).expect_ok("latency --hosts A,B");
     let doc = json(&out);
-    assert_eq!(table_rows(&doc), 2);
+    assert_eq!(rows(&doc), 2);
     let launch = &doc["header"]["launch"];
     assert_eq!(launch["launcher"], "ovbench over ssh", "{launch}");
     assert_eq!(launch["exchange"], "bootstrap", "{launch}");
@@ -268,17 +90,24 @@ fn bcast_on_four_ranks_over_two_hosts() {
     let out = net.dir.join("bc.json");
     let hosts = format!("{a},{b},{a},{b}", a = net.a, b = net.b);
     let r = run(
-        net.ovbench(&cluster::short_bcast(&[
+        net.ovbench(&[
+            "bcast",
             "--hosts",
             &hosts,
+            "--reps",
+            "8",
+            "--max-measurements",
+            "8",
+            "--method",
+            "send-latency",
             "--json",
             &out.to_string_lossy(),
-        ])),
+        ]),
         LIMIT,
     )
     .expect_ok("bcast --hosts A,B,A,B");
     assert!(r.stdout.contains("4 ranks"), "{}", r.stdout);
-    assert!(table_rows(&json(&out)) >= 1);
+    assert!(rows(&json(&out)) >= 1);
     assert_none_left(Duration::from_secs(5));
 }
 
@@ -316,7 +145,27 @@ fn a_killed_rank_ends_the_ssh_job() {
         "--iters",
         "1000000000",
     ]));
-    cluster::kill_rank_1(job, "OVBENCH_RANK=1", &["rank 1"]);
+    let victim = rank_pid("OVBENCH_RANK=1", Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(500));
+    let t0 = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(victim as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill rank 1");
+    let r = job.wait(Duration::from_secs(30));
+    let took = t0.elapsed();
+    assert_ne!(r.code, Some(0));
+    assert!(
+        took < Duration::from_secs(5),
+        "the job took {took:?} to end"
+    );
+    assert!(
+        r.stderr.contains("rank 1"),
+        "no message names rank 1:\n{}",
+        r.stderr
+    );
+    assert_none_left(Duration::from_secs(1));
 }
 
 /// Open MPI across A and B (its daemon on B started over ssh, its TCP
@@ -360,7 +209,7 @@ fn mpirun_across_namespaces() {
     .expect_ok("mpirun --host A,B ovbench latency");
     let _ = r;
     let doc = json(&out);
-    assert_eq!(table_rows(&doc), 2);
+    assert_eq!(rows(&doc), 2);
     let launch = &doc["header"]["launch"];
     assert_eq!(launch["exchange"], "pmix", "{launch}");
     let listen = launch["listen"].as_str().unwrap_or_default();
@@ -389,4 +238,99 @@ fn mpirun_across_namespaces() {
         );
     }
     assert_none_left(Duration::from_secs(5));
+}
+
+/// Rank 1 fails at start-up: a test hook forces every rank's route to
+/// loopback, so rank 1, in B's namespace, finds nothing at rank 0's
+/// 127.0.0.1 address ("connection refused"). The whole job must end
+/// within 5 s of that failure, naming rank 1, not wait out --timeout.
+#[cfg(feature = "test-hooks")]
+#[test]
+fn a_rank_failing_at_start_up_ends_the_ssh_job_at_once() {
+    let _g = serial();
+    let net = Net::up("refused");
+    let hosts = format!("{},{}", net.a, net.b);
+    let mut cmd = net.ovbench(&[
+        "latency",
+        "--hosts",
+        &hosts,
+        "--sizes",
+        "8",
+        "--iters",
+        "100",
+        "--timeout",
+        "60",
+    ]);
+    cmd.env("OVBENCH_TEST_ROUTE", "loopback");
+    let r = run(cmd, LIMIT);
+    assert_ne!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("rank 1"),
+        "no message names rank 1:\n{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("refused"),
+        "the failure is not the refused connection:\n{}",
+        r.stderr
+    );
+    // Start-up over ssh (the version check, two ssh sessions) takes about
+    // a second; the rest must be the 5 s the failure may take to spread.
+    assert!(
+        r.took < Duration::from_secs(7),
+        "the job took {:?} to end after a start-up failure",
+        r.took
+    );
+    assert_none_left(Duration::from_secs(2));
+}
+
+/// Ctrl-C to an ssh-launched job once a size is complete: the launcher
+/// exits 130 with one line naming the signal, the remote rank (in B's
+/// namespace) is gone too, and the JSON keeps the completed row with
+/// `complete: false`.
+#[test]
+fn ctrl_c_ends_an_ssh_job_with_its_status_and_the_json_so_far() {
+    let _g = serial();
+    let net = Net::up("sigint");
+    let out = net.dir.join("int.json");
+    let hosts = format!("{},{}", net.a, net.b);
+    let job = Job::start(net.ovbench(&[
+        "latency",
+        "--hosts",
+        &hosts,
+        // The small sizes finish at once, the large ones take minutes.
+        "--sizes",
+        "8:64M",
+        "--iters",
+        "3000",
+        "--json",
+        &out.to_string_lossy(),
+    ]));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let rows_now = || {
+        std::fs::read_to_string(&out)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .map_or(0, |d| rows(&d))
+    };
+    while rows_now() == 0 {
+        assert!(Instant::now() < deadline, "no row within 60 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Ctrl-C reaches the launcher's process group (the ssh clients with it).
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(job.child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("SIGINT to the job");
+    let t0 = Instant::now();
+    let r = job.wait(Duration::from_secs(30));
+    assert_eq!(r.code, Some(130), "{}", r.stderr);
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    assert!(r.stderr.contains("received SIGINT"), "{}", r.stderr);
+    let doc = json(&out);
+    assert_eq!(doc["complete"], false);
+    let n = rows(&doc);
+    assert!((1..24).contains(&n), "{n} rows");
+    assert_none_left(Duration::from_secs(3));
 }

@@ -66,9 +66,91 @@ pub fn check_local(np: u32) -> Result<(), String> {
     }
 }
 
+/// Most ranks per core a local job may have without `--oversubscribe`:
+/// far past what the tests use (4 ranks on 2 cores), well short of a
+/// typo's `--np 100000`.
+pub const MAX_RANKS_PER_CORE: u64 = 64;
+
+/// An error when `np` ranks would put more than [`MAX_RANKS_PER_CORE`]
+/// on each of `cpus` cores and the user did not say `--oversubscribe`.
+pub fn check_per_core(np: u32, cpus: usize, oversubscribe: bool) -> Result<(), String> {
+    let cpus = cpus.max(1) as u64;
+    if oversubscribe || u64::from(np) <= MAX_RANKS_PER_CORE * cpus {
+        return Ok(());
+    }
+    Err(format!(
+        "--np {np}: {} ranks per core on this host's {cpus} usable CPUs (more than {MAX_RANKS_PER_CORE}); add --oversubscribe if that is meant, or use --transport sim for a model of many ranks",
+        u64::from(np).div_ceil(cpus)
+    ))
+}
+
+/// An error when `need` bytes of shared memory do not fit in the free
+/// space of `dir` (/dev/shm); `what` says who needs them.
+pub fn check_shm_space(dir: &std::path::Path, need: u64, what: &str) -> Result<(), String> {
+    let Ok(st) = nix::sys::statvfs::statvfs(dir) else {
+        return Ok(());
+    };
+    let free = st.blocks_available().saturating_mul(st.fragment_size());
+    if need <= free {
+        return Ok(());
+    }
+    Err(format!(
+        "{what} need about {} MiB in {} and {} MiB are free: remove stale files there (ls -l {}), enlarge it (mount -o remount,size=…), or use fewer ranks",
+        need >> 20,
+        dir.display(),
+        free >> 20,
+        dir.display()
+    ))
+}
+
+/// An error when `need` bytes cannot be locked (registered for RDMA)
+/// under this process's `ulimit -l`; root (CAP_IPC_LOCK) is exempt.
+pub fn check_memlock(need: u64) -> Result<(), String> {
+    let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+    let Ok((soft, _)) = getrlimit(Resource::RLIMIT_MEMLOCK) else {
+        return Ok(());
+    };
+    memlock_verdict(need, soft, root)
+}
+
+fn memlock_verdict(need: u64, soft: u64, root: bool) -> Result<(), String> {
+    if root || soft == nix::libc::RLIM_INFINITY || need <= soft {
+        return Ok(());
+    }
+    Err(format!(
+        "verbs registers about {} KiB per rank and the locked-memory limit (ulimit -l) is {} KiB: raise it (ulimit -l unlimited; for services LimitMEMLOCK=infinity), or use smaller sizes",
+        need.div_ceil(1024),
+        soft / 1024
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn more_than_64_ranks_a_core_need_oversubscribe() {
+        assert!(check_per_core(4, 2, false).is_ok());
+        assert!(check_per_core(128, 2, false).is_ok());
+        let e = check_per_core(129, 2, false).unwrap_err();
+        assert!(
+            e.contains("--np 129") && e.contains("--oversubscribe"),
+            "{e}"
+        );
+        assert!(check_per_core(100_000, 2, true).is_ok());
+    }
+
+    #[test]
+    fn shm_space_and_locked_memory_are_judged_against_their_limits() {
+        let dir = std::path::Path::new("/dev/shm");
+        assert!(check_shm_space(dir, 1, "2 ranks").is_ok());
+        let e = check_shm_space(dir, u64::MAX / 2, "2 ranks of libfabric shm").unwrap_err();
+        assert!(e.contains("/dev/shm") && e.contains("MiB are free"), "{e}");
+        assert!(memlock_verdict(1 << 20, 64 << 10, true).is_ok());
+        assert!(memlock_verdict(1 << 20, nix::libc::RLIM_INFINITY, false).is_ok());
+        let e = memlock_verdict(1 << 20, 64 << 10, false).unwrap_err();
+        assert!(e.contains("ulimit -l") && e.contains("64 KiB"), "{e}");
+    }
 
     #[test]
     fn a_small_job_fits_and_a_huge_one_does_not() {

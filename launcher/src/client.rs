@@ -5,6 +5,7 @@
 //! fault, which this client passes on verbatim.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -32,6 +33,9 @@ pub struct Bootstrap {
     /// The service itself, when this rank hosts it (rank 0 under srun/mpirun).
     service: Option<Service>,
     finished: bool,
+    /// Held for each request, so the watchdog's stall report
+    /// ([`crate::watchdog`]) never cuts into one.
+    io: Arc<Mutex<()>>,
 }
 
 impl std::fmt::Debug for Bootstrap {
@@ -118,6 +122,7 @@ impl Bootstrap {
             timeout,
             service: None,
             finished: false,
+            io: Arc::new(Mutex::new(())),
         };
         let nonce = match b.call(&Request::Hello { rank, size }, Duration::ZERO)? {
             Response::Challenge(nonce) => nonce,
@@ -128,6 +133,21 @@ impl Bootstrap {
             Response::Ok => Ok(b),
             other => Err(unexpected(other, "handshake")),
         }
+    }
+
+    /// The stall watchdog on this connection, for
+    /// `ovbench_core::watch::install`.
+    pub fn watch(&self) -> Result<crate::watchdog::BootstrapWatch> {
+        let stream = self
+            .stream
+            .try_clone()
+            .context("a second handle on the bootstrap connection")?;
+        Ok(crate::watchdog::BootstrapWatch::new(
+            stream,
+            self.addr,
+            self.rank,
+            Arc::clone(&self.io),
+        ))
     }
 
     /// The service's address this client is connected to.
@@ -271,6 +291,8 @@ impl Bootstrap {
     /// to satisfy the request plus a grace period.
     fn call(&mut self, req: &Request, wait: Duration) -> Result<Response> {
         let who = format!("bootstrap service at {}", self.addr);
+        let io = Arc::clone(&self.io);
+        let _held = io.lock().unwrap_or_else(|e| e.into_inner());
         write_frame(&mut self.stream, &req.encode())
             .with_context(|| format!("rank {}: cannot send to the {who}", self.rank))?;
         let deadline = Instant::now() + wait + REPLY_GRACE;

@@ -51,6 +51,11 @@ pub trait Exchange: std::fmt::Debug {
     /// Leaves the job's channel in order (a rank that hosts the bootstrap
     /// service waits for the others to leave first).
     fn finish(self: Box<Self>) -> Result<()>;
+    /// The stall watchdog for this rank's wait loops: reports over the
+    /// bootstrap connection where there is one, else on stderr.
+    fn watchdog(&self) -> Box<dyn ovbench_core::watch::Observer> {
+        Box::new(crate::watchdog::StderrWatch { rank: self.rank() })
+    }
 }
 
 /// Whether rank 0's bootstrap service may be used (`--bootstrap off`
@@ -147,6 +152,12 @@ impl Exchange for Bootstrap {
     }
     fn finish(self: Box<Self>) -> Result<()> {
         Bootstrap::finish(*self)
+    }
+    fn watchdog(&self) -> Box<dyn ovbench_core::watch::Observer> {
+        match self.watch() {
+            Ok(w) => Box::new(w),
+            Err(_) => Box::new(crate::watchdog::StderrWatch { rank: self.rank() }),
+        }
     }
 }
 

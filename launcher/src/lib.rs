@@ -59,6 +59,7 @@ mod service;
 pub mod signals;
 mod spawn;
 pub mod ssh;
+pub mod watchdog;
 pub mod wire;
 
 pub use client::Bootstrap;

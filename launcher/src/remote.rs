@@ -3,7 +3,7 @@
 //! keeps reading: end of input means the launcher or its ssh connection
 //! is gone, and the rank stops as on SIGTERM (then exits if still there).
 
-use std::io::{BufRead, Read};
+use std::io::{BufRead, Read, Write};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -35,7 +35,12 @@ fn watch_stdin(rank: u32) {
     let mut buf = [0u8; 256];
     let mut stdin = std::io::stdin();
     while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
-    eprintln!("ovbench: rank {rank}: the launcher's connection closed; stopping");
+    // Not eprintln!: the same lost connection usually broke stderr too,
+    // and a failed eprintln! panics this thread before the stop below.
+    let _ = writeln!(
+        std::io::stderr(),
+        "ovbench: rank {rank}: the launcher's connection closed; stopping"
+    );
     let _ = raise(Signal::SIGTERM);
     std::thread::sleep(UNWIND);
     std::process::exit(1);

@@ -13,6 +13,7 @@
 //! service gets an error naming it instead of waiting out the deadline.
 
 use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -59,6 +60,8 @@ struct Coll {
     result: Option<Arc<Vec<Vec<u8>>>>,
     taken: u32,
     mismatch: Option<String>,
+    /// The watchdog has said which ranks this step waits for.
+    warned: bool,
 }
 
 struct State {
@@ -253,6 +256,8 @@ fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
     let Some(rank) = handshake(&mut stream, &shared) else {
         return;
     };
+    #[cfg(feature = "test-hooks")]
+    die_if_asked(&shared);
     loop {
         let body = match read_frame(&mut stream, MAX_REQUEST, None, Some(&shared.stop)) {
             Ok(b) => b,
@@ -273,6 +278,18 @@ fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
                 return mark_died(&shared, rank);
             }
         };
+        if let Request::Stall {
+            waited_ms,
+            timeout_ms,
+            peer,
+            text,
+        } = &req
+        {
+            // No reply: the rank sent it from a wait loop and reads none.
+            let ms = |m: &u32| Duration::from_millis(u64::from(*m));
+            crate::watchdog::print_stall(rank, ms(waited_ms), ms(timeout_ms), *peer, text);
+            continue;
+        }
         let bye = req == Request::Bye;
         let resp = handle(&shared, rank, req);
         if write_frame(&mut stream, &resp.encode()).is_err() && !bye {
@@ -392,6 +409,34 @@ fn check_peer(stream: &mut TcpStream, shared: &Shared, deadline: Instant) -> Res
     }
 }
 
+/// Test hook (feature `test-hooks`, never in a release build):
+/// `OVBENCH_TEST_SERVICE_DIE=N` stops the service once N ranks have
+/// joined, closing every connection, as a launcher that died during
+/// start-up would (tests/faults.rs).
+#[cfg(feature = "test-hooks")]
+fn die_if_asked(shared: &Shared) {
+    let Some(n) = std::env::var("OVBENCH_TEST_SERVICE_DIE")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    else {
+        return;
+    };
+    let joined = shared
+        .lock()
+        .presence
+        .iter()
+        .filter(|p| **p != Presence::NotYet)
+        .count();
+    if joined >= n {
+        let _ = writeln!(
+            std::io::stderr(),
+            "ovbench: test hook: the bootstrap service stops after {joined} ranks joined"
+        );
+        shared.stop.store(true, Ordering::Relaxed);
+        shared.cv.notify_all();
+    }
+}
+
 fn mark_died(shared: &Shared, rank: u32) {
     let mut st = shared.lock();
     if st.presence[rank as usize] == Presence::Connected {
@@ -442,6 +487,8 @@ fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
         Request::Hello { .. } | Request::Proof { .. } => Response::Err(format!(
             "rank {rank}: handshake request after the handshake"
         )),
+        // Answered by `serve` itself (with nothing).
+        Request::Stall { .. } => Response::Ok,
     }
 }
 
@@ -481,6 +528,7 @@ fn collective(shared: &Shared, rank: u32, kind: CollKind, wait_ms: u32, data: Ve
         result: None,
         taken: 0,
         mismatch: None,
+        warned: false,
     });
     if coll.kind != kind && coll.mismatch.is_none() {
         coll.mismatch = Some(format!(
@@ -514,6 +562,22 @@ fn collective(shared: &Shared, rank: u32, kind: CollKind, wait_ms: u32, data: Ve
                 CollKind::Barrier => Response::Ok,
                 CollKind::Allgather => Response::Gathered(result.to_vec()),
             };
+        }
+        // The watchdog's line, once per step, at a quarter of the wait.
+        let waited = Duration::from_millis(u64::from(wait_ms))
+            .saturating_sub(deadline.saturating_duration_since(Instant::now()));
+        if !coll.warned && waited >= Duration::from_millis(u64::from(wait_ms)) / 4 {
+            coll.warned = true;
+            let absent: Vec<u32> = (0..size)
+                .filter(|&r| coll.contrib[r as usize].is_none())
+                .collect();
+            let _ = writeln!(
+                std::io::stderr(),
+                "ovbench: watchdog: the ranks' exchange through the bootstrap service ({kind:?} #{step}) has waited {:.1} s for rank(s) {} (the job ends at --timeout {:.0} s)",
+                waited.as_secs_f64(),
+                list(&absent),
+                f64::from(wait_ms) / 1e3
+            );
         }
         let missing: Vec<u32> = (0..size)
             .filter(|&r| coll.contrib[r as usize].is_none() && r != rank)

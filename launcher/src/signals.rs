@@ -23,9 +23,15 @@ static SIGNAL: AtomicI32 = AtomicI32::new(0);
 const STOP_SIGNALS: [Signal; 3] = [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP];
 
 extern "C" fn record(sig: nix::libc::c_int) {
-    // Two atomic stores: all a signal handler may safely do here.
-    SIGNAL.store(sig, Ordering::Relaxed);
-    ovbench_core::stop::request(sig);
+    // Two atomic operations: all a signal handler may safely do here. The
+    // first signal is kept: a second Ctrl-C while stopping does not change
+    // the exit status.
+    if SIGNAL
+        .compare_exchange(0, sig, Ordering::Relaxed, Ordering::Relaxed)
+        .is_ok()
+    {
+        ovbench_core::stop::request(sig);
+    }
 }
 
 /// From now on SIGTERM, SIGINT and SIGHUP only ask for a stop, which the

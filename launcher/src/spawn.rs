@@ -161,6 +161,15 @@ impl JobSignals {
     }
 }
 
+impl Drop for JobSignals {
+    /// A second Ctrl-C while the ranks were torn down is still queued:
+    /// taken here, before the mask is restored, it cannot kill the
+    /// launcher and change its exit status.
+    fn drop(&mut self) {
+        while let Ok(Some(_)) = self.sfd.read_signal() {}
+    }
+}
+
 /// Starts every rank of `cmds`, forwards their output, watches them and
 /// tears them all down; the job's exit code (see [`launch_local`]).
 pub(crate) fn run_ranks(

@@ -24,8 +24,8 @@ use crate::service::Service;
 use crate::spawn::{run_ranks, JobSignals, LaunchOptions, RankCommand};
 
 /// Variables copied to the remote ranks (ssh forwards none): the fabric
-/// libraries' settings.
-const FORWARDED_PREFIXES: &[&str] = &["UCX_", "FI_", "OVBENCH_TCP_"];
+/// libraries' settings, and the test hooks of builds that have them.
+const FORWARDED_PREFIXES: &[&str] = &["UCX_", "FI_", "OVBENCH_TCP_", "OVBENCH_TEST_"];
 
 /// The hosts of `--hosts a,b,a`: one rank each, in order.
 pub fn parse_hosts(list: &str) -> Result<Vec<String>> {

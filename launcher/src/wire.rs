@@ -29,8 +29,8 @@ use anyhow::{bail, Context, Result};
 /// Identifies an ovbench bootstrap connection ("OVBS").
 pub const MAGIC: [u8; 4] = *b"OVBS";
 /// Bumped whenever the frame layout changes (2: challenge–response
-/// instead of the secret in the hello).
-pub const VERSION: u16 = 2;
+/// instead of the secret in the hello; 3: stall reports).
+pub const VERSION: u16 = 3;
 /// Bytes of the service's challenge.
 pub const NONCE_LEN: usize = 32;
 /// Bytes of a rank's proof (an HMAC-SHA256 tag).
@@ -40,6 +40,8 @@ pub const MAX_KEY: usize = 256;
 /// Largest value a rank may store or contribute to a collective.
 /// Transport addresses are tens to hundreds of bytes; 64 KiB leaves room.
 pub const MAX_VALUE: usize = 64 * 1024;
+/// Longest stall report a rank may send.
+pub const MAX_STALL_TEXT: usize = 4096;
 /// Most ranks one job may have.
 pub const MAX_RANKS: u32 = 1 << 20;
 /// Largest frame a client may send: a value plus its key and header fields.
@@ -84,6 +86,17 @@ pub enum Request {
         data: Vec<u8>,
     },
     Bye,
+    /// The rank's wait has lasted a quarter of its timeout: what it waits
+    /// for and on whom. Sent from the wait loop; the service answers
+    /// nothing (the rank is busy waiting, not reading), it tells the user.
+    Stall {
+        waited_ms: u32,
+        timeout_ms: u32,
+        /// The rank waited on, if one is.
+        peer: Option<u32>,
+        /// "phase: operation", in words.
+        text: String,
+    },
 }
 
 /// A frame from the service to a rank.
@@ -103,6 +116,7 @@ const GET: u8 = 3;
 const COLLECTIVE: u8 = 4;
 const BYE: u8 = 5;
 const PROOF: u8 = 6;
+const STALL: u8 = 7;
 const OK: u8 = 0x80;
 const VALUE: u8 = 0x81;
 const GATHERED: u8 = 0x82;
@@ -146,6 +160,19 @@ impl Request {
                 put_bytes32(&mut b, data);
             }
             Request::Bye => b.push(BYE),
+            Request::Stall {
+                waited_ms,
+                timeout_ms,
+                peer,
+                text,
+            } => {
+                b.push(STALL);
+                b.extend_from_slice(&waited_ms.to_le_bytes());
+                b.extend_from_slice(&timeout_ms.to_le_bytes());
+                b.extend_from_slice(&peer.unwrap_or(u32::MAX).to_le_bytes());
+                let text = &text.as_bytes()[..text.len().min(MAX_STALL_TEXT)];
+                put_bytes16(&mut b, text);
+            }
         }
         b
     }
@@ -201,6 +228,18 @@ impl Request {
                 }
             }
             BYE => Request::Bye,
+            STALL => {
+                let waited_ms = c.u32()?;
+                let timeout_ms = c.u32()?;
+                let peer = Some(c.u32()?).filter(|&p| p != u32::MAX);
+                let text = String::from_utf8_lossy(c.bytes16(MAX_STALL_TEXT)?).into_owned();
+                Request::Stall {
+                    waited_ms,
+                    timeout_ms,
+                    peer,
+                    text,
+                }
+            }
             t => bail!("unknown request type {t:#x}"),
         };
         c.finish()?;
@@ -452,6 +491,18 @@ mod tests {
                 data: vec![7; 100],
             },
             Request::Bye,
+            Request::Stall {
+                waited_ms: 2500,
+                timeout_ms: 10_000,
+                peer: Some(1),
+                text: "latency, 8 B, measuring: receive of 8 bytes from rank 1".into(),
+            },
+            Request::Stall {
+                waited_ms: 1,
+                timeout_ms: 4,
+                peer: None,
+                text: String::new(),
+            },
         ];
         for r in reqs {
             assert_eq!(Request::decode(&r.encode()).unwrap(), r);
@@ -508,6 +559,7 @@ mod tests {
         v1.extend_from_slice(&[0; 8]);
         v1.extend_from_slice(&[2, 0, b'a', b'b']);
         let e = format!("{:#}", Request::decode(&v1).unwrap_err());
-        assert!(e.contains("version 1") && e.contains("speaks 2"), "{e}");
+        let speaks = format!("speaks {VERSION}");
+        assert!(e.contains("version 1") && e.contains(&speaks), "{e}");
     }
 }

@@ -156,6 +156,7 @@ impl BenchCtx<'_> {
                 self.sink.note(&why);
                 continue;
             }
+            ovbench_core::watch::set_phase(format!("{name}, size {}", format_bytes(len)));
             one(self, &mut cpu, idx, len, sweep.counts(len, default_counts))?;
         }
         self.sink.sweep_end();

@@ -48,4 +48,8 @@ pub struct LaunchArgs {
         help_heading = "Launch"
     )]
     pub bootstrap: Option<String>,
+    /// Allow more than 64 ranks per core on this host (a few per core
+    /// need no flag).
+    #[arg(long, global = true, help_heading = "Launch")]
+    pub oversubscribe: bool,
 }

@@ -25,7 +25,7 @@ use crate::methods::MethodCommand;
     name = "ovbench",
     version,
     about,
-    after_help = "Sizes: bytes with K/M/G/T suffixes (K = 1024); MIN:MAX is MIN then powers of two up to MAX; lists like 8,1K,1M.\nTables show µs and MB/s (10^6 B/s); JSON uses ns and bytes_per_sec.\nExamples:\n  ovbench latency --sizes 0:64K --verify\n  ovbench bw --proto rdma-read --json bw.json\n  ovbench overhead --transport sim --sim L=1us,os=300ns\n  mpirun -np 2 ovbench latency --transport ucx     # ranks of mpirun, addresses through PMIx\n  srun -n 4 ovbench bcast                          # ranks of a Slurm step\n  ovbench latency --hosts node1,node2 --verify     # one rank per host over ssh\n  ovbench bcast --hostfile hosts.txt               # HOST [slots=N] per line"
+    after_help = "Sizes: bytes with K/M/G/T suffixes (K = 1024); MIN:MAX is MIN then powers of two up to MAX; lists like 8,1K,1M.\nTables show µs and MB/s (10^6 B/s); JSON uses ns and bytes_per_sec.\nExamples:\n  ovbench latency --sizes 0:64K --verify\n  ovbench bw --proto rdma-read --json bw.json\n  ovbench overhead --transport sim --sim L=1us,os=300ns\n  mpirun -np 2 ovbench latency --transport ucx     # ranks of mpirun, addresses through PMIx\n  srun -n 4 ovbench bcast                          # ranks of a Slurm step\n  ovbench latency --hosts node1,node2 --verify     # one rank per host over ssh\n  ovbench bcast --hostfile hosts.txt               # HOST [slots=N] per line\nExit status: 0 done; 2 a command line that cannot run (before any rank starts); 1 a failure at run time; 124 a rank outran --timeout after another finished; 128+N stopped by signal N (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP) or a rank killed by it (docs/exit-codes.md)."
 )]
 pub struct Cli {
     #[command(flatten)]

@@ -38,6 +38,7 @@ pub fn execute(
         cpu_use: real_time,
         raw_send_max,
     };
+    ovbench_core::watch::set_phase(cmd.name());
     match cmd {
         Command::Method(m) if real_time => {
             with_cpu_use(comm, ctl, sink, |comm, sink| run_method(m, comm, sink))
@@ -66,7 +67,11 @@ pub(crate) fn execute_rank(
         Some(s) => s,
         None => &mut null,
     };
-    execute(&cli.command, &cli.common, comm, ctl, out, real_time)
-        .with_context(|| format!("rank {rank}"))?;
+    execute(&cli.command, &cli.common, comm, ctl, out, real_time).with_context(|| {
+        match ovbench_core::watch::phase() {
+            p if p.is_empty() => format!("rank {rank}"),
+            p => format!("rank {rank} ({p})"),
+        }
+    })?;
     sink.map_or(Ok(()), ReportSink::finish)
 }

@@ -21,6 +21,7 @@ mod rank;
 mod sim;
 
 use std::ffi::OsString;
+use std::io::Write;
 
 use anyhow::{bail, Result};
 use ovbench_core::{Communicator, Progress};
@@ -85,7 +86,23 @@ pub fn run(cli: &Cli) -> Result<i32> {
             preflight(cli, np).map_err(usage)?;
             ovbench_sim::capacity::check(np).map_err(|e| usage(anyhow::anyhow!(e)))?;
         }
-        return sim::run(cli).map(|()| 0);
+        // Ctrl-C, SIGTERM and SIGHUP stop the simulated ranks' waits as
+        // they stop a real rank's; main exits with 128 + the signal.
+        ovbench_launcher::signals::catch()
+            .map_err(|e| anyhow::anyhow!("catching SIGTERM, SIGINT and SIGHUP: {e}"))?;
+        let done = sim::run(cli).map(|()| 0);
+        return match ovbench_launcher::signals::requested() {
+            Some(sig) => {
+                let name = ovbench_core::stop::signal_name(sig);
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "ovbench: received {name}; the simulation stopped (exit {}; the JSON so far is kept, complete: false)",
+                    128 + sig
+                );
+                Ok(128 + sig)
+            }
+            None => done,
+        };
     }
     #[cfg(feature = "mpi")]
     if cli.common.transport == TransportKind::Mpi {
@@ -94,7 +111,7 @@ pub fn run(cli: &Cli) -> Result<i32> {
     match job::decide(cli).map_err(usage)? {
         job::Start::Local(np) => {
             preflight(cli, np).map_err(usage)?;
-            ovbench_launcher::capacity::check_local(np).map_err(|e| usage(anyhow::anyhow!(e)))?;
+            local_capacity(cli, np).map_err(usage)?;
             launch(cli, np)
         }
         job::Start::Ssh(hosts) => {
@@ -301,7 +318,40 @@ pub fn preflight(cli: &Cli, np: u32) -> Result<()> {
         ),
         _ => Ok::<(), anyhow::Error>(()),
     }?;
-    check_memory(cli, np)
+    check_memory(cli, np)?;
+    check_locked_memory(cli)
+}
+
+/// Bytes of /dev/shm one rank of libfabric's shm provider maps (its
+/// segment, named after the rank's pid).
+const OFI_SHM_SEGMENT: u64 = 16 << 20;
+
+/// `np` ranks fit this host: processes (RLIMIT_NPROC, free tasks), ranks
+/// per core, and /dev/shm for libfabric's shm provider.
+fn local_capacity(cli: &Cli, np: u32) -> Result<()> {
+    use ovbench_launcher::capacity;
+    capacity::check_local(np).map_err(|e| anyhow::anyhow!(e))?;
+    let cpus = ovbench_launcher::current_cpus().map_or(1, |c| c.len());
+    capacity::check_per_core(np, cpus, cli.common.launch.oversubscribe)
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let c = &cli.common;
+    if c.transport == TransportKind::Ofi && c.fabric.provider == "shm" {
+        let need = OFI_SHM_SEGMENT.saturating_mul(u64::from(np));
+        let what = format!("{np} ranks of libfabric's shm provider (16 MiB each)");
+        capacity::check_shm_space(std::path::Path::new("/dev/shm"), need, &what)
+            .map_err(|e| anyhow::anyhow!(e))?;
+    }
+    Ok(())
+}
+
+/// Verbs registers every message buffer: they must fit under the
+/// locked-memory limit.
+fn check_locked_memory(cli: &Cli) -> Result<()> {
+    if cli.common.transport != TransportKind::Verbs {
+        return Ok(());
+    }
+    let (_, _, per_rank) = message_memory(&cli.command);
+    ovbench_launcher::capacity::check_memlock(per_rank as u64).map_err(|e| anyhow::anyhow!(e))
 }
 
 /// Spawn the ranks on this host and wait for them.

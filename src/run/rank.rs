@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use ovbench_core::clock::best_clock;
-use ovbench_core::{Clock, Progress, Transport, WorkLoop};
+use ovbench_core::{watch, Clock, Progress, Transport, WorkLoop};
 use ovbench_launcher::route::{self, HostId, Reach};
 use ovbench_launcher::{JobSource, RankEnv};
 
@@ -33,8 +33,16 @@ pub fn run(env: RankEnv, cli: &Cli) -> Result<()> {
     // transports and their shared-memory files.
     ovbench_launcher::signals::catch()
         .with_context(|| format!("rank {rank}: catching SIGTERM, SIGINT and SIGHUP"))?;
+    watch::set_phase("start-up, joining the job");
     let boot = ovbench_launcher::join(&env, super::job::bootstrap_use(cli), timeout)
         .with_context(|| format!("rank {rank}: joining the job's address exchange"))?;
+    // Every wait from here on reports a stall to the job and stops when
+    // the job is gone (docs/watchdog.md).
+    watch::install(boot.watchdog());
+    watch::set_phase(format!(
+        "start-up, connecting the {} transport",
+        common.transport
+    ));
     let mut ctl = BootstrapControl::new(boot);
     let reach = reach(&mut ctl, rank)?;
     let mut transport = transport(common.transport, rank, size, cli, &reach)?;
@@ -56,6 +64,7 @@ pub fn run(env: RankEnv, cli: &Cli) -> Result<()> {
         env.oversubscribed(threads),
     )?;
 
+    watch::set_phase("start-up, gathering the ranks' facts");
     deposit_value(&mut ctl, &RankFacts::here(rank))?;
     let facts: Option<Vec<RankFacts>> = collect_values(&mut ctl)
         .with_context(|| format!("rank {rank}: gathering the ranks' facts"))?;
@@ -67,6 +76,7 @@ pub fn run(env: RankEnv, cli: &Cli) -> Result<()> {
         })
         .transpose()?;
     execute_rank(cli, comm.as_mut(), &mut ctl, rank, sink, true)?;
+    watch::set_phase(format!("{}, finishing", cli.command.name()));
     drop(comm);
     ctl.into_inner()
         .finish()
@@ -85,6 +95,12 @@ fn reach(ctl: &mut BootstrapControl, rank: u32) -> Result<Reach> {
         .iter()
         .map(|b| HostId::decode(b))
         .collect::<Result<_>>()?;
+    // Test hook: a wrong route, so a rank on another host meets a refused
+    // connection at start-up (tests/cluster_ssh.rs).
+    #[cfg(feature = "test-hooks")]
+    if std::env::var_os("OVBENCH_TEST_ROUTE").is_some_and(|v| v == "loopback") {
+        return Ok(Reach::Loopback);
+    }
     route::choose(&here, &all).with_context(|| format!("rank {rank}"))
 }
 

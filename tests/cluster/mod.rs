@@ -5,6 +5,9 @@
 
 #![allow(dead_code)]
 
+pub mod slurm;
+pub mod ssh_net;
+
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -335,4 +338,14 @@ pub fn has_mpi_transport() -> bool {
     .env("OMPI_COMM_WORLD_SIZE", "1");
     let r = run(cmd, Duration::from_secs(20));
     !(r.stderr.contains("not compiled into this ovbench") || r.stderr.contains("invalid value"))
+}
+
+/// `mpirun.openmpi -np N ovbench ARGS`, as root, oversubscribed.
+pub fn mpirun(np: u32, args: &[&str]) -> Command {
+    let mut c = Command::new("mpirun.openmpi");
+    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args(["--oversubscribe", "-np", &np.to_string(), exe()])
+        .args(args);
+    c
 }

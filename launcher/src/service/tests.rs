@@ -246,8 +246,10 @@ fn an_older_rank_is_told_the_versions_not_left_hanging() {
     let e = refusal(&mut raw);
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     assert!(
-        e.contains("protocol version 1, this service speaks 2")
-            && e.contains("same ovbench binary"),
+        e.contains(&format!(
+            "protocol version 1, this service speaks {}",
+            crate::wire::VERSION
+        )) && e.contains("same ovbench binary"),
         "{e}"
     );
 }
@@ -347,4 +349,38 @@ fn the_hosting_rank_waits_for_goodbyes() {
     drop(b1);
     assert!(service.wait_all_gone(Instant::now() + Duration::from_secs(2)));
     assert!(service.died().is_empty());
+}
+
+/// The watchdog's two jobs on a real connection: a stall report is taken
+/// without a reply (the next request's reply is its own), and a closed
+/// service is seen by `alive` without reading anything.
+#[test]
+fn a_stall_report_needs_no_reply_and_a_closed_service_is_seen() {
+    use ovbench_core::watch::{Observer, Stall};
+    let (service, addr) = start(1);
+    let mut b = join(&addr, 0, 1, Duration::from_secs(5));
+    let w = b.watch().unwrap();
+    w.alive().unwrap();
+    w.stalled(&Stall {
+        waited: Duration::from_secs(1),
+        timeout: Duration::from_secs(4),
+        peer: Some(0),
+        what: "receive of 8 bytes from rank 0",
+        phase: "latency, size 8",
+    });
+    // The service answered the report with nothing: this reply is the put's.
+    b.put("k", b"v").unwrap();
+    assert_eq!(b.get("k").unwrap(), b"v");
+    w.alive().unwrap();
+    b.vanish();
+    drop(service);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let e = loop {
+        match w.alive() {
+            Err(e) => break e,
+            Ok(()) => assert!(Instant::now() < deadline, "a closed service went unseen"),
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert!(e.contains("closed this rank's connection"), "{e}");
 }

@@ -46,6 +46,7 @@ mod key;
 mod library;
 pub mod stop;
 mod transport;
+pub mod watch;
 pub mod work;
 pub mod work_loop;
 

@@ -505,9 +505,14 @@ pub fn trecv_wait_polling<T: Transport + Tagged>(
         spins = spins.wrapping_add(1);
         if spins % 1024 == 0 {
             crate::stop::check()?;
-            if start.get_or_insert_with(Instant::now).elapsed() > timeout {
+            let began = *start.get_or_insert_with(Instant::now);
+            let waited = began.elapsed();
+            if waited > timeout {
                 return Ok(Waited::TimedOut);
             }
+            crate::watch::waiting(began, waited, timeout, || {
+                (src, crate::watch::receive_what(src, tag, dst.len))
+            })?;
         }
         t.idle(Idle::EmptyPoll)?;
     }

@@ -84,20 +84,24 @@ fn dial(
             ),
         )
     };
-    // A refused connection may be a peer still starting: retry until the deadline.
-    let s = loop {
-        let left = remaining(deadline).ok_or_else(|| timeout("before connecting to"))?;
-        match TcpStream::connect_timeout(&addr, left) {
-            Ok(s) => break s,
-            Err(e) if e.kind() == ErrorKind::ConnectionRefused && remaining(deadline).is_some() => {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => {
-                return Err(connect_err(
-                    peer,
-                    format!("cannot connect to rank {peer} at {addr}: {e}"),
-                ))
-            }
+    // No retry on a refused connection: a peer listens before it
+    // publishes its address, so nothing listening there means the peer is
+    // gone or the address is wrong, and waiting out the deadline would
+    // only hold the whole job.
+    let left = remaining(deadline).ok_or_else(|| timeout("before connecting to"))?;
+    let s = match TcpStream::connect_timeout(&addr, left) {
+        Ok(s) => s,
+        Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+            return Err(connect_err(
+                peer,
+                format!("cannot connect to rank {peer} at {addr}: {e}: nothing listens there (rank {peer} is gone, or its address does not reach it from this host)"),
+            ))
+        }
+        Err(e) => {
+            return Err(connect_err(
+                peer,
+                format!("cannot connect to rank {peer} at {addr}: {e}"),
+            ))
         }
     };
     let left = remaining(deadline).ok_or_else(|| timeout("greeting"))?;
@@ -174,6 +178,8 @@ pub fn build(
                 }
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
+                // A teardown's SIGTERM must not wait out the deadline here.
+                ovbench_core::stop::check()?;
                 if Instant::now() >= deadline {
                     let absent: Vec<String> = (me + 1..size)
                         .filter(|&r| streams[r as usize].is_none())

@@ -2,6 +2,12 @@
 //! and sends garbage, oversize frames, forged keys and answers to
 //! questions never asked, or just vanishes. Rank 0 must refuse, leave its
 //! memory alone, and report the peer by rank within the deadline.
+//!
+//! "Leave its memory alone" is checked two ways: the target region has a
+//! PROT_NONE guard page on each side (a stray write there faults at once;
+//! valgrind's memcheck, which ci/test also runs this under, cannot see a
+//! write landing in another valid region), and every other region holds
+//! canary bytes checked after each case.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -110,13 +116,124 @@ fn oversize_and_unknown_frames_are_refused() {
     assert!(why.contains("kind"), "{why}");
 }
 
+/// Bytes of each test region: above the mmap threshold the test fixes
+/// (`mmap_each_region`), so each region is a mapping of its own whose
+/// first and last pages hold nothing but the block's padding and the
+/// allocator's header.
+const REGION: usize = 256 * 1024;
+const PAGE: usize = 4096;
+
+/// PROT_NONE pages just before and after a region, restored on drop
+/// (before the region is freed: the allocator reads its header there).
+struct GuardPages {
+    pages: Vec<usize>,
+}
+
+impl GuardPages {
+    /// Guards the region at `start` (page-aligned, `len` bytes), if the
+    /// pages on both sides lie in the region's own mapping; `None` (and a
+    /// note) where they do not, as under valgrind, whose allocator packs
+    /// blocks together.
+    fn around(start: usize, len: usize) -> Option<GuardPages> {
+        assert_eq!(start % PAGE, 0, "regions are page-aligned");
+        if std::env::var("LD_PRELOAD").is_ok_and(|p| p.contains("vgpreload")) {
+            eprintln!("guard pages skipped under valgrind (its allocator packs blocks together); canaries only");
+            return None;
+        }
+        let (before, after) = (start - PAGE, start + len);
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let own = maps.lines().any(|l| {
+            let range = l.split_whitespace().next().unwrap_or("");
+            let (lo, hi) = range.split_once('-').unwrap_or(("0", "0"));
+            let lo = usize::from_str_radix(lo, 16).unwrap_or(usize::MAX);
+            let hi = usize::from_str_radix(hi, 16).unwrap_or(0);
+            lo <= before && after + PAGE <= hi
+        });
+        assert!(
+            own,
+            "the region at {start:#x} is not inside one mapping with a page on each side"
+        );
+        for p in [before, after] {
+            // SAFETY: both pages lie in the region's own anonymous
+            // mapping (checked above) and hold only padding and the
+            // allocator's header, which nothing touches until the region
+            // is freed, after Drop has restored them.
+            let rc = unsafe { libc::mprotect(p as *mut libc::c_void, PAGE, libc::PROT_NONE) };
+            assert_eq!(rc, 0, "mprotect: {}", std::io::Error::last_os_error());
+        }
+        Some(GuardPages {
+            pages: vec![before, after],
+        })
+    }
+}
+
+impl Drop for GuardPages {
+    fn drop(&mut self) {
+        for &p in &self.pages {
+            // SAFETY: the same pages `around` protected, made accessible
+            // again as they were.
+            let rc = unsafe {
+                libc::mprotect(
+                    p as *mut libc::c_void,
+                    PAGE,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                )
+            };
+            assert_eq!(rc, 0, "mprotect: {}", std::io::Error::last_os_error());
+        }
+    }
+}
+
+/// Makes glibc serve every block of 64 KiB or more by a mapping of its
+/// own (fixing the threshold also stops glibc from raising it after a
+/// large free, which would put a region on the heap among others).
+fn mmap_each_region() {
+    // SAFETY: mallopt only sets an allocator parameter; any value is
+    // valid, and blocks already allocated are unaffected.
+    let ok = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 64 * 1024) };
+    assert_eq!(ok, 1, "mallopt(M_MMAP_THRESHOLD)");
+}
+
+/// The other regions, each filled with its own canary byte.
+fn canaries(t0: &mut TcpTransport, n: u8) -> Vec<(LocalSlice, u8)> {
+    (0..n)
+        .map(|i| {
+            let r = t0.alloc(REGION).unwrap();
+            let all = LocalSlice::new(r, 0, REGION);
+            let byte = 0xC0 + i;
+            t0.region(all, &mut |b| b.fill(byte)).unwrap();
+            (all, byte)
+        })
+        .collect()
+}
+
+fn canaries_intact(t0: &mut TcpTransport, regions: &[(LocalSlice, u8)]) -> bool {
+    regions.iter().all(|&(all, byte)| {
+        let mut ok = false;
+        t0.region(all, &mut |b| ok = b.iter().all(|&x| x == byte))
+            .unwrap();
+        ok
+    })
+}
+
 #[test]
 fn forged_writes_and_reads_never_touch_memory() {
+    mmap_each_region();
     let (mut t0, mut s) = pair(Progress::Poll);
-    let region = t0.alloc(256).unwrap();
-    let all = LocalSlice::new(region, 0, 256);
+    let others_before = canaries(&mut t0, 2);
+    let region = t0.alloc(REGION).unwrap();
+    let others_after = canaries(&mut t0, 2);
+    let others: Vec<_> = others_before.into_iter().chain(others_after).collect();
+    let all = LocalSlice::new(region, 0, REGION);
     t0.region(all, &mut |b| b.fill(0xAB)).unwrap();
-    let mr_reg = t0.register(LocalSlice::new(region, 64, 128)).unwrap();
+    let mut start = 0usize;
+    t0.region(all, &mut |b| start = b.as_ptr() as usize)
+        .unwrap();
+    let guards = GuardPages::around(start, REGION);
+    // The registration ends where the region does: a forged range that
+    // got past the checks would run into the guard page after it.
+    let tail = REGION - 128;
+    let mr_reg = t0.register(LocalSlice::new(region, tail, 128)).unwrap();
     let key = mr_reg.key.clone();
     let reg = u32::from_le_bytes(key.blob[0..4].try_into().unwrap());
     let check = u64::from_le_bytes(key.blob[4..12].try_into().unwrap());
@@ -145,6 +262,10 @@ fn forged_writes_and_reads_never_touch_memory() {
             "case {i}"
         );
         assert!(untouched(&mut t0), "case {i}: refused write changed memory");
+        assert!(
+            canaries_intact(&mut t0, &others),
+            "case {i}: another region's canary changed"
+        );
         s.write_all(&frame(4, 0, 200 + i as u64, off, len, r, c))
             .unwrap();
         let resp = answer(&mut t0, &mut s, HDR);
@@ -155,6 +276,10 @@ fn forged_writes_and_reads_never_touch_memory() {
             &0u64.to_le_bytes(),
             "a refusal carries no data"
         );
+        assert!(
+            canaries_intact(&mut t0, &others),
+            "case {i}: after the read"
+        );
     }
     // The honest key works, so the refusals above were not an accident.
     let mut w = frame(2, 0, 300, 0, 16, reg, check);
@@ -163,11 +288,13 @@ fn forged_writes_and_reads_never_touch_memory() {
     let ack = answer(&mut t0, &mut s, HDR);
     assert_eq!((ack[4], ack[5]), (3, 0));
     let mut placed = Vec::new();
-    t0.region(LocalSlice::new(region, 64, 16), &mut |b| {
+    t0.region(LocalSlice::new(region, tail, 16), &mut |b| {
         placed.extend_from_slice(b)
     })
     .unwrap();
     assert_eq!(placed, [0x22; 16]);
+    assert!(canaries_intact(&mut t0, &others), "the honest write");
+    drop(guards);
 }
 
 #[test]

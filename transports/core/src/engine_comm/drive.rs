@@ -317,9 +317,12 @@ impl EngineState {
             spins = spins.wrapping_add(1);
             if spins % CHECK_EVERY == 0 {
                 crate::stop::check()?;
-                if start.get_or_insert_with(Instant::now).elapsed() > s.cfg.timeout {
+                let began = *start.get_or_insert_with(Instant::now);
+                let waited = began.elapsed();
+                if waited > s.cfg.timeout {
                     return Err(self.timeout_error(s, req));
                 }
+                crate::watch::waiting(began, waited, s.cfg.timeout, || self.wait_what(s, req))?;
             }
             progressed = self.poll_once(s)?;
             if progressed {
@@ -353,15 +356,17 @@ impl EngineState {
             spins = spins.wrapping_add(1);
             if spins % CHECK_EVERY == 0 {
                 crate::stop::check()?;
-                if start.elapsed() > s.cfg.timeout {
-                    return Err(s.timeout(
-                        None,
-                        format!(
-                            "rank {}: waiting for its data transfers to complete",
-                            s.rank
-                        ),
-                    ));
+                let waited = start.elapsed();
+                let what = || {
+                    format!(
+                        "rank {}: waiting for its data transfers to complete",
+                        s.rank
+                    )
+                };
+                if waited > s.cfg.timeout {
+                    return Err(s.timeout(None, what()));
                 }
+                crate::watch::waiting(start, waited, s.cfg.timeout, || (None, what()))?;
             }
             if !self.poll_once(s)? {
                 if s.cfg.oversubscribed {
@@ -375,8 +380,14 @@ impl EngineState {
     }
 
     pub(crate) fn timeout_error(&self, s: &Shared, req: ReqId) -> TransportError {
-        let peer = self.eng.request_info(req).and_then(|i| i.1);
-        let what = format!("rank {}: {}", s.rank, self.eng.describe(req));
+        let (peer, what) = self.wait_what(s, req);
         s.timeout(peer, what)
+    }
+
+    /// The peer `req` waits on and the wait in words, for a timeout or a
+    /// stall report.
+    fn wait_what(&self, s: &Shared, req: ReqId) -> (Option<crate::Rank>, String) {
+        let peer = self.eng.request_info(req).and_then(|i| i.1);
+        (peer, format!("rank {}: {}", s.rank, self.eng.describe(req)))
     }
 }

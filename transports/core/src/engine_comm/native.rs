@@ -412,9 +412,17 @@ impl NativeState {
             spins = spins.wrapping_add(1);
             if spins % CHECK_EVERY == 0 {
                 crate::stop::check()?;
-                if start.get_or_insert_with(Instant::now).elapsed() > s.cfg.timeout {
+                let began = *start.get_or_insert_with(Instant::now);
+                let waited = began.elapsed();
+                if waited > s.cfg.timeout {
                     return Err(self.timeout_error(s, id));
                 }
+                crate::watch::waiting(began, waited, s.cfg.timeout, || {
+                    match self.timeout_error(s, id) {
+                        TransportError::Timeout { peer, what, .. } => (peer, what),
+                        other => (None, other.to_string()),
+                    }
+                })?;
             }
             // Only a poll that returned completions can have finished `id`.
             if self.poll_once(s)? {

@@ -97,11 +97,21 @@ impl Tagged for UcxTransport {
         let got = self
             .worker
             .tag_recv_wait(buf, utag, mask, SPINS_PER_CHECK, || {
-                let timed_out = start.get_or_insert_with(Instant::now).elapsed() > timeout;
-                // A stop asked for by signal ends the wait as a dead peer does.
+                let began = *start.get_or_insert_with(Instant::now);
+                let waited = began.elapsed();
+                let timed_out = waited > timeout;
+                // A stop asked for by signal ends the wait as a dead peer
+                // does; so does a job the watchdog finds gone.
                 dead = stop::check()
                     .err()
-                    .or_else(|| dead_peer(shared, watch, gone, src));
+                    .or_else(|| dead_peer(shared, watch, gone, src))
+                    .or_else(|| {
+                        ovbench_core::watch::waiting(began, waited, timeout, || {
+                            let what = ovbench_core::watch::receive_what(src, tag, dst.len);
+                            (src, what)
+                        })
+                        .err()
+                    });
                 timed_out || dead.is_some()
             })
             .map_err(|st| {
