@@ -83,6 +83,9 @@ pub struct UcxTransport {
     /// The client-server path's listener (until connect has accepted
     /// every higher rank), and how this rank connects, for the header.
     listener: Option<Listener>,
+    /// The accepted side of the client-server path's endpoint to itself
+    /// (its client side is `eps[rank]`).
+    loopback: Option<Endpoint>,
     connect_path: String,
     /// The lanes UCX chose to the first peer (after connect).
     lanes: String,
@@ -170,6 +173,7 @@ impl UcxTransport {
             ctx,
             settings,
             listener,
+            loopback: None,
             connect_path,
             lanes: String::new(),
             dgid,

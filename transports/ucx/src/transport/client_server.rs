@@ -46,9 +46,12 @@ pub(super) fn listen(
 }
 
 impl UcxTransport {
-    /// Make every endpoint: to itself from its own worker address, as a
-    /// client to every lower rank, and from the connection request of
-    /// every higher rank; then the listener is closed. Endpoints made
+    /// Make every endpoint: as a client to every lower rank and to
+    /// itself, and from the connection request of every higher rank (and
+    /// its own, kept as `loopback`); then the listener is closed. The
+    /// endpoint to itself goes through its own listener too: from the
+    /// worker address UCX refuses it when rc has no auxiliary transport
+    /// (`UCX_TLS=rc_verbs`: "Destination is unreachable"). Endpoints made
     /// before a failure are kept in `self.eps` unwired, so they are
     /// abandoned, never closed (see `Drop`).
     pub(super) fn connect_client_server(
@@ -58,7 +61,7 @@ impl UcxTransport {
         let me = self.rank as usize;
         let mut eps: Vec<Option<Endpoint>> = (0..peers.len()).map(|_| None).collect();
         let result = self.make_endpoints(peers, &mut eps);
-        let complete = eps.iter().all(Option::is_some);
+        let complete = eps.iter().all(Option::is_some) && self.loopback.is_some();
         if result.is_ok() && complete {
             self.eps = eps.into_iter().flatten().collect();
             self.listener = None;
@@ -80,10 +83,7 @@ impl UcxTransport {
         eps: &mut [Option<Endpoint>],
     ) -> Result<(), TransportError> {
         let me = self.rank as usize;
-        let (ep, _) = Endpoint::create(&self.worker, peers[me].worker, me as Rank, false)
-            .map_err(|st| status::peer(me as Rank, OpKind::Connect, "ucp_ep_create(self)", st))?;
-        eps[me] = Some(ep);
-        for (peer, p) in peers.iter().enumerate().take(me) {
+        for (peer, p) in peers.iter().enumerate().take(me + 1) {
             let at = p.listener.expect("decoded on the client-server path");
             let ep = Endpoint::connect_to(&self.worker, at, peer as Rank).map_err(|st| {
                 status::peer(
@@ -97,11 +97,16 @@ impl UcxTransport {
         }
         let listener = self.listener.as_ref().expect("made by new");
         let deadline = Instant::now() + WIRE_UP_DEADLINE;
-        while eps.iter().any(Option::is_none) {
+        while eps.iter().any(Option::is_none) || self.loopback.is_none() {
             for req in listener.take() {
                 let peer = req.client_id.map(|id| id as usize);
+                let free = match peer {
+                    Some(p) if p == me => self.loopback.is_none(),
+                    Some(p) if p > me && p < eps.len() => eps[p].is_none(),
+                    _ => false,
+                };
                 match peer {
-                    Some(p) if p > me && p < eps.len() && eps[p].is_none() => {
+                    Some(p) if free => {
                         let ep = Endpoint::accept(&self.worker, req, p as Rank).map_err(|st| {
                             status::peer(
                                 p as Rank,
@@ -110,7 +115,11 @@ impl UcxTransport {
                                 st,
                             )
                         })?;
-                        eps[p] = Some(ep);
+                        if p == me {
+                            self.loopback = Some(ep);
+                        } else {
+                            eps[p] = Some(ep);
+                        }
                     }
                     // Not a rank this one waits for: a stray client.
                     _ => listener.reject(req),
@@ -120,7 +129,7 @@ impl UcxTransport {
                 let missing: Vec<String> = eps
                     .iter()
                     .enumerate()
-                    .filter(|(_, e)| e.is_none())
+                    .filter(|&(r, e)| e.is_none() || (r == me && self.loopback.is_none()))
                     .map(|(r, _)| r.to_string())
                     .collect();
                 return Err(TransportError::Peer {
