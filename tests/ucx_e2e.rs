@@ -173,5 +173,12 @@ fn sockaddr_path_runs_every_protocol_verified() {
         assert!(connect.starts_with(path), "{path}/{proto}: {connect}");
         let lanes = transport_setting(&doc, "ucx_lanes");
         assert!(lanes.contains("tcp/lo"), "{path}/{proto}: {lanes}");
+        // This host has no RDMA: the client-server path goes through tcp's
+        // connection manager.
+        assert_eq!(
+            lanes.contains("cm tcp"),
+            path == "sockaddr",
+            "{path}/{proto}: {lanes}"
+        );
     }
 }

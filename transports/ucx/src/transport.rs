@@ -450,7 +450,10 @@ impl Transport for UcxTransport {
         let probe = (self.rank + 1) % self.size;
         if let Some(table) = self.eps[probe as usize].print_info() {
             self.rma = lanes::from_lane_table(&table);
-            self.lanes = lanes::summary(&table);
+            self.lanes = lanes::name_cm(
+                lanes::summary(&table),
+                std::path::Path::new("/dev/infiniband/rdma_cm").exists(),
+            );
         }
         Ok(())
     }
