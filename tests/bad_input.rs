@@ -221,6 +221,7 @@ const CASES: &[Case] = &[
     c("other", &["latency", "--eager-buf", "32K"], "--eager-buf", "--transport verbs"),
     c("other", &["latency", "--ucx-tls", "posix"], "--ucx-tls", "--transport ucx"),
     c("other", &["latency", "--ucx-net-devices", "eth0"], "--ucx-net-devices", "--transport ucx"),
+    c("other", &["latency", "--ucx-connect", "sockaddr"], "--ucx-connect", "--transport ucx"),
     c("other", &["latency", "--transport", "sim", "--provider", "shm"], "--provider", "--transport ofi"),
     c("other", &["latency", "--ofi-node", "10.0.0.1"], "--ofi-node", "--transport ofi"),
     c("other", &["latency", "--sim", "L=1us"], "--sim", "--transport sim"),

@@ -11,7 +11,9 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{check_ops, fabric_latency_rows, ovbench_rows, rendezvous, tagged_only, Scratch};
+use common::{
+    check_ops, fabric_latency_rows, json, ovbench_rows, rendezvous, tagged_only, Scratch,
+};
 
 const ITERS: u64 = 4;
 const WARMUP: u64 = 1;
@@ -124,4 +126,59 @@ fn overlap_native_is_call_bounded_and_rdma_read_has_true_bounds() {
         "rdma-read never reported a positive lower bound in {} runs: {runs:?}",
         runs.len()
     );
+}
+
+/// The value of the transport setting `key` in a run's JSON header.
+fn transport_setting(doc: &serde_json::Value, key: &str) -> String {
+    let extra = doc["header"]["communicator"]["transport"]["extra"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no transport extra in {doc}"));
+    extra
+        .iter()
+        .find(|kv| kv[0] == key)
+        .and_then(|kv| kv[1].as_str())
+        .unwrap_or_else(|| panic!("no {key} among {extra:?}"))
+        .to_string()
+}
+
+/// `--ucx-connect sockaddr` (UCX's client-server path, over tcp's
+/// connection manager here) runs every own protocol and native with
+/// `--verify`, and the JSON names the path and the lanes; pipelined runs
+/// by the worker path too (each message re-registers its fragments: a
+/// key must not repeat a revoked one).
+#[test]
+fn sockaddr_path_runs_every_protocol_verified() {
+    let dir = Scratch::new("ucx-sockaddr");
+    let cases = [
+        ("sockaddr", "eager"),
+        ("sockaddr", "rdma-write"),
+        ("sockaddr", "rdma-read"),
+        ("sockaddr", "pipelined"),
+        ("sockaddr", "native"),
+        ("worker", "pipelined"),
+    ];
+    for (path, proto) in cases {
+        let out = dir.join(format!("{path}-{proto}.json"));
+        let fabric = [
+            "--transport",
+            "ucx",
+            "--ucx-tls",
+            "tcp",
+            "--ucx-connect",
+            path,
+        ];
+        fabric_latency_rows(&out, &fabric, proto, ITERS, WARMUP, LIMIT);
+        let doc = json(&out);
+        let connect = transport_setting(&doc, "ucx_connect");
+        assert!(connect.starts_with(path), "{path}/{proto}: {connect}");
+        let lanes = transport_setting(&doc, "ucx_lanes");
+        assert!(lanes.contains("tcp/lo"), "{path}/{proto}: {lanes}");
+        // This host has no RDMA: the client-server path goes through tcp's
+        // connection manager.
+        assert_eq!(
+            lanes.contains("cm tcp"),
+            path == "sockaddr",
+            "{path}/{proto}: {lanes}"
+        );
+    }
 }

@@ -6,7 +6,7 @@
 //! they are.
 
 use anyhow::{bail, Result};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use ovbench_core::Progress;
 
 /// The default libfabric provider (`--provider`).
@@ -56,12 +56,31 @@ pub struct FabricArgs {
     /// UCX network devices (default: UCX_NET_DEVICES, else lo when tcp is among --ucx-tls).
     #[arg(long, global = true, value_name = "DEV,...", help_heading = "UCX")]
     pub ucx_net_devices: Option<String>,
+    /// How UCX endpoints connect: worker (worker addresses through the
+    /// bootstrap; default) or sockaddr (client-server: the lower rank of
+    /// each pair listens on its device's IP address, wire-up through
+    /// rdmacm or tcp, so rc needs no UD).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "PATH",
+        help_heading = "UCX"
+    )]
+    pub ucx_connect: Option<UcxConnectArg>,
     /// libfabric provider: tcp;ofi_rxm, shm, sockets, verbs;ofi_rxm, ... (fi_info -l lists them).
     #[arg(long, global = true, default_value = DEFAULT_PROVIDER, help_heading = "libfabric")]
     pub provider: String,
     /// Address libfabric binds for providers that take one (default 127.0.0.1; ignored by shm).
     #[arg(long, global = true, value_name = "ADDR", help_heading = "libfabric")]
     pub ofi_node: Option<String>,
+}
+
+/// `--ucx-connect`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum UcxConnectArg {
+    Worker,
+    Sockaddr,
 }
 
 fn parse_mtu(s: &str) -> Result<u32, String> {
@@ -119,6 +138,10 @@ impl FabricArgs {
             tls: self.ucx_tls.clone(),
             net_devices: self.ucx_net_devices.clone(),
             progress,
+            connect: match self.ucx_connect {
+                None | Some(UcxConnectArg::Worker) => ovbench_ucx::UcxConnect::Worker,
+                Some(UcxConnectArg::Sockaddr) => ovbench_ucx::UcxConnect::Sockaddr,
+            },
         }
     }
 }
@@ -161,6 +184,7 @@ mod tests {
         assert!(!f.cm);
         assert!(f.tx_depth.is_none() && f.rx_depth.is_none() && f.mtu.is_none());
         assert!(f.ucx_tls.is_none() && f.ucx_net_devices.is_none() && f.ofi_node.is_none());
+        assert!(f.ucx_connect.is_none());
     }
 
     #[test]
@@ -226,13 +250,24 @@ mod tests {
     #[cfg(feature = "ucx")]
     #[test]
     fn ucx_options_map_every_flag() {
-        let f = parse(&["--ucx-tls", "posix", "--ucx-net-devices", "eth0"]).unwrap();
+        let f = parse(&[
+            "--ucx-tls",
+            "posix",
+            "--ucx-net-devices",
+            "eth0",
+            "--ucx-connect",
+            "sockaddr",
+        ])
+        .unwrap();
         let o = f.ucx_options(Progress::Thread);
         assert_eq!(o.tls.as_deref(), Some("posix"));
         assert_eq!(o.net_devices.as_deref(), Some("eth0"));
         assert_eq!(o.progress, Progress::Thread);
+        assert_eq!(o.connect, ovbench_ucx::UcxConnect::Sockaddr);
         let d = parse(&[]).unwrap().ucx_options(Progress::Poll);
         assert!(d.tls.is_none() && d.net_devices.is_none());
+        assert_eq!(d.connect, ovbench_ucx::UcxConnect::Worker);
+        assert!(parse(&["--ucx-connect", "rdmacm"]).is_err());
     }
 
     #[cfg(feature = "ofi")]

@@ -232,6 +232,7 @@ const TRANSPORT_FLAGS: &[(TransportKind, &[(&str, &str)])] = &[
         &[
             ("ucx_tls", "--ucx-tls"),
             ("ucx_net_devices", "--ucx-net-devices"),
+            ("ucx_connect", "--ucx-connect"),
         ],
     ),
     (

@@ -14,6 +14,7 @@ fn main() {
             tls: Some(tls.into()),
             net_devices: None,
             progress: Progress::Poll,
+            ..UcxOptions::default()
         };
         Box::new(UcxTransport::new(r, 2, opts).expect("UCX")) as Box<dyn Transport>
     });

@@ -22,8 +22,6 @@
 
 use ovbench_core::{RmaKind, RmaProgress};
 
-use crate::ffi::endpoint::Endpoint;
-
 /// UCT transports whose put/get need no CPU at the target (RDMA NICs).
 const OFFLOADED: &[&str] = &[
     "rc", "rc_v", "rc_x", "rc_mlx5", "rc_verbs", "dc", "dc_x", "dc_mlx5", "gga",
@@ -133,9 +131,57 @@ pub(crate) fn from_lane_table(table: &str) -> RmaPath {
     }
 }
 
-/// Read the endpoint's lane table and classify its RMA lanes.
-pub(crate) fn probe(ep: &Endpoint) -> Option<RmaPath> {
-    ep.print_info().map(|t| from_lane_table(&t))
+/// Every lane of a lane table with what UCX uses it for, for the header:
+/// `rc_verbs/rxe0:1.0 (am am_bw rma_bw)` per lane, `; `-separated (a
+/// lane's `#N` rail index dropped), and the connection manager of a
+/// client-server endpoint as `cm rdmacm` (or `cm tcp`).
+pub(crate) fn summary(table: &str) -> String {
+    let mut out: Vec<String> = Vec::new();
+    for line in table.lines().filter(|l| l.contains("lane[")) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        // The client-server path's connection manager: `lane[2]: cm rdmacm`.
+        if let Some(i) = words.iter().position(|w| *w == "cm") {
+            if let Some(cm) = words.get(i + 1) {
+                out.push(format!("cm {cm}"));
+            }
+            continue;
+        }
+        let Some(tl) = words.iter().find_map(|w| {
+            w.split_once(':')
+                .filter(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+                .map(|(_, rest)| rest)
+        }) else {
+            continue;
+        };
+        // The usage words follow the remote md ("-> md[4]/ib/sysdev[255]").
+        let uses: Vec<&str> = words
+            .iter()
+            .skip_while(|w| **w != "->")
+            .skip(2)
+            .map(|w| w.split('#').next().unwrap_or(w))
+            .collect();
+        out.push(format!("{tl} ({})", uses.join(" ")));
+    }
+    if out.is_empty() {
+        "unknown (UCX printed no lane table)".into()
+    } else {
+        out.join("; ")
+    }
+}
+
+/// Correct the connection manager's name where UCX 1.13 gets it wrong:
+/// it prints the name at the endpoint's index in the context's list
+/// (rdmacm, tcp), but the index counts only the managers the worker
+/// could open, so where rdmacm cannot open (no `/dev/infiniband/rdma_cm`)
+/// the tcp one is printed as rdmacm.
+pub(crate) fn name_cm(summary: String, rdmacm_opens: bool) -> String {
+    if rdmacm_opens || !summary.contains("cm rdmacm") {
+        return summary;
+    }
+    summary.replace(
+        "cm rdmacm",
+        "cm tcp (UCX names it rdmacm: it counts only the connection managers that opened, and rdmacm cannot open here)",
+    )
 }
 
 /// The transport/device pairs of a context, from `ucp_context_print_info`
@@ -187,6 +233,19 @@ mod tests {
     fn reads_context_resources() {
         let t = "#            md 0  :  component 0  self \n#      resource 0  :  md 0  dev 0  flags -- self/memory0\n#      resource 1  :  md 1  dev 1  flags -- tcp/lo\n";
         assert_eq!(resources(t), ["self/memory0", "tcp/lo"]);
+    }
+
+    #[test]
+    fn summarises_every_lane() {
+        let t = "#   lane[0]:  8:rc_verbs/rxe0:1.0 md[4] -> md[4]/ib/sysdev[255] rma_bw#0 am am_bw#0\n#   lane[1]:  0:self/memory0.0 md[0] -> md[0]/self/sysdev[255] rma_bw#1 wireup\n#                 lane[2]: cm rdmacm\n";
+        assert_eq!(
+            summary(t),
+            "rc_verbs/rxe0:1.0 (rma_bw am am_bw); self/memory0.0 (rma_bw wireup); cm rdmacm"
+        );
+        assert!(summary("").starts_with("unknown"));
+        let cm = "tcp/lo.0 (am); cm rdmacm".to_string();
+        assert_eq!(name_cm(cm.clone(), true), cm);
+        assert!(name_cm(cm, false).contains("cm tcp (UCX names it rdmacm"));
     }
 
     #[test]

@@ -5,6 +5,8 @@
 //! |---|---|---|
 //! | context, worker | `ucp_init` (AM, RMA, TAG, WAKEUP), one `ucp_worker_create` | `UCX_TLS` from `--ucx-tls` plus `self`; `UCX_NET_DEVICES=lo` for tcp unless set — applied with `ucp_config_modify`, the process environment is left alone; a list that leaves only `self` is refused |
 //! | address / connect | `ucp_worker_get_address` (behind ovbench's pid header) / `ucp_ep_create` per peer, then `ucp_ep_flush_nbx` to finish wire-up | error mode `PEER` where a network transport is listed; same-host peers' pids are watched too, so a dead peer becomes an error completion also over shared memory |
+//! | connect, client-server (`--ucx-connect sockaddr`) | `ucp_listener_create` in `new` (its socket address in the published address), then per pair: the higher rank `ucp_ep_create` to the socket address with its rank as client id, the lower one `ucp_conn_request_query` and `ucp_ep_create` from the request | the endpoint to itself from the worker address; error mode `PEER`; the listener is destroyed once every higher rank is accepted |
+//! | soft-RoCE | `UD_ETH_DGID_CHECK=n` with `ucp_config_modify` when a selected device is a software RDMA device (sysfs `parent`) and UD may open, unless `UCX_UD_VERBS_ETH_DGID_CHECK` is set | see `dgid_check` |
 //! | register / key | `ucp_mem_map` of transport memory, `ucp_rkey_pack` blob sealed with range, serial and checksum | peer keys checked before `ucp_ep_rkey_unpack` (first use), cached; `deregister` revokes the key at every peer by active message |
 //! | post_send | `ucp_am_send_nbx` (eager), handler copies into transport buffers; up to 256 bytes first from a stack buffer with `FORCE_IMM_CMPL` (done inside the call, no request) | never the tag API: own protocols are ovbench's own; per-peer sequence numbers keep posting order |
 //! | post_write | `ucp_put_nbx` then `ucp_ep_flush_nbx` | completion only after the flush: the data is visible at the target |
@@ -35,6 +37,9 @@
 //! arrived (an access racing the revocation is performed). Each RMA post
 //! progresses the worker once so that arrived revocations are seen.
 
+mod address;
+mod devices;
+mod dgid_check;
 mod ffi;
 mod handover;
 mod lanes;
@@ -70,4 +75,23 @@ pub struct UcxOptions {
     /// Two-sided progress: by polling, or a thread blocked on the
     /// worker's event fd.
     pub progress: Progress,
+    /// `--ucx-connect`: how endpoints are made.
+    pub connect: UcxConnect,
+}
+
+/// How ranks connect (`--ucx-connect`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UcxConnect {
+    /// `ucp_ep_create` with each peer's worker address from the bootstrap
+    /// exchange; UCX wires lanes up with its own messages (rc needs an
+    /// auxiliary transport such as ud for that).
+    #[default]
+    Worker,
+    /// UCX's client-server path: of each pair the lower rank listens
+    /// (`ucp_listener_create` on the IP address of the selected device's
+    /// interface, its port published through the bootstrap exchange), the
+    /// higher one connects to that socket address; the connection manager
+    /// (rdmacm on an RDMA device, else tcp) carries the wire-up, so rc
+    /// needs no UD.
+    Sockaddr,
 }

@@ -24,6 +24,9 @@ pub(crate) const AM_ID: u32 = 0x0b;
 /// Active-message id of key revocations: a rank that deregisters memory
 /// tells every peer the checksum of the dropped key.
 pub(crate) const REVOKE_AM_ID: u32 = 0x0c;
+/// Active-message id of the client-server path's closing handshake: a
+/// rank's rank, sent to every peer once its endpoints are wired.
+pub(crate) const HELLO_AM_ID: u32 = 0x0d;
 /// Revocations remembered per transport (oldest forgotten first).
 const MAX_REVOKED: usize = 1 << 16;
 /// Bytes of the AM header ovbench puts in front of every message:
@@ -60,6 +63,8 @@ pub(crate) struct Inbox {
     /// Keys their owners deregistered: (owner rank, key checksum).
     pub revoked: HashSet<(Rank, u64)>,
     revoked_order: VecDeque<(Rank, u64)>,
+    /// Peers whose hello (`HELLO_AM_ID`) has arrived.
+    pub hellos: Vec<bool>,
     /// Threads sleeping on [`Shared::ready`] (only `block` with a progress
     /// thread): completions are signalled only when one is, since an
     /// unconditional notify costs a futex syscall per completion.
@@ -122,6 +127,7 @@ impl Shared {
                     rma_in_flight: 0,
                     revoked: HashSet::new(),
                     revoked_order: VecDeque::new(),
+                    hellos: vec![false; size as usize],
                     waiters: 0,
                     taker: None,
                     handed: 0,
@@ -313,6 +319,17 @@ impl Shared {
 
 /// A revocation arrived: `header` is the owner's rank, `data` the key's
 /// checksum.
+/// A peer's hello: note that it arrived (a malformed one is ignored: the
+/// handshake then times out naming the peer).
+pub(crate) fn hello(shared: &Shared, header: &[u8]) {
+    if let Ok(src) = <[u8; 4]>::try_from(header) {
+        let src = u32::from_le_bytes(src) as usize;
+        if let Some(h) = shared.lock().hellos.get_mut(src) {
+            *h = true;
+        }
+    }
+}
+
 pub(crate) fn revoke(shared: &Shared, header: &[u8], data: &[u8]) {
     let (Ok(src), Ok(sum)) = (<[u8; 4]>::try_from(header), <[u8; 8]>::try_from(data)) else {
         shared.push(Completion::Error {

@@ -10,8 +10,12 @@ use ovbench_core::{
 };
 use ovbench_ucx_sys as sys;
 
+use crate::address;
+use crate::devices::Sysfs;
+use crate::dgid_check::{self, DgidCheck};
 use crate::ffi::context::{self, Context};
 use crate::ffi::endpoint::Endpoint;
+use crate::ffi::listener::Listener;
 use crate::ffi::memory::{Memory, RmaBuf};
 use crate::ffi::request::{Op, Posted};
 use crate::ffi::worker::Worker;
@@ -22,10 +26,11 @@ use crate::progress::ProgressThread;
 use crate::seal;
 use crate::settings::{self, Settings};
 use crate::status;
-use crate::UcxOptions;
+use crate::{UcxConnect, UcxOptions};
 use ovbench_core::fabric::peer_watch::{self, PeerWatch};
 use ovbench_core::fabric::peers;
 
+mod client_server;
 mod lifecycle;
 mod poll;
 mod sends;
@@ -33,12 +38,6 @@ mod tagged;
 
 /// Largest two-sided message (ovbench header plus payload).
 pub const EAGER_BUF_SIZE: usize = 64 * 1024;
-/// ovbench's header in front of UCX's worker address: magic, pid, and the
-/// host/pid-namespace identity ([`peer_watch::identity`]).
-const ADDR_MAGIC: &[u8; 4] = b"OVUA";
-const ADDR_HDR: usize = 4 + peer_watch::IDENTITY_LEN;
-/// Largest worker address accepted from the bootstrap exchange.
-const MAX_ADDRESS: usize = 64 * 1024;
 /// How long connect waits for the endpoints' wire-up.
 const WIRE_UP_DEADLINE: Duration = Duration::from_secs(30);
 
@@ -82,6 +81,16 @@ pub struct UcxTransport {
     worker: Worker,
     ctx: Context,
     settings: Settings,
+    /// The client-server path's listener (until connect has accepted
+    /// every higher rank), and how this rank connects, for the header.
+    listener: Option<Listener>,
+    /// The accepted side of the client-server path's endpoint to itself
+    /// (its client side is `eps[rank]`).
+    loopback: Option<Endpoint>,
+    connect_path: String,
+    /// The lanes UCX chose to the first peer (after connect).
+    lanes: String,
+    dgid: DgidCheck,
 }
 
 impl UcxTransport {
@@ -95,7 +104,19 @@ impl UcxTransport {
         }
         let mut settings = settings::settings(opts.tls.as_deref(), opts.net_devices.as_deref());
         let rma = lanes::guess(&settings.tls);
-        let ctx = Context::new(&settings.tls, &settings.net_devices)?;
+        let sysfs = Sysfs::system();
+        let soft: Vec<String> = sysfs
+            .selected_rdma(&settings.net_devices)
+            .into_iter()
+            .filter(|d| sysfs.is_soft(d))
+            .collect();
+        let dgid = DgidCheck::decide(
+            &settings.tls,
+            &soft,
+            std::env::var(dgid_check::USER_VAR).ok(),
+        );
+        let extra: Vec<(&str, &str)> = dgid.setting().into_iter().collect();
+        let ctx = Context::new(&settings.tls, &settings.net_devices, &extra)?;
         settings.resources = ctx
             .print_info()
             .as_deref()
@@ -113,9 +134,25 @@ impl UcxTransport {
                 ),
             });
         }
+        if opts.connect == UcxConnect::Sockaddr && !lanes::detects_peer_failure(&settings.tls) {
+            return Err(TransportError::Invalid(format!(
+                "--ucx-connect sockaddr needs a network transport in UCX_TLS={} (tcp, rc_verbs, ...): UCX's client-server endpoints cannot wire up over shared memory alone; add one with --ucx-tls or use --ucx-connect worker",
+                settings.tls
+            )));
+        }
         let threaded = opts.progress == Progress::Thread;
         let shared = Shared::new(rank, size, EAGER_BUF_SIZE, threaded);
-        let worker = Worker::new(&ctx, threaded, shared)?;
+        let worker = Worker::new(&ctx, threaded, shared, u64::from(rank))?;
+        let (listener, connect_path) = match opts.connect {
+            UcxConnect::Worker => (
+                None,
+                "worker (UCX worker addresses through the bootstrap exchange; wire-up over UCX's own messages)".to_string(),
+            ),
+            UcxConnect::Sockaddr => {
+                let (l, path) = client_server::listen(&worker, &sysfs, &settings.net_devices)?;
+                (Some(l), path)
+            }
+        };
         let mut t = UcxTransport {
             rank,
             size,
@@ -136,6 +173,11 @@ impl UcxTransport {
             worker,
             ctx,
             settings,
+            listener,
+            loopback: None,
+            connect_path,
+            lanes: String::new(),
+            dgid,
         };
         if threaded {
             t.thread = Some(ProgressThread::spawn(&t.worker)?);
@@ -297,6 +339,9 @@ impl Transport for UcxTransport {
                 ("UCX_TLS".into(), s.tls.clone()),
                 ("UCX_NET_DEVICES".into(), s.net_devices.clone()),
                 ("ucx_resources".into(), s.resources.join(" ")),
+                ("ucx_connect".into(), self.connect_path.clone()),
+                ("ucx_lanes".into(), self.lanes.clone()),
+                ("ud_eth_dgid_check".into(), self.dgid.describe()),
                 ("rma_lanes".into(), self.rma.lanes.clone()),
                 ("rma_progress".into(), self.rma.reason.clone()),
                 (
@@ -321,43 +366,54 @@ impl Transport for UcxTransport {
         }
     }
 
-    /// `OVUA`, pid, host/pid-namespace identity, then UCX's worker address.
+    /// ovbench's header, the listener's socket address on the
+    /// client-server path, then UCX's worker address (see `address`).
     fn address(&self) -> Vec<u8> {
-        let mut a = Vec::with_capacity(ADDR_HDR + self.worker.address().len());
-        a.extend_from_slice(ADDR_MAGIC);
-        a.extend_from_slice(&peer_watch::identity());
-        a.extend_from_slice(self.worker.address());
-        a
+        address::encode(
+            &peer_watch::identity(),
+            self.listener.as_ref().map(Listener::bound),
+            self.worker.address(),
+        )
     }
 
     fn connect(&mut self, addresses: &[Vec<u8>]) -> Result<(), TransportError> {
         peers::check_connect(addresses, self.size, !self.eps.is_empty())?;
+        let sockaddr = self.listener.is_some();
+        let mut peers = Vec::with_capacity(addresses.len());
         for (peer, a) in addresses.iter().enumerate() {
             let peer = peer as Rank;
-            if a.len() <= ADDR_HDR || a.len() > MAX_ADDRESS || &a[..4] != ADDR_MAGIC {
-                return Err(TransportError::Peer {
-                    peer,
-                    op: OpKind::Connect,
-                    status: format!(
-                        "its address is {} bytes or lacks ovbench's UCX header (must be {}..={MAX_ADDRESS} bytes starting with OVUA); the ranks run different transports or the bootstrap exchange is corrupt",
-                        a.len(),
-                        ADDR_HDR + 1
-                    ),
-                });
+            let p = address::decode(a, sockaddr).map_err(|status| TransportError::Peer {
+                peer,
+                op: OpKind::Connect,
+                status,
+            })?;
+            self.watch.note(peer, p.identity);
+            peers.push(p);
+        }
+        if sockaddr {
+            self.connect_client_server(&peers)?;
+        } else {
+            for (peer, p) in peers.iter().enumerate() {
+                let peer = peer as Rank;
+                let (ep, detecting) =
+                    Endpoint::create(&self.worker, p.worker, peer, self.peer_failure_detection)
+                        .map_err(|st| status::peer(peer, OpKind::Connect, "ucp_ep_create", st))?;
+                self.peer_failure_detection = detecting;
+                self.eps.push(ep);
             }
-            self.watch.note(peer, &a[4..ADDR_HDR]);
-            let a = &a[ADDR_HDR..];
-            let (ep, detecting) =
-                Endpoint::create(&self.worker, a, peer, self.peer_failure_detection)
-                    .map_err(|st| status::peer(peer, OpKind::Connect, "ucp_ep_create", st))?;
-            self.peer_failure_detection = detecting;
-            self.eps.push(ep);
         }
         self.wire_up()?;
+        if sockaddr {
+            self.handshake()?;
+        }
         self.wired = true;
         let probe = (self.rank + 1) % self.size;
-        if let Some(path) = lanes::probe(&self.eps[probe as usize]) {
-            self.rma = path;
+        if let Some(table) = self.eps[probe as usize].print_info() {
+            self.rma = lanes::from_lane_table(&table);
+            self.lanes = lanes::name_cm(
+                lanes::summary(&table),
+                std::path::Path::new("/dev/infiniband/rdma_cm").exists(),
+            );
         }
         Ok(())
     }

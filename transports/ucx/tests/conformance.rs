@@ -1,22 +1,35 @@
 //! The conformance suite (ovbench-conformance) over UCX: two ranks in one process over tcp,
-//! posix and shm (CMA), three ranks over tcp, and tcp with a progress
-//! thread. posix and shm skip `peer_dropped_reported` (one process cannot
+//! posix and shm (CMA), three ranks over tcp, tcp with a progress
+//! thread, and tcp by the client-server path (`--ucx-connect sockaddr`:
+//! listeners and UCX's tcp connection manager) with two and three ranks
+//! and with a progress thread. posix and shm skip `peer_dropped_reported` (one process cannot
 //! drop a shared-memory rank safely; tests/processes.rs covers it).
 
 use ovbench_conformance::Endpoints;
 use ovbench_core::Progress;
-use ovbench_ucx::{UcxOptions, UcxTransport};
+use ovbench_ucx::{UcxConnect, UcxOptions, UcxTransport};
 
 /// `n` ranks over UCX transport(s) `tls`, driven as `progress` says.
 fn make(n: u32, tls: &str, progress: Progress) -> Endpoints {
+    make_by(n, tls, progress, UcxConnect::Worker)
+}
+
+/// As [`make`], connecting by `connect`.
+fn make_by(n: u32, tls: &str, progress: Progress, connect: UcxConnect) -> Endpoints {
     ovbench_conformance::endpoints(n, |r| {
         let opts = UcxOptions {
             tls: Some(tls.into()),
             net_devices: None,
             progress,
+            connect,
         };
         UcxTransport::new(r, n, opts).unwrap_or_else(|e| panic!("UCX over {tls}: {e}"))
     })
+}
+
+/// `n` ranks over tcp on `lo` by the client-server path.
+fn sockaddr(n: u32, progress: Progress) -> Endpoints {
+    make_by(n, "tcp", progress, UcxConnect::Sockaddr)
 }
 
 mod tcp_2 {
@@ -53,4 +66,45 @@ mod shm_2 {
 /// With a progress thread blocked on the worker's event fd.
 mod tcp_thread_2 {
     ovbench_conformance::conformance_tests!(|n| super::make(n, "tcp", super::Progress::Thread), 2);
+}
+mod tcp_sockaddr_2 {
+    ovbench_conformance::conformance_tests!(|n| super::sockaddr(n, super::Progress::Poll), 2);
+}
+mod tcp_sockaddr_3 {
+    ovbench_conformance::conformance_tests!(|n| super::sockaddr(n, super::Progress::Poll), 3);
+}
+mod tcp_sockaddr_thread_2 {
+    ovbench_conformance::conformance_tests!(|n| super::sockaddr(n, super::Progress::Thread), 2);
+}
+
+/// The client-server path says so in the transport's settings, with the
+/// listener's address and the lanes UCX chose (tcp on lo).
+#[test]
+fn sockaddr_path_is_named_with_its_lanes() {
+    let mut ts = sockaddr(2, Progress::Poll);
+    ovbench_conformance::connect_all(&mut ts).expect("connect over the client-server path");
+    let extra = ts[1].info().extra;
+    let get = |k: &str| {
+        extra
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("no {k} in {extra:?}"))
+    };
+    let path = get("ucx_connect");
+    assert!(
+        path.starts_with("sockaddr") && path.contains("127.0.0.1:"),
+        "{path}"
+    );
+    let lanes = get("ucx_lanes");
+    assert!(lanes.contains("tcp/lo"), "{lanes}");
+    let worker = make(2, "tcp", Progress::Poll);
+    let path = worker[0]
+        .info()
+        .extra
+        .into_iter()
+        .find(|(n, _)| n == "ucx_connect")
+        .expect("ucx_connect")
+        .1;
+    assert!(path.starts_with("worker"), "{path}");
 }

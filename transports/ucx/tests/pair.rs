@@ -16,6 +16,7 @@ fn open(tls: &str, progress: Progress) -> [UcxTransport; 2] {
                 tls: Some(tls.into()),
                 net_devices: None,
                 progress,
+                ..UcxOptions::default()
             },
         )
         .unwrap_or_else(|e| panic!("UCX over {tls}: {e}"))
@@ -99,6 +100,7 @@ fn unknown_transport_is_explained() {
             tls: Some("no_such_tl".into()),
             net_devices: None,
             progress: Progress::Poll,
+            ..UcxOptions::default()
         },
     );
     let msg = e

@@ -19,6 +19,7 @@ fn transport(rank: u32, tls: &str) -> UcxTransport {
             tls: Some(tls.into()),
             net_devices: None,
             progress: Progress::Poll,
+            ..UcxOptions::default()
         },
     )
     .unwrap_or_else(|e| panic!("rank {rank}: UCX over {tls}: {e}"))

@@ -40,9 +40,15 @@ pub(crate) struct Context {
 
 impl Context {
     /// Read UCX's configuration (defaults plus the `UCX_*` environment),
-    /// set `TLS` and `NET_DEVICES` in it (the process environment is left
-    /// alone) and create the context.
-    pub fn new(tls: &str, net_devices: &str) -> Result<Context, TransportError> {
+    /// set `TLS`, `NET_DEVICES` and the `extra` settings (names without
+    /// `UCX_`; a transport's own, such as `UD_ETH_DGID_CHECK`, is kept by
+    /// UCX until it opens that transport) in it — the process environment
+    /// is left alone — and create the context.
+    pub fn new(
+        tls: &str,
+        net_devices: &str,
+        extra: &[(&str, &str)],
+    ) -> Result<Context, TransportError> {
         let mut config: *mut sys::ucp_config_t = ptr::null_mut();
         // SAFETY: NULL env prefix and file name ask for the defaults plus
         // the UCX_* environment; config receives a new handle.
@@ -67,7 +73,9 @@ impl Context {
                 ))
             }
         };
-        let applied = apply("TLS", tls).and_then(|()| apply("NET_DEVICES", net_devices));
+        let applied = apply("TLS", tls)
+            .and_then(|()| apply("NET_DEVICES", net_devices))
+            .and_then(|()| extra.iter().try_for_each(|(n, v)| apply(n, v)));
         let mut raw: sys::ucp_context_h = ptr::null_mut();
         let st = if applied.is_ok() {
             let params = sys::ucp_params_t {

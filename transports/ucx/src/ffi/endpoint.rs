@@ -8,6 +8,7 @@
 //! transport's own memory.
 
 use std::ffi::c_void;
+use std::net::SocketAddr;
 use std::ptr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,6 +17,7 @@ use ovbench_core::{Completion, OpKind, Rank};
 use ovbench_ucx_sys as sys;
 
 use super::context::printed;
+use super::listener::{to_raw, ConnRequest};
 use super::memory::{RegionBuf, RmaBuf};
 use super::request::{self, Op, Posted, Request};
 use super::rkey::Rkey;
@@ -102,6 +104,79 @@ impl Endpoint {
             _err: arg,
         };
         Ok((ep, detecting))
+    }
+
+    /// Connect as a client to the listener at `at` (UCX's client-server
+    /// path), sending the worker's client id (the rank) so the server
+    /// knows which peer this is; error mode PEER.
+    pub fn connect_to(
+        worker: &Worker,
+        at: SocketAddr,
+        peer: Rank,
+    ) -> Result<Endpoint, sys::ucs_status_t> {
+        let (storage, len) = to_raw(at);
+        Endpoint::with_peer_errors(worker, peer, |params| {
+            params.field_mask |=
+                (sys::UCP_EP_PARAM_FIELD_SOCK_ADDR | sys::UCP_EP_PARAM_FIELD_FLAGS) as u64;
+            params.flags =
+                sys::UCP_EP_PARAMS_FLAGS_CLIENT_SERVER | sys::UCP_EP_PARAMS_FLAGS_SEND_CLIENT_ID;
+            params.sockaddr = sys::ucs_sock_addr_t {
+                addr: ptr::from_ref(&storage).cast(),
+                addrlen: len,
+            };
+        })
+    }
+
+    /// Accept a client's connection request (`peer`, as its client id
+    /// said); error mode PEER.
+    pub fn accept(
+        worker: &Worker,
+        req: ConnRequest,
+        peer: Rank,
+    ) -> Result<Endpoint, sys::ucs_status_t> {
+        Endpoint::with_peer_errors(worker, peer, |params| {
+            params.field_mask |= sys::UCP_EP_PARAM_FIELD_CONN_REQUEST as u64;
+            params.conn_request = req.raw;
+        })
+    }
+
+    /// `ucp_ep_create` with error mode PEER and the error handler naming
+    /// `peer`, plus what `set` adds (a socket address or a request).
+    fn with_peer_errors(
+        worker: &Worker,
+        peer: Rank,
+        set: impl FnOnce(&mut sys::ucp_ep_params_t),
+    ) -> Result<Endpoint, sys::ucs_status_t> {
+        let arg = Box::new(EpErrArg {
+            shared: worker.shared(),
+            peer,
+        });
+        let mut params = sys::ucp_ep_params_t {
+            field_mask: (sys::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE
+                | sys::UCP_EP_PARAM_FIELD_ERR_HANDLER) as u64,
+            err_mode: sys::UCP_ERR_HANDLING_MODE_PEER,
+            err_handler: sys::ucp_err_handler_t {
+                cb: Some(ep_err_cb),
+                arg: &*arg as *const EpErrArg as *mut c_void,
+            },
+            ..Default::default()
+        };
+        set(&mut params);
+        let mut raw: sys::ucp_ep_h = ptr::null_mut();
+        // SAFETY: the worker is live; what `set` points to (a socket
+        // address on the caller's frame, a connection request UCX gave)
+        // is valid for the call, which consumes the request; the
+        // error-handler arg is boxed and kept by the endpoint until after
+        // its close.
+        let st = unsafe { sys::ucp_ep_create(worker.raw(), &params, &mut raw) };
+        if st != sys::UCS_OK {
+            return Err(st);
+        }
+        Ok(Endpoint {
+            raw,
+            worker: worker.inner.clone(),
+            _err: arg,
+        })
     }
 
     /// The raw handle, for unpacking keys.

@@ -235,6 +235,9 @@ impl Memory {
                 ),
             });
         }
+        // A re-registration of the same memory (a pipelined fragment each
+        // message) must not get the key a peer was told is revoked.
+        self.serial += 1;
         Ok(self.table.add_mr(Mr {
             handle: map,
             slice: s,

@@ -1,10 +1,11 @@
 //! The safe layer over `ovbench-ucx-sys`, one file per UCP resource as the
 //! verbs crate keeps its own: [`context`] (configuration, `ucp_init`, and
 //! the library-wide calls), [`worker`] (progress, wake-up, the state its
-//! callbacks reach), [`endpoint`] (creation, posting, close), [`rkey`]
-//! (unpacked peer keys), [`memory`] (transport regions and their
-//! `ucp_mem_map`s) and [`request`] (what UCX holds while an operation is in
-//! flight, and the completion callbacks).
+//! callbacks reach), [`endpoint`] (creation, posting, close),
+//! [`listener`] (the client-server path: a listening socket address and
+//! its connection requests), [`rkey`] (unpacked peer keys), [`memory`]
+//! (transport regions and their `ucp_mem_map`s) and [`request`] (what UCX
+//! holds while an operation is in flight, and the completion callbacks).
 //!
 //! Each resource owns its raw handle and frees it in `Drop`, and keeps its
 //! parent alive through an `Arc` (a worker its context, an endpoint or a
@@ -33,6 +34,7 @@
 
 pub(crate) mod context;
 pub(crate) mod endpoint;
+pub(crate) mod listener;
 pub(crate) mod memory;
 pub(crate) mod request;
 pub mod resources;

@@ -18,7 +18,7 @@ use ovbench_ucx_sys as sys;
 use super::context::{Context, ContextInner};
 use super::memory::{Memory, RegionBuf};
 use super::request::{self, Op, Posted};
-use crate::ops::{revoke, Shared, AM_ID, REVOKE_AM_ID};
+use crate::ops::{hello, revoke, Shared, AM_ID, HELLO_AM_ID, REVOKE_AM_ID};
 use crate::status::{check, local};
 
 /// The raw worker and the state its callbacks write to; destroyed when
@@ -72,9 +72,18 @@ unsafe impl Send for Worker {}
 impl Worker {
     /// Create a worker on `ctx` (`multi`: UCS_THREAD_MODE_MULTI, for a
     /// progress thread) whose active-message handlers deliver to `shared`.
-    pub fn new(ctx: &Context, multi: bool, shared: Shared) -> Result<Worker, TransportError> {
+    /// `client_id` is what its client-server endpoints tell the listener
+    /// they connect to (ovbench: the rank).
+    pub fn new(
+        ctx: &Context,
+        multi: bool,
+        shared: Shared,
+        client_id: u64,
+    ) -> Result<Worker, TransportError> {
         let wparams = sys::ucp_worker_params_t {
-            field_mask: sys::UCP_WORKER_PARAM_FIELD_THREAD_MODE as u64,
+            field_mask: (sys::UCP_WORKER_PARAM_FIELD_THREAD_MODE
+                | sys::UCP_WORKER_PARAM_FIELD_CLIENT_ID) as u64,
+            client_id,
             thread_mode: if multi {
                 sys::UCS_THREAD_MODE_MULTI
             } else {
@@ -118,6 +127,14 @@ impl Worker {
             "ucp_worker_set_am_recv_handler(revoke)",
             st,
         )?;
+        let hh = sys::ucp_am_handler_param_t {
+            id: HELLO_AM_ID,
+            cb: Some(am_hello_cb),
+            ..hp
+        };
+        // SAFETY: as above.
+        let st = unsafe { sys::ucp_worker_set_am_recv_handler(raw, &hh) };
+        check(OpKind::Connect, "ucp_worker_set_am_recv_handler(hello)", st)?;
 
         let mut addr: *mut sys::ucp_address_t = ptr::null_mut();
         let mut alen = 0usize;
@@ -518,5 +535,22 @@ unsafe extern "C" fn am_revoke_cb(
     // the duration of the callback (both tiny eager messages).
     let (h, d) = unsafe { (bytes(header, header_length), bytes(data, length)) };
     revoke(shared, h, d);
+    sys::UCS_OK
+}
+
+/// The client-server handshake's handler.
+unsafe extern "C" fn am_hello_cb(
+    arg: *mut c_void,
+    header: *const c_void,
+    header_length: usize,
+    _data: *mut c_void,
+    _length: usize,
+    _param: *const sys::ucp_am_recv_param_t,
+) -> sys::ucs_status_t {
+    // SAFETY: arg is the worker's Shared (see am_recv_cb).
+    let shared = unsafe { &*(arg as *const Shared) };
+    // SAFETY: UCX guarantees header_length readable bytes for the
+    // duration of the callback.
+    hello(shared, unsafe { bytes(header, header_length) });
     sys::UCS_OK
 }

@@ -82,7 +82,7 @@ impl UcxTransport {
     fn wire_up_timeout(&self, peer: Rank) -> TransportError {
         let s = &self.settings;
         let ud = if s.tls.split(',').any(|t| t.starts_with("ud")) {
-            " (over soft-RoCE/rxe UCX's ud_verbs did not complete it in ovbench's VM, nor did ucx_perftest's)"
+            " (on soft-RoCE UCX 1.13's ud_verbs drops every packet while its DGID check is on: the header's ud_eth_dgid_check says whether ovbench turned it off)"
         } else {
             ""
         };
@@ -90,7 +90,7 @@ impl UcxTransport {
             peer,
             op: OpKind::Connect,
             status: format!(
-                "UCX wire-up with rank {peer} did not finish within {} s over UCX_TLS={} (UCX_NET_DEVICES={}): rank {peer} is not running, the ranks share no transport, or a transport in the list cannot complete its handshake on this device{ud}; try other transports with --ucx-tls (tcp; rc_verbs or dc_mlx5 with an auxiliary transport that works here), check `ucx_info -d`, and compare with ucx_perftest under the same UCX_TLS. The endpoints are left unclosed: closing a half-wired UCX endpoint can abort inside UCX",
+                "UCX wire-up with rank {peer} did not finish within {} s over UCX_TLS={} (UCX_NET_DEVICES={}): rank {peer} is not running, the ranks share no transport, or a transport in the list cannot complete its handshake on this device{ud}; try other transports with --ucx-tls (tcp; rc_verbs or dc_mlx5 with an auxiliary transport that works here) or --ucx-connect sockaddr (rc wired up through rdmacm, no auxiliary transport), check `ucx_info -d`, and compare with ucx_perftest under the same UCX_TLS. The endpoints are left unclosed: closing a half-wired UCX endpoint can abort inside UCX",
                 WIRE_UP_DEADLINE.as_secs(),
                 s.tls,
                 s.net_devices
@@ -113,6 +113,7 @@ impl Drop for UcxTransport {
         // context go with the last handle that holds them.
         self.mem.clear_rkeys();
         self.eps.clear();
+        self.loopback = None;
         self.mem.unmap_all();
     }
 }
@@ -127,6 +128,8 @@ impl UcxTransport {
     /// caller reports the connect error (the process then exits).
     fn abandon(&mut self) {
         std::mem::forget(std::mem::take(&mut self.eps));
+        std::mem::forget(self.loopback.take());
+        std::mem::forget(self.listener.take());
         std::mem::forget(std::mem::take(&mut self.mem));
         self.worker.leak();
     }
