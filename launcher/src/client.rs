@@ -101,7 +101,11 @@ impl Bootstrap {
                     Err(e) => last = Some(e),
                 }
             }
-            // Refused: the hosting rank may still be starting; retry.
+            // Refused: the hosting rank may still be starting; retry,
+            // unless this rank is being stopped.
+            if ovbench_core::stop::check().is_err() {
+                bail!("rank {rank}: stopped by a signal while connecting to the bootstrap service at {addr}");
+            }
             if Instant::now() + Duration::from_millis(50) >= deadline {
                 bail!(
                     "cannot reach the bootstrap service at {addr} within {:.1} s: {}",
@@ -302,7 +306,10 @@ impl Bootstrap {
                 "rank {}: the {who} closed the connection (the launcher or the rank hosting it is gone)",
                 self.rank
             ),
-            Err(ReadError::TimedOut | ReadError::Stopped) => bail!(
+            Err(ReadError::Stopped) => {
+                bail!("rank {}: stopped by a signal while waiting on the {who}", self.rank)
+            }
+            Err(ReadError::TimedOut) => bail!(
                 "rank {}: no reply from the {who} within {:.1} s",
                 self.rank,
                 (wait + REPLY_GRACE).as_secs_f64()

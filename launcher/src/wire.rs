@@ -455,7 +455,9 @@ fn fill(
             }
             Err(e) => return Err(ReadError::Other(e.into())),
         }
-        if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+        // The service's own stop, or this process's stop signal (a rank
+        // torn down while it waits on the service must not wait on).
+        if stop.is_some_and(|s| s.load(Ordering::Relaxed)) || ovbench_core::stop::check().is_err() {
             return Err(ReadError::Stopped);
         }
         if deadline.is_some_and(|d| Instant::now() >= d) && got < buf.len() {
