@@ -501,6 +501,11 @@ mod tests {
 
     #[test]
     fn an_ignored_signal_is_not_watched() {
+        // Whatever the test runner inherited (a shell's background job
+        // starts with SIGINT ignored), SIGINT and SIGTERM are handled here.
+        for s in [Signal::SIGINT, Signal::SIGTERM] {
+            crate::signals::set_ignored(s, false).unwrap();
+        }
         crate::signals::set_ignored(Signal::SIGHUP, true).unwrap();
         let mask = watched_signals();
         crate::signals::set_ignored(Signal::SIGHUP, false).unwrap();
