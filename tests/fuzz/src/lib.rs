@@ -193,12 +193,13 @@ fn check_op(
             }
             ctxs.push_back(*ctx);
         }
-        Op::Write { local, ctx, .. } | Op::Read { local, ctx, .. } => {
+        Op::Write(o) | Op::Read(o) => {
+            let local = &o.local;
             assert!(
                 ours(local),
                 "one-sided local slice {local:?} outside the rank's regions"
             );
-            ctxs.push_back(*ctx);
+            ctxs.push_back(o.ctx);
         }
         Op::Register { slice, token } => {
             assert!(

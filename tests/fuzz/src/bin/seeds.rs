@@ -133,8 +133,8 @@ fn frames(proto: Protocol, len: usize) -> Vec<Vec<u8>> {
                 };
                 let _ = eng.on_registered(step, token, MrId(1), key);
             }
-            Op::Write { ctx, .. } | Op::Read { ctx, .. } => {
-                let _ = eng.on_completion(step, ctx);
+            Op::Write(o) | Op::Read(o) => {
+                let _ = eng.on_completion(step, o.ctx);
             }
             _ => {}
         }
