@@ -17,10 +17,10 @@
 mod cluster;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cluster::slurm::Slurm;
-use cluster::{assert_none_left, exe, json, rank_pid, serial, Job};
+use cluster::{assert_none_left, exe, json, serial, Job};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -120,25 +120,5 @@ fn ovbench_under_slurm() {
         "1000000000",
     ]);
     let job = Job::start(c);
-    let victim = rank_pid("SLURM_PROCID=1", Duration::from_secs(30));
-    std::thread::sleep(Duration::from_millis(500));
-    let t0 = Instant::now();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(victim as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .expect("kill rank 1");
-    let r = job.wait(Duration::from_secs(30));
-    let took = t0.elapsed();
-    assert_ne!(r.code, Some(0));
-    assert!(
-        took < Duration::from_secs(5),
-        "the step took {took:?} to end"
-    );
-    assert!(
-        r.stderr.contains("rank 1") || r.stderr.contains("task 1"),
-        "no message names rank 1:\n{}",
-        r.stderr
-    );
-    assert_none_left(Duration::from_secs(1));
+    cluster::kill_rank_1(job, "SLURM_PROCID=1", &["rank 1", "task 1"]);
 }

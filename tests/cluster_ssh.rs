@@ -145,27 +145,7 @@ fn a_killed_rank_ends_the_ssh_job() {
         "--iters",
         "1000000000",
     ]));
-    let victim = rank_pid("OVBENCH_RANK=1", Duration::from_secs(30));
-    std::thread::sleep(Duration::from_millis(500));
-    let t0 = Instant::now();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(victim as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .expect("kill rank 1");
-    let r = job.wait(Duration::from_secs(30));
-    let took = t0.elapsed();
-    assert_ne!(r.code, Some(0));
-    assert!(
-        took < Duration::from_secs(5),
-        "the job took {took:?} to end"
-    );
-    assert!(
-        r.stderr.contains("rank 1"),
-        "no message names rank 1:\n{}",
-        r.stderr
-    );
-    assert_none_left(Duration::from_secs(1));
+    cluster::kill_rank_1(job, "OVBENCH_RANK=1", &["rank 1"]);
 }
 
 /// Open MPI across A and B (its daemon on B started over ssh, its TCP
