@@ -9,7 +9,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use ovbench_core::{
-    Completion, Ctx, LocalSlice, OpKind, Posted, Rank, Rma, Tag, Tagged, Transport, TransportError,
+    Completion, Ctx, LocalSlice, OpKind, Posted, Rank, RmaOp, Tag, Tagged, Transport,
+    TransportError,
 };
 
 /// How long any one step may take.
@@ -204,11 +205,7 @@ pub fn rma<T: Transport>(mut t: [T; 2]) {
         t[1].region(d, &mut |b| b.fill(0)).unwrap();
         t[0].post_rma(
             1,
-            Rma::Write,
-            s.sub(0, size),
-            ms,
-            &key,
-            64.min((len - size) as u64),
+            RmaOp::write(s.sub(0, size), ms, &key, 64.min((len - size) as u64)),
             7,
         )
         .unwrap();
@@ -233,7 +230,7 @@ pub fn rma<T: Transport>(mut t: [T; 2]) {
     }
     // Read it back into a cleared source.
     t[0].region(s, &mut |b| b.fill(0)).unwrap();
-    t[0].post_rma(1, Rma::Read, s.sub(0, 4096), ms, &key, 64, 9)
+    t[0].post_rma(1, RmaOp::read(s.sub(0, 4096), ms, &key, 64), 9)
         .unwrap();
     let mut got = [Vec::new(), Vec::new()];
     drive(&mut t, &mut got, |g| {
@@ -245,21 +242,25 @@ pub fn rma<T: Transport>(mut t: [T; 2]) {
     })
     .unwrap();
     // Out of range and forged keys are refused before anything moves.
-    let e = t[0].post_rma(1, Rma::Write, s.sub(0, 128), ms, &key, key.len - 64, 1);
+    let e = t[0].post_rma(1, RmaOp::write(s.sub(0, 128), ms, &key, key.len - 64), 1);
     assert!(
         matches!(e, Err(TransportError::BadKey { peer: 1, .. })),
         "{e:?}"
     );
     let mut forged = key.clone();
     forged.blob = vec![0xff; 3000];
-    let e = t[0].post_rma(1, Rma::Read, s.sub(0, 8), ms, &forged, 0, 1);
+    let e = t[0].post_rma(1, RmaOp::read(s.sub(0, 8), ms, &forged, 0), 1);
     assert!(
         matches!(e, Err(TransportError::BadKey { peer: 1, .. })),
         "{e:?}"
     );
     // A local slice outside its registration is refused.
     let other = t[0].alloc(64).unwrap();
-    let e = t[0].post_rma(1, Rma::Write, LocalSlice::new(other, 0, 8), ms, &key, 0, 1);
+    let e = t[0].post_rma(
+        1,
+        RmaOp::write(LocalSlice::new(other, 0, 8), ms, &key, 0),
+        1,
+    );
     assert!(matches!(e, Err(TransportError::Invalid(_))), "{e:?}");
     t[1].deregister(md).unwrap();
     t[0].deregister(ms).unwrap();
@@ -445,9 +446,11 @@ pub fn rma_while_target_computes<T: Transport>(
     let lmr = t[0].register(ls).unwrap().mr;
     for (ctx, alone) in [(42u64, read_alone), (43, write_alone)] {
         if ctx == 42 {
-            t[0].post_rma(1, Rma::Read, ls, lmr, &key, 0, ctx).unwrap();
+            t[0].post_rma(1, RmaOp::read(ls, lmr, &key, 0), ctx)
+                .unwrap();
         } else {
-            t[0].post_rma(1, Rma::Write, ls, lmr, &key, 0, ctx).unwrap();
+            t[0].post_rma(1, RmaOp::write(ls, lmr, &key, 0), ctx)
+                .unwrap();
         }
         let mine = |c: &Completion| matches!(c, Completion::Read { ctx: c } | Completion::Write { ctx: c } if *c == ctx);
         let mut got = Vec::new();

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ovbench_core::{Completion, LocalSlice, MrHandle, RemoteKey, Rma, Tagged, Transport};
+use ovbench_core::{Completion, LocalSlice, MrHandle, RemoteKey, RmaOp, Tagged, Transport};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 const LEN: usize = 1 << 20;
@@ -143,11 +143,12 @@ fn exchange<T: Transport>(t: &mut T) -> Option<Kept> {
         None
     } else {
         let (key, _) = RemoteKey::decode(&recv(t)).unwrap();
-        t.post_rma(peer, Rma::Write, mine, mr, &key, LEN as u64, 6)
+        t.post_rma(peer, RmaOp::write(mine, mr, &key, LEN as u64), 6)
             .unwrap();
         wait(t, &|c| matches!(c, Completion::Write { ctx: 6 }));
         t.post_send(peer, b"written", None, 7).unwrap();
-        t.post_rma(peer, Rma::Read, other, mr, &key, 0, 8).unwrap();
+        t.post_rma(peer, RmaOp::read(other, mr, &key, 0), 8)
+            .unwrap();
         wait(t, &|c| matches!(c, Completion::Read { ctx: 8 }));
         t.region(other, &mut |b| {
             assert!(

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use ovbench_conformance::{run_check, send_end_known_once, Endpoints};
 use ovbench_core::{
     Arrivals, Completion, CompletionTime, Ctx, LocalSlice, MrHandle, Posted, Rank, RegionId,
-    Registered, RemoteKey, Rma, Transport, TransportError, TransportInfo,
+    Registered, RmaOp, Transport, TransportError, TransportInfo,
 };
 use ovbench_tcp::{TcpOptions, TcpTransport};
 
@@ -93,18 +93,8 @@ impl Transport for Faulty {
             _ => p,
         })
     }
-    fn post_rma(
-        &mut self,
-        peer: Rank,
-        op: Rma,
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &RemoteKey,
-        remote_offset: u64,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        self.t
-            .post_rma(peer, op, local, mr, remote, remote_offset, ctx)
+    fn post_rma(&mut self, peer: Rank, rma: RmaOp<'_>, ctx: Ctx) -> Result<(), TransportError> {
+        self.t.post_rma(peer, rma, ctx)
     }
     fn poll(
         &mut self,

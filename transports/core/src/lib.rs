@@ -64,8 +64,8 @@ pub use key::{RemoteKey, RemoteKeyError, MAX_KEY_BLOB};
 pub use library::LibraryCalls;
 pub use transport::{
     trecv_wait_polling, Arrivals, Completion, CompletionTime, Ctx, Idle, LocalSlice, MrHandle,
-    Placement, Posted, Rank, RegionId, Registered, Rma, Tag, Tagged, Transport, TransportInfo,
-    Waited,
+    Placement, Posted, Rank, RegionId, Registered, Rma, RmaOp, Tag, Tagged, Transport,
+    TransportInfo, Waited,
 };
 pub use work::Work;
 pub use work_loop::WorkLoop;

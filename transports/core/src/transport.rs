@@ -153,6 +153,57 @@ impl Rma {
     }
 }
 
+/// A one-sided operation's operands ([`Transport::post_rma`]): [`Rma::Write`]
+/// `local` (inside registration `mr`) to `remote` at `remote_offset`, or
+/// [`Rma::Read`] `local.len` bytes from there into `local`.
+#[derive(Clone, Copy, Debug)]
+pub struct RmaOp<'a> {
+    /// Which way the bytes move.
+    pub op: Rma,
+    /// The local range, inside `mr`.
+    pub local: LocalSlice,
+    /// The local range's registration.
+    pub mr: MrHandle,
+    /// The target's registration, as its owner published it.
+    pub remote: &'a RemoteKey,
+    /// Where in `remote` the operation starts, in bytes.
+    pub remote_offset: u64,
+}
+
+impl<'a> RmaOp<'a> {
+    /// Write `local` to `remote` at `remote_offset`.
+    pub fn write(
+        local: LocalSlice,
+        mr: MrHandle,
+        remote: &'a RemoteKey,
+        remote_offset: u64,
+    ) -> Self {
+        RmaOp {
+            op: Rma::Write,
+            local,
+            mr,
+            remote,
+            remote_offset,
+        }
+    }
+
+    /// Read `local.len` bytes from `remote` at `remote_offset` into `local`.
+    pub fn read(
+        local: LocalSlice,
+        mr: MrHandle,
+        remote: &'a RemoteKey,
+        remote_offset: u64,
+    ) -> Self {
+        RmaOp {
+            op: Rma::Read,
+            local,
+            mr,
+            remote,
+            remote_offset,
+        }
+    }
+}
+
 /// How a send ([`Transport::post_send`], [`Tagged::tsend`]) left the call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Posted {
@@ -328,20 +379,9 @@ pub trait Transport: Send {
         payload: Option<LocalSlice>,
         ctx: Ctx,
     ) -> Result<Posted, TransportError>;
-    /// One-sided: [`Rma::Write`] `local` (inside registration `mr`) to
-    /// `remote` at `remote_offset`, or [`Rma::Read`] `local.len` bytes from
-    /// there into `local`. Completes through [`Self::poll`].
-    #[allow(clippy::too_many_arguments)]
-    fn post_rma(
-        &mut self,
-        peer: Rank,
-        op: Rma,
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &RemoteKey,
-        remote_offset: u64,
-        ctx: Ctx,
-    ) -> Result<(), TransportError>;
+    /// One-sided: the operation `rma` against `peer`'s memory. Completes
+    /// through [`Self::poll`].
+    fn post_rma(&mut self, peer: Rank, rma: RmaOp<'_>, ctx: Ctx) -> Result<(), TransportError>;
 
     /// Make progress and append finished work to `out`; never blocks.
     /// With `arrivals`, a two-sided message may be handed to it the moment

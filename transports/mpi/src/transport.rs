@@ -10,7 +10,7 @@ use std::sync::Arc;
 use ovbench_core::fabric::page_block::PageBlock;
 use ovbench_core::{
     Arrivals, Caps, Completion, CompletionStamps, Ctx, LocalSlice, MrHandle, OpKind, Posted,
-    Progress, Rank, RegionId, Registered, RemoteKey, Rma, RmaKind, RmaProgress, Tagged, Transport,
+    Progress, Rank, RegionId, Registered, Rma, RmaKind, RmaOp, RmaProgress, Tagged, Transport,
     TransportError, TransportInfo,
 };
 
@@ -399,19 +399,12 @@ impl Transport for MpiTransport {
         }
     }
 
-    fn post_rma(
-        &mut self,
-        peer: Rank,
-        op: Rma,
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &RemoteKey,
-        remote_offset: u64,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
+    fn post_rma(&mut self, peer: Rank, rma: RmaOp<'_>, ctx: Ctx) -> Result<(), TransportError> {
+        let (op, local) = (rma.op, rma.local);
         self.peer(peer, op.op())?;
-        self.mem.table.covering(mr, local)?;
-        let disp = target(remote, peer, remote_offset, local.len as u64, &self.revoked)
+        self.mem.table.covering(rma.mr, local)?;
+        let len = local.len as u64;
+        let disp = target(rma.remote, peer, rma.remote_offset, len, &self.revoked)
             .map_err(|detail| TransportError::BadKey { peer, detail })?;
         let Some(c) = self.own.as_mut() else {
             return Err(TransportError::Invalid(

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use ovbench_conformance::processes;
 use ovbench_core::{
-    Completion, LibraryCalls, LocalSlice, Rma, SendMode, Tagged, Transport, TransportError,
+    Completion, LibraryCalls, LocalSlice, RmaOp, SendMode, Tagged, Transport, TransportError,
 };
 use ovbench_mpi::{MpiJob, MpiOptions, MpiTransport, EAGER_BUF_SIZE};
 
@@ -200,7 +200,7 @@ fn rma_refusals(t: &mut MpiTransport) {
         let src = LocalSlice::new(region, 0, 16);
         // Out of range: past the key's end.
         let e = t
-            .post_rma(1, Rma::Write, src, reg.mr, &key, 8190, 1)
+            .post_rma(1, RmaOp::write(src, reg.mr, &key, 8190), 1)
             .unwrap_err();
         assert!(matches!(e, TransportError::BadKey { peer: 1, .. }), "{e}");
         // Garbled: one byte of the blob flipped.
@@ -208,16 +208,16 @@ fn rma_refusals(t: &mut MpiTransport) {
         let last = bad.blob.len() - 1;
         bad.blob[last] ^= 0x5a;
         let e = t
-            .post_rma(1, Rma::Write, src, reg.mr, &bad, 0, 2)
+            .post_rma(1, RmaOp::write(src, reg.mr, &bad, 0), 2)
             .unwrap_err();
         assert!(e.to_string().contains("rank 1"), "{e}");
         // Another rank's key (its own) used towards rank 1.
         let e = t
-            .post_rma(1, Rma::Write, src, reg.mr, &reg.key, 0, 3)
+            .post_rma(1, RmaOp::write(src, reg.mr, &reg.key, 0), 3)
             .unwrap_err();
         assert!(e.to_string().contains("another rank"), "{e}");
         // A deregistered key: the window no longer holds that memory.
-        let refused = match t.post_rma(1, Rma::Write, src, reg.mr, &dropped, 0, 4) {
+        let refused = match t.post_rma(1, RmaOp::write(src, reg.mr, &dropped, 0), 4) {
             Err(e) => {
                 assert!(e.to_string().contains("rank 1"), "{e}");
                 true

@@ -9,7 +9,7 @@ use std::time::Duration;
 use ovbench_core::fabric::{peers, wire_tag};
 use ovbench_core::{
     Arrivals, Caps, Completion, CompletionStamps, Ctx, LocalSlice, MrHandle, OpKind, Progress,
-    Rank, RemoteKey, Rma, RmaKind, RmaProgress, Tag, TransportError, TransportInfo,
+    Rank, Rma, RmaKind, RmaOp, RmaProgress, Tag, TransportError, TransportInfo,
 };
 use ovbench_ofi_sys as sys;
 
@@ -381,27 +381,25 @@ impl Endpoint {
 
     /// An RMA write or read of `local` (inside `mr`) against `remote` at
     /// `remote_offset`: one check of peer, range and key for both.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn post_rma(
         &mut self,
         peer: Rank,
-        rma: Rma,
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &RemoteKey,
-        remote_offset: u64,
+        rma: RmaOp<'_>,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        let kind = match rma {
-            Rma::Write => OpKind::Write,
-            Rma::Read => OpKind::Read,
-        };
+        let (kind, local) = (rma.op.op(), rma.local);
         let addr = self.addr(peer, kind)?;
-        let target = remote_target(peer, remote, remote_offset, local.len, self.mem.virt_addr)?;
-        let buf = self.mem.local_rma(mr, local)?;
+        let target = remote_target(
+            peer,
+            rma.remote,
+            rma.remote_offset,
+            local.len,
+            self.mem.virt_addr,
+        )?;
+        let buf = self.mem.local_rma(rma.mr, local)?;
         self.check_not_revoked(peer, target.sum, kind)?;
         let (raddr, key) = (target.addr, target.key);
-        if rma == Rma::Read {
+        if rma.op == Rma::Read {
             let op = self.op(Kind::Read, ctx, peer, Vec::new());
             let req = Req::Read {
                 dst: buf,

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use ovbench_core::fabric::progress_thread::ProgressThread;
 use ovbench_core::{
     Arrivals, Completion, Ctx, Idle, LocalSlice, MrHandle, Posted, Progress, Rank, RegionId,
-    Registered, RemoteKey, Rma, Tag, Tagged, Transport, TransportError, TransportInfo, Waited,
+    Registered, RmaOp, Tag, Tagged, Transport, TransportError, TransportInfo, Waited,
 };
 
 use crate::endpoint::Endpoint;
@@ -170,17 +170,8 @@ impl Transport for OfiTransport {
         })
     }
 
-    fn post_rma(
-        &mut self,
-        peer: Rank,
-        op: Rma,
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &RemoteKey,
-        remote_offset: u64,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        self.with_mut(|e| e.post_rma(peer, op, local, mr, remote, remote_offset, ctx))
+    fn post_rma(&mut self, peer: Rank, rma: RmaOp<'_>, ctx: Ctx) -> Result<(), TransportError> {
+        self.with_mut(|e| e.post_rma(peer, rma, ctx))
     }
 
     fn poll(

@@ -6,7 +6,7 @@
 //! watches the peer's pid).
 
 use ovbench_conformance::processes;
-use ovbench_core::Rma;
+use ovbench_core::RmaOp;
 use ovbench_core::Transport;
 use ovbench_ofi::{OfiOptions, OfiTransport};
 
@@ -36,7 +36,7 @@ fn main() {
             |r| transport(r, tls),
             // A read needs the peer to answer.
             |t, k| {
-                let _ = t.post_rma(1, Rma::Read, k.buf.sub(0, 64), k.mr, &k.key, 0, 9);
+                let _ = t.post_rma(1, RmaOp::read(k.buf.sub(0, 64), k.mr, &k.key, 0), 9);
             },
         );
         // The killed rank never closed its shm segment: removed here,

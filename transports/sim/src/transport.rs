@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use ovbench_core::{
     Arrivals, Caps, Completion, CompletionStamps, CompletionTime, Ctx, Idle, LocalSlice, MrHandle,
-    OpKind, Posted, Progress, Rank, RegionId, Registered, RemoteKey, Rma, RmaKind, RmaProgress,
+    OpKind, Posted, Progress, Rank, RegionId, Registered, Rma, RmaKind, RmaOp, RmaProgress,
     Transport, TransportError, TransportInfo, MAX_KEY_BLOB,
 };
 
@@ -118,16 +118,9 @@ impl SimTransport {
 
     /// Validate and copy the local side of a write/read, then post it.
     #[allow(clippy::too_many_arguments)]
-    fn rma_op(
-        &mut self,
-        peer: Rank,
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &RemoteKey,
-        remote_offset: u64,
-        ctx: Ctx,
-        write: bool,
-    ) -> Result<(), TransportError> {
+    fn rma_op(&mut self, peer: Rank, rma: RmaOp<'_>, ctx: Ctx) -> Result<(), TransportError> {
+        let (local, remote) = (rma.local, rma.remote);
+        let write = rma.op == Rma::Write;
         self.check_peer(peer)?;
         if remote.blob.len() > MAX_KEY_BLOB {
             return Err(TransportError::Invalid(format!(
@@ -139,7 +132,7 @@ impl SimTransport {
         let op = if write { OpKind::Write } else { OpKind::Read };
         Self::check_alive(&g, peer, op)?;
         let me = &g.w.ranks[self.rank as usize];
-        me.mem.check_local(mr, local)?;
+        me.mem.check_local(rma.mr, local)?;
         let kind = if write {
             Req::Write {
                 data: me.mem.slice(local)?.to_vec(),
@@ -153,7 +146,7 @@ impl SimTransport {
         let req = RmaReq {
             from: self.rank,
             key: remote.clone(),
-            offset: remote_offset,
+            offset: rma.remote_offset,
             ctx,
             op: 0,
             kind,
@@ -269,18 +262,8 @@ impl Transport for SimTransport {
         Ok(Posted::Queued)
     }
 
-    fn post_rma(
-        &mut self,
-        peer: Rank,
-        op: Rma,
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &RemoteKey,
-        remote_offset: u64,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        let write = op == Rma::Write;
-        self.rma_op(peer, local, mr, remote, remote_offset, ctx, write)
+    fn post_rma(&mut self, peer: Rank, rma: RmaOp<'_>, ctx: Ctx) -> Result<(), TransportError> {
+        self.rma_op(peer, rma, ctx)
     }
 
     /// Hands nothing over: a message's arrival is a virtual-time event

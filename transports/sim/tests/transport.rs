@@ -5,7 +5,7 @@
 mod common;
 
 use common::{ns, recv, recv_key, registered, send_key, wait_for};
-use ovbench_core::Rma;
+use ovbench_core::RmaOp;
 use ovbench_core::{Clock, Completion, LocalSlice, Transport, Work};
 use ovbench_sim::{run_raw, SimError, SimParams};
 
@@ -78,7 +78,7 @@ fn read_after_work(params: &SimParams, work_ns: u64) -> (u64, Vec<u8>) {
             (0, vec![])
         } else {
             let key = recv_key(t);
-            t.post_rma(1, Rma::Read, s, mr, &key, 0, 9).unwrap();
+            t.post_rma(1, RmaOp::read(s, mr, &key, 0), 9).unwrap();
             wait_for(t, |c| {
                 matches!(c, Completion::Read { ctx: 9 }).then_some(())
             })
@@ -140,7 +140,7 @@ fn write_completes_one_l_after_placement_and_fin_follows_data() {
             let key = recv_key(t);
             t.region(s, &mut |b| b.fill(0xab)).unwrap();
             let t0 = k.clock.ticks();
-            t.post_rma(1, Rma::Write, s, mr, &key, 0, 5).unwrap();
+            t.post_rma(1, RmaOp::write(s, mr, &key, 0), 5).unwrap();
             wait_for(t, |c| {
                 matches!(c, Completion::Write { ctx: 5 }).then_some(())
             })
@@ -170,7 +170,7 @@ fn bad_keys_and_ranges_are_rejected_naming_the_initiator() {
             forged.blob[12] ^= 0xff;
             let mut errors = vec![];
             for (k, off, ctx) in [(&key, 1, 1), (&forged, 0, 2)] {
-                t.post_rma(1, Rma::Write, s, mr, k, off, ctx).unwrap();
+                t.post_rma(1, RmaOp::write(s, mr, k, off), ctx).unwrap();
                 errors.push(wait_for(t, |c| match c {
                     Completion::Error {
                         ctx: Some(c),
@@ -183,7 +183,7 @@ fn bad_keys_and_ranges_are_rejected_naming_the_initiator() {
             }
             // A local slice outside its registration is refused at once.
             let bad = LocalSlice::new(s.region, 60, 8);
-            assert!(t.post_rma(1, Rma::Read, bad, mr, &key, 0, 3).is_err());
+            assert!(t.post_rma(1, RmaOp::read(bad, mr, &key, 0), 3).is_err());
             assert!(t.post_send(7, b"x", None, 0).is_err());
             t.post_send(1, b"done", None, 0).unwrap();
             errors

@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ovbench_core::{Completion, LocalSlice, Rma};
+use ovbench_core::{Completion, LocalSlice, RmaOp};
 
 mod common;
 
@@ -48,7 +48,7 @@ fn main() {
         let deadline = t + Duration::from_secs(60);
         while done < count {
             while posted < count && posted - done < WINDOW {
-                t0.post_rma(1, Rma::Write, ls, smr, &key, 0, posted as u64)
+                t0.post_rma(1, RmaOp::write(ls, smr, &key, 0), posted as u64)
                     .expect("write");
                 posted += 1;
             }

@@ -13,7 +13,7 @@ use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use ovbench_core::fabric::progress_thread::ProgressThread;
 use ovbench_core::{
     Arrivals, Caps, Completion, CompletionStamps, Ctx, Idle, LocalSlice, MrHandle, OpKind, Posted,
-    Progress, Rank, RegionId, Registered, RemoteKey, Rma, RmaKind, RmaProgress, Transport,
+    Progress, Rank, RegionId, Registered, RemoteKey, RmaKind, RmaOp, RmaProgress, Transport,
     TransportError, TransportInfo,
 };
 
@@ -179,17 +179,15 @@ impl TcpTransport {
     }
 
     /// Common checks and bookkeeping of write and read.
-    #[allow(clippy::too_many_arguments)]
-    fn rma_op(
-        &mut self,
-        op: OpKind,
-        peer: Rank,
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &RemoteKey,
-        remote_offset: u64,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
+    fn rma_op(&mut self, peer: Rank, rma: RmaOp<'_>, ctx: Ctx) -> Result<(), TransportError> {
+        let RmaOp {
+            op,
+            local,
+            mr,
+            remote,
+            remote_offset,
+        } = rma;
+        let op = op.op();
         let mut g = self.shared.lock();
         g.peer_for(peer, op, local.len)?;
         let bad = |detail: String| {
@@ -376,17 +374,8 @@ impl Transport for TcpTransport {
         Ok(Posted::Queued)
     }
 
-    fn post_rma(
-        &mut self,
-        peer: Rank,
-        op: Rma,
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &RemoteKey,
-        remote_offset: u64,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        self.rma_op(op.op(), peer, local, mr, remote, remote_offset, ctx)
+    fn post_rma(&mut self, peer: Rank, rma: RmaOp<'_>, ctx: Ctx) -> Result<(), TransportError> {
+        self.rma_op(peer, rma, ctx)
     }
 
     /// Hands nothing over: every message is queued as a

@@ -13,8 +13,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use ovbench_core::Rma;
-use ovbench_core::{Completion, LocalSlice, OpKind, Progress, Transport};
+use ovbench_core::{Completion, LocalSlice, OpKind, Progress, RmaOp, Transport};
 use ovbench_tcp::{TcpOptions, TcpTransport};
 
 mod util;
@@ -310,7 +309,7 @@ fn a_vanished_peer_fails_pending_work_quickly() {
             len: 64,
             blob: vec![0; 12],
         };
-        t0.post_rma(1, Rma::Read, ls, mr, &key, 0, 42).unwrap();
+        t0.post_rma(1, RmaOp::read(ls, mr, &key, 0), 42).unwrap();
         let t = Instant::now();
         drop(s); // like kill -9: no goodbye
         let end = t + Duration::from_secs(5);

@@ -1,8 +1,7 @@
 //! Operations addressed to the own rank complete without a socket and
 //! pass the same key checks as a peer's.
 
-use ovbench_core::Rma;
-use ovbench_core::{Completion, LocalSlice, OpKind, Transport};
+use ovbench_core::{Completion, LocalSlice, OpKind, RmaOp, Transport};
 use ovbench_tcp::{TcpOptions, TcpTransport};
 
 fn single() -> TcpTransport {
@@ -47,10 +46,14 @@ fn write_and_read_on_own_memory_check_the_key() {
     let mr = mr_reg.mr;
     let key = mr_reg.key.clone();
     // Write bytes 0..16 over 100..116, then read 100..116 into 200..216.
-    t.post_rma(0, Rma::Write, LocalSlice::new(r, 0, 16), mr, &key, 100, 1)
+    t.post_rma(0, RmaOp::write(LocalSlice::new(r, 0, 16), mr, &key, 100), 1)
         .unwrap();
-    t.post_rma(0, Rma::Read, LocalSlice::new(r, 200, 16), mr, &key, 100, 2)
-        .unwrap();
+    t.post_rma(
+        0,
+        RmaOp::read(LocalSlice::new(r, 200, 16), mr, &key, 100),
+        2,
+    )
+    .unwrap();
     let out = drain(&mut t);
     assert!(
         matches!(
@@ -68,8 +71,12 @@ fn write_and_read_on_own_memory_check_the_key() {
 
     let mut forged = key.clone();
     forged.blob[5] ^= 0x10;
-    t.post_rma(0, Rma::Write, LocalSlice::new(r, 0, 16), mr, &forged, 0, 3)
-        .unwrap();
+    t.post_rma(
+        0,
+        RmaOp::write(LocalSlice::new(r, 0, 16), mr, &forged, 0),
+        3,
+    )
+    .unwrap();
     let out = drain(&mut t);
     assert!(
         matches!(&out[..], [Completion::Error { ctx: Some(3), peer: 0, op: OpKind::Write, status }] if status.contains("check word")),

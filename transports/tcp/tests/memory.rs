@@ -3,8 +3,7 @@
 use std::time::{Duration, Instant};
 
 use ovbench_conformance::{connect_all, Endpoints};
-use ovbench_core::Rma;
-use ovbench_core::{Completion, LocalSlice, Transport};
+use ovbench_core::{Completion, LocalSlice, RmaOp, Transport};
 use ovbench_tcp::{TcpOptions, TcpTransport};
 
 #[test]
@@ -23,7 +22,7 @@ fn free_waits_for_operations_in_flight() {
     let lmr_reg = ts[0].register(ls).unwrap();
     let lmr = lmr_reg.mr;
     // Rank 1 does not poll yet, so the read stays in flight.
-    ts[0].post_rma(1, Rma::Read, ls, lmr, &key, 0, 1).unwrap();
+    ts[0].post_rma(1, RmaOp::read(ls, lmr, &key, 0), 1).unwrap();
     ts[0].deregister(lmr).unwrap();
     let e = ts[0].free(local).unwrap_err().to_string();
     assert!(e.contains("in flight") && e.contains("rank 1"), "{e}");

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use ovbench_core::Rma;
+use ovbench_core::RmaOp;
 use ovbench_core::{Completion, LocalSlice, Progress};
 
 mod util;
@@ -71,7 +71,7 @@ fn read_during_compute(progress: Progress) -> Timeline {
         // Let the target be well inside its computation.
         std::thread::sleep(Duration::from_millis(50));
         initiator
-            .post_rma(1, Rma::Read, ls, lmr, &key, 0, 9)
+            .post_rma(1, RmaOp::read(ls, lmr, &key, 0), 9)
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut out = Vec::new();

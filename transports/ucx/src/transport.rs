@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use ovbench_core::{
     Arrivals, Caps, Completion, CompletionStamps, Ctx, Idle, LocalSlice, MrHandle, OpKind,
-    Progress, Rank, RegionId, Registered, RemoteKey, Rma, Tagged, Transport, TransportError,
+    Progress, Rank, RegionId, Registered, Rma, RmaOp, Tagged, Transport, TransportError,
     TransportInfo,
 };
 use ovbench_ucx_sys as sys;
@@ -285,12 +285,9 @@ impl UcxTransport {
     fn rma_prep(
         &mut self,
         peer: Rank,
-        op: OpKind,
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &RemoteKey,
-        remote_offset: u64,
+        rma: &RmaOp<'_>,
     ) -> Result<(usize, RmaBuf, u64, u64), TransportError> {
+        let (op, local, remote) = (rma.op.op(), rma.local, rma.remote);
         let i = self.ep(peer, op)?;
         let sealed = seal::SEAL
             .unseal(remote)
@@ -299,12 +296,12 @@ impl UcxTransport {
                 detail: format!("{op}: {detail}"),
             })?;
         remote
-            .check_range(remote_offset, local.len as u64)
+            .check_range(rma.remote_offset, local.len as u64)
             .map_err(|detail| TransportError::BadKey {
                 peer,
                 detail: format!("{op}: {detail}"),
             })?;
-        let buf = self.mem.local_rma(mr, local)?;
+        let buf = self.mem.local_rma(rma.mr, local)?;
         // Let revocations that have arrived be seen before the key is used.
         self.worker.progress();
         let (revoked, in_flight) = {
@@ -319,7 +316,7 @@ impl UcxTransport {
             });
         }
         self.mem.rkey(&self.eps[i], peer, &sealed, in_flight)?;
-        Ok((i, buf, sealed.sum, remote.addr + remote_offset))
+        Ok((i, buf, sealed.sum, remote.addr + rma.remote_offset))
     }
 
     /// Which UCX transports serve RMA to the first peer (after connect).
@@ -467,19 +464,9 @@ impl Transport for UcxTransport {
         })
     }
 
-    fn post_rma(
-        &mut self,
-        peer: Rank,
-        op: Rma,
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &RemoteKey,
-        remote_offset: u64,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        let (i, buf, sum, raddr) =
-            self.rma_prep(peer, op.op(), local, mr, remote, remote_offset)?;
-        match op {
+    fn post_rma(&mut self, peer: Rank, rma: RmaOp<'_>, ctx: Ctx) -> Result<(), TransportError> {
+        let (i, buf, sum, raddr) = self.rma_prep(peer, &rma)?;
+        match rma.op {
             Rma::Write => {
                 let rkey = self
                     .mem

@@ -14,7 +14,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ovbench_core::Rma;
+use ovbench_core::RmaOp;
 use ovbench_core::{clock::best_clock, Completion, LocalSlice, MrHandle, RemoteKey, Transport};
 use ovbench_verbs::{VerbsOptions, VerbsTransport};
 
@@ -141,13 +141,13 @@ fn run(job: Job) {
                 if rank == 0 {
                     *stamp = clock.ticks();
                     s.set_last_byte(v);
-                    s.t.post_rma(peer, Rma::Write, s.buf, s.mr, &s.peer_key, 0, i as u64)
+                    s.t.post_rma(peer, RmaOp::write(s.buf, s.mr, &s.peer_key, 0), i as u64)
                         .expect("write");
                     s.wait_last_byte(v);
                 } else {
                     s.wait_last_byte(v);
                     s.set_last_byte(v);
-                    s.t.post_rma(peer, Rma::Write, s.buf, s.mr, &s.peer_key, 0, i as u64)
+                    s.t.post_rma(peer, RmaOp::write(s.buf, s.mr, &s.peer_key, 0), i as u64)
                         .expect("write");
                 }
             }
@@ -174,7 +174,7 @@ fn run(job: Job) {
             if rank == 0 {
                 for (i, stamp) in stamps.iter_mut().enumerate().take(total) {
                     *stamp = clock.ticks();
-                    s.t.post_rma(peer, Rma::Read, s.buf, s.mr, &s.peer_key, 0, i as u64)
+                    s.t.post_rma(peer, RmaOp::read(s.buf, s.mr, &s.peer_key, 0), i as u64)
                         .expect("read");
                     s.wait_for(&|c| matches!(c, Completion::Read { .. }));
                 }
@@ -191,8 +191,12 @@ fn run(job: Job) {
                         if posted == warmup {
                             stamps[0] = clock.ticks();
                         }
-                        s.t.post_rma(peer, Rma::Write, s.buf, s.mr, &s.peer_key, 0, posted as u64)
-                            .expect("write");
+                        s.t.post_rma(
+                            peer,
+                            RmaOp::write(s.buf, s.mr, &s.peer_key, 0),
+                            posted as u64,
+                        )
+                        .expect("write");
                         posted += 1;
                     }
                     s.poll();

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use ovbench_core::{
     Arrivals, Caps, Completion, CompletionStamps, CompletionTime, Ctx, Idle, LocalSlice, MrHandle,
-    OpKind, Posted, Progress, Rank, RegionId, Registered, RemoteKey, Rma, RmaKind, RmaProgress,
-    Transport, TransportError, TransportInfo,
+    OpKind, Posted, Progress, Rank, RegionId, Registered, RmaKind, RmaOp, RmaProgress, Transport,
+    TransportError, TransportInfo,
 };
 
 use crate::cm::CmEndpoint;
@@ -248,18 +248,9 @@ impl VerbsTransport {
         Ok(peer as usize)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn rma(
-        &mut self,
-        op: OpKind,
-        peer: Rank,
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &RemoteKey,
-        remote_offset: u64,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        let (addr, lkey) = self.mem.rma_local(mr, local)?;
+    fn rma(&mut self, peer: Rank, rma: RmaOp<'_>, ctx: Ctx) -> Result<(), TransportError> {
+        let (op, local, remote) = (rma.op.op(), rma.local, rma.remote);
+        let (addr, lkey) = self.mem.rma_local(rma.mr, local)?;
         let bad = |detail: String| TransportError::BadKey { peer, detail };
         let rkey: [u8; 4] = remote.blob.as_slice().try_into().map_err(|_| {
             bad(format!(
@@ -268,12 +259,12 @@ impl VerbsTransport {
             ))
         })?;
         remote
-            .check_range(remote_offset, local.len as u64)
+            .check_range(rma.remote_offset, local.len as u64)
             .map_err(bad)?;
         let len = u32::try_from(local.len).map_err(|_| {
             TransportError::Invalid(format!("{op} of {} bytes exceeds 4 GiB", local.len))
         })?;
-        let remote_addr = remote.addr + remote_offset;
+        let remote_addr = remote.addr + rma.remote_offset;
         let rkey = u32::from_le_bytes(rkey);
         let sop = match op {
             OpKind::Read => SendOp::Read { remote_addr, rkey },
@@ -453,17 +444,8 @@ impl Transport for VerbsTransport {
         Ok(Posted::Queued)
     }
 
-    fn post_rma(
-        &mut self,
-        peer: Rank,
-        op: Rma,
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &RemoteKey,
-        remote_offset: u64,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        self.rma(op.op(), peer, local, mr, remote, remote_offset, ctx)
+    fn post_rma(&mut self, peer: Rank, rma: RmaOp<'_>, ctx: Ctx) -> Result<(), TransportError> {
+        self.rma(peer, rma, ctx)
     }
 
     /// Hands nothing over: receive buffers are reposted to the QP as

@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use ovbench_conformance::connect_all;
-use ovbench_core::Rma;
+use ovbench_core::RmaOp;
 use ovbench_core::{Completion, CompletionStamps, LocalSlice, OpKind, Transport};
 use ovbench_verbs::{DeviceList, VerbsOptions, VerbsTransport};
 
@@ -143,7 +143,11 @@ fn bad_rkey_is_an_error_completion() {
     let smr_reg = ts[0].register(LocalSlice::new(src, 0, 4096)).unwrap();
     let smr = smr_reg.mr;
     ts[0]
-        .post_rma(1, Rma::Write, LocalSlice::new(src, 0, 64), smr, &key, 0, 99)
+        .post_rma(
+            1,
+            RmaOp::write(LocalSlice::new(src, 0, 64), smr, &key, 0),
+            99,
+        )
         .unwrap();
     let end = Instant::now() + Duration::from_secs(30);
     let mut v = Vec::new();
@@ -206,7 +210,7 @@ fn write_then_read_back_64k() {
         })
         .unwrap();
     ts[0]
-        .post_rma(1, Rma::Write, LocalSlice::new(src, 0, L), smr, &key, 0, 1)
+        .post_rma(1, RmaOp::write(LocalSlice::new(src, 0, L), smr, &key, 0), 1)
         .unwrap();
     let mut inbox = vec![Vec::new(), Vec::new()];
     pump_until(&mut ts, &mut inbox, "the write", &mut |ib| {
@@ -222,7 +226,7 @@ fn write_then_read_back_64k() {
         .unwrap();
     assert!(same, "the write's data was not at the target on completion");
     ts[0]
-        .post_rma(1, Rma::Read, LocalSlice::new(src, L, L), smr, &key, 0, 2)
+        .post_rma(1, RmaOp::read(LocalSlice::new(src, L, L), smr, &key, 0), 2)
         .unwrap();
     pump_until(&mut ts, &mut inbox, "the read", &mut |ib| {
         ib[0]

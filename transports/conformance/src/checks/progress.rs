@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::net::{ctx_of, patterned, Net};
 use crate::{Endpoints, PEER_LOSS_DEADLINE, WAIT_DEADLINE};
-use ovbench_core::{Completion, Idle, Posted, Rank, Rma};
+use ovbench_core::{Completion, Idle, Posted, Rank, RmaOp};
 
 /// A thousand sends, writes and reads posted back to back all
 /// complete, once each, with their contexts; data and order intact.
@@ -32,22 +32,14 @@ pub fn many_outstanding(ts: &mut Endpoints) -> Result<(), String> {
         net.ts[0]
             .post_rma(
                 d as Rank,
-                Rma::Write,
-                src.sub(i * W, W),
-                smr,
-                &key,
-                (i * W) as u64,
+                RmaOp::write(src.sub(i * W, W), smr, &key, (i * W) as u64),
                 i as u64,
             )
             .map_err(|e| format!("rank 0: write {i} of {N} to rank {d}: {e}"))?;
         net.ts[0]
             .post_rma(
                 d as Rank,
-                Rma::Read,
-                rdst.sub(i * W, W),
-                rmr,
-                &rkey,
-                (i * W) as u64,
+                RmaOp::read(rdst.sub(i * W, W), rmr, &rkey, (i * W) as u64),
                 READ + i as u64,
             )
             .map_err(|e| format!("rank 0: read {i} of {N} from rank {d}: {e}"))?;
@@ -152,7 +144,7 @@ pub fn peer_dropped_reported(ts: &mut Endpoints) -> Result<(), String> {
     drop(net.ts.pop());
     net.inbox.pop();
     let t0 = Instant::now();
-    let posted = net.ts[0].post_rma(dead as Rank, Rma::Read, local, lmr, &key, 0, 77);
+    let posted = net.ts[0].post_rma(dead as Rank, RmaOp::read(local, lmr, &key, 0), 77);
     let ok = match posted {
         Err(e) if e.to_string().contains(&format!("rank {dead}")) => true,
         Err(e) => {

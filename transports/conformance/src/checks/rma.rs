@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::net::{expect_refused, first_diff, patterned, Net};
 use crate::Endpoints;
-use ovbench_core::{Completion, Ctx, LocalSlice, OpKind, Rank, RemoteKey, Rma};
+use ovbench_core::{Completion, Ctx, LocalSlice, OpKind, Rank, RemoteKey, RmaOp};
 
 /// A write's completion means the data is visible at the target: read it
 /// there right after, without polling the target again.
@@ -26,11 +26,7 @@ pub fn write_visible_on_completion(ts: &mut Endpoints) -> Result<(), String> {
         net.ts[0]
             .post_rma(
                 d as Rank,
-                Rma::Write,
-                src.sub(0, n),
-                smr,
-                &key,
-                off as u64,
+                RmaOp::write(src.sub(0, n), smr, &key, off as u64),
                 1000 + i as Ctx,
             )
             .map_err(|e| format!("rank 0: write of {n} bytes to rank {d}: {e}"))?;
@@ -87,11 +83,7 @@ pub fn read_returns_target_bytes(ts: &mut Endpoints) -> Result<(), String> {
         net.ts[0]
             .post_rma(
                 d as Rank,
-                Rma::Read,
-                local.sub(1, n),
-                lmr,
-                &key,
-                off as u64,
+                RmaOp::read(local.sub(1, n), lmr, &key, off as u64),
                 2000 + i as Ctx,
             )
             .map_err(|e| format!("rank 0: read of {n} bytes from rank {d}: {e}"))?;
@@ -125,7 +117,8 @@ fn refusals(
     let (smr, _) = net.register(0, src)?;
     for (i, (label, key, off, n)) in cases.iter().enumerate() {
         let ctx = 3000 + 2 * i as Ctx;
-        let posted = net.ts[0].post_rma(d as Rank, Rma::Write, src.sub(0, *n), smr, key, *off, ctx);
+        let posted =
+            net.ts[0].post_rma(d as Rank, RmaOp::write(src.sub(0, *n), smr, key, *off), ctx);
         expect_refused(
             net,
             0,
@@ -137,11 +130,7 @@ fn refusals(
         )?;
         let posted = net.ts[0].post_rma(
             d as Rank,
-            Rma::Read,
-            src.sub(0, *n),
-            smr,
-            key,
-            *off,
+            RmaOp::read(src.sub(0, *n), smr, key, *off),
             ctx + 1,
         );
         expect_refused(
@@ -287,7 +276,7 @@ pub fn key_through_the_wire(ts: &mut Endpoints) -> Result<(), String> {
     let local = net.alloc(0, 8192, 0)?;
     let (lmr, _) = net.register(0, local)?;
     net.ts[0]
-        .post_rma(d as Rank, Rma::Read, local, lmr, &got, 0, 5)
+        .post_rma(d as Rank, RmaOp::read(local, lmr, &got, 0), 5)
         .map_err(|e| format!("rank 0: read through the received key: {e}"))?;
     net.wait_ctx(0, "the read through the received key", 5)?;
     if net.bytes(0, local)? != patterned(8192, 11) {

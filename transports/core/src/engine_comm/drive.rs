@@ -9,7 +9,7 @@ use super::engine::EngineState;
 use super::shared::Shared;
 use crate::{
     Arrivals, Completion, CompletionTime, Idle, LocalSlice, MrHandle, OpKind, Placement, Posted,
-    Rank, RegionId, Registered, RemoteKey, Rma, Status, TransportError,
+    Rank, RegionId, Registered, RemoteKey, Rma, RmaOp, Status, TransportError,
 };
 
 use super::shared::{CHECK_EVERY, SPIN_BEFORE_BLOCK};
@@ -59,15 +59,15 @@ pub(crate) fn proto_err(e: ProtoError) -> TransportError {
 /// `post_rma` of the engine's one-sided operation `a`.
 #[inline]
 fn post_one_sided(s: &mut Shared, op: Rma, a: OneSided) -> Result<(), TransportError> {
-    s.t.post_rma(
-        a.peer,
+    let remote = rkey(a.key);
+    let rma = RmaOp {
         op,
-        ls(a.local),
-        MrHandle(a.mr.0),
-        &rkey(a.key),
-        a.remote_offset,
-        a.ctx,
-    )
+        local: ls(a.local),
+        mr: MrHandle(a.mr.0),
+        remote: &remote,
+        remote_offset: a.remote_offset,
+    };
+    s.t.post_rma(a.peer, rma, a.ctx)
 }
 
 impl EngineState {

@@ -15,8 +15,8 @@ use ovbench_core::clock::MonotonicClock;
 use ovbench_core::{
     trecv_wait_polling, Arrivals, Caps, Clock, Comm, Completion, CompletionStamps, Ctx,
     EngineConfig, Idle, LocalSlice, MrHandle, OpKind, Posted, Progress, Rank, RegionId, Registered,
-    RemoteKey, Rma, RmaKind, RmaProgress, Tagged, Transport, TransportError, TransportInfo, Waited,
-    Work, WorkLoop,
+    RemoteKey, Rma, RmaKind, RmaOp, RmaProgress, Tagged, Transport, TransportError, TransportInfo,
+    Waited, Work, WorkLoop,
 };
 
 pub const EAGER_BUF: usize = 4096;
@@ -213,17 +213,9 @@ impl Transport for MemTransport {
         self.done.push_back(Completion::Send { ctx });
         Ok(Posted::Queued)
     }
-    fn post_rma(
-        &mut self,
-        peer: Rank,
-        op: Rma,
-        local: LocalSlice,
-        _mr: MrHandle,
-        remote: &RemoteKey,
-        off: u64,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        match op {
+    fn post_rma(&mut self, peer: Rank, rma: RmaOp<'_>, ctx: Ctx) -> Result<(), TransportError> {
+        let (local, remote, off) = (rma.local, rma.remote, rma.remote_offset);
+        match rma.op {
             Rma::Write => {
                 let data = {
                     let st = self.me();
