@@ -266,7 +266,7 @@ fn commtest_tests_its_iterations() {
     let base = [
         "commtest",
         "--total",
-        "4K",
+        "2K",
         "--min-packet",
         "1K",
         "--iters",
@@ -275,7 +275,7 @@ fn commtest_tests_its_iterations() {
     let few = [
         "commtest",
         "--total",
-        "4K",
+        "2K",
         "--min-packet",
         "1K",
         "--iters",
@@ -291,7 +291,7 @@ fn commtest_tests_its_iterations() {
     for e in [
         "basic swap (0,0) simple x1",
         "basic swap (1,10) sync. send x1",
-        "basic swap (0,0) simple x4",
+        "basic swap (0,0) simple x2",
     ] {
         assert_tested(&t, e, "n/a (n=12 vs 5)");
     }
