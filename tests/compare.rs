@@ -2,6 +2,9 @@
 //! model, a run with too few samples, a repeat of the baseline) snapshot-tested; `--fail-if-slower`
 //! as a gate; `-o` draws the figure; the refusals (different commands, no
 //! common sizes, an older schema, one file) each one line and exit 2.
+//! For logp, bcast, overlap and commtest, the samples their JSON keeps:
+//! a model that differs gives a significant verdict, a repeat of the
+//! baseline does not, a run with fewer than 10 samples gives `n/a (n=…)`.
 //!
 //! Under sim every number is repeatable; only the scratch directory in
 //! the legend is replaced by `<dir>`. Update, after reviewing the diff:
@@ -78,11 +81,11 @@ fn refusals_say_what_is_wrong_in_one_line() {
     let ovh = sim(&d, "ovh", &["overhead"]);
     let old = d.join("old.json");
     let text = std::fs::read_to_string(&lat).unwrap();
-    std::fs::write(&old, text.replace("\"ovbench/4\"", "\"ovbench/3\"")).unwrap();
+    std::fs::write(&old, text.replace("\"ovbench/5\"", "\"ovbench/4\"")).unwrap();
     for (args, says) in [
         (vec![s(&lat), s(&ovh)], "give files of one command"),
         (vec![s(&lat), s(&big)], "no message size in common"),
-        (vec![s(&lat), s(&old)], "schema ovbench/3"),
+        (vec![s(&lat), s(&old)], "schema ovbench/4"),
         (vec![s(&lat), s(&lat), "-o", "x.pdf"], ".svg or .png"),
     ] {
         let mut a = vec!["compare"];
@@ -96,4 +99,200 @@ fn refusals_say_what_is_wrong_in_one_line() {
     let r = ovbench(&["compare", s(&lat)], LIMIT);
     assert_eq!(r.code, Some(2), "{}", r.stderr);
     assert!(r.stderr.contains("holds one run"), "{}", r.stderr);
+}
+
+/// The table's cells of the row whose key starts with `key`: the key,
+/// then per run its figure and, after A, its ratio and verdict (cells
+/// are separated by two spaces or more, a cell holds single ones).
+fn cells<'a>(table: &'a str, key: &str) -> Vec<&'a str> {
+    let line = table
+        .lines()
+        .find(|l| !l.starts_with('#') && l.trim_start().starts_with(key))
+        .unwrap_or_else(|| panic!("no row `{key}` in\n{table}"));
+    line.trim()
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
+/// Sim runs of `cmd`: A with `base` under `--sim model`, B the same
+/// under `--sim differ`, C a repeat of A, D with `few` (fewer than 10
+/// samples); their comparison's table.
+fn four_runs(name: &str, base: &[&str], model: &str, differ: &str, few: &[&str]) -> String {
+    fn with<'a>(args: &[&'a str], model: &'a str) -> Vec<&'a str> {
+        let mut a = args.to_vec();
+        a.extend(["--sim", model]);
+        a
+    }
+    let d = Scratch::new(&format!("compare-{name}"));
+    let a = sim(&d, "a", &with(base, model));
+    let b = sim(&d, "b", &with(base, differ));
+    let c = sim(&d, "c", &with(base, model));
+    let f = sim(&d, "d", &with(few, model));
+    let r = ovbench(&["compare", s(&a), s(&b), s(&c), s(&f)], LIMIT).expect_ok();
+    r.stdout
+}
+
+/// Row `key`'s verdicts of B, C and D against A.
+fn verdicts<'a>(table: &'a str, key: &str) -> [&'a str; 3] {
+    let c = cells(table, key);
+    assert!(c.len() >= 11, "row `{key}` has {} cells: {c:?}", c.len());
+    let n = c.len();
+    [c[n - 7], c[n - 4], c[n - 1]]
+}
+
+/// B significantly different, C the same as A, D n/a with both counts.
+fn assert_tested(table: &str, key: &str, few: &str) {
+    let [b, c, d] = verdicts(table, key);
+    assert!(
+        b.starts_with("slower (p") || b.starts_with("faster (p"),
+        "{key}: B differs, verdict `{b}`:\n{table}"
+    );
+    assert!(
+        c.starts_with("same (p"),
+        "{key}: C repeats A, verdict `{c}`:\n{table}"
+    );
+    assert_eq!(d, few, "{key}:\n{table}");
+}
+
+#[test]
+fn logp_tests_its_repetitions() {
+    // os is the send call: 400 ns against 300 ns. RTT jitters, so the
+    // os/RTT rounds run to the cap (--max-its 20 × 4 = 80 up to 1 KiB);
+    // or's rounds stop at 3 (its figure is steady under the model).
+    let base = [
+        "logp",
+        "--max-size",
+        "64",
+        "--eps",
+        "0.0001",
+        "--max-its",
+        "20",
+    ];
+    let few = [
+        "logp",
+        "--max-size",
+        "64",
+        "--eps",
+        "0.0001",
+        "--max-its",
+        "2",
+    ];
+    let t = four_runs(
+        "logp",
+        &base,
+        "jitter=20ns,seed=3",
+        "os=400ns,jitter=20ns,seed=3",
+        &few,
+    );
+    for size in ["0", "8", "64"] {
+        assert_tested(&t, &format!("{size} os"), "n/a (n=80 vs 8)");
+        assert_eq!(verdicts(&t, &format!("{size} or"))[1], "n/a (n=3 vs 3)");
+    }
+    // g from RTT's repetitions; g(0) is one saturation test.
+    assert!(verdicts(&t, "64 g")[1].starts_with("same (p"), "{t}");
+    assert_eq!(verdicts(&t, "0 g")[0], "n/a (n=1 vs 1)");
+}
+
+#[test]
+fn bcast_tests_its_measurements() {
+    let base = [
+        "bcast",
+        "--np",
+        "4",
+        "--method",
+        "all",
+        "--reps",
+        "5",
+        "--min-measurements",
+        "10",
+        "--max-measurements",
+        "12",
+    ];
+    let few = [
+        "bcast",
+        "--np",
+        "4",
+        "--method",
+        "all",
+        "--reps",
+        "5",
+        "--min-measurements",
+        "3",
+        "--max-measurements",
+        "3",
+    ];
+    let t = four_runs(
+        "bcast",
+        &base,
+        "jitter=20ns,seed=3",
+        "L=1.5us,jitter=20ns,seed=3",
+        &few,
+    );
+    for m in [
+        "ack",
+        "barrier-dissemination",
+        "rounds-forward",
+        "rounds-backward",
+    ] {
+        assert_tested(&t, &format!("{m} np=4"), "n/a (n=10 vs 3)");
+    }
+    // max OL_i is derived from RTL_i and E_i: nothing of its own to test.
+    assert_eq!(verdicts(&t, "max-oli np=4")[0], "n/a (derived figure)");
+}
+
+#[test]
+fn overlap_tests_the_waits_of_each_step() {
+    // o_r 400 ns against 300 ns: the receiver's wait per transfer.
+    let base = ["overlap", "--sizes", "1K", "--iters", "20", "--steps", "1"];
+    let few = ["overlap", "--sizes", "1K", "--iters", "5", "--steps", "1"];
+    let t = four_runs(
+        "overlap",
+        &base,
+        "jitter=20ns,seed=3",
+        "or=400ns,jitter=20ns,seed=3",
+        &few,
+    );
+    assert_tested(&t, "isend-irecv 1K step 1 receiver", "n/a (n=20 vs 5)");
+    assert_eq!(
+        verdicts(&t, "isend-irecv 1K step 0 sender")[2],
+        "n/a (n=20 vs 5)"
+    );
+}
+
+#[test]
+fn commtest_tests_its_iterations() {
+    let base = [
+        "commtest",
+        "--total",
+        "2K",
+        "--min-packet",
+        "1K",
+        "--iters",
+        "12",
+    ];
+    let few = [
+        "commtest",
+        "--total",
+        "2K",
+        "--min-packet",
+        "1K",
+        "--iters",
+        "5",
+    ];
+    let t = four_runs(
+        "commtest",
+        &base,
+        "jitter=20ns,seed=3",
+        "L=1.5us,jitter=20ns,seed=3",
+        &few,
+    );
+    for e in [
+        "basic swap (0,0) simple x1",
+        "basic swap (1,10) sync. send x1",
+        "basic swap (0,0) simple x2",
+    ] {
+        assert_tested(&t, e, "n/a (n=12 vs 5)");
+    }
 }

@@ -192,6 +192,13 @@ fn schema_refuses_real_mistakes() {
     refused(&v, &overhead, "an invalid row without its reason", |d| {
         d["tables"][0]["rows"][0]["valid"] = json!(false)
     });
+    let logp = sim_commands::run("logp").json;
+    refused(&v, &logp, "a histogram that is not base64 text", |d| {
+        d["tables"][0]["rows"][1]["os_histogram"] = json!("not base64!")
+    });
+    refused(&v, &logp, "a histogram as a list of numbers", |d| {
+        d["tables"][0]["rows"][1]["g_histogram"] = json!([500.0, 501.0])
+    });
     refused(&v, &overhead, "`valid` as a string", |d| {
         d["tables"][0]["rows"][0]["valid"] = json!("ok")
     });
@@ -205,4 +212,64 @@ fn schema_refuses_real_mistakes() {
         json!({"mean": 1.0, "level": 0.95, "lower": 0.5, "upper": 2.0});
     let errs = errors(&v, &fine);
     assert!(errs.is_empty(), "{errs:?}");
+}
+
+/// The histogram at `row[key]`, decoded: its sample count.
+fn count(row: &Value, key: &str) -> u64 {
+    let text = row[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("no `{key}` histogram in {row}"));
+    let h = ovbench::stats::hist::decode(text).unwrap_or_else(|e| panic!("`{key}`: {e}"));
+    ovbench::stats::hist::count(&h)
+}
+
+/// Every row of the tables of `doc` whose title starts with `title`.
+fn rows<'a>(doc: &'a Value, title: &str) -> Vec<&'a Value> {
+    let out: Vec<&Value> = doc["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["title"].as_str().unwrap().starts_with(title))
+        .flat_map(|t| t["rows"].as_array().unwrap())
+        .collect();
+    assert!(!out.is_empty(), "no table `{title}…` in {doc}");
+    out
+}
+
+#[test]
+fn rows_keep_the_samples_compare_tests() {
+    // Each histogram holds as many samples as its row says were taken.
+    let logp = sim_commands::run("logp").json;
+    for r in rows(&logp, "LogP parameters") {
+        assert_eq!(count(r, "os_histogram"), r["os_samples"].as_u64().unwrap());
+        assert_eq!(count(r, "or_histogram"), r["or_samples"].as_u64().unwrap());
+        if r["size"] == 0 {
+            // g(0) is one saturation test, no repetitions.
+            assert!(r["g_histogram"].is_null(), "{r}");
+        } else {
+            // g's are RTT's repetitions, taken in the rounds with os.
+            assert_eq!(count(r, "g_histogram"), r["os_samples"].as_u64().unwrap());
+        }
+    }
+    let bcast = sim_commands::run("bcast").json;
+    let methods = rows(&bcast, "binomial broadcast");
+    for r in methods.iter().filter(|r| r["method"] != "max-oli") {
+        let n = r["measurements"].as_u64().unwrap();
+        assert_eq!(count(r, "histogram"), n, "{r}");
+    }
+    assert!(methods.len() > 1, "--method all gives every method's row");
+    let overlap = sim_commands::run("overlap").json;
+    for r in rows(&overlap, "overlap, protocol") {
+        let n = r["samples"].as_u64().unwrap();
+        assert_eq!(count(r, "sender_wait_histogram"), n, "{r}");
+        assert_eq!(count(r, "receiver_wait_histogram"), n, "{r}");
+    }
+    let commtest = sim_commands::run("commtest").json;
+    for r in rows(&commtest, "commtest") {
+        if r["time_ns"].is_null() {
+            assert!(r["histogram"].is_null(), "{r}");
+        } else {
+            assert_eq!(count(r, "histogram"), r["samples"].as_u64().unwrap(), "{r}");
+        }
+    }
 }

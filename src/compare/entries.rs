@@ -1,8 +1,10 @@
 //! What `compare` compares, per command: each row's key (size, and the
 //! direction, method or protocol where the command has them), the figure
-//! shown, and the samples a significance test can use — latency and the
-//! window benchmarks their stored histograms, overhead its repeats; the
-//! other methods keep only their sample counts in the JSON.
+//! shown, and the samples a significance test can use, as stored in the
+//! JSON: latency and the window benchmarks the per-iteration (per-window)
+//! histograms, overhead its repeats, logp the repetitions of os, or and g,
+//! bcast each method's measurements, overlap each side's per-transfer
+//! waits of a step, commtest its iterations.
 
 use serde_json::Value;
 
@@ -30,6 +32,9 @@ pub struct Entry {
     pub samples: Option<Vec<(f64, u64)>>,
     /// The sample count the row reports (for "n/a (n=…)").
     pub n: Option<u64>,
+    /// A figure computed from other figures (bcast's max OL_i): no
+    /// samples of its own to test.
+    pub derived: bool,
 }
 
 fn size_text(v: f64) -> String {
@@ -49,6 +54,7 @@ pub fn entries(run: &RunFile) -> (Metric, Vec<Entry>) {
                     value: num(r, "p50_ns").unwrap_or(f64::NAN) / 1000.0,
                     samples: hist_of(r, "histogram"),
                     n: r.get("samples").and_then(Value::as_u64),
+                    derived: false,
                 });
             }
             Metric {
@@ -70,6 +76,7 @@ pub fn entries(run: &RunFile) -> (Metric, Vec<Entry>) {
                     value: num(r, key).unwrap_or(f64::NAN) / 1e6,
                     samples: hist_of(r, "window_histogram"),
                     n: r.get("samples").and_then(Value::as_u64),
+                    derived: false,
                 });
             }
             Metric {
@@ -92,6 +99,7 @@ pub fn entries(run: &RunFile) -> (Metric, Vec<Entry>) {
                     value: num(r, "overhead_ns").unwrap_or(f64::NAN) / 1000.0,
                     n: Some(repeats.len() as u64),
                     samples: (!repeats.is_empty()).then(|| hist::from_values(&repeats)),
+                    derived: false,
                 });
             }
             Metric {
@@ -102,13 +110,19 @@ pub fn entries(run: &RunFile) -> (Metric, Vec<Entry>) {
         "logp" => {
             for r in run.main_rows() {
                 let size = num(r, "size").unwrap_or(0.0);
-                for (p, n) in [("os", "os_samples"), ("or", "or_samples"), ("g", "samples")] {
+                for (p, count) in [("os", "os_samples"), ("or", "or_samples"), ("g", "")] {
+                    // g without repetitions is one saturation test.
+                    let n = match count {
+                        "" => Some(1),
+                        c => r.get(c).and_then(Value::as_u64),
+                    };
                     out.push(Entry {
                         key: format!("{} {p}", size_text(size)),
                         order: (size as u64, p.to_string()),
                         value: num(r, &format!("{p}_ns")).unwrap_or(f64::NAN) / 1000.0,
-                        samples: None,
-                        n: r.get(n).and_then(Value::as_u64),
+                        samples: hist_of(r, &format!("{p}_histogram")),
+                        n,
+                        derived: false,
                     });
                 }
             }
@@ -127,12 +141,18 @@ pub fn entries(run: &RunFile) -> (Metric, Vec<Entry>) {
                 let Some(np) = np else { continue };
                 for r in &t.rows {
                     let Some(m) = text(r, "method") else { continue };
+                    // max OL_i is the largest of figures derived from
+                    // two series each: no samples of its own.
+                    let derived = m == "max-oli";
                     out.push(Entry {
                         key: format!("{m} np={np}"),
                         order: (np, m.to_string()),
                         value: num(r, "time_ns").unwrap_or(f64::NAN) / 1000.0,
-                        samples: None,
-                        n: r.get("measurements").and_then(Value::as_u64),
+                        samples: hist_of(r, "histogram"),
+                        n: (!derived)
+                            .then(|| r.get("measurements").and_then(Value::as_u64))
+                            .flatten(),
+                        derived,
                     });
                 }
             }
@@ -153,6 +173,7 @@ pub fn entries(run: &RunFile) -> (Metric, Vec<Entry>) {
                         value: num(r, &format!("{side}_wait_ns")).unwrap_or(f64::NAN) / 1000.0,
                         samples: hist_of(r, &format!("{side}_wait_histogram")),
                         n: r.get("samples").and_then(Value::as_u64),
+                        derived: false,
                     });
                 }
             }
@@ -173,8 +194,9 @@ pub fn entries(run: &RunFile) -> (Metric, Vec<Entry>) {
                         key: format!("{kind} {proto} {name} x{packets}"),
                         order: (packets, format!("{kind} {proto}")),
                         value: num(r, "time_ns").unwrap_or(f64::NAN) / 1000.0,
-                        samples: None,
+                        samples: hist_of(r, "histogram"),
                         n: r.get("samples").and_then(Value::as_u64),
+                        derived: false,
                     });
                 }
             }

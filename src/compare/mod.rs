@@ -24,7 +24,7 @@ pub const ALPHA: f64 = 0.01;
 /// `ovbench compare`'s options.
 #[derive(Clone, Debug, clap::Args)]
 #[command(
-    after_help = "The first file is the baseline: every other run's column shows its figure, its ratio to the baseline and a verdict per size:\n  slower / faster (p=…)  Mann–Whitney U on the two runs' samples, two-sided, p < 0.01\n  same (p=…)             no significant difference\n  n/a (n=…)              fewer than 10 samples on a side, or none stored\nSamples: latency and bw/bibw/msgrate the per-iteration (per-window) histograms stored in the JSON, overhead its repeats, overlap the per-step wait times; logp, bcast and commtest store counts only.\n\nExamples:\n  ovbench compare ucx-native.json ucx-rdma-read.json tcp-eager.json\n  ovbench compare main.json branch.json --fail-if-slower 5     # CI gate: exit 1 on a significant 5 % slowdown\n  ovbench compare a.json b.json -o ab.svg"
+    after_help = "The first file is the baseline: every other run's column shows its figure, its ratio to the baseline and a verdict per size:\n  slower / faster (p=…)  Mann–Whitney U on the two runs' samples, two-sided, p < 0.01\n  same (p=…)             no significant difference\n  n/a (n=A vs B)         fewer than 10 samples on a side (the two counts)\n  n/a (derived figure)   computed from other figures (bcast's max OL_i)\nSamples, as stored in the JSON: latency and bw/bibw/msgrate the per-iteration (per-window) times, overhead its repeats, logp the repetitions of os, or and g (g(0) and --flood's g are one saturation test: n=1), bcast each method's measurements, overlap each side's waits in the step, commtest its iterations (--iters).\n\nExamples:\n  ovbench compare ucx-native.json ucx-rdma-read.json tcp-eager.json\n  ovbench compare main.json branch.json --fail-if-slower 5     # CI gate: exit 1 on a significant 5 % slowdown\n  ovbench compare a.json b.json -o ab.svg"
 )]
 pub struct CompareArgs {
     /// Result files of one command (written by --json; one written with a
@@ -52,8 +52,13 @@ pub enum Verdict {
     Slower(f64),
     Faster(f64),
     Same(f64),
-    /// Too few samples (the smaller side's count), or none stored.
-    NotApplicable(Option<u64>),
+    /// Too few samples: the baseline's count and this run's (`None`
+    /// where that side's file keeps no samples for the row).
+    TooFew(Option<u64>, Option<u64>),
+    /// No samples stored on either side.
+    NoSamples,
+    /// A figure derived from others (bcast's max OL_i): nothing to test.
+    Derived,
 }
 
 impl std::fmt::Display for Verdict {
@@ -69,30 +74,40 @@ impl std::fmt::Display for Verdict {
             Verdict::Slower(x) => write!(f, "slower ({})", p(x)),
             Verdict::Faster(x) => write!(f, "faster ({})", p(x)),
             Verdict::Same(x) => write!(f, "same ({})", p(x)),
-            Verdict::NotApplicable(Some(n)) => write!(f, "n/a (n={n})"),
-            Verdict::NotApplicable(None) => write!(f, "n/a (no samples stored)"),
+            Verdict::TooFew(a, b) => {
+                let n = |n: &Option<u64>| n.map_or("?".to_string(), |n| n.to_string());
+                write!(f, "n/a (n={} vs {})", n(a), n(b))
+            }
+            Verdict::NoSamples => write!(f, "n/a (no samples stored)"),
+            Verdict::Derived => write!(f, "n/a (derived figure)"),
         }
     }
 }
 
 /// The verdict of `b` against the baseline `a`.
+/// A verdict only where both sides store at least [`MIN_SAMPLES`]
+/// samples; otherwise "n/a" naming both counts.
 pub fn verdict(a: &Entry, b: &Entry) -> Verdict {
+    if a.derived || b.derived {
+        return Verdict::Derived;
+    }
+    // A side's count: its stored samples, else the count its row reports.
+    let count = |e: &Entry| e.samples.as_deref().map(hist::count).or(e.n);
+    let (na, nb) = (count(a), count(b));
     let (Some(sa), Some(sb)) = (&a.samples, &b.samples) else {
-        let n = match (a.n, b.n) {
-            (Some(x), Some(y)) if x.min(y) < MIN_SAMPLES => Some(x.min(y)),
-            _ => None,
+        return match (na, nb) {
+            (Some(x), Some(y)) if x.min(y) < MIN_SAMPLES => Verdict::TooFew(na, nb),
+            _ => Verdict::NoSamples,
         };
-        return Verdict::NotApplicable(n);
     };
-    let n = hist::count(sa).min(hist::count(sb));
-    if n < MIN_SAMPLES {
-        return Verdict::NotApplicable(Some(n));
+    if hist::count(sa).min(hist::count(sb)) < MIN_SAMPLES {
+        return Verdict::TooFew(na, nb);
     }
     match hist::mann_whitney(sb, sa) {
         Some(t) if t.p < ALPHA && t.a_greater > 0.5 => Verdict::Slower(t.p),
         Some(t) if t.p < ALPHA => Verdict::Faster(t.p),
         Some(t) => Verdict::Same(t.p),
-        None => Verdict::NotApplicable(Some(0)),
+        None => Verdict::TooFew(na, nb),
     }
 }
 
@@ -347,6 +362,7 @@ mod tests {
             value: values[0],
             samples: Some(hist::from_values(values)),
             n: Some(values.len() as u64),
+            derived: false,
         }
     }
 
@@ -358,14 +374,26 @@ mod tests {
         assert!(matches!(verdict(&b, &a), Verdict::Faster(_)));
         assert!(matches!(verdict(&a, &a), Verdict::Same(_)));
         let few = entry(&[1.0, 2.0, 3.0]);
-        assert_eq!(verdict(&a, &few), Verdict::NotApplicable(Some(3)));
-        assert_eq!(verdict(&a, &few).to_string(), "n/a (n=3)");
+        assert_eq!(verdict(&a, &few), Verdict::TooFew(Some(20), Some(3)));
+        assert_eq!(verdict(&a, &few).to_string(), "n/a (n=20 vs 3)");
         let none = Entry {
             samples: None,
             n: Some(100),
             ..entry(&[1.0])
         };
         assert_eq!(verdict(&none, &none).to_string(), "n/a (no samples stored)");
+        // One side without samples (a figure it measured once) is no test.
+        let once = Entry {
+            samples: None,
+            n: Some(1),
+            ..entry(&[1.0])
+        };
+        assert_eq!(verdict(&a, &once).to_string(), "n/a (n=20 vs 1)");
+        let derived = Entry {
+            derived: true,
+            ..a.clone()
+        };
+        assert_eq!(verdict(&a, &derived), Verdict::Derived);
     }
 
     #[test]

@@ -17,7 +17,13 @@ use serde_json::{Map, Value};
 ///   size's samples as an HDR histogram (`histogram`, `window_histogram`;
 ///   src/stats/hist.rs), so `ovbench compare` can test runs against each
 ///   other; older files are refused by `plot` and `compare`.
-pub const SCHEMA: &str = "ovbench/4";
+/// - `ovbench/5`: the other methods keep their samples too, as the same
+///   histograms: logp the repetitions of os, or and g (`os_histogram`,
+///   `or_histogram`, `g_histogram`), bcast each method's measurements
+///   (`histogram`), overlap each side's waits in a step
+///   (`sender_wait_histogram`, `receiver_wait_histogram`), commtest its
+///   iterations (`histogram`).
+pub const SCHEMA: &str = "ovbench/5";
 
 /// One table: a title, the printed column headings and the JSON rows.
 #[derive(Clone, Debug)]

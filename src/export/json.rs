@@ -2,7 +2,7 @@
 //! docs/schema/ovbench.schema.json):
 //!
 //! ```text
-//! { "schema": "ovbench/4",
+//! { "schema": "ovbench/5",
 //!   "header":  { command, environment, options, communicator, clock, ... },
 //!   "tables":  [ { "title", "columns", "rows": [ { "size": 8, "p50_ns": ... }, ... ] }, ... ],
 //!   "summary": { run-level figures }, "notes": [ ... ], "complete": bool }
@@ -61,7 +61,7 @@ mod tests {
         let out = JsonExporter.render(&d);
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["schema"], SCHEMA);
-        assert_eq!(SCHEMA, "ovbench/4");
+        assert_eq!(SCHEMA, "ovbench/5");
         assert_eq!(v["header"]["command"], "latency");
         assert_eq!(v["tables"][0]["rows"][1]["size"], 8);
         assert!(v["tables"][0]["rows"][1].get("table").is_none());

@@ -42,7 +42,10 @@ pub const COMMANDS: &[(&str, &[&str])] = &[
         &["--sizes", "10K", "--iters", "2", "--steps", "2"],
     ),
     ("logp", &["--max-size", "1K", "--max-its", "20"]),
-    ("bcast", &["--reps", "2", "--msgsize", "64"]),
+    (
+        "bcast",
+        &["--method", "all", "--reps", "2", "--msgsize", "64"],
+    ),
     (
         "commtest",
         &["--total", "4K", "--min-packet", "1K", "--iterations", "2"],

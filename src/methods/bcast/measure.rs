@@ -193,9 +193,13 @@ impl Bc<'_> {
 
     /// Repeat `what` until its spread is small enough, and once more from
     /// scratch if it never was; every rank calls this, rank 0 decides.
-    /// Returns the figure and this rank's operations in the last
-    /// measurement.
-    pub fn repeat(&mut self, what: What, args: &Args) -> anyhow::Result<(Measured, OpCounts)> {
+    /// Returns the figure, its measurements (ns each, for `ovbench
+    /// compare`) and this rank's operations in the last measurement.
+    pub fn repeat(
+        &mut self,
+        what: What,
+        args: &Args,
+    ) -> anyhow::Result<(Measured, Vec<f64>, OpCounts)> {
         self.until_settled(|me, tries| {
             let mut s = Series::default();
             let ops = loop {
@@ -206,7 +210,7 @@ impl Bc<'_> {
                 }
             };
             let m = s.measured(args, tries);
-            Ok((m.converged, (m, ops)))
+            Ok((m.converged, (m, s.vals, ops)))
         })
     }
 

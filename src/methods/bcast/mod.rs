@@ -133,6 +133,9 @@ pub struct Figure {
     /// Operations the root posted in the last measurement (M broadcasts).
     pub ops: OpCounts,
     pub verdict: Verdict,
+    /// Each measurement (ns per broadcast), for `ovbench compare`.
+    #[serde(skip)]
+    pub values_ns: Vec<f64>,
 }
 
 /// OL_i's assumption (E_i > g_j for every j on i's path) at one i.
@@ -412,7 +415,7 @@ pub fn run(
         report::figure_table(sink, &title);
     }
     for (name, what) in plan {
-        let (m, ops) = bc.repeat(what, args)?;
+        let (m, values_ns, ops) = bc.repeat(what, args)?;
         let fig = Figure {
             method: name,
             time_ns: m.mean,
@@ -421,6 +424,7 @@ pub fn run(
             tries: m.tries,
             ops,
             verdict: figure_verdict(&m, args),
+            values_ns,
         };
         if printer {
             report::figure_row(sink, &fig, size, args.reps);

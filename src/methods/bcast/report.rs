@@ -145,6 +145,9 @@ pub struct FigureRow {
     pub samples: u64,
     pub tries: usize,
     pub ops: OpCounts,
+    /// The measurements (each the mean of M broadcasts) as an HDR
+    /// histogram (src/stats/hist.rs), for `ovbench compare`.
+    pub histogram: Option<String>,
     #[serde(flatten)]
     pub verdict: Marks,
 }
@@ -178,6 +181,7 @@ pub(super) fn figure_row(sink: &mut dyn Sink, f: &Figure, size: usize, reps: u64
         samples: f.measurements as u64 * reps,
         tries: f.tries,
         ops: f.ops,
+        histogram: crate::stats::hist::encode(&f.values_ns),
         verdict: f.verdict.marks(),
     };
     Table::quiet(&()).add(sink, &row);
@@ -396,6 +400,7 @@ mod tests {
             samples: 6,
             tries: 1,
             ops: OpCounts::default(),
+            histogram: None,
             verdict: ok.clone(),
         };
         check_fields(&(), &fig).unwrap();

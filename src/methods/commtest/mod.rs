@@ -516,6 +516,7 @@ pub fn run(
                 sync_error_ns: None,
                 bytes_per_sec: None,
                 samples: times.len(),
+                histogram: None,
                 error: (!measured)
                     .then(|| error.unwrap_or_else(|| "not defined for this protocol".into())),
                 ops,
@@ -525,6 +526,7 @@ pub fn run(
                 let best = times.iter().copied().fold(f64::INFINITY, f64::min);
                 let global = globals.iter().copied().min_by(|a, b| a.0.total_cmp(&b.0));
                 row.time_ns = Some(best);
+                row.histogram = crate::stats::hist::encode(&times);
                 row.mean_ns = Some(mean(&times));
                 row.global_ns = global.map(|g| g.0);
                 row.sync_error_ns = global.map(|g| g.1);
@@ -572,6 +574,7 @@ mod tests {
             bytes_moved: 8,
             bytes_per_sec: None,
             samples: 1,
+            histogram: None,
             error: None,
             ops: OpCounts::default(),
             verdict: Verdict::default().marks(),

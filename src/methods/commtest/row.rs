@@ -30,6 +30,9 @@ pub struct Row {
     pub bytes_per_sec: Option<f64>,
     /// Iterations timed.
     pub samples: usize,
+    /// Each iteration's time (max over ranks) as an HDR histogram
+    /// (src/stats/hist.rs), for `ovbench compare`.
+    pub histogram: Option<String>,
     pub error: Option<String>,
     /// Operations rank 0 posted in one iteration (the last).
     pub ops: OpCounts,

@@ -50,6 +50,19 @@ pub struct SizeResult {
     pub verdict: Verdict,
     /// Operations rank 0 posted for this size (control messages included).
     pub ops: OpCounts,
+    /// The repetitions behind os, or and g (ns), kept for `ovbench
+    /// compare`; g's are each RTT(m) repetition − RTT(0) + g(0), none
+    /// where g comes from a saturation test (size 0, `--flood`).
+    #[serde(skip)]
+    pub reps: Repetitions,
+}
+
+/// One size's repetitions, per figure (ns).
+#[derive(Debug, Clone, Default)]
+pub struct Repetitions {
+    pub os: Vec<f64>,
+    pub or: Vec<f64>,
+    pub g: Vec<f64>,
 }
 
 pub(crate) struct Measurer<'a, 'b> {
@@ -157,20 +170,26 @@ impl Measurer<'_, '_> {
             |p, n, os, rtt| p.rtt(m, n, os, rtt),
             |os, rtt| Figure::of(os, lvl).narrow(eps) && Figure::of(rtt, lvl).narrow(eps),
         )?;
-        let rtt = Figure::of(&rtt, lvl);
+        let rtt_reps = rtt;
+        let rtt = Figure::of(&rtt_reps, lvl);
         let spin = (1.2 * rtt.mean).max(self.floor_ns);
         let (or, _) = self.rounds(
             m,
             |p, n, or, _| p.or(m, n, spin, or),
             |or, _| Figure::of(or, lvl).narrow(eps),
         )?;
-        let (os, or) = (Figure::of(&os, lvl), Figure::of(&or, lvl));
-        let g = if m == 0 {
-            self.g0
+        let (os_reps, or_reps) = (os, or);
+        let (os, or) = (Figure::of(&os_reps, lvl), Figure::of(&or_reps, lvl));
+        let (g, g_reps) = if m == 0 {
+            (self.g0, Vec::new())
         } else if self.args.flood {
-            self.saturation(m, sink)?
+            (self.saturation(m, sink)?, Vec::new())
         } else {
-            g_of(&rtt, &self.rtt0, &self.g0)
+            // g(m) = RTT(m) − RTT(0) + g(0), taken per repetition of
+            // RTT(m) with g_of's own shift.
+            let g = g_of(&rtt, &self.rtt0, &self.g0);
+            let shift = g.mean - rtt.mean;
+            (g, rtt_reps.iter().map(|r| r + shift).collect())
         };
         // Only a clear excess is remarked, as logp_mpi.c does.
         let mut remarks = Vec::new();
@@ -202,6 +221,11 @@ impl Measurer<'_, '_> {
             remarks,
             verdict,
             ops: self.p.comm.op_counts().since(&before),
+            reps: Repetitions {
+                os: os_reps,
+                or: or_reps,
+                g: g_reps,
+            },
         })
     }
 }

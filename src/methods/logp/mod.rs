@@ -35,6 +35,7 @@ use super::common::{micros, Ctrl, Marks};
 use crate::output::{us, Column, FixedRow, Table};
 use crate::report::Sink;
 use crate::sizes::ByteSize;
+use crate::stats::hist;
 pub use measure::SizeResult;
 use measure::{next_k_max, probe_nonlinear, Measurer};
 use peer::{Peer, OP_STOP};
@@ -177,6 +178,12 @@ pub struct LogpRow {
     pub extended: bool,
     pub remarks: Vec<String>,
     pub ops: OpCounts,
+    /// The repetitions of os, or and g as HDR histograms (src/stats/hist.rs)
+    /// for `ovbench compare`; g's `null` where it comes from a saturation
+    /// test (size 0, `--flood`): one figure, no repetitions.
+    pub os_histogram: Option<String>,
+    pub or_histogram: Option<String>,
+    pub g_histogram: Option<String>,
     /// Only size 0's row has L: `null` (with `L_reason`) when unknown.
     #[serde(rename = "L_ns", skip_serializing_if = "Option::is_none")]
     pub l_ns: Option<Option<f64>>,
@@ -217,6 +224,9 @@ impl LogpRow {
             extended: r.extended,
             remarks: r.remarks.clone(),
             ops: r.ops,
+            os_histogram: hist::encode(&r.reps.os),
+            or_histogram: hist::encode(&r.reps.or),
+            g_histogram: hist::encode(&r.reps.g),
             l_ns,
             l_reason,
             verdict: r.verdict.marks(),

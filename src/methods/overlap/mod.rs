@@ -29,6 +29,7 @@ use super::common::{ns, Ctrl};
 use crate::output::Table;
 use crate::report::Sink;
 use crate::sizes::Sizes;
+use crate::stats::hist;
 
 use crate::xfer_time as xfer;
 use rows::{PathRow, StepRow, TotalRow};
@@ -36,6 +37,8 @@ use rows::{PathRow, StepRow, TotalRow};
 mod rows;
 
 const TAG_DATA: Tag = 0x4f56_0501;
+/// Rank 1's per-transfer wait times of a step, sent to rank 0 after it.
+const TAG_WAITS: Tag = 0x4f56_0502;
 
 /// Which calls the two sides use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -374,6 +377,8 @@ pub fn run(
     }
     let buf = comm.alloc(args.sizes.max().max(1))?;
     let ctrl = Ctrl::new(comm)?;
+    let most_iters = sizes.iter().map(|&m| args.iters_for(m)).max().unwrap_or(1);
+    let wait_buf = comm.alloc(most_iters as usize * 8)?;
 
     let shape = comm.engine_shape();
     let eager_limit = info.eager_limit;
@@ -486,10 +491,16 @@ pub fn run(
                 comm.disable_instrumentation();
                 // Nobody records any more when the figures travel.
                 comm.barrier()?;
+                let waits_ns: Vec<f64> = waits.iter().map(|&w| ns(comm, w)).collect();
                 match me {
-                    1 => ctrl.send(comm, 0, &mine.words())?,
+                    1 => {
+                        ctrl.send(comm, 0, &mine.words())?;
+                        send_waits(comm, wait_buf, &waits_ns)?;
+                    }
                     0 => {
                         let peer = Side::from_words(&ctrl.recv(comm, 1)?)?;
+                        let peer_waits = recv_waits(comm, wait_buf, most_iters as usize)?;
+                        let hists = [hist::encode(&waits_ns), hist::encode(&peer_waits)];
                         let (s, r) = (mine, peer);
                         let step = Step {
                             pair,
@@ -500,7 +511,7 @@ pub fn run(
                             sender: s,
                             receiver: r,
                         };
-                        steps.add(sink, &StepRow::new(&step, iters));
+                        steps.add(sink, &StepRow::new(&step, iters, hists));
                         for (name, side) in [("sender", &s), ("receiver", &r)] {
                             if side.stretched > 0 {
                                 sink.note(&format!(
@@ -547,6 +558,34 @@ pub fn run(
         by_path.add(sink, &PathRow::new(p, *rank, side));
     }
     comm.barrier()?;
+    Ok(out)
+}
+
+/// Rank 1's wait times of a step (ns) to rank 0, outside the timed loop.
+fn send_waits(comm: &mut dyn Communicator, buf: Buf, waits_ns: &[f64]) -> anyhow::Result<()> {
+    comm.fill(buf, &mut |b| {
+        for (i, w) in waits_ns.iter().enumerate() {
+            b[i * 8..i * 8 + 8].copy_from_slice(&w.to_bits().to_le_bytes());
+        }
+    })?;
+    comm.send(buf, 0, waits_ns.len() * 8, 0, TAG_WAITS)
+        .context("overlap: sending the receiver's wait times to rank 0")?;
+    Ok(())
+}
+
+/// What [`send_waits`] sent, at rank 0.
+fn recv_waits(comm: &mut dyn Communicator, buf: Buf, most: usize) -> anyhow::Result<Vec<f64>> {
+    let st = comm
+        .recv(buf, 0, most * 8, Some(1), Some(TAG_WAITS))
+        .context("overlap: receiving the receiver's wait times from rank 1")?;
+    let mut out = Vec::with_capacity(st.len / 8);
+    comm.inspect(buf, &mut |b| {
+        for c in b[..st.len].chunks_exact(8) {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            out.push(f64::from_bits(u64::from_le_bytes(w)));
+        }
+    })?;
     Ok(out)
 }
 

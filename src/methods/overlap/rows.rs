@@ -24,10 +24,16 @@ pub struct StepRow {
     pub receiver_max_overlap_pct: f64,
     pub sender_wait_ns: f64,
     pub receiver_wait_ns: f64,
+    /// Each side's wait per transfer as an HDR histogram
+    /// (src/stats/hist.rs), for `ovbench compare`.
+    pub sender_wait_histogram: Option<String>,
+    pub receiver_wait_histogram: Option<String>,
 }
 
 impl StepRow {
-    pub fn new(s: &Step, samples: u64) -> StepRow {
+    /// `hists`: the sender's and the receiver's wait histograms.
+    pub fn new(s: &Step, samples: u64, hists: [Option<String>; 2]) -> StepRow {
+        let [sender_wait_histogram, receiver_wait_histogram] = hists;
         let (smin, smax) = s.sender.pct();
         let (rmin, rmax) = s.receiver.pct();
         StepRow {
@@ -45,6 +51,8 @@ impl StepRow {
             receiver_max_overlap_pct: rmax,
             sender_wait_ns: s.sender.wait_ns,
             receiver_wait_ns: s.receiver.wait_ns,
+            sender_wait_histogram,
+            receiver_wait_histogram,
         }
     }
 }
@@ -232,7 +240,7 @@ mod tests {
             sender: side,
             receiver: side,
         };
-        check_fields(&(), &StepRow::new(&step, 1)).unwrap();
+        check_fields(&(), &StepRow::new(&step, 1, [None, None])).unwrap();
         check_fields(&(), &TotalRow::new(step.pair, 8, "eager", 0, &side)).unwrap();
         check_fields(&(), &PathRow::new("eager", 1, &side)).unwrap();
     }
