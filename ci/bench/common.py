@@ -54,9 +54,23 @@ def build(features=None, skip=False):
                          f"(or {' '.join(cmd)})")
 
 
-# The JSON format these readers understand (src/export/document.rs SCHEMA,
-# docs/schema/ovbench.schema.json).
-SCHEMA = "ovbench/3"
+def _checkout_schema():
+    """The JSON format of this checkout (src/export/document.rs SCHEMA,
+    docs/schema/ovbench.schema.json): build() makes the binary from it,
+    and what these readers take (tables[].rows and the rows' size, mean,
+    p50 and bandwidth keys) is in every format since ovbench/3. Read from
+    the source so a format bump cannot leave the scripts refusing the
+    binary they built (ovbench/4 did)."""
+    src = os.path.join(ROOT, "src/export/document.rs")
+    with open(src) as f:
+        for line in f:
+            if line.startswith("pub const SCHEMA: &str = "):
+                return line.split('"')[1]
+    sys.exit(f"{src}: no `pub const SCHEMA` line: ci/bench/common.py cannot tell which "
+             "JSON format this checkout writes")
+
+
+SCHEMA = _checkout_schema()
 
 
 def load(path):

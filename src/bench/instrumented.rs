@@ -81,7 +81,7 @@ pub(super) fn pass(
     if let Some(i) = comm.instrumentation() {
         i.reset(now);
     }
-    let mut ticks = vec![0u64; n];
+    let mut ticks = super::tick_slots(n);
     pingpong(comm, pp, n, &mut ticks)?;
     let report = comm.overlap_report();
     comm.disable_instrumentation();

@@ -180,7 +180,7 @@ fn one_size(
         verify::fill(cx.comm, sbuf, len, rank)?;
     }
     let n = (counts.warmup + counts.iters) as usize;
-    let mut ticks = vec![0u64; counts.iters as usize];
+    let mut ticks = super::tick_slots(counts.iters as usize);
     let meter = Meter::start(cx.comm);
     cx.comm.barrier()?;
     pingpong(cx.comm, pp, n, &mut ticks)?;

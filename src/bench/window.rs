@@ -162,7 +162,7 @@ fn one_size(
     let w = args.window as usize;
     let n = (counts.warmup + counts.iters) as usize;
     let warm = counts.warmup as usize;
-    let mut windows = vec![0u64; counts.iters as usize];
+    let mut windows = super::tick_slots(counts.iters as usize);
     let mut reqs: Vec<Req> = Vec::with_capacity(2 * w);
     let tag = data_tag(idx);
     let meter = Meter::start(cx.comm);
