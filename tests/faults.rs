@@ -252,10 +252,10 @@ fn run_config(
         };
         // A moment drawn past the rank's end (this run was quicker than
         // the reference) is drawn again over the life just seen, so the
-        // kills stay uniform over the rank's actual life: at most 3
+        // kills stay uniform over the rank's actual life: at most 5
         // draws, each one counted.
         let mut trial_seed = trial_seed;
-        for _ in 0..3 {
+        for _ in 0..5 {
             let replay =
                 format!("replay: OVBENCH_FAULT_REPLAY={label}:{ci}:{trial_seed} {TEST_COMMAND}");
             match trial(cfg, ci, trial_seed, reference, &json, tally) {
