@@ -161,8 +161,26 @@ impl Exchange for Bootstrap {
     }
 }
 
+/// Whom a failed collective of `rank` (of `size`) waited on, for its
+/// error: in a job of two it can only be the other rank, which is then
+/// named (PMIx's and PMI-2's fence failures say only that one is missing).
+pub(crate) fn awaited(rank: u32, size: u32) -> String {
+    if size == 2 {
+        format!("rank {}, its only peer,", u32::from(rank == 0))
+    } else {
+        "a rank of the job".to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_job_of_two_names_the_peer_its_fence_waited_on() {
+        assert_eq!(super::awaited(0, 2), "rank 1, its only peer,");
+        assert_eq!(super::awaited(1, 2), "rank 0, its only peer,");
+        assert_eq!(super::awaited(1, 4), "a rank of the job");
+    }
+
     use super::*;
 
     fn env(source: JobSource) -> RankEnv {

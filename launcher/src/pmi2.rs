@@ -293,8 +293,9 @@ impl Pmi2 {
         let mut len = [0u8; 6];
         self.conn.recv_exact(&mut len, deadline).with_context(|| {
             format!(
-                "PMI-2 {cmd} on rank {} (a rank of the job died, or did not arrive within {:.0} s)",
+                "PMI-2 {cmd} on rank {} ({} died, or did not arrive within {:.0} s)",
                 self.rank,
+                crate::exchange::awaited(self.rank, self.size),
                 self.timeout.as_secs_f64()
             )
         })?;

@@ -177,8 +177,12 @@ impl Service {
         self.shared.lock().died.clone()
     }
 
-    /// Waits until every rank has said goodbye or died, or `deadline`.
-    /// Returns whether they all did.
+    /// Waits until every rank has said goodbye or died, or `deadline`,
+    /// or this process is asked to stop (`ovbench_core::stop`): the rank
+    /// hosting the service is then being torn down with the job (srun
+    /// ends a step so once a task died), and a rank that never joined
+    /// would keep it waiting out the whole deadline. Returns whether they
+    /// all did.
     pub fn wait_all_gone(&self, deadline: Instant) -> bool {
         let mut st = self.shared.lock();
         loop {
@@ -190,7 +194,7 @@ impl Service {
                 return true;
             }
             let now = Instant::now();
-            if now >= deadline {
+            if now >= deadline || ovbench_core::stop::check().is_err() {
                 return false;
             }
             st = self

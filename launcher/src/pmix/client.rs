@@ -241,8 +241,9 @@ impl Pmix {
         check(
             rc,
             &format!(
-                "PMIx_Fence on rank {} (a rank of the job died, or did not arrive within {:.0} s)",
+                "PMIx_Fence on rank {} ({} died, or did not arrive within {:.0} s)",
                 self.rank,
+                crate::exchange::awaited(self.rank, self.size),
                 self.timeout.as_secs_f64()
             ),
         )

@@ -65,6 +65,48 @@ pub fn parsers(data: &[u8]) {
     let _ = ovbench_sim::parse_duration_ps(&s);
 }
 
+/// The result-file reader behind `plot` and `compare`
+/// (`ovbench::plot::load::read_all`), fed what `ovbench plot A B` and
+/// `ovbench compare A B` would read: the input split at its first NUL
+/// into two files (one file when there is none). What it accepts goes on
+/// as those commands take it: the comparison and its lines, the figure
+/// and its SVG. Any bytes get a result or an error, never a panic.
+pub fn result_json(data: &[u8]) {
+    let dir = scratch_dir();
+    let parts: Vec<&[u8]> = match data.iter().position(|&b| b == 0) {
+        Some(i) => vec![&data[..i], &data[i + 1..]],
+        None => vec![data],
+    };
+    let paths: Vec<std::path::PathBuf> = parts
+        .iter()
+        .enumerate()
+        .map(|(i, bytes)| {
+            let p = dir.join(format!("run{i}.json"));
+            std::fs::write(&p, bytes).expect("a scratch result file");
+            p
+        })
+        .collect();
+    let Ok(runs) = ovbench::plot::load::read_all(&paths) else {
+        return;
+    };
+    if runs.len() >= 2 {
+        if let Ok(c) = ovbench::compare::compare(&runs) {
+            let _ = c.lines();
+            let _ = c.slower_than(5.0);
+        }
+    }
+    if let Ok(fig) = ovbench::plot::kinds::figure(&runs) {
+        let _ = ovbench::plot::render::render(&fig, &dir.join("fig.svg"));
+    }
+}
+
+/// A directory of this process's own for [`result_json`]'s files.
+fn scratch_dir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("ovbench-fuzz-{}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("a scratch directory");
+    d
+}
+
 /// Bytes a test rank owns: region 0 is the posted receives' buffer,
 /// region 1 the sends'.
 const RECV_LEN: usize = 8192;

@@ -28,6 +28,7 @@ fn kept_inputs_pass() {
     let n = replay("wire_header", ovbench_fuzz::wire_header)
         + replay("engine_intake", ovbench_fuzz::engine_intake)
         + replay("bootstrap_wire", ovbench_fuzz::bootstrap_wire)
-        + replay("parsers", ovbench_fuzz::parsers);
+        + replay("parsers", ovbench_fuzz::parsers)
+        + replay("result_json", ovbench_fuzz::result_json);
     eprintln!("{n} kept inputs replayed");
 }

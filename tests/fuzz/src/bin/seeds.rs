@@ -6,6 +6,8 @@
 use std::fs;
 use std::path::Path;
 
+use ovbench::cli::Cli;
+
 use ovbench_launcher::wire::{CollKind, Request, Response, NONCE_LEN};
 use ovbench_proto::{Config, Engine, Key, Mode, MrId, Op, Protocol, Slice, Space};
 
@@ -84,6 +86,126 @@ fn main() {
     ] {
         put("parsers", s.as_bytes());
     }
+    let files = result_files(dir);
+    for seed in &files {
+        put("result_json", seed);
+    }
+    // Each file cut to one row per table: small inputs, where the
+    // fuzzer's mutations reach the structure rather than the numbers.
+    let mut keys = std::collections::BTreeSet::new();
+    for seed in &files {
+        for part in seed.split(|&b| b == 0) {
+            let Ok(mut doc) = serde_json::from_slice::<serde_json::Value>(part) else {
+                continue;
+            };
+            collect_keys(&doc, &mut keys);
+            for t in doc["tables"].as_array_mut().into_iter().flatten() {
+                if let Some(rows) = t["rows"].as_array_mut() {
+                    rows.truncate(1);
+                }
+            }
+            put("result_json", &serde_json::to_vec(&doc).expect("JSON"));
+        }
+    }
+    // A libFuzzer dictionary of the files' keys and JSON's tokens
+    // (ci/fuzz passes DIR/<target>.dict with -dict).
+    let mut dict = String::new();
+    for k in &keys {
+        dict += &format!("\"\\\"{k}\\\"\"\n");
+    }
+    for t in [
+        "{", "}", "[", "]", ":", ",", "null", "true", "false", "-1", "0", "1e308",
+    ] {
+        dict += &format!("\"{t}\"\n");
+    }
+    fs::write(dir.join("result_json.dict"), dict).expect("dictionary");
+}
+
+/// Every object key in `v`.
+fn collect_keys(v: &serde_json::Value, keys: &mut std::collections::BTreeSet<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                if k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    keys.insert(k.clone());
+                }
+                collect_keys(x, keys);
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| collect_keys(x, keys)),
+        _ => {}
+    }
+}
+
+/// Real result files: every command run small under `--transport sim`
+/// with `--json` (the runs print their tables on stdout; a `--proto`
+/// list re-reads the process's own arguments, so none here), and two
+/// latency runs joined by a NUL (result_json reads that as two files:
+/// compare's baseline and the other run).
+fn result_files(dir: &Path) -> Vec<Vec<u8>> {
+    const RUNS: &[&[&str]] = &[
+        &[
+            "latency", "--sizes", "8,4K", "--iters", "20", "--warmup", "2",
+        ],
+        &[
+            "latency", "--sizes", "8,4K", "--iters", "20", "--sim", "L=3us",
+        ],
+        &[
+            "latency",
+            "--sizes",
+            "8,64K",
+            "--iters",
+            "5",
+            "--proto",
+            "rdma-write",
+        ],
+        &["bw", "--sizes", "8,4K", "--iters", "5", "--window", "4"],
+        &["bibw", "--sizes", "8,4K", "--iters", "5", "--window", "4"],
+        &[
+            "msgrate", "--sizes", "8,4K", "--iters", "5", "--window", "4",
+        ],
+        &[
+            "overhead",
+            "--sizes",
+            "8,1K",
+            "--iterations",
+            "20",
+            "--repeats",
+            "1",
+        ],
+        &["overlap", "--sizes", "10K", "--iters", "2", "--steps", "2"],
+        &["logp", "--max-size", "1K", "--max-its", "20"],
+        &["bcast", "--reps", "2", "--msgsize", "64"],
+        &[
+            "commtest",
+            "--total",
+            "4K",
+            "--min-packet",
+            "1K",
+            "--iterations",
+            "2",
+        ],
+    ];
+    let json = dir.join("sim-run.json");
+    let mut files = Vec::new();
+    for args in RUNS {
+        let argv = std::iter::once("ovbench")
+            .chain(args.iter().copied())
+            .chain(["--transport", "sim", "--quiet", "--json"])
+            .chain(json.to_str());
+        let matches = Cli::command_checked()
+            .try_get_matches_from(argv)
+            .expect("a valid sim command line");
+        let cli = Cli::from_matches(&matches).expect("a valid sim command line");
+        ovbench::run::run(&cli).unwrap_or_else(|e| panic!("sim run {args:?}: {e:#}"));
+        files.push(fs::read(&json).expect("the sim run's JSON"));
+    }
+    let _ = fs::remove_file(&json);
+    let mut pair = files[0].clone();
+    pair.push(0);
+    pair.extend_from_slice(&files[1]);
+    files.push(pair);
+    files
 }
 
 const PROTOCOLS: [Protocol; 5] = [
