@@ -411,20 +411,14 @@ impl Transport for MpiTransport {
                 "the MPI transport is not connected yet".into(),
             ));
         };
-        match op {
-            Rma::Write => {
-                c.win
-                    .put(&mut self.mem, local, peer, disp)
-                    .map_err(peer_err(peer, OpKind::Write))?;
-                self.counts.puts.fetch_add(1, Ordering::Relaxed);
-            }
-            Rma::Read => {
-                c.win
-                    .get(&mut self.mem, local, peer, disp)
-                    .map_err(peer_err(peer, OpKind::Read))?;
-                self.counts.gets.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        c.win
+            .rma(op, &mut self.mem, local, peer, disp)
+            .map_err(peer_err(peer, op.op()))?;
+        let count = match op {
+            Rma::Write => &self.counts.puts,
+            Rma::Read => &self.counts.gets,
+        };
+        count.fetch_add(1, Ordering::Relaxed);
         c.rma.push(PendingRma {
             peer,
             ctx,

@@ -7,7 +7,7 @@ use std::os::raw::c_int;
 
 use mpi::ffi;
 
-use ovbench_core::LocalSlice;
+use ovbench_core::{LocalSlice, Rma};
 
 use super::comm::{watched, Blocking, Comm};
 use super::memory::Memory;
@@ -76,60 +76,45 @@ impl Window {
     }
 
     /// `MPI_Put` of transport memory `s` to `peer`'s address `disp`
-    /// (alive until the flush completes it, by the contract's rule on
-    /// `free`).
-    pub(crate) fn put(
+    /// ([`Rma::Write`]), or `MPI_Get` from there into `s` ([`Rma::Read`]);
+    /// `s` stays alive until the flush completes it, by the contract's
+    /// rule on `free`.
+    pub(crate) fn rma(
         &self,
+        op: Rma,
         mem: &mut Memory,
         s: LocalSlice,
         peer: u32,
         disp: u64,
     ) -> Result<(), String> {
+        let call = match op {
+            Rma::Write => "MPI_Put",
+            Rma::Read => "MPI_Get",
+        };
         let ptr = mem.ptr(s).map_err(|e| e.to_string())?;
-        let n = count(s.len, "MPI_Put")?;
+        let n = count(s.len, call)?;
+        let (target, disp) = (peer as c_int, disp as ffi::MPI_Aint);
         // SAFETY: the origin range was checked in its region, which lives
-        // until the operation's completion is polled; the target range is
-        // checked by the library against the window.
+        // until the operation's completion is polled (a get writes it); the
+        // target range is checked by the library against the window; the
+        // byte type is an initialised constant of the shim.
         let rc = unsafe {
-            ffi::MPI_Put(
-                ptr.cast(),
-                n,
-                ffi::RSMPI_UINT8_T,
-                peer as c_int,
-                disp as ffi::MPI_Aint,
-                n,
-                ffi::RSMPI_UINT8_T,
-                self.raw,
-            )
+            let bytes = ffi::RSMPI_UINT8_T;
+            match op {
+                Rma::Write => ffi::MPI_Put(
+                    ptr.cast_const().cast(),
+                    n,
+                    bytes,
+                    target,
+                    disp,
+                    n,
+                    bytes,
+                    self.raw,
+                ),
+                Rma::Read => ffi::MPI_Get(ptr.cast(), n, bytes, target, disp, n, bytes, self.raw),
+            }
         };
-        check(rc, "MPI_Put")
-    }
-
-    /// `MPI_Get` from `peer`'s address `disp` into transport memory `s`
-    /// (alive until the flush, as for `put`).
-    pub(crate) fn get(
-        &self,
-        mem: &mut Memory,
-        s: LocalSlice,
-        peer: u32,
-        disp: u64,
-    ) -> Result<(), String> {
-        let ptr = mem.ptr(s).map_err(|e| e.to_string())?;
-        let n = count(s.len, "MPI_Get")?;
-        // SAFETY: as for `put`, with the origin buffer written.
-        let rc = unsafe {
-            ffi::MPI_Get(
-                ptr.cast(),
-                n,
-                ffi::RSMPI_UINT8_T,
-                peer as c_int,
-                disp as ffi::MPI_Aint,
-                n,
-                ffi::RSMPI_UINT8_T,
-                self.raw,
-            )
-        };
-        check(rc, "MPI_Get")
+        check(rc, call)
     }
 
     /// `MPI_Win_flush` towards `peer`: every put and get to it so far is
