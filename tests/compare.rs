@@ -161,24 +161,18 @@ fn logp_tests_its_repetitions() {
     // os is the send call: 400 ns against 300 ns. RTT jitters, so the
     // os/RTT rounds run to the cap (--max-its 20 × 4 = 80 up to 1 KiB);
     // or's rounds stop at 3 (its figure is steady under the model).
-    let base = [
-        "logp",
-        "--max-size",
-        "64",
-        "--eps",
-        "0.0001",
-        "--max-its",
-        "20",
-    ];
-    let few = [
-        "logp",
-        "--max-size",
-        "64",
-        "--eps",
-        "0.0001",
-        "--max-its",
-        "2",
-    ];
+    let args = |its| {
+        [
+            "logp",
+            "--max-size",
+            "64",
+            "--eps",
+            "0.0001",
+            "--max-its",
+            its,
+        ]
+    };
+    let (base, few) = (args("20"), args("2"));
     let t = four_runs(
         "logp",
         &base,
@@ -197,32 +191,15 @@ fn logp_tests_its_repetitions() {
 
 #[test]
 fn bcast_tests_its_measurements() {
-    let base = [
-        "bcast",
-        "--np",
-        "4",
-        "--method",
-        "all",
-        "--reps",
-        "5",
-        "--min-measurements",
-        "10",
-        "--max-measurements",
-        "12",
-    ];
-    let few = [
-        "bcast",
-        "--np",
-        "4",
-        "--method",
-        "all",
-        "--reps",
-        "5",
-        "--min-measurements",
-        "3",
-        "--max-measurements",
-        "3",
-    ];
+    let args = |min, max| {
+        let m = ["--min-measurements", min, "--max-measurements", max];
+        [
+            ["bcast", "--np", "4", "--method", "all", "--reps", "5"].as_slice(),
+            &m,
+        ]
+        .concat()
+    };
+    let (base, few) = (args("10", "12"), args("3", "3"));
     let t = four_runs(
         "bcast",
         &base,
@@ -263,24 +240,18 @@ fn overlap_tests_the_waits_of_each_step() {
 
 #[test]
 fn commtest_tests_its_iterations() {
-    let base = [
-        "commtest",
-        "--total",
-        "2K",
-        "--min-packet",
-        "1K",
-        "--iters",
-        "12",
-    ];
-    let few = [
-        "commtest",
-        "--total",
-        "2K",
-        "--min-packet",
-        "1K",
-        "--iters",
-        "5",
-    ];
+    let args = |iters| {
+        [
+            "commtest",
+            "--total",
+            "2K",
+            "--min-packet",
+            "1K",
+            "--iters",
+            iters,
+        ]
+    };
+    let (base, few) = (args("12"), args("5"));
     let t = four_runs(
         "commtest",
         &base,
