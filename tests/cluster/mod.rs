@@ -297,6 +297,11 @@ pub fn table_rows(doc: &serde_json::Value) -> usize {
         .unwrap_or(0)
 }
 
+/// The words of `line`: a command line written as a user types it.
+pub fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
 /// Reads the JSON document `path`.
 pub fn json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path)
@@ -326,16 +331,8 @@ pub fn have(prog: &str) -> bool {
 /// "not compiled" or an unknown value.
 pub fn has_mpi_transport() -> bool {
     let mut cmd = Command::new(exe());
-    cmd.args([
-        "latency",
-        "--transport",
-        "mpi",
-        "--sizes",
-        "8",
-        "--iters",
-        "1",
-    ])
-    .env("OMPI_COMM_WORLD_SIZE", "1");
+    cmd.args(words("latency --transport mpi --sizes 8 --iters 1"))
+        .env("OMPI_COMM_WORLD_SIZE", "1");
     let r = run(cmd, Duration::from_secs(20));
     !(r.stderr.contains("not compiled into this ovbench") || r.stderr.contains("invalid value"))
 }
