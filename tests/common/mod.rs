@@ -59,6 +59,11 @@ pub fn drain(pipe: impl Read + Send + 'static) -> JoinHandle<String> {
     std::thread::spawn(move || std::io::read_to_string(pipe).unwrap_or_default())
 }
 
+/// The words of `line`: a command line written as a user types it.
+pub fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
 /// Run `ovbench args…`, killing it after `limit`.
 pub fn ovbench(args: &[&str], limit: Duration) -> Run {
     run(&mut command(args), limit)
