@@ -64,6 +64,20 @@ pub fn words(line: &str) -> Vec<&str> {
     line.split_whitespace().collect()
 }
 
+/// Run `cmd` (any program) to its end and require success, its stderr in
+/// the failure; its stdout.
+pub fn stdout_of(cmd: &mut Command) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Run `ovbench args…`, killing it after `limit`.
 pub fn ovbench(args: &[&str], limit: Duration) -> Run {
     run(&mut command(args), limit)
