@@ -5,8 +5,14 @@
 
 #![allow(dead_code)]
 
+#[path = "../common/shell.rs"]
+mod shell;
 pub mod slurm;
 pub mod ssh_net;
+
+// Each test crate uses some of these (as with dead_code above).
+#[allow(unused_imports)]
+pub use shell::{stdout_of, words};
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -295,11 +301,6 @@ pub fn table_rows(doc: &serde_json::Value) -> usize {
                 .sum()
         })
         .unwrap_or(0)
-}
-
-/// The words of `line`: a command line written as a user types it.
-pub fn words(line: &str) -> Vec<&str> {
-    line.split_whitespace().collect()
 }
 
 /// Reads the JSON document `path`.

@@ -4,6 +4,12 @@
 
 #![allow(dead_code)]
 
+mod shell;
+
+// Each test crate uses some of these (as with dead_code above).
+#[allow(unused_imports)]
+pub use shell::{stdout_of, words};
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -57,25 +63,6 @@ pub fn command(args: &[&str]) -> Command {
 /// never stalls the child.
 pub fn drain(pipe: impl Read + Send + 'static) -> JoinHandle<String> {
     std::thread::spawn(move || std::io::read_to_string(pipe).unwrap_or_default())
-}
-
-/// The words of `line`: a command line written as a user types it.
-pub fn words(line: &str) -> Vec<&str> {
-    line.split_whitespace().collect()
-}
-
-/// Run `cmd` (any program) to its end and require success, its stderr in
-/// the failure; its stdout.
-pub fn stdout_of(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Run `ovbench args…`, killing it after `limit`.
