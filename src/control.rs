@@ -27,19 +27,38 @@ pub trait Control {
     fn collect(&mut self) -> Result<Option<Vec<Vec<u8>>>>;
 }
 
+/// A rank's bytes between [`Control::deposit`] and [`Control::collect`],
+/// for channels that send them only when rank 0 collects (a gather is
+/// collective, so it cannot run before the barrier).
+#[derive(Debug, Default)]
+pub struct Deposit(Option<Vec<u8>>);
+
+impl Deposit {
+    pub fn put(&mut self, mine: Vec<u8>) -> Result<()> {
+        self.0 = Some(mine);
+        Ok(())
+    }
+    /// The deposited bytes; an error where `collect` comes first.
+    pub fn take(&mut self) -> Result<Vec<u8>> {
+        self.0
+            .take()
+            .ok_or_else(|| anyhow!("control channel: collect without a deposit"))
+    }
+}
+
 /// The control channel over the job's exchange: the launcher's bootstrap
 /// service, or the PMIx / PMI-2 service of mpirun and srun.
 #[derive(Debug)]
 pub struct BootstrapControl {
     boot: Box<dyn ovbench_launcher::Exchange>,
-    pending: Option<Vec<u8>>,
+    pending: Deposit,
 }
 
 impl BootstrapControl {
     pub fn new(boot: Box<dyn ovbench_launcher::Exchange>) -> BootstrapControl {
         BootstrapControl {
             boot,
-            pending: None,
+            pending: Deposit::default(),
         }
     }
     /// The exchange (for the address exchange and the goodbye).
@@ -59,15 +78,10 @@ impl Control for BootstrapControl {
         self.boot.size()
     }
     fn deposit(&mut self, mine: Vec<u8>) -> Result<()> {
-        self.pending = Some(mine);
-        Ok(())
+        self.pending.put(mine)
     }
     fn collect(&mut self) -> Result<Option<Vec<Vec<u8>>>> {
-        let mine = self
-            .pending
-            .take()
-            .ok_or_else(|| anyhow!("control channel: collect without a deposit"))?;
-        let all = self.boot.allgather(&mine)?;
+        let all = self.boot.allgather(&self.pending.take()?)?;
         Ok((self.boot.rank() == 0).then_some(all))
     }
 }

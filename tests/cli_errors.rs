@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{ovbench, serial};
+use common::{ovbench, serial, words};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -57,17 +57,9 @@ fn unknown_protocol_lists_the_valid_ones() {
 fn unwritable_json_path_fails_before_measuring() {
     let _g = serial();
     let r = ovbench(
-        &[
-            "latency",
-            "--transport",
-            "sim",
-            "--sizes",
-            "8",
-            "--iters",
-            "10",
-            "--json",
-            "/nonexistent-ovbench-dir/out.json",
-        ],
+        &words(
+            "latency --transport sim --sizes 8 --iters 10 --json /nonexistent-ovbench-dir/out.json",
+        ),
         LIMIT,
     );
     assert_eq!(r.code, Some(2), "{r:?}");

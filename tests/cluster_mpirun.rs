@@ -15,7 +15,9 @@ mod cluster;
 use std::process::Command;
 use std::time::Duration;
 
-use cluster::{assert_none_left, exe, json, mpirun, run, scratch, serial, Job};
+use cluster::{
+    assert_none_left, exe, json, mpirun, run, scratch, serial, short_bcast, table_rows, words, Job,
+};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -36,17 +38,6 @@ fn pmix_run(np: u32, name: &str, args: &[&str]) -> serde_json::Value {
     doc
 }
 
-fn rows(doc: &serde_json::Value) -> usize {
-    doc["tables"]
-        .as_array()
-        .map(|t| {
-            t.iter()
-                .map(|t| t["rows"].as_array().map_or(0, Vec::len))
-                .sum()
-        })
-        .unwrap_or(0)
-}
-
 #[test]
 fn tcp_two_ranks_latency_through_pmix() {
     let doc = pmix_run(
@@ -54,7 +45,7 @@ fn tcp_two_ranks_latency_through_pmix() {
         "tcp2",
         &["latency", "--sizes", "8,64K", "--iters", "200", "--verify"],
     );
-    assert_eq!(rows(&doc), 2);
+    assert_eq!(table_rows(&doc), 2);
     // mpirun binds each of 2 ranks to a core: kept, not redone.
     let binding = doc["header"]["launch"]["binding"]
         .as_str()
@@ -64,20 +55,8 @@ fn tcp_two_ranks_latency_through_pmix() {
 
 #[test]
 fn tcp_four_ranks_bcast_through_pmix() {
-    let doc = pmix_run(
-        4,
-        "tcp4",
-        &[
-            "bcast",
-            "--reps",
-            "8",
-            "--max-measurements",
-            "8",
-            "--method",
-            "send-latency",
-        ],
-    );
-    assert!(rows(&doc) >= 1);
+    let doc = pmix_run(4, "tcp4", &short_bcast(&[]));
+    assert!(table_rows(&doc) >= 1);
 }
 
 #[cfg(feature = "ucx")]
@@ -97,23 +76,9 @@ fn ucx_two_and_four_ranks_through_pmix() {
             "--verify",
         ],
     );
-    assert_eq!(rows(&doc), 2);
-    let doc = pmix_run(
-        4,
-        "ucx4",
-        &[
-            "bcast",
-            "--transport",
-            "ucx",
-            "--reps",
-            "8",
-            "--max-measurements",
-            "8",
-            "--method",
-            "send-latency",
-        ],
-    );
-    assert!(rows(&doc) >= 1);
+    assert_eq!(table_rows(&doc), 2);
+    let doc = pmix_run(4, "ucx4", &short_bcast(&["--transport", "ucx"]));
+    assert!(table_rows(&doc) >= 1);
 }
 
 /// `--bootstrap off`: no rank starts or reaches ovbench's service, so the
@@ -134,7 +99,7 @@ fn pmix_connects_with_the_bootstrap_service_off() {
             "--verify",
         ],
     );
-    assert_eq!(rows(&doc), 1);
+    assert_eq!(table_rows(&doc), 1);
     let detail = doc["header"]["launch"]["exchange_detail"]
         .as_str()
         .unwrap_or_default();
@@ -177,15 +142,7 @@ fn a_killed_rank_ends_the_mpirun_job() {
     let _g = serial();
     let job = Job::start(mpirun(
         2,
-        &[
-            "latency",
-            "--sizes",
-            "8",
-            "--iters",
-            "1000000000",
-            "--timeout",
-            "60",
-        ],
+        &words("latency --sizes 8 --iters 1000000000 --timeout 60"),
     ));
     cluster::kill_rank_1(job, "OMPI_COMM_WORLD_RANK=1", &["rank 1"]);
 }

@@ -20,7 +20,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use cluster::slurm::Slurm;
-use cluster::{assert_none_left, exe, json, serial, Job};
+use cluster::{assert_none_left, exe, json, serial, words, Job};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -50,17 +50,7 @@ fn ovbench_under_slurm() {
         "{l}"
     );
 
-    let bc = [
-        "bcast",
-        "--reps",
-        "8",
-        "--max-measurements",
-        "8",
-        "--method",
-        "send-latency",
-        "--json",
-        &out_s,
-    ];
+    let bc = cluster::short_bcast(&["--json", &out_s]);
     slurm
         .srun(&["-n", "4"], &bc)
         .expect_ok("srun -n 4 ovbench bcast");
@@ -85,15 +75,7 @@ fn ovbench_under_slurm() {
         slurm
             .srun(
                 &["--mpi=pmix", "-n", "2"],
-                &[
-                    "latency",
-                    "--transport",
-                    "mpi",
-                    "--sizes",
-                    "8,64K",
-                    "--iters",
-                    "200",
-                ],
+                &words("latency --transport mpi --sizes 8,64K --iters 200"),
             )
             .expect_ok("srun --mpi=pmix -n 2 ovbench latency --transport mpi");
     } else {
@@ -109,16 +91,8 @@ fn ovbench_under_slurm() {
 
     // Rank 1 killed: the step ends within 5 s, a message names rank 1.
     let mut c = slurm.cmd("srun");
-    c.args([
-        "-n",
-        "2",
-        exe(),
-        "latency",
-        "--sizes",
-        "8",
-        "--iters",
-        "1000000000",
-    ]);
+    c.args(["-n", "2", exe()])
+        .args(words("latency --sizes 8 --iters 1000000000"));
     let job = Job::start(c);
     cluster::kill_rank_1(job, "SLURM_PROCID=1", &["rank 1", "task 1"]);
 }

@@ -18,19 +18,18 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cluster::ssh_net::Net;
-use cluster::{assert_none_left, exe, json, rank_pid, run, serial, Job};
+use cluster::{
+    assert_none_left, exe, json, rank_pid, run, serial, short_bcast, table_rows, words, Job,
+};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
-fn rows(doc: &serde_json::Value) -> usize {
-    doc["tables"]
-        .as_array()
-        .map(|t| {
-            t.iter()
-                .map(|t| t["rows"].as_array().map_or(0, Vec::len))
-                .sum()
-        })
-        .unwrap_or(0)
+/// `ovbench latency --hosts A,B MORE`: one rank on each host.
+fn latency_on_a_and_b(net: &Net, more: &str) -> Command {
+    let hosts = format!("{},{}", net.a, net.b);
+    let mut args = vec!["latency", "--hosts", &hosts];
+    args.extend(words(more));
+    net.ovbench(&args)
 }
 
 /// `ovbench latency --hosts A,B --verify`: rank 1 runs in B's namespace
@@ -40,19 +39,9 @@ fn latency_across_namespaces_over_ssh() {
     let _g = serial();
     let net = Net::up("lat");
     let out = net.dir.join("lat.json");
-    let hosts = format!("{},{}", net.a, net.b);
-    let job = Job::start(net.ovbench(&[
-        "latency",
-        "--hosts",
-        &hosts,
-        "--verify",
-        "--sizes",
-        "8,64K",
-        "--iters",
-        "300",
-        "--json",
-        &out.to_string_lossy(),
-    ]));
+    let mut lat = latency_on_a_and_b(&net, "--verify --sizes 8,64K --iters 300");
+    lat.arg("--json").arg(&out);
+    let job = Job::start(lat);
     let pid = rank_pid("OVBENCH_RANK=1", Duration::from_secs(30));
     let rank1_ns = std::fs::read_link(format!("/proc/{pid}/ns/net"))
         .map(|p| p.to_string_lossy().into_owned())
@@ -71,7 +60,7 @@ fn latency_across_namespaces_over_ssh() {
     );
     job.wait(LIMIT).expect_ok("latency --hosts A,B");
     let doc = json(&out);
-    assert_eq!(rows(&doc), 2);
+    assert_eq!(table_rows(&doc), 2);
     let launch = &doc["header"]["launch"];
     assert_eq!(launch["launcher"], "ovbench over ssh", "{launch}");
     assert_eq!(launch["exchange"], "bootstrap", "{launch}");
@@ -90,24 +79,17 @@ fn bcast_on_four_ranks_over_two_hosts() {
     let out = net.dir.join("bc.json");
     let hosts = format!("{a},{b},{a},{b}", a = net.a, b = net.b);
     let r = run(
-        net.ovbench(&[
-            "bcast",
+        net.ovbench(&short_bcast(&[
             "--hosts",
             &hosts,
-            "--reps",
-            "8",
-            "--max-measurements",
-            "8",
-            "--method",
-            "send-latency",
             "--json",
             &out.to_string_lossy(),
-        ]),
+        ])),
         LIMIT,
     )
     .expect_ok("bcast --hosts A,B,A,B");
     assert!(r.stdout.contains("4 ranks"), "{}", r.stdout);
-    assert!(rows(&json(&out)) >= 1);
+    assert!(table_rows(&json(&out)) >= 1);
     assert_none_left(Duration::from_secs(5));
 }
 
@@ -135,16 +117,7 @@ fn an_unreachable_host_is_refused_up_front() {
 fn a_killed_rank_ends_the_ssh_job() {
     let _g = serial();
     let net = Net::up("kill");
-    let hosts = format!("{},{}", net.a, net.b);
-    let job = Job::start(net.ovbench(&[
-        "latency",
-        "--hosts",
-        &hosts,
-        "--sizes",
-        "8",
-        "--iters",
-        "1000000000",
-    ]));
+    let job = Job::start(latency_on_a_and_b(&net, "--sizes 8 --iters 1000000000"));
     cluster::kill_rank_1(job, "OVBENCH_RANK=1", &["rank 1"]);
 }
 
@@ -173,23 +146,11 @@ fn mpirun_across_namespaces() {
             .args(extra);
         c
     };
-    let r = run(
-        mpirun(&[
-            "latency",
-            "--sizes",
-            "8,64K",
-            "--iters",
-            "300",
-            "--verify",
-            "--json",
-            &out.to_string_lossy(),
-        ]),
-        LIMIT,
-    )
-    .expect_ok("mpirun --host A,B ovbench latency");
-    let _ = r;
+    let mut lat = mpirun(&words("latency --sizes 8,64K --iters 300 --verify"));
+    lat.arg("--json").arg(&out);
+    run(lat, LIMIT).expect_ok("mpirun --host A,B ovbench latency");
     let doc = json(&out);
-    assert_eq!(rows(&doc), 2);
+    assert_eq!(table_rows(&doc), 2);
     let launch = &doc["header"]["launch"];
     assert_eq!(launch["exchange"], "pmix", "{launch}");
     let listen = launch["listen"].as_str().unwrap_or_default();
@@ -199,15 +160,7 @@ fn mpirun_across_namespaces() {
     );
     assert_none_left(Duration::from_secs(5));
     if cluster::has_mpi_transport() {
-        let mut mpi = mpirun(&[
-            "latency",
-            "--transport",
-            "mpi",
-            "--sizes",
-            "8,64K",
-            "--iters",
-            "500",
-        ]);
+        let mut mpi = mpirun(&words("latency --transport mpi --sizes 8,64K --iters 500"));
         // Between the namespaces only the tcp BTL connects the ranks, over
         // which Open MPI 4.1's osc rdma cannot serve a dynamic window
         // (MPI_ERR_WIN; docs/mpi.md): pt2pt, as a user would (mpirun
@@ -231,18 +184,7 @@ fn mpirun_across_namespaces() {
 fn a_rank_failing_at_start_up_ends_the_ssh_job_at_once() {
     let _g = serial();
     let net = Net::up("refused");
-    let hosts = format!("{},{}", net.a, net.b);
-    let mut cmd = net.ovbench(&[
-        "latency",
-        "--hosts",
-        &hosts,
-        "--sizes",
-        "8",
-        "--iters",
-        "100",
-        "--timeout",
-        "60",
-    ]);
+    let mut cmd = latency_on_a_and_b(&net, "--sizes 8 --iters 100 --timeout 60");
     cmd.env("OVBENCH_TEST_ROUTE", "loopback");
     let r = run(cmd, LIMIT);
     assert_ne!(r.code, Some(0), "{}", r.stderr);
@@ -275,25 +217,16 @@ fn ctrl_c_ends_an_ssh_job_with_its_status_and_the_json_so_far() {
     let _g = serial();
     let net = Net::up("sigint");
     let out = net.dir.join("int.json");
-    let hosts = format!("{},{}", net.a, net.b);
-    let job = Job::start(net.ovbench(&[
-        "latency",
-        "--hosts",
-        &hosts,
-        // The small sizes finish at once, the large ones take minutes.
-        "--sizes",
-        "8:64M",
-        "--iters",
-        "3000",
-        "--json",
-        &out.to_string_lossy(),
-    ]));
+    // The small sizes finish at once, the large ones take minutes.
+    let mut lat = latency_on_a_and_b(&net, "--sizes 8:64M --iters 3000");
+    lat.arg("--json").arg(&out);
+    let job = Job::start(lat);
     let deadline = Instant::now() + Duration::from_secs(60);
     let rows_now = || {
         std::fs::read_to_string(&out)
             .ok()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .map_or(0, |d| rows(&d))
+            .map_or(0, |d| table_rows(&d))
     };
     while rows_now() == 0 {
         assert!(Instant::now() < deadline, "no row within 60 s");
@@ -312,7 +245,7 @@ fn ctrl_c_ends_an_ssh_job_with_its_status_and_the_json_so_far() {
     assert!(r.stderr.contains("received SIGINT"), "{}", r.stderr);
     let doc = json(&out);
     assert_eq!(doc["complete"], false);
-    let n = rows(&doc);
+    let n = table_rows(&doc);
     assert!((1..24).contains(&n), "{n} rows");
     assert_none_left(Duration::from_secs(3));
 }

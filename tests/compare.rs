@@ -16,7 +16,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{ovbench, Scratch};
+use common::{ovbench, words, Scratch};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -116,20 +116,25 @@ fn cells<'a>(table: &'a str, key: &str) -> Vec<&'a str> {
         .collect()
 }
 
-/// Sim runs of `cmd`: A with `base` under `--sim model`, B the same
-/// under `--sim differ`, C a repeat of A, D with `few` (fewer than 10
-/// samples); their comparison's table.
-fn four_runs(name: &str, base: &[&str], model: &str, differ: &str, few: &[&str]) -> String {
-    fn with<'a>(args: &[&'a str], model: &'a str) -> Vec<&'a str> {
-        let mut a = args.to_vec();
+/// The sim model of the runs compared: jittered, so that samples vary,
+/// and seeded, so that a repeat draws the same.
+const MODEL: &str = "jitter=20ns,seed=3";
+
+/// Sim runs of `name`: A the command line `base` under [`MODEL`], B the
+/// same with the parameters `differ` changed, C a repeat of A, D the
+/// command line `few` (fewer than 10 samples); their comparison's table.
+fn four_runs(name: &str, base: &str, differ: &str, few: &str) -> String {
+    fn with<'a>(line: &'a str, model: &'a str) -> Vec<&'a str> {
+        let mut a = words(line);
         a.extend(["--sim", model]);
         a
     }
     let d = Scratch::new(&format!("compare-{name}"));
-    let a = sim(&d, "a", &with(base, model));
-    let b = sim(&d, "b", &with(base, differ));
-    let c = sim(&d, "c", &with(base, model));
-    let f = sim(&d, "d", &with(few, model));
+    let differs = format!("{differ},{MODEL}");
+    let a = sim(&d, "a", &with(base, MODEL));
+    let b = sim(&d, "b", &with(base, &differs));
+    let c = sim(&d, "c", &with(base, MODEL));
+    let f = sim(&d, "d", &with(few, MODEL));
     let r = ovbench(&["compare", s(&a), s(&b), s(&c), s(&f)], LIMIT).expect_ok();
     r.stdout
 }
@@ -161,25 +166,9 @@ fn logp_tests_its_repetitions() {
     // os is the send call: 400 ns against 300 ns. RTT jitters, so the
     // os/RTT rounds run to the cap (--max-its 20 × 4 = 80 up to 1 KiB);
     // or's rounds stop at 3 (its figure is steady under the model).
-    let args = |its| {
-        [
-            "logp",
-            "--max-size",
-            "64",
-            "--eps",
-            "0.0001",
-            "--max-its",
-            its,
-        ]
-    };
-    let (base, few) = (args("20"), args("2"));
-    let t = four_runs(
-        "logp",
-        &base,
-        "jitter=20ns,seed=3",
-        "os=400ns,jitter=20ns,seed=3",
-        &few,
-    );
+    let args = |its| format!("logp --max-size 64 --eps 0.0001 --max-its {its}");
+    let (base, few) = (args(20), args(2));
+    let t = four_runs("logp", &base, "os=400ns", &few);
     for size in ["0", "8", "64"] {
         assert_tested(&t, &format!("{size} os"), "n/a (n=80 vs 8)");
         assert_eq!(verdicts(&t, &format!("{size} or"))[1], "n/a (n=3 vs 3)");
@@ -192,21 +181,12 @@ fn logp_tests_its_repetitions() {
 #[test]
 fn bcast_tests_its_measurements() {
     let args = |min, max| {
-        let m = ["--min-measurements", min, "--max-measurements", max];
-        [
-            ["bcast", "--np", "4", "--method", "all", "--reps", "5"].as_slice(),
-            &m,
-        ]
-        .concat()
+        format!(
+            "bcast --np 4 --method all --reps 5 --min-measurements {min} --max-measurements {max}"
+        )
     };
-    let (base, few) = (args("10", "12"), args("3", "3"));
-    let t = four_runs(
-        "bcast",
-        &base,
-        "jitter=20ns,seed=3",
-        "L=1.5us,jitter=20ns,seed=3",
-        &few,
-    );
+    let (base, few) = (args(10, 12), args(3, 3));
+    let t = four_runs("bcast", &base, "L=1.5us", &few);
     for m in [
         "ack",
         "barrier-dissemination",
@@ -222,15 +202,9 @@ fn bcast_tests_its_measurements() {
 #[test]
 fn overlap_tests_the_waits_of_each_step() {
     // o_r 400 ns against 300 ns: the receiver's wait per transfer.
-    let base = ["overlap", "--sizes", "1K", "--iters", "20", "--steps", "1"];
-    let few = ["overlap", "--sizes", "1K", "--iters", "5", "--steps", "1"];
-    let t = four_runs(
-        "overlap",
-        &base,
-        "jitter=20ns,seed=3",
-        "or=400ns,jitter=20ns,seed=3",
-        &few,
-    );
+    let base = "overlap --sizes 1K --iters 20 --steps 1";
+    let few = "overlap --sizes 1K --iters 5 --steps 1";
+    let t = four_runs("overlap", base, "or=400ns", few);
     assert_tested(&t, "isend-irecv 1K step 1 receiver", "n/a (n=20 vs 5)");
     assert_eq!(
         verdicts(&t, "isend-irecv 1K step 0 sender")[2],
@@ -240,25 +214,9 @@ fn overlap_tests_the_waits_of_each_step() {
 
 #[test]
 fn commtest_tests_its_iterations() {
-    let args = |iters| {
-        [
-            "commtest",
-            "--total",
-            "2K",
-            "--min-packet",
-            "1K",
-            "--iters",
-            iters,
-        ]
-    };
-    let (base, few) = (args("12"), args("5"));
-    let t = four_runs(
-        "commtest",
-        &base,
-        "jitter=20ns,seed=3",
-        "L=1.5us,jitter=20ns,seed=3",
-        &few,
-    );
+    let args = |iters| format!("commtest --total 2K --min-packet 1K --iters {iters}");
+    let (base, few) = (args(12), args(5));
+    let t = four_runs("commtest", &base, "L=1.5us", &few);
     for e in [
         "basic swap (0,0) simple x1",
         "basic swap (1,10) sync. send x1",

@@ -38,26 +38,27 @@ fn devices_lists_every_transport_as_built() {
     let out = &r.stdout;
     assert!(section(out, "tcp").contains("compiled in"), "{out}");
     assert!(section(out, "sim").contains("compiled in"), "{out}");
-    let ucx = section(out, "ucx");
-    if cfg!(feature = "ucx") {
-        assert!(ucx.contains("compiled in, UCX 1."), "{ucx}");
-        assert!(ucx.contains("posix: memory (shm)"), "{ucx}");
-    } else {
-        assert!(
-            ucx.contains("not compiled in") && ucx.contains("--features ucx"),
-            "{ucx}"
-        );
-        assert!(ucx.contains("libucx-dev"), "{ucx}");
-    }
-    let ofi = section(out, "ofi");
-    if cfg!(feature = "ofi") {
-        assert!(ofi.contains("compiled in, libfabric 1."), "{ofi}");
-        assert!(ofi.contains("shm: endpoints rdm"), "{ofi}");
-    } else {
-        assert!(
-            ofi.contains("--features ofi") && ofi.contains("libfabric-dev"),
-            "{ofi}"
-        );
+    // Each library's section: what its own query finds when built in,
+    // else the feature and the package to add.
+    let fabrics: [(&str, bool, &[&str], &[&str]); 2] = [
+        (
+            "ucx",
+            cfg!(feature = "ucx"),
+            &["compiled in, UCX 1.", "posix: memory (shm)"],
+            &["not compiled in", "--features ucx", "libucx-dev"],
+        ),
+        (
+            "ofi",
+            cfg!(feature = "ofi"),
+            &["compiled in, libfabric 1.", "shm: endpoints rdm"],
+            &["--features ofi", "libfabric-dev"],
+        ),
+    ];
+    for (name, built, when_built, when_not) in fabrics {
+        let says = section(out, name);
+        for want in if built { when_built } else { when_not } {
+            assert!(says.contains(want), "{name} lacks `{want}`:\n{says}");
+        }
     }
     let verbs = section(out, "verbs");
     if cfg!(feature = "verbs") {

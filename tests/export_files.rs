@@ -5,30 +5,19 @@
 //! before anything runs.
 #![cfg(feature = "sim")]
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
-fn scratch(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("ovbench-export-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use common::{command, scratch, stdout_of, words};
 
 /// The column names Python's csv.DictReader reads from `path`, and its
 /// row count.
 fn dict_reader(path: &Path) -> (Vec<String>, usize) {
     let py = "import csv,sys,json\nr=csv.DictReader(open(sys.argv[1]))\nrows=list(r)\nprint(json.dumps([r.fieldnames,len(rows)]))";
-    let out = Command::new("python3")
-        .args(["-c", py])
-        .arg(path)
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = stdout_of(Command::new("python3").args(["-c", py]).arg(path));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let names = v[0]
         .as_array()
         .unwrap()
@@ -42,28 +31,14 @@ fn dict_reader(path: &Path) -> (Vec<String>, usize) {
 fn every_table_is_a_csv_file_python_reads_and_the_json_lists_them() {
     let dir = scratch("tables");
     let (json, csv) = (dir.join("o.json"), dir.join("o.csv"));
-    let out = Command::new(env!("CARGO_BIN_EXE_ovbench"))
-        .args([
-            "overlap",
-            "--transport",
-            "sim",
-            "--sizes",
-            "10K",
-            "--iters",
-            "2",
-            "--steps",
-            "1",
-        ])
+    stdout_of(
+        command(&words(
+            "overlap --transport sim --sizes 10K --iters 2 --steps 1",
+        ))
         .arg("--json")
         .arg(&json)
         .arg("--csv")
-        .arg(&csv)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        .arg(&csv),
     );
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();

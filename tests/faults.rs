@@ -478,11 +478,11 @@ fn trial(
     }
 }
 
-/// A latency sweep that writes rows within a second and runs on for
-/// minutes, for the SIGTERM cases.
-fn sigterm_args(dir: &Path) -> Vec<String> {
+/// SIGTERM to the ranks of `launch` (trial `label`) during a latency
+/// sweep that writes rows within a second and runs on for minutes.
+fn sigterm_trial(label: &str, launch: &Launch, dir: &Path, tally: &mut Tally) {
     let json = dir.join("sigterm.json");
-    [
+    let mut args = vec![
         "latency",
         "--sizes",
         "1:1M",
@@ -493,11 +493,16 @@ fn sigterm_args(dir: &Path) -> Vec<String> {
         "--timeout",
         TIMEOUT,
         "--json",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([json.to_string_lossy().into_owned()])
-    .collect()
+    ];
+    let json_s = json.to_string_lossy();
+    args.push(&json_s);
+    special::ranks_terminated(
+        label,
+        launch.command(&args),
+        &|r| launch.rank_var(r),
+        &json,
+        tally,
+    );
 }
 
 #[test]
@@ -565,15 +570,7 @@ fn every_fault_ends_the_job_at_once_naming_it() {
         }
         run(Launch::Mpirun, "tcp", &mut rng, &mut tally);
         if selected("special/mpirun-sigterm", replaying) {
-            let args = sigterm_args(&dir);
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            special::ranks_terminated(
-                "mpirun",
-                mpirun(2, &args),
-                &|r| Launch::Mpirun.rank_var(r),
-                &dir.join("sigterm.json"),
-                &mut tally,
-            );
+            sigterm_trial("mpirun", &Launch::Mpirun, &dir, &mut tally);
         }
     } else {
         eprintln!("skipped: mpirun (no mpirun.openmpi; run ci/deps)");
@@ -584,16 +581,7 @@ fn every_fault_ends_the_job_at_once_naming_it() {
             let slurm = Slurm::up();
             run(Launch::Srun(&slurm), "tcp", &mut rng, &mut tally);
             if selected("special/srun-sigterm", replaying) {
-                let args = sigterm_args(&dir);
-                let launch = Launch::Srun(&slurm);
-                let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                special::ranks_terminated(
-                    "srun",
-                    launch.command(&args),
-                    &|r| launch.rank_var(r),
-                    &dir.join("sigterm.json"),
-                    &mut tally,
-                );
+                sigterm_trial("srun", &Launch::Srun(&slurm), &dir, &mut tally);
             }
         } else {
             eprintln!("skipped: srun (no slurmctld/munged; run ci/deps)");

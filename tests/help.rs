@@ -117,19 +117,11 @@ fn completions_load_in_the_shell() {
     let dir = common::scratch("completions");
     let file = dir.join("ovbench.bash");
     std::fs::write(&file, &r.stdout).unwrap();
-    let out = std::process::Command::new("bash")
-        .args([
-            "-c",
-            &format!("source {} && complete -p ovbench", file.display()),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("ovbench"));
+    let registered = common::stdout_of(std::process::Command::new("bash").args([
+        "-c",
+        &format!("source {} && complete -p ovbench", file.display()),
+    ]));
+    assert!(registered.contains("ovbench"), "{registered}");
     let z = ovbench(&["completions", "zsh"], LIMIT).expect_ok();
     assert!(
         z.stdout.starts_with("#compdef ovbench"),

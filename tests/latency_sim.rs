@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{json, ovbench_rows, Scratch};
+use common::{json, ovbench_rows, words, Scratch};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -13,20 +13,10 @@ const LIMIT: Duration = Duration::from_secs(60);
 fn sim_latency_is_the_closed_form() {
     let dir = Scratch::new("sim");
     let out = dir.join("sim.json");
-    let args = [
-        "latency",
-        "--transport",
-        "sim",
-        "--sim",
-        "L=2us,os=250ns,or=400ns",
-        "--sizes",
-        "0,8",
-        "--iters",
-        "50",
-        "--warmup",
-        "3",
-        "--verify",
-    ];
+    let args = words(
+        "latency --transport sim --sim L=2us,os=250ns,or=400ns \
+         --sizes 0,8 --iters 50 --warmup 3 --verify",
+    );
     let (r, rows) = ovbench_rows(&args, &out, LIMIT);
     assert!(r.stdout.contains("# transport L: "), "{}", r.stdout);
     assert!(r.stdout.contains("clock: virtual"), "{}", r.stdout);
@@ -52,18 +42,7 @@ fn sim_latency_is_the_closed_form() {
 fn instrument_adds_a_recorded_pass_that_costs_no_virtual_time() {
     let dir = Scratch::new("siminstr");
     let out = dir.join("i.json");
-    let args = [
-        "latency",
-        "--transport",
-        "sim",
-        "--sizes",
-        "8,64K",
-        "--iters",
-        "20",
-        "--warmup",
-        "2",
-        "--instrument",
-    ];
+    let args = words("latency --transport sim --sizes 8,64K --iters 20 --warmup 2 --instrument");
     let (r, rows) = ovbench_rows(&args, &out, LIMIT);
     assert!(
         r.stdout.contains("size 8 instrumented: p50"),

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{json, ovbench, ovbench_rows, rows, Scratch};
+use common::{json, ovbench, ovbench_rows, rows, words, Scratch};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -14,24 +14,10 @@ fn latency_sweep_with_verify_writes_json_and_table() {
     let dir = Scratch::new("lat");
     let out = dir.join("lat.json");
     let csv = dir.join("lat.csv");
-    let r = ovbench(
-        &[
-            "latency",
-            "--sizes",
-            "0,8,64K",
-            "--iters",
-            "60",
-            "--warmup",
-            "5",
-            "--verify",
-            "--json",
-            out.to_str().unwrap(),
-            "--csv",
-            csv.to_str().unwrap(),
-        ],
-        LIMIT,
-    )
-    .expect_ok();
+    let mut args = words("latency --sizes 0,8,64K --iters 60 --warmup 5 --verify");
+    args.extend(["--json", out.to_str().unwrap()]);
+    args.extend(["--csv", csv.to_str().unwrap()]);
+    let r = ovbench(&args, LIMIT).expect_ok();
     // Header: clock, transport axes, both ranks' affinity.
     assert!(r.stdout.contains("# clock: "), "{}", r.stdout);
     assert!(

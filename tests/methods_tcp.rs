@@ -11,8 +11,10 @@ use std::sync::Mutex;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// Run `ovbench ARGS --json FILE`; returns (stdout, JSON document).
-fn ovbench(args: &[&str]) -> (String, serde_json::Value) {
+/// Run `ovbench COMMAND --json FILE` (`command` as a user types it);
+/// returns (stdout, JSON document).
+fn ovbench(command: &str) -> (String, serde_json::Value) {
+    let args: Vec<&str> = command.split_whitespace().collect();
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let json = std::env::temp_dir().join(format!(
         "ovbench-methods-{}-{}.json",
@@ -20,7 +22,7 @@ fn ovbench(args: &[&str]) -> (String, serde_json::Value) {
         args[0]
     ));
     let out = Command::new(env!("CARGO_BIN_EXE_ovbench"))
-        .args(args)
+        .args(&args)
         .args(["--timeout", "120", "--json"])
         .arg(&json)
         .output()
@@ -56,15 +58,7 @@ fn finite(v: &serde_json::Value, key: &str) -> f64 {
 
 #[test]
 fn overhead_over_tcp() {
-    let (stdout, doc) = ovbench(&[
-        "overhead",
-        "--sizes",
-        "8,4K",
-        "--iterations",
-        "50",
-        "--repeats",
-        "2",
-    ]);
+    let (stdout, doc) = ovbench("overhead --sizes 8,4K --iterations 50 --repeats 2");
     for col in [
         "msgsize",
         "iterations",
@@ -97,15 +91,7 @@ fn overhead_over_tcp() {
 
 #[test]
 fn logp_over_tcp() {
-    let (stdout, doc) = ovbench(&[
-        "logp",
-        "--max-size",
-        "1K",
-        "--max-its",
-        "3",
-        "--max-diff",
-        "100",
-    ]);
+    let (stdout, doc) = ovbench("logp --max-size 1K --max-its 3 --max-diff 100");
     // L is unknown (null, with its reason) when RTT(0)/2 is not above g(0).
     let l_known = doc["summary"]["L_ns"].is_number();
     assert!(
@@ -134,19 +120,8 @@ fn logp_over_tcp() {
 
 #[test]
 fn bcast_over_tcp_on_four_ranks() {
-    let (stdout, doc) = ovbench(&[
-        "bcast",
-        "--np",
-        "4",
-        "--method",
-        "all",
-        "--reps",
-        "10",
-        "--max-measurements",
-        "3",
-        "--min-measurements",
-        "2",
-    ]);
+    let (stdout, doc) =
+        ovbench("bcast --np 4 --method all --reps 10 --max-measurements 3 --min-measurements 2");
     assert!(stdout.contains("OL_i") && stdout.contains("rounds-backward"));
     let per = rows(&doc, 0);
     assert_eq!(per.len(), 4);
@@ -182,16 +157,8 @@ fn bcast_over_tcp_on_four_ranks() {
 
 #[test]
 fn commtest_over_tcp() {
-    let (stdout, doc) = ovbench(&[
-        "commtest",
-        "--total",
-        "64K",
-        "--min-packet",
-        "16K",
-        "--iterations",
-        "2",
-        "--global-clock",
-    ]);
+    let (stdout, doc) =
+        ovbench("commtest --total 64K --min-packet 16K --iterations 2 --global-clock");
     assert!(stdout.contains("(1,10)") && stdout.contains("MB/s") && stdout.contains("global[us]"));
     let r = rows(&doc, 0);
     // 20 protocols ((1,6) left out) × 1, 2, 4 packets.
@@ -210,19 +177,9 @@ fn commtest_over_tcp() {
 
 #[test]
 fn overlap_over_tcp() {
-    let (stdout, doc) = ovbench(&[
-        "overlap",
-        "--proto",
-        "rdma-read",
-        "--pair",
-        "isend-irecv,send-irecv",
-        "--sizes",
-        "64K",
-        "--iters",
-        "5",
-        "--steps",
-        "4",
-    ]);
+    let (stdout, doc) = ovbench(
+        "overlap --proto rdma-read --pair isend-irecv,send-irecv --sizes 64K --iters 5 --steps 4",
+    );
     assert!(stdout.contains("s.max%") && stdout.contains("per-process totals"));
     let steps = rows(&doc, 0);
     assert_eq!(steps.len(), 2 * 5);

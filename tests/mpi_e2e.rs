@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{json, run, Run, Scratch};
+use common::{json, run, words, Run, Scratch};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -60,7 +60,8 @@ fn mpirun(np: u32, args: &[&str], env: &[(&str, &str)]) -> Run {
     run(&mut mpirun_cmd(np, args, env), LIMIT)
 }
 
-/// Run and require success; the JSON document written to `out`.
+/// Run `args` with `--transport mpi` and require success; the JSON
+/// document written to `out`.
 fn mpirun_json(
     np: u32,
     args: &[&str],
@@ -68,7 +69,8 @@ fn mpirun_json(
     out: &Path,
 ) -> (Run, serde_json::Value) {
     let mut a = args.to_vec();
-    a.extend(["--json", out.to_str().unwrap(), "--timeout", "60"]);
+    let json_path = out.to_str().unwrap();
+    a.extend(["--transport", "mpi", "--json", json_path, "--timeout", "60"]);
     let r = mpirun(np, &a, env).expect_ok();
     let doc = json(out);
     (r, doc)
@@ -109,17 +111,7 @@ fn latency_over_every_protocol_verifies_every_byte() {
         {
             let out = dir.join(format!("lat-{np}-{proto}.json"));
             let args = [
-                "latency",
-                "--transport",
-                "mpi",
-                "--proto",
-                proto,
-                "--sizes",
-                "8,1M",
-                "--iters",
-                "10",
-                "--warmup",
-                "2",
+                "latency", "--proto", proto, "--sizes", "8,1M", "--iters", "10", "--warmup", "2",
                 "--verify",
             ];
             let (r, doc) = mpirun_json(np, &args, &[], &out);
@@ -146,78 +138,31 @@ fn latency_over_every_protocol_verifies_every_byte() {
 #[test]
 fn methods_run_over_mpi_point_to_point_and_own_protocols() {
     let dir = Scratch::new("mpi-methods");
-    let cases: &[(u32, &[&str])] = &[
-        (2, &["overhead", "--msgsize", "8", "--iterations", "100"]),
+    let cases: &[(u32, &str)] = &[
+        (2, "overhead --msgsize 8 --iterations 100"),
         (
             2,
-            &[
-                "overhead",
-                "--recv",
-                "--msgsize",
-                "1K",
-                "--iterations",
-                "100",
-                "--proto",
-                "rdma-write",
-            ],
+            "overhead --recv --msgsize 1K --iterations 100 --proto rdma-write",
         ),
+        (2, "overlap --sizes 10K,1M --iters 10 --steps 2 --verify"),
         (
             2,
-            &[
-                "overlap", "--sizes", "10K,1M", "--iters", "10", "--steps", "2", "--verify",
-            ],
+            "overlap --sizes 1M --iters 10 --steps 2 --verify --proto pipelined",
         ),
-        (
-            2,
-            &[
-                "overlap",
-                "--sizes",
-                "1M",
-                "--iters",
-                "10",
-                "--steps",
-                "2",
-                "--verify",
-                "--proto",
-                "pipelined",
-            ],
-        ),
-        (2, &["logp", "--max-size", "1K", "--max-its", "2"]),
-        (
-            2,
-            &[
-                "logp",
-                "--max-size",
-                "256",
-                "--max-its",
-                "2",
-                "--proto",
-                "eager",
-            ],
-        ),
-        (4, &["commtest", "--total", "16K"]),
-        (4, &["commtest", "--total", "16K", "--proto", "rdma-read"]),
+        (2, "logp --max-size 1K --max-its 2"),
+        (2, "logp --max-size 256 --max-its 2 --proto eager"),
+        (4, "commtest --total 16K"),
+        (4, "commtest --total 16K --proto rdma-read"),
         // bcast --method all with the library's MPI_Bcast: the must-show test.
         (
             4,
-            &[
-                "bcast",
-                "--method",
-                "oli",
-                "--reps",
-                "10",
-                "--proto",
-                "eager",
-                "--algorithm",
-                "binomial",
-            ],
+            "bcast --method oli --reps 10 --proto eager --algorithm binomial",
         ),
     ];
-    for (i, (np, args)) in cases.iter().enumerate() {
-        let mut a = args.to_vec();
-        a.extend(["--transport", "mpi"]);
+    for (i, &(np, line)) in cases.iter().enumerate() {
+        let args = words(line);
         let out = dir.join(format!("m{i}.json"));
-        let (r, doc) = mpirun_json(*np, &a, &[], &out);
+        let (r, doc) = mpirun_json(np, &args, &[], &out);
         assert!(
             r.stdout
                 .lines()
@@ -254,20 +199,8 @@ fn must_show_overhead_bcast_and_overlap_tables() {
         "{}",
         r.stdout
     );
-    let r = mpirun(
-        4,
-        &[
-            "bcast",
-            "--transport",
-            "mpi",
-            "--method",
-            "all",
-            "--reps",
-            "20",
-        ],
-        &[],
-    )
-    .expect_ok();
+    let bcast = words("bcast --transport mpi --method all --reps 20");
+    let r = mpirun(4, &bcast, &[]).expect_ok();
     for m in [
         "send-latency",
         "rounds-forward",
@@ -278,25 +211,9 @@ fn must_show_overhead_bcast_and_overlap_tables() {
         assert!(r.stdout.contains(m), "{m} missing:\n{}", r.stdout);
     }
     assert!(r.stdout.contains("library broadcast"), "{}", r.stdout);
-    let r = mpirun(
-        2,
-        &[
-            "overlap",
-            "--transport",
-            "mpi",
-            "--proto",
-            "rdma-read",
-            "--verify",
-            "--sizes",
-            "1M",
-            "--iters",
-            "20",
-            "--steps",
-            "4",
-        ],
-        &[],
-    )
-    .expect_ok();
+    let overlap =
+        words("overlap --transport mpi --proto rdma-read --verify --sizes 1M --iters 20 --steps 4");
+    let r = mpirun(2, &overlap, &[]).expect_ok();
     assert!(
         r.stdout.contains("min.ovl") && r.stdout.contains("max.ovl"),
         "{}",
@@ -328,45 +245,16 @@ fn pmpi_counts_of_one_sided_calls_match_the_json() {
     } else {
         &[""]
     };
-    let cases: &[&[&str]] = &[
-        &[
-            "overlap",
-            "--proto",
-            "rdma-read",
-            "--verify",
-            "--sizes",
-            "1M",
-            "--iters",
-            "10",
-            "--steps",
-            "2",
-        ],
-        &[
-            "latency",
-            "--proto",
-            "rdma-write",
-            "--sizes",
-            "64K,1M",
-            "--iters",
-            "10",
-            "--verify",
-        ],
-        &[
-            "latency",
-            "--proto",
-            "pipelined",
-            "--sizes",
-            "256K",
-            "--iters",
-            "5",
-        ],
+    let cases = [
+        "overlap --proto rdma-read --verify --sizes 1M --iters 10 --steps 2",
+        "latency --proto rdma-write --sizes 64K,1M --iters 10 --verify",
+        "latency --proto pipelined --sizes 256K --iters 5",
     ];
     for osc in oscs {
-        for (i, args) in cases.iter().enumerate() {
+        for (i, line) in cases.iter().enumerate() {
+            let args = words(line);
             let counts = dir.join(format!("counts-{osc}-{i}"));
             std::fs::create_dir_all(&counts).unwrap();
-            let mut a = args.to_vec();
-            a.extend(["--transport", "mpi"]);
             let env = [
                 ("LD_PRELOAD", so.to_str().unwrap()),
                 ("PMPI_COUNT_DIR", counts.to_str().unwrap()),
@@ -374,7 +262,7 @@ fn pmpi_counts_of_one_sided_calls_match_the_json() {
             ];
             let env: Vec<_> = env.into_iter().filter(|(_, v)| !v.is_empty()).collect();
             let out = dir.join(format!("pmpi-{osc}-{i}.json"));
-            let (r, doc) = mpirun_json(2, &a, &env, &out);
+            let (r, doc) = mpirun_json(2, &args, &env, &out);
             if !osc.is_empty() {
                 let component = doc["header"]["mpi"]["osc"]["component"].as_str();
                 assert_eq!(component, Some(*osc), "{}", r.stdout);
@@ -453,21 +341,8 @@ fn ranks_under(parent: u32) -> Vec<u32> {
 #[test]
 fn a_rank_stuck_in_mpi_is_ended_by_the_watchdog() {
     let _s = common::serial();
-    let mut cmd = mpirun_cmd(
-        2,
-        &[
-            "latency",
-            "--transport",
-            "mpi",
-            "--sizes",
-            "8",
-            "--iters",
-            "100000000",
-            "--timeout",
-            "3",
-        ],
-        &[],
-    );
+    let stuck = words("latency --transport mpi --sizes 8 --iters 100000000 --timeout 3");
+    let mut cmd = mpirun_cmd(2, &stuck, &[]);
     let mut child = cmd.spawn().unwrap();
     let err = common::drain(child.stderr.take().unwrap());
     // Rank 0's table heading says the ranks are past MPI_Init and the
@@ -564,16 +439,7 @@ fn tcp_btl_alone_runs_the_own_protocols_on_pt2pt() {
     for proto in ["rdma-write", "native"] {
         let out = dir.join(format!("tcp-{proto}.json"));
         let args = [
-            "latency",
-            "--transport",
-            "mpi",
-            "--proto",
-            proto,
-            "--sizes",
-            "8,256K",
-            "--iters",
-            "10",
-            "--verify",
+            "latency", "--proto", proto, "--sizes", "8,256K", "--iters", "10", "--verify",
         ];
         let (r, doc) = mpirun_json(2, &args, &env, &out);
         let osc = &doc["header"]["mpi"]["osc"];

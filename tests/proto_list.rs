@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{ovbench, Scratch};
+use common::{ovbench, words, Scratch};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(180);
@@ -28,9 +28,10 @@ fn schema_errors(doc: &Value) -> Vec<String> {
         .collect()
 }
 
-fn check_combined(d: &Scratch, args: &[&str], protos: &[&str]) {
+fn check_combined(scratch: &str, command: &str, protos: &[&str]) {
+    let d = &Scratch::new(scratch);
     let json = d.join("all.json");
-    let mut a = args.to_vec();
+    let mut a = words(command);
     let list = protos.join(",");
     a.extend(["--proto", &list, "-q", "--json", json.to_str().unwrap()]);
     let r = ovbench(&a, LIMIT).expect_ok();
@@ -93,36 +94,18 @@ fn check_combined(d: &Scratch, args: &[&str], protos: &[&str]) {
 
 #[test]
 fn sim_protocols_side_by_side() {
-    let d = Scratch::new("protolist-sim");
     check_combined(
-        &d,
-        &[
-            "latency",
-            "--transport",
-            "sim",
-            "--sizes",
-            "8,64K",
-            "--iters",
-            "50",
-        ],
+        "protolist-sim",
+        "latency --transport sim --sizes 8,64K --iters 50",
         &["eager", "rdma-read", "rdma-write"],
     );
 }
 
 #[test]
 fn tcp_protocols_side_by_side() {
-    let d = Scratch::new("protolist-tcp");
     check_combined(
-        &d,
-        &[
-            "latency",
-            "--transport",
-            "tcp",
-            "--sizes",
-            "8,1K",
-            "--iters",
-            "50",
-        ],
+        "protolist-tcp",
+        "latency --transport tcp --sizes 8,1K --iters 50",
         &["eager", "rdma-write", "raw"],
     );
 }

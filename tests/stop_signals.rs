@@ -248,15 +248,9 @@ fn a_signal_stops_the_simulation_with_its_status_and_the_json_so_far() {
 #[test]
 fn nohup_keeps_sighup_ignored_under_sim() {
     let _g = serial();
-    let mut cmd = command(&[
-        "latency",
-        "--transport",
-        "sim",
-        "--sizes",
-        "8",
-        "--iters",
-        "100000000",
-    ]);
+    let mut cmd = command(&common::words(
+        "latency --transport sim --sizes 8 --iters 100000000",
+    ));
     // SAFETY: only signal(2), async-signal-safe, between fork and exec.
     unsafe {
         cmd.pre_exec(|| {

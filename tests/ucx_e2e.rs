@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{
-    check_ops, fabric_latency_rows, json, ovbench_rows, rendezvous, tagged_only, Scratch,
+    check_ops, fabric_latency_rows, json, ovbench_rows, rendezvous, tagged_only, words, Scratch,
 };
 
 const ITERS: u64 = 4;
@@ -53,24 +53,11 @@ fn rdma_read_issues_am_and_gets_never_tagged() {
 /// 1 MiB with computation up to twice xfer_time; the JSON rows.
 fn overlap(dir: &Path, proto: &str) -> Vec<serde_json::Value> {
     let out = dir.join(format!("overlap-{proto}.json"));
-    let args = [
-        "overlap",
-        "--transport",
-        "ucx",
-        "--ucx-tls",
-        "posix",
-        "--proto",
-        proto,
-        "--sizes",
-        "1M",
-        "--iters",
-        "5",
-        "--steps",
-        "2",
-        "--xfer-reps",
-        "5",
-    ];
-    let (_, rows) = ovbench_rows(&args, &out, LIMIT);
+    let args = format!(
+        "overlap --transport ucx --ucx-tls posix --proto {proto} \
+         --sizes 1M --iters 5 --steps 2 --xfer-reps 5"
+    );
+    let (_, rows) = ovbench_rows(&words(&args), &out, LIMIT);
     assert_eq!(rows.len(), 3, "{proto}: {rows:?}");
     rows
 }
@@ -159,15 +146,8 @@ fn sockaddr_path_runs_every_protocol_verified() {
     ];
     for (path, proto) in cases {
         let out = dir.join(format!("{path}-{proto}.json"));
-        let fabric = [
-            "--transport",
-            "ucx",
-            "--ucx-tls",
-            "tcp",
-            "--ucx-connect",
-            path,
-        ];
-        fabric_latency_rows(&out, &fabric, proto, ITERS, WARMUP, LIMIT);
+        let fabric = format!("--transport ucx --ucx-tls tcp --ucx-connect {path}");
+        fabric_latency_rows(&out, &words(&fabric), proto, ITERS, WARMUP, LIMIT);
         let doc = json(&out);
         let connect = transport_setting(&doc, "ucx_connect");
         assert!(connect.starts_with(path), "{path}/{proto}: {connect}");

@@ -37,8 +37,40 @@ pub struct Entry {
     pub derived: bool,
 }
 
+impl Entry {
+    /// A measured row `r`'s entry: its samples from the histogram
+    /// `hist_key`, its count from `samples`.
+    fn sampled(r: &Value, hist_key: &str, key: String, order: (u64, String), value: f64) -> Entry {
+        Entry {
+            key,
+            order,
+            value,
+            samples: hist_of(r, hist_key),
+            n: r.get("samples").and_then(Value::as_u64),
+            derived: false,
+        }
+    }
+}
+
 fn size_text(v: f64) -> String {
     crate::sizes::format_bytes(v as usize)
+}
+
+/// An entry per size of `run`'s main table: the row's `figure` divided by
+/// `scale`, its samples from the histogram `hist_key`.
+fn per_size(run: &RunFile, figure: &str, scale: f64, hist_key: &str) -> Vec<Entry> {
+    let entry = |r: &Value| {
+        let size = num(r, "size").unwrap_or(0.0);
+        let value = num(r, figure).unwrap_or(f64::NAN) / scale;
+        Entry::sampled(
+            r,
+            hist_key,
+            size_text(size),
+            (size as u64, String::new()),
+            value,
+        )
+    };
+    run.main_rows().iter().map(entry).collect()
 }
 
 /// The metric and the entries of `run` (all of one command).
@@ -46,17 +78,7 @@ pub fn entries(run: &RunFile) -> (Metric, Vec<Entry>) {
     let mut out = Vec::new();
     let metric = match run.command.as_str() {
         "latency" => {
-            for r in run.main_rows() {
-                let size = num(r, "size").unwrap_or(0.0);
-                out.push(Entry {
-                    key: size_text(size),
-                    order: (size as u64, String::new()),
-                    value: num(r, "p50_ns").unwrap_or(f64::NAN) / 1000.0,
-                    samples: hist_of(r, "histogram"),
-                    n: r.get("samples").and_then(Value::as_u64),
-                    derived: false,
-                });
-            }
+            out = per_size(run, "p50_ns", 1000.0, "histogram");
             Metric {
                 head: "p50[us]",
                 higher_is_better: false,
@@ -68,17 +90,7 @@ pub fn entries(run: &RunFile) -> (Metric, Vec<Entry>) {
             } else {
                 "bytes_per_sec"
             };
-            for r in run.main_rows() {
-                let size = num(r, "size").unwrap_or(0.0);
-                out.push(Entry {
-                    key: size_text(size),
-                    order: (size as u64, String::new()),
-                    value: num(r, key).unwrap_or(f64::NAN) / 1e6,
-                    samples: hist_of(r, "window_histogram"),
-                    n: r.get("samples").and_then(Value::as_u64),
-                    derived: false,
-                });
-            }
+            out = per_size(run, key, 1e6, "window_histogram");
             Metric {
                 head: if c == "msgrate" { "Mmsg/s" } else { "MB/s" },
                 higher_is_better: true,
@@ -167,14 +179,13 @@ pub fn entries(run: &RunFile) -> (Metric, Vec<Entry>) {
                 let step = num(r, "step").unwrap_or(0.0) as u64;
                 let pair = text(r, "pair").unwrap_or("?");
                 for side in ["sender", "receiver"] {
-                    out.push(Entry {
-                        key: format!("{pair} {} step {step} {side}", size_text(size)),
-                        order: (size as u64, format!("{pair} {step:05} {side}")),
-                        value: num(r, &format!("{side}_wait_ns")).unwrap_or(f64::NAN) / 1000.0,
-                        samples: hist_of(r, &format!("{side}_wait_histogram")),
-                        n: r.get("samples").and_then(Value::as_u64),
-                        derived: false,
-                    });
+                    out.push(Entry::sampled(
+                        r,
+                        &format!("{side}_wait_histogram"),
+                        format!("{pair} {} step {step} {side}", size_text(size)),
+                        (size as u64, format!("{pair} {step:05} {side}")),
+                        num(r, &format!("{side}_wait_ns")).unwrap_or(f64::NAN) / 1000.0,
+                    ));
                 }
             }
             Metric {
@@ -190,14 +201,13 @@ pub fn entries(run: &RunFile) -> (Metric, Vec<Entry>) {
                     let packets = num(r, "packets").unwrap_or(0.0) as u64;
                     let proto = text(r, "protocol").unwrap_or("?");
                     let name = text(r, "name").unwrap_or("");
-                    out.push(Entry {
-                        key: format!("{kind} {proto} {name} x{packets}"),
-                        order: (packets, format!("{kind} {proto}")),
-                        value: num(r, "time_ns").unwrap_or(f64::NAN) / 1000.0,
-                        samples: hist_of(r, "histogram"),
-                        n: r.get("samples").and_then(Value::as_u64),
-                        derived: false,
-                    });
+                    out.push(Entry::sampled(
+                        r,
+                        "histogram",
+                        format!("{kind} {proto} {name} x{packets}"),
+                        (packets, format!("{kind} {proto}")),
+                        num(r, "time_ns").unwrap_or(f64::NAN) / 1000.0,
+                    ));
                 }
             }
             Metric {

@@ -88,21 +88,22 @@ pub fn render(fig: &Figure, path: &Path) -> Result<Vec<PanelLayout>> {
     register_font();
     let dims = size(fig);
     match Format::of(path)? {
-        Format::Svg => {
-            let root = SVGBackend::new(path, dims).into_drawing_area();
-            let l = draw(&root, fig)?;
-            root.present()
-                .map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
-            Ok(l)
-        }
-        Format::Png => {
-            let root = BitMapBackend::new(path, dims).into_drawing_area();
-            let l = draw(&root, fig)?;
-            root.present()
-                .map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
-            Ok(l)
-        }
+        Format::Svg => draw_into(SVGBackend::new(path, dims), fig, path),
+        Format::Png => draw_into(BitMapBackend::new(path, dims), fig, path),
     }
+}
+
+/// Draw `fig` on `backend` and write it out to `path`.
+fn draw_into<DB: DrawingBackend>(
+    backend: DB,
+    fig: &Figure,
+    path: &Path,
+) -> Result<Vec<PanelLayout>> {
+    let root = backend.into_drawing_area();
+    let l = draw(&root, fig)?;
+    root.present()
+        .map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
+    Ok(l)
 }
 
 fn register_font() {

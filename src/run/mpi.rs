@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 
 use super::{comm, command, rank0_header, rank0_sink, usage};
 use crate::cli::Cli;
-use crate::control::{collect_values, deposit_value, Control};
+use crate::control::{collect_values, deposit_value, Control, Deposit};
 use crate::env::RankFacts;
 use crate::methods::MethodCommand;
 use crate::report::{NullSink, Sink};
@@ -245,7 +245,7 @@ pub struct MpiControl {
     channel: GatherChannel,
     rank: u32,
     size: u32,
-    pending: Option<Vec<u8>>,
+    pending: Deposit,
 }
 
 impl MpiControl {
@@ -254,7 +254,7 @@ impl MpiControl {
             channel,
             rank,
             size,
-            pending: None,
+            pending: Deposit::default(),
         }
     }
 }
@@ -267,15 +267,10 @@ impl Control for MpiControl {
         self.size
     }
     fn deposit(&mut self, mine: Vec<u8>) -> Result<()> {
-        self.pending = Some(mine);
-        Ok(())
+        self.pending.put(mine)
     }
     fn collect(&mut self) -> Result<Option<Vec<Vec<u8>>>> {
-        let mine = self
-            .pending
-            .take()
-            .ok_or_else(|| anyhow!("control channel: collect without a deposit"))?;
-        Ok(self.channel.gather(&mine)?)
+        Ok(self.channel.gather(&self.pending.take()?)?)
     }
 }
 

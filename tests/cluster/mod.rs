@@ -5,8 +5,14 @@
 
 #![allow(dead_code)]
 
+#[path = "../common/shell.rs"]
+mod shell;
 pub mod slurm;
 pub mod ssh_net;
+
+// Each test crate uses some of these (as with dead_code above).
+#[allow(unused_imports)]
+pub use shell::{stdout_of, words};
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -326,16 +332,8 @@ pub fn have(prog: &str) -> bool {
 /// "not compiled" or an unknown value.
 pub fn has_mpi_transport() -> bool {
     let mut cmd = Command::new(exe());
-    cmd.args([
-        "latency",
-        "--transport",
-        "mpi",
-        "--sizes",
-        "8",
-        "--iters",
-        "1",
-    ])
-    .env("OMPI_COMM_WORLD_SIZE", "1");
+    cmd.args(words("latency --transport mpi --sizes 8 --iters 1"))
+        .env("OMPI_COMM_WORLD_SIZE", "1");
     let r = run(cmd, Duration::from_secs(20));
     !(r.stderr.contains("not compiled into this ovbench") || r.stderr.contains("invalid value"))
 }

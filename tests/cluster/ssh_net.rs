@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{exe, scratch};
+use super::{exe, scratch, stdout_of};
 
 const PORT: u16 = 22022;
 
@@ -27,15 +27,7 @@ pub struct Net {
 }
 
 fn sh(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {args:?}: {e} (run ci/deps)"));
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    stdout_of(Command::new(args[0]).args(&args[1..]));
 }
 
 impl Net {

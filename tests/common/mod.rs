@@ -4,6 +4,12 @@
 
 #![allow(dead_code)]
 
+mod shell;
+
+// Each test crate uses some of these (as with dead_code above).
+#[allow(unused_imports)]
+pub use shell::{stdout_of, words};
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

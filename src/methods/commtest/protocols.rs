@@ -66,151 +66,59 @@ impl Op {
 
 use Op::*;
 
+/// An unordered protocol: both processors make the calls `p1`.
+const fn unordered(number: u32, name: &'static str, p1: &'static [Op]) -> Protocol {
+    Protocol {
+        ordered: false,
+        number,
+        name,
+        p1,
+        p2: &[],
+    }
+}
+
+/// An ordered protocol: processor 1 makes the calls `p1`, processor 2 `p2`.
+const fn ordered(
+    number: u32,
+    name: &'static str,
+    p1: &'static [Op],
+    p2: &'static [Op],
+) -> Protocol {
+    Protocol {
+        ordered: true,
+        number,
+        name,
+        p1,
+        p2,
+    }
+}
+
 /// Why `--protocol 1,6` is refused.
 pub const WHY_NO_1_6: &str = "--protocol 1,6: (1,6) \"synchronous\" is left out: COMMTEST's description gives it the same calls as (1,0) (processor 1 SEND then RECV, processor 2 RECV then SEND), drawn one step at a time, and no handshake or probe that would make them run differently, so it would repeat (1,0); use --protocol 1,0";
 
 /// The reference's protocols, in its order ((1,6) left out: [`WHY_NO_1_6`]).
+#[rustfmt::skip]
 pub const PROTOCOLS: &[Protocol] = &[
-    Protocol {
-        ordered: false,
-        number: 0,
-        name: "simple",
-        p1: &[Bsend, Recv, Wait],
-        p2: &[],
-    },
-    Protocol {
-        ordered: false,
-        number: 1,
-        name: "nonblocking send",
-        p1: &[Isend, Recv, Wait],
-        p2: &[],
-    },
-    Protocol {
-        ordered: false,
-        number: 2,
-        name: "nonblocking receive",
-        p1: &[Irecv, Send, Wait],
-        p2: &[],
-    },
-    Protocol {
-        ordered: false,
-        number: 3,
-        name: "nonblocking send and receive",
-        p1: &[Irecv, Isend, Wait],
-        p2: &[],
-    },
-    Protocol {
-        ordered: false,
-        number: 4,
-        name: "ready send",
-        p1: &[Irecv, ReadyPost, ReadyWait, Rsend, Wait],
-        p2: &[],
-    },
-    Protocol {
-        ordered: false,
-        number: 5,
-        name: "nonblocking ready send",
-        p1: &[Irecv, ReadyPost, ReadyWait, Irsend, Wait],
-        p2: &[],
-    },
-    Protocol {
-        ordered: false,
-        number: 6,
-        name: "native sendrecv",
-        p1: &[Sendrecv],
-        p2: &[],
-    },
-    Protocol {
-        ordered: false,
-        number: 7,
-        name: "nonblocking sync. send",
-        p1: &[Issend, Recv, Wait],
-        p2: &[],
-    },
-    Protocol {
-        ordered: false,
-        number: 8,
-        name: "sync. send and nonblocking receive",
-        p1: &[Irecv, Ssend, Wait],
-        p2: &[],
-    },
-    Protocol {
-        ordered: false,
-        number: 9,
-        name: "nonblocking sync. send and receive",
-        p1: &[Irecv, Issend, Wait],
-        p2: &[],
-    },
-    Protocol {
-        ordered: true,
-        number: 0,
-        name: "simple",
-        p1: &[Send, Recv],
-        p2: &[Recv, Send],
-    },
-    Protocol {
-        ordered: true,
-        number: 1,
-        name: "nonblocking send",
-        p1: &[Isend, Recv, Wait],
-        p2: &[Recv, Send],
-    },
-    Protocol {
-        ordered: true,
-        number: 2,
-        name: "nonblocking receive",
-        p1: &[Irecv, Send, Wait],
-        p2: &[Recv, Send],
-    },
-    Protocol {
-        ordered: true,
-        number: 3,
-        name: "nonblocking send and receive",
-        p1: &[Irecv, Isend, Wait],
-        p2: &[Recv, Send],
-    },
-    Protocol {
-        ordered: true,
-        number: 4,
-        name: "ready send",
-        p1: &[Irecv, ReadyPost, ReadyWait, Rsend, Wait],
-        p2: &[Irecv, ReadyPost, Wait, ReadyWait, Rsend],
-    },
-    Protocol {
-        ordered: true,
-        number: 5,
-        name: "nonblocking ready send",
-        p1: &[Irecv, ReadyPost, ReadyWait, Irsend, Wait],
-        p2: &[Irecv, ReadyPost, Wait, ReadyWait, Rsend],
-    },
-    Protocol {
-        ordered: true,
-        number: 7,
-        name: "nonblocking sync. send",
-        p1: &[Issend, Recv, Wait],
-        p2: &[Recv, Ssend],
-    },
-    Protocol {
-        ordered: true,
-        number: 8,
-        name: "sync. send and nonblocking receive",
-        p1: &[Irecv, Ssend, Wait],
-        p2: &[Recv, Ssend],
-    },
-    Protocol {
-        ordered: true,
-        number: 9,
-        name: "nonblocking sync. send and receive",
-        p1: &[Irecv, Issend, Wait],
-        p2: &[Recv, Ssend],
-    },
-    Protocol {
-        ordered: true,
-        number: 10,
-        name: "sync. send",
-        p1: &[Ssend, Recv],
-        p2: &[Recv, Ssend],
-    },
+    unordered(0, "simple", &[Bsend, Recv, Wait]),
+    unordered(1, "nonblocking send", &[Isend, Recv, Wait]),
+    unordered(2, "nonblocking receive", &[Irecv, Send, Wait]),
+    unordered(3, "nonblocking send and receive", &[Irecv, Isend, Wait]),
+    unordered(4, "ready send", &[Irecv, ReadyPost, ReadyWait, Rsend, Wait]),
+    unordered(5, "nonblocking ready send", &[Irecv, ReadyPost, ReadyWait, Irsend, Wait]),
+    unordered(6, "native sendrecv", &[Sendrecv]),
+    unordered(7, "nonblocking sync. send", &[Issend, Recv, Wait]),
+    unordered(8, "sync. send and nonblocking receive", &[Irecv, Ssend, Wait]),
+    unordered(9, "nonblocking sync. send and receive", &[Irecv, Issend, Wait]),
+    ordered(0, "simple", &[Send, Recv], &[Recv, Send]),
+    ordered(1, "nonblocking send", &[Isend, Recv, Wait], &[Recv, Send]),
+    ordered(2, "nonblocking receive", &[Irecv, Send, Wait], &[Recv, Send]),
+    ordered(3, "nonblocking send and receive", &[Irecv, Isend, Wait], &[Recv, Send]),
+    ordered(4, "ready send", &[Irecv, ReadyPost, ReadyWait, Rsend, Wait], &[Irecv, ReadyPost, Wait, ReadyWait, Rsend]),
+    ordered(5, "nonblocking ready send", &[Irecv, ReadyPost, ReadyWait, Irsend, Wait], &[Irecv, ReadyPost, Wait, ReadyWait, Rsend]),
+    ordered(7, "nonblocking sync. send", &[Issend, Recv, Wait], &[Recv, Ssend]),
+    ordered(8, "sync. send and nonblocking receive", &[Irecv, Ssend, Wait], &[Recv, Ssend]),
+    ordered(9, "nonblocking sync. send and receive", &[Irecv, Issend, Wait], &[Recv, Ssend]),
+    ordered(10, "sync. send", &[Ssend, Recv], &[Recv, Ssend]),
 ];
 
 impl Protocol {
