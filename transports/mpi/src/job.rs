@@ -98,6 +98,7 @@ impl MpiJob {
     }
 
     /// The largest tag the library takes (`MPI_TAG_UB`).
+    #[inline]
     pub fn tag_ub(&self) -> i32 {
         self.tag_ub
     }

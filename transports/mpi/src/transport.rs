@@ -86,6 +86,14 @@ pub struct MpiTransport {
     pool: Vec<Vec<u8>>,
 }
 
+/// The error of an operation towards a rank the job does not have (out
+/// of the message path).
+#[cold]
+#[inline(never)]
+fn no_such_rank(op: OpKind, peer: Rank, size: u32) -> TransportError {
+    TransportError::Invalid(format!("{op} to rank {peer}, but the job has {size} ranks"))
+}
+
 /// An MPI call's failure as a transport error with `peer`.
 pub(crate) fn peer_err(peer: Rank, op: OpKind) -> impl FnOnce(String) -> TransportError {
     move |status| TransportError::Peer { peer, op, status }
@@ -131,14 +139,12 @@ impl MpiTransport {
     }
 
     /// A peer's rank, checked.
+    #[inline(always)]
     pub(crate) fn peer(&self, peer: Rank, op: OpKind) -> Result<(), TransportError> {
         if peer < self.size {
             Ok(())
         } else {
-            Err(TransportError::Invalid(format!(
-                "{op} to rank {peer}, but the job has {} ranks",
-                self.size
-            )))
+            Err(no_such_rank(op, peer, self.size))
         }
     }
 

@@ -11,7 +11,11 @@
 //! another rank's key and a deregistered key; the waits (`MPI_Recv` as
 //! `trecv_wait`, `MPI_Wait`, `MPI_Waitall`, `MPI_Test`) and every send
 //! mode; a tag over `MPI_TAG_UB` (folded); errors: a bad rank, a truncated receive
-//! returned as an error (MPI_ERRORS_RETURN), not an abort.
+//! returned as an error (MPI_ERRORS_RETURN), not an abort. Then the
+//! communicator over the transport (`Comm::native`): its blocking send
+//! and receive, each one library call, recorded as a CALL_ENTER/CALL_EXIT
+//! pair around one call-bounded transfer while instrumenting, and their
+//! errors named through it.
 //!
 //! Not run, and why (the suite's other checks drive every endpoint from
 //! one thread of one process, which an MPI job cannot do: one process is
@@ -27,11 +31,14 @@
 //! `MPI_Recv` cannot time out: the watchdog ends it, tests/mpi_e2e.rs).
 
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ovbench_conformance::processes;
+use ovbench_core::clock::best_clock;
 use ovbench_core::{
-    Completion, LibraryCalls, LocalSlice, RmaOp, SendMode, Tagged, Transport, TransportError,
+    Buf, Clock, Comm, Communicator, Completion, EngineConfig, LibraryCalls, LocalSlice, RmaOp,
+    SendMode, Tagged, Transport, TransportError, WorkLoop, XferTable,
 };
 use ovbench_mpi::{MpiJob, MpiOptions, MpiTransport, EAGER_BUF_SIZE};
 
@@ -58,6 +65,7 @@ fn main() {
     step(&mut t, "waits");
     errors(&mut t);
     step(&mut t, "errors");
+    communicator_calls(t);
     if me == 0 {
         println!("mpi conformance (osc {osc}): ok");
     }
@@ -404,4 +412,80 @@ fn errors(t: &mut MpiTransport) {
         assert!(text.contains("rank 0"), "{text}");
     }
     t.free(region).unwrap();
+}
+
+/// Messages of the communicator's blocking calls below.
+const PINGS: u64 = 5;
+
+/// The communicator over the library's calls (`--proto native`): every
+/// blocking send and receive is one `MPI_Send`/`MPI_Recv`, and the
+/// communicator's own bookkeeping around it (shortened to the least a
+/// call needs) must still record it and name its errors.
+fn communicator_calls(t: MpiTransport) {
+    let me = t.info().rank;
+    let peer = 1 - me;
+    let clock: Arc<dyn Clock> = best_clock().into();
+    let work = Box::new(WorkLoop::calibrate(clock.clone(), Duration::from_millis(5)));
+    let mut c = Comm::native(Box::new(t), clock, work, EngineConfig::default())
+        .expect("a communicator over the library's calls");
+    let buf = c.alloc(64).unwrap();
+    let sent = c.op_counts().tagged_sends;
+    c.enable_instrumentation(XferTable::new(vec![(8, 100.0)]).unwrap())
+        .unwrap();
+    let now = c.now();
+    c.instrumentation().unwrap().reset(now);
+    for _ in 0..PINGS {
+        if me == 0 {
+            c.send(buf, 0, 8, 1, 50).unwrap();
+            let st = c.recv(buf, 0, 64, Some(1), Some(51)).unwrap();
+            assert_eq!((st.source, st.tag, st.len), (1, 51, 8));
+        } else {
+            let st = c.recv(buf, 0, 64, Some(0), Some(50)).unwrap();
+            assert_eq!((st.source, st.tag, st.len), (0, 50, 8));
+            c.send(buf, 0, 8, 0, 51).unwrap();
+        }
+    }
+    let r = c.overlap_report().expect("recording");
+    // Per call: CALL_ENTER, XFER_BEGIN at the entry, XFER_END, CALL_EXIT.
+    assert_eq!(r.transfers, 2 * PINGS, "{r:?}");
+    assert_eq!(r.events, 8 * PINGS, "{r:?}");
+    assert_eq!(r.one_sided_transfers, 0, "{r:?}");
+    assert!(r.call_ns > 0.0, "{r:?}");
+    assert_eq!(c.op_counts().tagged_sends - sent, PINGS);
+    // A call that fails is closed all the same.
+    let e = c.send(buf, 0, 8, 7, 1).unwrap_err().to_string();
+    assert!(e.contains("rank 7") && e.contains("2 ranks"), "{e}");
+    assert!(!c.instrumentation().unwrap().in_call(), "{e}");
+    let r = c.overlap_report().unwrap();
+    assert_eq!(r.events, 8 * PINGS + 4, "{r:?}");
+    // Not recording: the same calls, errors named the same way.
+    c.disable_instrumentation();
+    let e = c.send(buf, 0, 8, 7, 1).unwrap_err().to_string();
+    assert!(e.contains("rank 7") && e.contains("2 ranks"), "{e}");
+    let e = c.send(buf, 60, 8, peer, 1).unwrap_err().to_string();
+    assert!(e.contains("outside its 64-byte buffer"), "{e}");
+    // A buffer claiming more than its region: the transport's check.
+    let wide = Buf {
+        region: buf.region,
+        len: 1 << 20,
+    };
+    let e = c
+        .recv(wide, 4096, 8, Some(peer), None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("outside region"), "{e}");
+    if me == 0 {
+        c.send(buf, 0, 8, 1, 52).unwrap();
+    } else {
+        let e = c
+            .recv(buf, 0, 4, Some(0), Some(52))
+            .unwrap_err()
+            .to_string();
+        let lower = e.to_lowercase();
+        assert!(
+            e.contains("MPI_Recv") && lower.contains("truncate") && e.contains("rank 0"),
+            "{e}"
+        );
+    }
+    c.barrier().expect("barrier after the communicator's calls");
 }

@@ -53,22 +53,32 @@ impl Comm {
 }
 
 impl Comm {
-    /// `f` as one communicator call on the native path's library calls
-    /// ([`crate::LibraryCalls`]); `None` where calls do not go to them
-    /// (the engine path, a native path without them, bare operations).
+    /// Whether communicator calls go to the native path's library calls
+    /// ([`crate::LibraryCalls`]): not on the engine path, a native path
+    /// without them, or while running bare operations.
+    #[inline(always)]
+    fn on_library(&self) -> bool {
+        matches!(&self.path, Path::Native(n) if n.lib && !n.bare)
+    }
+
+    /// `f` as one communicator call (CALL_ENTER, `f`, CALL_EXIT) on the
+    /// library's calls, where [`Self::on_library`]. Inlined, and its
+    /// result returned as it is (wrapped in an `Option` it was copied
+    /// once more): a blocking call over MPI is this, the bounds check
+    /// and the library's call.
+    #[inline(always)]
     fn library<T>(
         &mut self,
         f: impl FnOnce(&mut NativeState, &mut Shared, u64) -> Result<T, TransportError>,
-    ) -> Option<Result<T, TransportError>> {
-        if !matches!(&self.path, Path::Native(n) if n.lib && !n.bare) {
-            return None;
-        }
-        Some(self.call(|c, at| match &mut c.path {
-            Path::Native(n) => f(n, &mut c.s, at),
-            Path::Engine => Err(TransportError::Invalid(
-                "library calls on the engine path".into(),
-            )),
-        }))
+    ) -> Result<T, TransportError> {
+        let Path::Native(n) = &mut self.path else {
+            return Err(not_on_library());
+        };
+        let s = &mut self.s;
+        let at = s.call_enter();
+        let r = f(n, s, at);
+        s.call_exit();
+        r
     }
 
     /// A blocking send in `mode`: the library's own call where there is
@@ -83,10 +93,10 @@ impl Comm {
         tag: Tag,
         mode: SendMode,
     ) -> Result<(), TransportError> {
-        if let Some(r) = self
-            .library(|n, s, at| n.lib_send(s, at, slice(buf, off, len, "send")?, dst, tag, mode))
-        {
-            return r;
+        if self.on_library() {
+            return self.library(|n, s, at| {
+                n.lib_send(s, at, slice(buf, off, len, "send")?, dst, tag, mode)
+            });
         }
         one_call(self, |c| {
             let r = c.isend_mode(buf, off, len, dst, tag, mode)?;
@@ -227,17 +237,17 @@ impl Communicator for Comm {
         dst: Rank,
         tag: Tag,
     ) -> Result<(), TransportError> {
-        if let Some(r) = self.library(|n, s, at| {
-            n.lib_send(
-                s,
-                at,
-                slice(buf, off, len, "send")?,
-                dst,
-                tag,
-                SendMode::Standard,
-            )
-        }) {
-            return r;
+        if self.on_library() {
+            return self.library(|n, s, at| {
+                n.lib_send(
+                    s,
+                    at,
+                    slice(buf, off, len, "send")?,
+                    dst,
+                    tag,
+                    SendMode::Standard,
+                )
+            });
         }
         if self.s.instr.is_none() {
             return self.send_now(buf, off, len, dst, tag);
@@ -256,10 +266,9 @@ impl Communicator for Comm {
         src: Source,
         tag: TagSel,
     ) -> Result<Status, TransportError> {
-        if let Some(r) =
-            self.library(|n, s, at| n.lib_recv(s, at, slice(buf, off, len, "receive")?, src, tag))
-        {
-            return r;
+        if self.on_library() {
+            return self
+                .library(|n, s, at| n.lib_recv(s, at, slice(buf, off, len, "receive")?, src, tag));
         }
         if self.s.instr.is_none() {
             if let Some(r) = self.recv_now(buf, off, len, src, tag) {
@@ -318,12 +327,12 @@ impl Communicator for Comm {
         src: Source,
         rtag: TagSel,
     ) -> Result<Status, TransportError> {
-        if let Some(r) = self.library(|n, s, at| {
-            let sb = slice(sbuf, soff, slen, "send")?;
-            let rb = slice(rbuf, roff, rlen, "receive")?;
-            n.lib_sendrecv(s, at, sb, dst, stag, rb, src, rtag)
-        }) {
-            return r;
+        if self.on_library() {
+            return self.library(|n, s, at| {
+                let sb = slice(sbuf, soff, slen, "send")?;
+                let rb = slice(rbuf, roff, rlen, "receive")?;
+                n.lib_sendrecv(s, at, sb, dst, stag, rb, src, rtag)
+            });
         }
         one_call(self, |c| {
             let r = c.irecv(rbuf, roff, rlen, src, rtag)?;
@@ -334,11 +343,11 @@ impl Communicator for Comm {
     }
 
     fn waitall(&mut self, reqs: &[Req]) -> Result<Vec<Status>, TransportError> {
-        if let Some(r) = self.library(|n, s, _| {
-            let ids: Vec<u64> = reqs.iter().map(|r| r.0).collect();
-            n.lib_waitall(s, &ids)
-        }) {
-            return r;
+        if self.on_library() {
+            return self.library(|n, s, _| {
+                let ids: Vec<u64> = reqs.iter().map(|r| r.0).collect();
+                n.lib_waitall(s, &ids)
+            });
         }
         one_call(self, |c| reqs.iter().map(|&r| c.wait(r)).collect())
     }
@@ -350,14 +359,15 @@ impl Communicator for Comm {
         len: usize,
         root: Rank,
     ) -> Result<(), TransportError> {
-        match self.library(|n, s, at| n.lib_bcast(s, at, slice(buf, off, len, "broadcast")?, root)) {
-            Some(r) => r,
-            None => Err(TransportError::Unsupported(format!(
+        if self.on_library() {
+            return self
+                .library(|n, s, at| n.lib_bcast(s, at, slice(buf, off, len, "broadcast")?, root));
+        }
+        Err(TransportError::Unsupported(format!(
                 "--algorithm library is the MPI library's own broadcast (MPI_Bcast): this run's {} path over --transport {} has none; run it with --transport mpi --proto native",
                 self.info().protocol,
                 self.s.info.name
-            ))),
-        }
+        )))
     }
 
     fn enable_instrumentation(&mut self, table: XferTable) -> Result<(), TransportError> {
@@ -402,4 +412,12 @@ impl Communicator for Comm {
         }
         Ok(())
     }
+}
+
+/// [`Comm::library`] called off the library path (a bug: every caller
+/// checks [`Comm::on_library`] first).
+#[cold]
+#[inline(never)]
+fn not_on_library() -> TransportError {
+    TransportError::Invalid("library calls on the engine path".into())
 }

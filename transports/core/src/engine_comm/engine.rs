@@ -26,15 +26,23 @@ fn mode_of(m: SendMode) -> Mode {
     }
 }
 
-/// Check `[off, off+len)` lies in `buf`.
+/// Check `[off, off+len)` lies in `buf` (inlined into every message's
+/// path, its error built out of line).
+#[inline(always)]
 pub(crate) fn range(buf: Buf, off: usize, len: usize, what: &str) -> Result<Slice, TransportError> {
     match off.checked_add(len) {
         Some(end) if end <= buf.len => Ok(Slice::new(buf.region.0, off, len)),
-        _ => Err(TransportError::Invalid(format!(
-            "{what} of {len} bytes at offset {off} lies outside its {}-byte buffer",
-            buf.len
-        ))),
+        _ => Err(outside(buf, off, len, what)),
     }
+}
+
+#[cold]
+#[inline(never)]
+fn outside(buf: Buf, off: usize, len: usize, what: &str) -> TransportError {
+    TransportError::Invalid(format!(
+        "{what} of {len} bytes at offset {off} lies outside its {}-byte buffer",
+        buf.len
+    ))
 }
 
 /// The engine's status as the communicator's.

@@ -4,18 +4,28 @@
 //! CALL_ENTER/CALL_EXIT. A blocking call's transfer begins at its entry
 //! and ends at its exit (call-bounded, as every native transfer).
 
-use super::native::{local, send_req, tagged, NativeState};
+use super::native::{local, send_req, NativeState};
 use super::shared::Shared;
 use crate::{
     Buf, LibraryCalls, LocalSlice, Rank, SendMode, Source, Status, Tag, TagSel, TransportError,
 };
 
 /// The library's calls of `s`'s transport (present: checked when the
-/// path was built).
+/// path was built). Inlined into each call: the two trait-object hops
+/// (`tagged`, `library`) are then the only steps between a communicator
+/// call and the library's, the error built out of line.
+#[inline(always)]
 fn lib(s: &mut Shared) -> Result<&mut dyn LibraryCalls, TransportError> {
-    tagged(s)?
-        .library()
-        .ok_or_else(|| TransportError::Invalid("the transport's library calls went away".into()))
+    match s.t.tagged().and_then(|t| t.library()) {
+        Some(l) => Ok(l),
+        None => Err(calls_gone()),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn calls_gone() -> TransportError {
+    TransportError::Invalid("the transport's library calls went away".into())
 }
 
 impl NativeState {
@@ -28,7 +38,27 @@ impl NativeState {
 
     /// Run the blocking library call `f` moving `len` bytes, its
     /// communicator call entered at `at`: one call-bounded transfer.
+    /// While nothing is recorded the transfer has no id and no events:
+    /// the call is the library's and nothing else (a ping-pong's
+    /// messages take this step twice a round trip, inlined).
+    #[inline(always)]
     fn blocking<T>(
+        &mut self,
+        s: &mut Shared,
+        at: u64,
+        len: usize,
+        f: impl FnOnce(&mut dyn LibraryCalls) -> Result<T, TransportError>,
+    ) -> Result<T, TransportError> {
+        if s.instr.is_none() {
+            return f(lib(s)?);
+        }
+        self.blocking_recorded(s, at, len, f)
+    }
+
+    /// [`Self::blocking`] while recording: XFER_BEGIN at the call's
+    /// entry `at`, XFER_END as the library returns.
+    #[inline(never)]
+    fn blocking_recorded<T>(
         &mut self,
         s: &mut Shared,
         at: u64,
@@ -130,6 +160,7 @@ impl NativeState {
         Ok(done.into_iter().map(Option::unwrap_or_default).collect())
     }
 
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn lib_send(
         &mut self,
@@ -145,6 +176,7 @@ impl NativeState {
         self.blocking(s, at, ls.len, |l| l.send(dst, tag, ls, mode))
     }
 
+    #[inline(always)]
     pub(crate) fn lib_recv(
         &mut self,
         s: &mut Shared,
@@ -187,6 +219,7 @@ impl NativeState {
 }
 
 /// `buf[off..off+len]` as the transport's slice, checked.
+#[inline(always)]
 pub(super) fn slice(
     buf: Buf,
     off: usize,

@@ -36,6 +36,7 @@ pub(super) struct NReq {
 
 /// `[off, off+len)` of `buf` as the transport's slice, after checking it
 /// lies in `buf`.
+#[inline(always)]
 pub(super) fn local(
     buf: Buf,
     off: usize,

@@ -47,9 +47,11 @@ impl PageBlock {
 }
 
 impl Bytes for PageBlock {
+    #[inline]
     fn bytes(&self) -> &[u8] {
         &self.buf[self.start..self.start + self.len]
     }
+    #[inline]
     fn bytes_mut(&mut self) -> &mut [u8] {
         &mut self.buf[self.start..self.start + self.len]
     }

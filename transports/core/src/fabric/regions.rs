@@ -114,7 +114,7 @@ impl<A, H> Regions<A, H> {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn region(&self, id: RegionId) -> Result<&(A, usize), TransportError> {
         self.regions
             .get(id.0 as usize)
@@ -206,32 +206,41 @@ impl<A, H> Regions<A, H> {
 
 impl<A: Bytes, H> Regions<A, H> {
     /// The bytes of `s`, after checking it lies inside its region.
-    #[inline]
+    #[inline(always)]
     pub fn slice(&self, s: LocalSlice) -> Result<&[u8], TransportError> {
         Ok(&self.holding(s)?.bytes()[s.offset..s.offset + s.len])
     }
 
     /// The bytes of `s`, writable, after checking it lies inside its region.
-    #[inline]
+    #[inline(always)]
     pub fn slice_mut(&mut self, s: LocalSlice) -> Result<&mut [u8], TransportError> {
         Ok(&mut self.holding_mut(s)?.bytes_mut()[s.offset..s.offset + s.len])
     }
 }
 
+#[cold]
+#[inline(never)]
 fn no_region(id: RegionId) -> TransportError {
     TransportError::Invalid(format!("region {} does not exist", id.0))
 }
 
-/// `s` lies inside a region of `len` bytes (no overflow).
-#[inline]
+/// `s` lies inside a region of `len` bytes (no overflow). Inlined into
+/// every message's path, its error built out of line.
+#[inline(always)]
 fn check_inside(s: LocalSlice, len: usize) -> Result<(), TransportError> {
     match s.offset.checked_add(s.len) {
         Some(end) if end <= len => Ok(()),
-        _ => Err(TransportError::Invalid(format!(
-            "slice {}+{} is outside region {} of {} bytes",
-            s.offset, s.len, s.region.0, len
-        ))),
+        _ => Err(outside(s, len)),
     }
+}
+
+#[cold]
+#[inline(never)]
+fn outside(s: LocalSlice, len: usize) -> TransportError {
+    TransportError::Invalid(format!(
+        "slice {}+{} is outside region {} of {} bytes",
+        s.offset, s.len, s.region.0, len
+    ))
 }
 
 #[cfg(test)]

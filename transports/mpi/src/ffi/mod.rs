@@ -38,22 +38,40 @@ pub(crate) fn error_string(rc: c_int) -> String {
 }
 
 /// `Ok` for `MPI_SUCCESS`, else the call's name and the library's words.
+/// Inlined into every call site: a message's path checks two codes, and
+/// as a call of its own this was ~22 instructions each.
+#[inline(always)]
 pub(crate) fn check(rc: c_int, call: &str) -> Result<(), String> {
     if rc == 0 {
         Ok(())
     } else {
-        Err(format!("{call}: {}", error_string(rc)))
+        Err(failed(rc, call))
     }
 }
 
+/// The error of call `call` that returned `rc` (out of the message path).
+#[cold]
+#[inline(never)]
+fn failed(rc: c_int, call: &str) -> String {
+    format!("{call}: {}", error_string(rc))
+}
+
 /// A count argument: MPI takes `int` counts.
+#[inline(always)]
 pub(crate) fn count(len: usize, call: &str) -> Result<c_int, String> {
-    c_int::try_from(len).map_err(|_| {
-        format!(
-            "{call}: {len} bytes is more than one MPI call moves as bytes (at most {})",
-            c_int::MAX
-        )
-    })
+    match c_int::try_from(len) {
+        Ok(n) => Ok(n),
+        Err(_) => Err(too_long(len, call)),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn too_long(len: usize, call: &str) -> String {
+    format!(
+        "{call}: {len} bytes is more than one MPI call moves as bytes (at most {})",
+        c_int::MAX
+    )
 }
 
 /// What a finished receive carried.
@@ -65,6 +83,7 @@ pub(crate) struct Envelope {
 }
 
 /// A status's envelope (its byte count by `MPI_Get_count`).
+#[inline]
 pub(crate) fn envelope(st: &ffi::MPI_Status) -> Envelope {
     let mut n: c_int = 0;
     // SAFETY: `st` is a status the library filled; RSMPI_UINT8_T is the
@@ -78,6 +97,7 @@ pub(crate) fn envelope(st: &ffi::MPI_Status) -> Envelope {
 }
 
 /// A status for the library to fill.
+#[inline]
 pub(crate) fn blank_status() -> ffi::MPI_Status {
     // SAFETY: MPI_Status is a plain C struct of integers, valid when zeroed.
     unsafe { std::mem::zeroed() }
