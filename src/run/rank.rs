@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use ovbench_core::clock::best_clock;
-use ovbench_core::{watch, Clock, Link, Progress, Transport, WorkLoop};
 #[cfg(any(feature = "ucx", feature = "ofi"))]
 use ovbench_core::Tagged;
+use ovbench_core::{watch, Clock, Link, Progress, Transport, WorkLoop};
 use ovbench_launcher::route::{self, HostId, Reach};
 use ovbench_launcher::{JobSource, RankEnv};
 
@@ -108,13 +108,7 @@ fn reach(ctl: &mut BootstrapControl, rank: u32) -> Result<Reach> {
 
 /// Create this rank's endpoint of the chosen transport, listening where
 /// `reach` says (the user's --ucx-net-devices / --ofi-node win).
-fn transport(
-    kind: TransportKind,
-    rank: u32,
-    size: u32,
-    cli: &Cli,
-    reach: &Reach,
-) -> Result<Link> {
+fn transport(kind: TransportKind, rank: u32, size: u32, cli: &Cli, reach: &Reach) -> Result<Link> {
     match kind {
         #[cfg(feature = "tcp")]
         TransportKind::Tcp => {

@@ -8,8 +8,7 @@ use std::sync::Arc;
 use super::EngineConfig;
 use crate::instrument::{Instrumentation, XferTable};
 use crate::{
-    Buf, Caps, Clock, Completion, CompletionTime, Link, Rank, TransportError, TransportInfo,
-    Work,
+    Buf, Caps, Clock, Completion, CompletionTime, Link, Rank, TransportError, TransportInfo, Work,
 };
 
 /// Polls between deadline checks (an `Instant::now()` costs ~25 ns).
