@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use ovbench_core::engine_comm::{Protocol, RawOp as EngineRawOp};
-use ovbench_core::{Clock, Comm, Communicator, EngineConfig, Transport, Work};
+use ovbench_core::{Clock, Comm, Communicator, EngineConfig, Link, Work};
 
 use crate::cli::common::{CommonArgs, ProtoArg, RawOp};
 
@@ -42,7 +42,7 @@ pub fn engine_config(common: &CommonArgs, oversubscribed: bool) -> EngineConfig 
 /// The communicator over a connected transport.
 pub fn build(
     common: &CommonArgs,
-    transport: Box<dyn Transport>,
+    transport: Link,
     clock: Arc<dyn Clock>,
     work: Box<dyn Work>,
     oversubscribed: bool,
@@ -56,7 +56,7 @@ pub fn build(
         )
     } else {
         Box::new(
-            Comm::engine(transport, clock, work, cfg)
+            Comm::engine(transport.into_transport(), clock, work, cfg)
                 .with_context(|| format!("rank {rank}: starting the protocol engine"))?,
         )
     })

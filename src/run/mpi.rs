@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
 use ovbench_core::clock::best_clock;
-use ovbench_core::{Clock, Communicator, Transport, WorkLoop};
+use ovbench_core::{Clock, Communicator, Link, Transport, WorkLoop};
 use ovbench_mpi::{GatherChannel, MpiJob, MpiOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -163,7 +163,7 @@ fn run_rank(cli: &Cli, job: &Arc<MpiJob>) -> Result<()> {
     let cpus = crate::env::core_map().len().max(1);
     let mut comm = comm::build(
         common,
-        Box::new(transport),
+        Link::Tagged(Box::new(transport)),
         clock.clone(),
         Box::new(work),
         local > cpus,

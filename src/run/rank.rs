@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use ovbench_core::clock::best_clock;
-use ovbench_core::{watch, Clock, Progress, Transport, WorkLoop};
+#[cfg(any(feature = "ucx", feature = "ofi"))]
+use ovbench_core::Tagged;
+use ovbench_core::{watch, Clock, Link, Progress, Transport, WorkLoop};
 use ovbench_launcher::route::{self, HostId, Reach};
 use ovbench_launcher::{JobSource, RankEnv};
 
@@ -106,13 +108,7 @@ fn reach(ctl: &mut BootstrapControl, rank: u32) -> Result<Reach> {
 
 /// Create this rank's endpoint of the chosen transport, listening where
 /// `reach` says (the user's --ucx-net-devices / --ofi-node win).
-fn transport(
-    kind: TransportKind,
-    rank: u32,
-    size: u32,
-    cli: &Cli,
-    reach: &Reach,
-) -> Result<Box<dyn Transport>> {
+fn transport(kind: TransportKind, rank: u32, size: u32, cli: &Cli, reach: &Reach) -> Result<Link> {
     match kind {
         #[cfg(feature = "tcp")]
         TransportKind::Tcp => {
@@ -141,7 +137,7 @@ fn transport(
             if *reach != Reach::Loopback && opts.net_devices.is_none() && !user_chose {
                 opts.net_devices = Some(reach.interface().to_string());
             }
-            boxed(
+            boxed_tagged(
                 ovbench_ucx::UcxTransport::new(rank, size, opts),
                 rank,
                 "UCX transport",
@@ -154,7 +150,7 @@ fn transport(
                 opts.node = Some(reach.ip().to_string());
             }
             let what = format!("libfabric transport (provider {})", opts.provider);
-            boxed(
+            boxed_tagged(
                 ovbench_ofi::OfiTransport::new(rank, size, opts),
                 rank,
                 &what,
@@ -173,12 +169,24 @@ fn transport(
 }
 
 /// A created endpoint, boxed, or why creating `what` failed on `rank`.
-#[cfg(any(feature = "tcp", feature = "verbs", feature = "ucx", feature = "ofi"))]
-fn boxed<T, E>(made: Result<T, E>, rank: u32, what: &str) -> Result<Box<dyn Transport>>
+#[cfg(any(feature = "tcp", feature = "verbs"))]
+fn boxed<T, E>(made: Result<T, E>, rank: u32, what: &str) -> Result<Link>
 where
     T: Transport + 'static,
     E: std::error::Error + Send + Sync + 'static,
 {
     let endpoint = made.with_context(|| format!("rank {rank}: creating the {what}"))?;
-    Ok(Box::new(endpoint))
+    Ok(Link::Plain(Box::new(endpoint)))
+}
+
+/// As [`boxed`], for a transport with a tagged protocol: held as one, so
+/// `--proto native` reaches its tagged calls directly.
+#[cfg(any(feature = "ucx", feature = "ofi"))]
+fn boxed_tagged<T, E>(made: Result<T, E>, rank: u32, what: &str) -> Result<Link>
+where
+    T: Tagged + 'static,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let endpoint = made.with_context(|| format!("rank {rank}: creating the {what}"))?;
+    Ok(Link::Tagged(Box::new(endpoint)))
 }

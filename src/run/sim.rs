@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, Context, Result};
-use ovbench_core::{Clock, Communicator, Progress};
+use ovbench_core::{Clock, Communicator, Link, Progress};
 use ovbench_sim::{run_raw, RankKit, SimParams};
 use serde_json::Value;
 
@@ -57,7 +57,7 @@ fn sweep(cli: &Cli, p: &SimParams, args: &bcast::Args, nps: &[u32]) -> Result<()
             let clock: Arc<dyn Clock> = kit.clock.clone();
             let mut comm = comm::build(
                 &cli.common,
-                Box::new(kit.transport),
+                Link::Plain(Box::new(kit.transport)),
                 clock,
                 Box::new(kit.work),
                 false,
@@ -192,7 +192,7 @@ fn rank_main(cli: &Cli, p: &SimParams, controls: &[SharedControl], kit: RankKit)
     let clock: Arc<dyn Clock> = kit.clock.clone();
     let mut comm = comm::build(
         common,
-        Box::new(kit.transport),
+        Link::Plain(Box::new(kit.transport)),
         clock,
         Box::new(kit.work),
         false,

@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 use crate::pair;
 use ovbench_core::clock::best_clock;
 use ovbench_core::engine_comm::Protocol;
-use ovbench_core::{Buf, Clock, Comm, Communicator, EngineConfig, Rank, Transport, WorkLoop};
+use ovbench_core::{
+    Buf, Clock, Comm, Communicator, EngineConfig, Rank, Tagged, Transport, WorkLoop,
+};
 
 const ITERS: u32 = 200_000;
 const LEN: usize = 8;
@@ -28,22 +30,25 @@ const TAG: u32 = 7;
 
 /// Communicators over a freshly connected pair: the library's tagged path
 /// (`native`) or the engine's eager protocol.
-fn comms<T: Transport + 'static>(
+fn comms<T: Tagged + 'static>(
     t: [T; 2],
     native: bool,
     clock: &Arc<dyn Clock>,
 ) -> [Box<dyn Communicator>; 2] {
     pair::connect(t).map(|t| {
         let work = Box::new(WorkLoop::calibrate(clock.clone(), Duration::from_millis(5)));
-        let t: Box<dyn Transport> = Box::new(t);
         let cfg = EngineConfig {
             protocol: Protocol::Eager,
             ..EngineConfig::default()
         };
+        // As the tool holds them: the native path over the transport as
+        // its tagged protocol, the engine over the plain contract.
         if native {
+            let t: Box<dyn Tagged> = Box::new(t);
             Box::new(Comm::native(t, clock.clone(), work, cfg).expect("native communicator"))
                 as Box<dyn Communicator>
         } else {
+            let t: Box<dyn Transport> = Box::new(t);
             Box::new(Comm::engine(t, clock.clone(), work, cfg).expect("engine communicator"))
         }
     })
@@ -70,7 +75,7 @@ const CHUNK: u32 = 1_000;
 /// Nanoseconds per round trip over `t`: the mean over all `ITERS`, and
 /// the fastest chunk of `CHUNK`, which a loaded host's preemptions and
 /// cache pollution leave untouched as long as one chunk ran undisturbed.
-fn round_trip_ns<T: Transport + 'static>(
+fn round_trip_ns<T: Tagged + 'static>(
     t: [T; 2],
     native: bool,
     clock: &Arc<dyn Clock>,
@@ -100,7 +105,7 @@ fn round_trip_ns<T: Transport + 'static>(
 /// of `open(setup, rank)`, named `library setup`. The setup (a provider, a
 /// UCX transport list) is the bench's first argument that is not a flag
 /// (`cargo bench ... -- setup`), else `default_setup`.
-pub fn main<T: Transport + 'static>(
+pub fn main<T: Tagged + 'static>(
     library: &str,
     default_setup: &str,
     rounds: usize,

@@ -44,6 +44,7 @@ pub mod fabric;
 pub mod instrument;
 mod key;
 mod library;
+mod link;
 pub mod stop;
 mod transport;
 pub mod watch;
@@ -62,6 +63,7 @@ pub use error::{OpKind, TransportError};
 pub use instrument::{Instrumentation, OverlapReport, XferTable};
 pub use key::{RemoteKey, RemoteKeyError, MAX_KEY_BLOB};
 pub use library::LibraryCalls;
+pub use link::Link;
 pub use transport::{
     trecv_wait_polling, Arrivals, Completion, CompletionTime, Ctx, Idle, LocalSlice, MrHandle,
     Placement, Posted, Rank, RegionId, Registered, Rma, RmaOp, Tag, Tagged, Transport,

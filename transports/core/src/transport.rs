@@ -431,7 +431,7 @@ pub trait Transport: Send {
 /// The library's own tagged protocol (UCX tag matching, libfabric
 /// tagged messages), reached through [`Transport::tagged`]. Its
 /// completions come from [`Transport::poll`].
-pub trait Tagged {
+pub trait Tagged: Transport {
     /// Tagged send of `src`. `sync` asks for completion only once the
     /// receive is matched (ssend; [`Caps::native_sync_send`] says whether
     /// the library can). Says whether it finished inside the call, as

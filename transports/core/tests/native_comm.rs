@@ -16,7 +16,18 @@ fn cfg() -> EngineConfig {
 
 #[test]
 fn native_ping_pong_moves_data_and_counts_tagged_sends() {
-    let out = util::run(util::native_comms(2, &cfg()), |c| {
+    ping_pong(util::native_comms(2, &cfg()));
+}
+
+/// The same over transports held as their tagged protocol, the way the
+/// tool holds UCX and libfabric (no `tagged()` query per call).
+#[test]
+fn native_ping_pong_over_a_tagged_link() {
+    ping_pong(util::native_comms_tagged(2, &cfg()));
+}
+
+fn ping_pong(comms: Vec<ovbench_core::Comm>) {
+    let out = util::run(comms, |c| {
         let me = c.rank();
         let b = c.alloc(10_000).unwrap();
         c.fill(b, &mut |x| {

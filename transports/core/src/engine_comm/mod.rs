@@ -26,7 +26,7 @@ pub use config::{
 };
 pub use ovbench_proto::QUIET_CTX;
 
-use crate::{Clock, Transport, TransportError, Work};
+use crate::{Clock, Link, Transport, TransportError, Work};
 use engine::EngineState;
 use native::NativeState;
 use shared::Shared;
@@ -75,7 +75,7 @@ impl Comm {
         work: Box<dyn Work>,
         cfg: EngineConfig,
     ) -> Result<Comm, TransportError> {
-        let s = Shared::new(transport, clock, work, cfg);
+        let s = Shared::new(Link::Plain(transport), clock, work, cfg);
         let e = EngineState::new(&s)?;
         Ok(Comm {
             s,
@@ -86,14 +86,15 @@ impl Comm {
 
     /// A communicator over a connected `transport`'s native tagged
     /// protocol; an error naming the valid protocols where the transport
-    /// has none.
+    /// has none. Given as [`Link::Tagged`] (a `Box<dyn Tagged>`), its
+    /// messages reach the tagged calls with no query per call.
     pub fn native(
-        transport: Box<dyn Transport>,
+        transport: impl Into<Link>,
         clock: Arc<dyn Clock>,
         work: Box<dyn Work>,
         cfg: EngineConfig,
     ) -> Result<Comm, TransportError> {
-        let mut s = Shared::new(transport, clock, work, cfg);
+        let mut s = Shared::new(transport.into(), clock, work, cfg);
         let n = NativeState::new(&mut s)?;
         let e = EngineState::new(&s)?;
         Ok(Comm {
@@ -105,7 +106,7 @@ impl Comm {
 
     /// The transport underneath (for transport-specific reporting).
     pub fn transport(&self) -> &dyn Transport {
-        self.s.t.as_ref()
+        &*self.s.t
     }
 
     /// Requests not yet retired (should be 0 between iterations).

@@ -8,8 +8,7 @@ use std::sync::Arc;
 use super::EngineConfig;
 use crate::instrument::{Instrumentation, XferTable};
 use crate::{
-    Buf, Caps, Clock, Completion, CompletionTime, Rank, Transport, TransportError, TransportInfo,
-    Work,
+    Buf, Caps, Clock, Completion, CompletionTime, Link, Rank, TransportError, TransportInfo, Work,
 };
 
 /// Polls between deadline checks (an `Instant::now()` costs ~25 ns).
@@ -20,7 +19,7 @@ pub(crate) const SPIN_BEFORE_BLOCK: u32 = 2000;
 /// The state both paths use; each path's own state takes it as an
 /// argument, so that the two borrow apart.
 pub(crate) struct Shared {
-    pub(crate) t: Box<dyn Transport>,
+    pub(crate) t: Link,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) work: Box<dyn Work>,
     pub(crate) cfg: EngineConfig,
@@ -38,7 +37,7 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(
-        t: Box<dyn Transport>,
+        t: Link,
         clock: Arc<dyn Clock>,
         work: Box<dyn Work>,
         cfg: EngineConfig,

@@ -415,11 +415,26 @@ pub fn comms_staggered(
     (comms, windows)
 }
 
-/// A native Comm per rank of an in-process job.
+/// A native Comm per rank of an in-process job, each over its transport
+/// held through the plain contract (its tagged path asked for per call).
 pub fn native_comms(n: u32, cfg: &EngineConfig) -> Vec<Comm> {
     job(n)
         .into_iter()
         .map(|t| comm_over(t, cfg, Comm::native))
+        .collect()
+}
+
+/// As [`native_comms`], each transport held as its tagged protocol
+/// ([`ovbench_core::Link::Tagged`]), as the tool holds UCX and libfabric.
+pub fn native_comms_tagged(n: u32, cfg: &EngineConfig) -> Vec<Comm> {
+    job(n)
+        .into_iter()
+        .map(|t| {
+            let clock: Arc<dyn Clock> = Arc::new(MonotonicClock::new());
+            let work = Box::new(WorkLoop::with_unit(clock.clone(), 1.0));
+            let t: Box<dyn Tagged> = Box::new(t);
+            Comm::native(t, clock, work, cfg.clone()).expect("a native Comm over Link::Tagged")
+        })
         .collect()
 }
 
