@@ -2,10 +2,12 @@
 //! share is written here, and the rest goes to the path the message
 //! takes ([`Comm::on`]). The blocking calls are the trait's, one
 //! communicator call each through [`Communicator::enter_call`]; only
-//! `send` and `recv` are its own: while nothing is recorded they post and
-//! wait in one frame (the general path's nested calls moved each result
-//! through three of them).
+//! `send_mode` (under every blocking send) and `recv` are its own: while
+//! nothing is recorded a standard send and a receive post and wait in
+//! one frame (the general path's nested calls moved each result through
+//! three of them).
 
+use super::args::{RecvArgs, SendArgs};
 use super::library_path::slice;
 use super::native::NativeState;
 use super::shared::Shared;
@@ -20,34 +22,20 @@ use crate::{
 impl Comm {
     /// A blocking send while nothing is recorded.
     #[inline]
-    fn send_now(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
+    fn send_now(&mut self, a: SendArgs) -> Result<(), TransportError> {
         match self.on() {
-            (s, On::Engine(e)) => e.send_now(s, buf, off, len, dst, tag),
-            (s, On::Native(n)) => n.send_now(s, buf, off, len, dst, tag),
+            (s, On::Engine(e)) => e.send_now(s, a),
+            (s, On::Native(n)) => n.send_now(s, a),
         }
     }
 
     /// A blocking receive while nothing is recorded; `None` where the
     /// path cannot take it so, for the general path.
     #[inline]
-    fn recv_now(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        src: Source,
-        tag: TagSel,
-    ) -> Option<Result<Status, TransportError>> {
+    fn recv_now(&mut self, a: RecvArgs) -> Option<Result<Status, TransportError>> {
         match self.on() {
-            (s, On::Engine(e)) => Some(e.recv_now(s, buf, off, len, src, tag)),
-            (s, On::Native(n)) => n.recv_now(s, buf, off, len, src, tag),
+            (s, On::Engine(e)) => Some(e.recv_now(s, a)),
+            (s, On::Native(n)) => n.recv_now(s, a),
         }
     }
 }
@@ -69,29 +57,6 @@ impl Comm {
                 "library calls on the engine path".into(),
             )),
         }))
-    }
-
-    /// A blocking send in `mode`: the library's own call where there is
-    /// one, else the nonblocking send waited for.
-    #[allow(clippy::too_many_arguments)]
-    fn send_in(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-        mode: SendMode,
-    ) -> Result<(), TransportError> {
-        if let Some(r) = self
-            .library(|n, s, at| n.lib_send(s, at, slice(buf, off, len, "send")?, dst, tag, mode))
-        {
-            return r;
-        }
-        one_call(self, |c| {
-            let r = c.isend_mode(buf, off, len, dst, tag, mode)?;
-            c.wait(r).map(|_| ())
-        })
     }
 }
 
@@ -151,9 +116,10 @@ impl Communicator for Comm {
         tag: Tag,
         mode: SendMode,
     ) -> Result<Req, TransportError> {
+        let a = SendArgs::new(buf, off, len, dst, tag);
         self.call(|c, at| match c.on() {
-            (s, On::Engine(e)) => e.isend(s, buf, off, len, dst, tag, mode),
-            (s, On::Native(n)) => n.isend(s, at, buf, off, len, dst, tag, mode),
+            (s, On::Engine(e)) => e.isend(s, a, mode),
+            (s, On::Native(n)) => n.isend(s, at, a, mode),
         })
     }
 
@@ -165,9 +131,10 @@ impl Communicator for Comm {
         src: Source,
         tag: TagSel,
     ) -> Result<Req, TransportError> {
+        let a = RecvArgs::new(buf, off, len, src, tag);
         self.call(|c, at| match c.on() {
-            (s, On::Engine(e)) => e.irecv(s, buf, off, len, src, tag),
-            (s, On::Native(n)) => n.irecv(s, at, buf, off, len, src, tag),
+            (s, On::Engine(e)) => e.irecv(s, a),
+            (s, On::Native(n)) => n.irecv(s, at, a),
         })
     }
 
@@ -219,31 +186,28 @@ impl Communicator for Comm {
         c
     }
 
-    fn send(
+    /// The library's own call where there is one; else, for a standard
+    /// send while nothing is recorded, posted and waited for in one frame.
+    #[inline]
+    fn send_mode(
         &mut self,
         buf: Buf,
         off: usize,
         len: usize,
         dst: Rank,
         tag: Tag,
+        mode: SendMode,
     ) -> Result<(), TransportError> {
-        if let Some(r) = self.library(|n, s, at| {
-            n.lib_send(
-                s,
-                at,
-                slice(buf, off, len, "send")?,
-                dst,
-                tag,
-                SendMode::Standard,
-            )
-        }) {
+        if let Some(r) = self
+            .library(|n, s, at| n.lib_send(s, at, slice(buf, off, len, "send")?, dst, tag, mode))
+        {
             return r;
         }
-        if self.s.instr.is_none() {
-            return self.send_now(buf, off, len, dst, tag);
+        if mode == SendMode::Standard && self.s.instr.is_none() {
+            return self.send_now(SendArgs::new(buf, off, len, dst, tag));
         }
         one_call(self, |c| {
-            let r = c.isend(buf, off, len, dst, tag)?;
+            let r = c.isend_mode(buf, off, len, dst, tag, mode)?;
             c.wait(r).map(|_| ())
         })
     }
@@ -262,7 +226,7 @@ impl Communicator for Comm {
             return r;
         }
         if self.s.instr.is_none() {
-            if let Some(r) = self.recv_now(buf, off, len, src, tag) {
+            if let Some(r) = self.recv_now(RecvArgs::new(buf, off, len, src, tag)) {
                 return r;
             }
         }
@@ -270,39 +234,6 @@ impl Communicator for Comm {
             let r = c.irecv(buf, off, len, src, tag)?;
             c.wait(r)
         })
-    }
-
-    fn ssend(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        self.send_in(buf, off, len, dst, tag, SendMode::Synchronous)
-    }
-
-    fn rsend(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        self.send_in(buf, off, len, dst, tag, SendMode::Ready)
-    }
-
-    fn bsend(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        self.send_in(buf, off, len, dst, tag, SendMode::Buffered)
     }
 
     fn sendrecv(

@@ -8,8 +8,8 @@ use ovbench_proto::{Engine, EventKind, Key, MrId, OneSided, Op, ProtoError, ReqI
 use super::engine::EngineState;
 use super::shared::Shared;
 use crate::{
-    Arrivals, Completion, CompletionTime, Idle, LocalSlice, MrHandle, OpKind, Placement, Posted,
-    Rank, RegionId, Registered, RemoteKey, Rma, RmaOp, Status, TransportError,
+    Arrivals, Completion, CompletionTime, Idle, LocalSlice, MrHandle, Msg, OpKind, Placement,
+    Posted, Rank, RegionId, Registered, RemoteKey, Rma, RmaOp, Status, TransportError,
 };
 
 use super::shared::{CHECK_EVERY, SPIN_BEFORE_BLOCK};
@@ -81,7 +81,8 @@ impl EngineState {
                     payload,
                     ctx,
                 } => {
-                    let posted = s.t.post_send(peer, &header, payload.map(ls), ctx)?;
+                    let posted =
+                        s.t.post_send(peer, Msg::new(&header, payload.map(ls)), ctx)?;
                     self.eng.recycle_header(header);
                     if let Posted::Done(at) = posted {
                         self.sent_inline(s, ctx, at)?;
