@@ -171,35 +171,22 @@ pub struct RmaOp<'a> {
 }
 
 impl<'a> RmaOp<'a> {
-    /// Write `local` to `remote` at `remote_offset`.
-    pub fn write(
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &'a RemoteKey,
-        remote_offset: u64,
-    ) -> Self {
+    /// Write `local` to `remote` at `offset`.
+    pub fn write(local: LocalSlice, mr: MrHandle, remote: &'a RemoteKey, offset: u64) -> Self {
         RmaOp {
             op: Rma::Write,
             local,
             mr,
             remote,
-            remote_offset,
+            remote_offset: offset,
         }
     }
 
-    /// Read `local.len` bytes from `remote` at `remote_offset` into `local`.
-    pub fn read(
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &'a RemoteKey,
-        remote_offset: u64,
-    ) -> Self {
+    /// Read `local.len` bytes from `remote` at `offset` into `local`.
+    pub fn read(local: LocalSlice, mr: MrHandle, remote: &'a RemoteKey, offset: u64) -> Self {
         RmaOp {
             op: Rma::Read,
-            local,
-            mr,
-            remote,
-            remote_offset,
+            ..Self::write(local, mr, remote, offset)
         }
     }
 }
@@ -221,6 +208,7 @@ impl Posted {
     /// [`Posted::Done`] at the caller's clock where `done`, else
     /// [`Posted::Queued`]: for a library that says only whether it sent
     /// at once.
+    #[inline]
     pub fn done_if(done: bool) -> Self {
         if done {
             Posted::Done(None)
@@ -242,26 +230,34 @@ pub struct Msg<'a> {
 
 impl<'a> Msg<'a> {
     /// `header`, then `payload` (if any).
+    #[inline]
     pub fn new(header: &'a [u8], payload: Option<LocalSlice>) -> Self {
         Msg { header, payload }
     }
 
     /// Header and payload bytes together.
+    #[inline]
     pub fn bytes(&self) -> usize {
         self.header.len() + self.payload.map_or(0, |p| p.len)
     }
 
     /// [`Self::bytes`], or the refusal of a message to `peer` over an
     /// eager buffer of `limit` bytes (the contract refuses it at post).
+    #[inline]
     pub fn within(&self, peer: Rank, limit: usize) -> Result<usize, TransportError> {
         let total = self.bytes();
         if total > limit {
-            return Err(TransportError::Invalid(format!(
-                "message of {total} bytes to rank {peer} exceeds the {limit}-byte eager buffer: split it or use a rendezvous protocol"
-            )));
+            return Err(over_eager_buffer(total, peer, limit));
         }
         Ok(total)
     }
+}
+
+#[cold]
+fn over_eager_buffer(total: usize, peer: Rank, limit: usize) -> TransportError {
+    TransportError::Invalid(format!(
+        "message of {total} bytes to rank {peer} exceeds the {limit}-byte eager buffer: split it or use a rendezvous protocol"
+    ))
 }
 
 /// A tagged send's operands ([`Tagged::tsend`]): `src` to `peer` with
@@ -282,6 +278,7 @@ pub struct TagSend {
 
 impl TagSend {
     /// `src` to `peer` with `tag`, synchronous where `sync`.
+    #[inline]
     pub fn new(peer: Rank, tag: Tag, src: LocalSlice, sync: bool) -> Self {
         TagSend {
             peer,
@@ -307,6 +304,7 @@ pub struct TagRecv {
 
 impl TagRecv {
     /// From `src` with `tag` (`None`: any) into `dst`.
+    #[inline]
     pub fn new(src: Option<Rank>, tag: Option<Tag>, dst: LocalSlice) -> Self {
         TagRecv { src, tag, dst }
     }
@@ -609,16 +607,9 @@ pub fn trecv_wait_polling<T: Transport + Tagged>(
         }
         seen = held.len();
         spins = spins.wrapping_add(1);
-        if spins % 1024 == 0 {
-            crate::stop::check()?;
-            let began = *start.get_or_insert_with(Instant::now);
-            let waited = began.elapsed();
-            if waited > timeout {
-                return Ok(Waited::TimedOut);
-            }
-            crate::watch::waiting(began, waited, timeout, || {
-                (src, crate::watch::receive_what(src, tag, dst.len))
-            })?;
+        let what = || (src, crate::watch::receive_what(src, tag, dst.len));
+        if spins % 1024 == 0 && crate::watch::check_wait(&mut start, timeout, what)? {
+            return Ok(Waited::TimedOut);
         }
         t.idle(Idle::EmptyPoll)?;
     }

@@ -2,10 +2,10 @@
 //! share is written here, and the rest goes to the path the message
 //! takes ([`Comm::on`]). The blocking calls are the trait's, one
 //! communicator call each through [`Communicator::enter_call`]; only
-//! `send_mode` (under every blocking send) and `recv` are its own: while
-//! nothing is recorded a standard send and a receive post and wait in
-//! one frame (the general path's nested calls moved each result through
-//! three of them).
+//! `send`, `recv` and `send_mode` (under the other blocking sends) are
+//! its own: while nothing is recorded a standard send and a receive post
+//! and wait in one frame (the general path's nested calls moved each
+//! result through three of them).
 
 use super::args::{RecvArgs, SendArgs};
 use super::library_path::slice;
@@ -41,6 +41,12 @@ impl Comm {
 }
 
 impl Comm {
+    /// Whether calls go to the native path's library calls.
+    #[inline]
+    fn lib_calls(&self) -> bool {
+        matches!(&self.path, Path::Native(n) if n.lib && !n.bare)
+    }
+
     /// `f` as one communicator call on the native path's library calls
     /// ([`crate::LibraryCalls`]); `None` where calls do not go to them
     /// (the engine path, a native path without them, bare operations).
@@ -48,7 +54,7 @@ impl Comm {
         &mut self,
         f: impl FnOnce(&mut NativeState, &mut Shared, u64) -> Result<T, TransportError>,
     ) -> Option<Result<T, TransportError>> {
-        if !matches!(&self.path, Path::Native(n) if n.lib && !n.bare) {
+        if !self.lib_calls() {
             return None;
         }
         Some(self.call(|c, at| match &mut c.path {
@@ -186,9 +192,24 @@ impl Communicator for Comm {
         c
     }
 
-    /// The library's own call where there is one; else, for a standard
-    /// send while nothing is recorded, posted and waited for in one frame.
-    #[inline]
+    /// While nothing is recorded and no library call of its own takes
+    /// it, posted and waited for in one frame; else as [`Self::send_mode`].
+    fn send(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+    ) -> Result<(), TransportError> {
+        if self.s.instr.is_none() && !self.lib_calls() {
+            return self.send_now(SendArgs::new(buf, off, len, dst, tag));
+        }
+        self.send_mode(buf, off, len, dst, tag, SendMode::Standard)
+    }
+
+    /// The library's own call where there is one, else the nonblocking
+    /// send waited for.
     fn send_mode(
         &mut self,
         buf: Buf,
@@ -202,9 +223,6 @@ impl Communicator for Comm {
             .library(|n, s, at| n.lib_send(s, at, slice(buf, off, len, "send")?, dst, tag, mode))
         {
             return r;
-        }
-        if mode == SendMode::Standard && self.s.instr.is_none() {
-            return self.send_now(SendArgs::new(buf, off, len, dst, tag));
         }
         one_call(self, |c| {
             let r = c.isend_mode(buf, off, len, dst, tag, mode)?;

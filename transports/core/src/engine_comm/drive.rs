@@ -316,14 +316,10 @@ impl EngineState {
                 }
             }
             spins = spins.wrapping_add(1);
-            if spins % CHECK_EVERY == 0 {
-                crate::stop::check()?;
-                let began = *start.get_or_insert_with(Instant::now);
-                let waited = began.elapsed();
-                if waited > s.cfg.timeout {
-                    return Err(self.timeout_error(s, req));
-                }
-                crate::watch::waiting(began, waited, s.cfg.timeout, || self.wait_what(s, req))?;
+            if spins % CHECK_EVERY == 0
+                && crate::watch::check_wait(&mut start, s.cfg.timeout, || self.wait_what(s, req))?
+            {
+                return Err(self.timeout_error(s, req));
             }
             progressed = self.poll_once(s)?;
             if progressed {

@@ -378,19 +378,14 @@ impl NativeState {
         }
         loop {
             spins = spins.wrapping_add(1);
-            if spins % CHECK_EVERY == 0 {
-                crate::stop::check()?;
-                let began = *start.get_or_insert_with(Instant::now);
-                let waited = began.elapsed();
-                if waited > s.cfg.timeout {
-                    return Err(self.timeout_error(s, id));
-                }
-                crate::watch::waiting(began, waited, s.cfg.timeout, || {
-                    match self.timeout_error(s, id) {
-                        TransportError::Timeout { peer, what, .. } => (peer, what),
-                        other => (None, other.to_string()),
-                    }
-                })?;
+            let what = || match self.timeout_error(s, id) {
+                TransportError::Timeout { peer, what, .. } => (peer, what),
+                other => (None, other.to_string()),
+            };
+            if spins % CHECK_EVERY == 0
+                && crate::watch::check_wait(&mut start, s.cfg.timeout, what)?
+            {
+                return Err(self.timeout_error(s, id));
             }
             // Only a poll that returned completions can have finished `id`.
             if self.poll_once(s)? {
