@@ -9,7 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use ovbench_core::{
-    Completion, Ctx, LocalSlice, OpKind, Posted, Rank, RmaOp, Tag, Tagged, Transport,
+    Completion, Ctx, LocalSlice, Msg, OpKind, Posted, RmaOp, TagRecv, TagSend, Tagged, Transport,
     TransportError,
 };
 
@@ -102,17 +102,13 @@ fn tg<T: Transport>(t: &mut T) -> &mut dyn Tagged {
 /// `tsend` from `t`; a send that ended inside the call ([`Posted::Done`])
 /// gets the `TaggedSend` its caller records, pushed onto `got`, so that
 /// each send ends in exactly one `TaggedSend` there.
-#[allow(clippy::too_many_arguments)]
 fn tsend<T: Transport>(
     t: &mut T,
     got: &mut Vec<Completion>,
-    peer: Rank,
-    tag: Tag,
-    src: LocalSlice,
-    sync: bool,
+    op: TagSend,
     ctx: Ctx,
 ) -> Result<Posted, TransportError> {
-    let p = tg(t).tsend(peer, tag, src, sync, ctx)?;
+    let p = tg(t).tsend(op, ctx)?;
     if let Posted::Done(_) = p {
         got.push(Completion::TaggedSend { ctx });
     }
@@ -134,7 +130,7 @@ pub fn messages<T: Transport>(mut t: [T; 2], eager_buf_size: usize) {
         let hdr = i.to_le_bytes();
         let p = (i % 2 == 0).then_some(pay);
         // A send that ended inside the call is recorded by its caller.
-        if let Posted::Done(_) = t[0].post_send(1, &hdr, p, 1000 + i).unwrap() {
+        if let Posted::Done(_) = t[0].post_send(1, Msg::new(&hdr, p), 1000 + i).unwrap() {
             got[0].push(Completion::Send { ctx: 1000 + i });
         }
     }
@@ -178,7 +174,11 @@ pub fn messages<T: Transport>(mut t: [T; 2], eager_buf_size: usize) {
     }
     // Too large for one eager buffer: refused at posting.
     let big = t[0].alloc(eager_buf_size).unwrap();
-    let e = t[0].post_send(1, &[0; 8], Some(LocalSlice::new(big, 0, eager_buf_size)), 0);
+    let e = t[0].post_send(
+        1,
+        Msg::new(&[0; 8], Some(LocalSlice::new(big, 0, eager_buf_size))),
+        0,
+    );
     assert!(matches!(e, Err(TransportError::Invalid(_))), "{e:?}");
 }
 
@@ -280,9 +280,17 @@ pub fn tagged<T: Transport>(mut t: [T; 2]) {
     for i in 0..200u32 {
         t[0].region(sa, &mut |x| x.copy_from_slice(&u64::from(i).to_le_bytes()))
             .unwrap();
-        tg(&mut t[1]).trecv(None, None, sb, 1).unwrap();
+        tg(&mut t[1])
+            .trecv(TagRecv::new(None, None, sb), 1)
+            .unwrap();
         let mut got = [Vec::new(), Vec::new()];
-        tsend(&mut t[0], &mut got[0], 1, 40 + i, sa, false, 2).unwrap();
+        tsend(
+            &mut t[0],
+            &mut got[0],
+            TagSend::new(1, 40 + i, sa, false),
+            2,
+        )
+        .unwrap();
         drive(&mut t, &mut got, |g| {
             g[1].iter()
                 .any(|c| matches!(c, Completion::TaggedRecv { .. }))
@@ -305,15 +313,12 @@ pub fn tagged<T: Transport>(mut t: [T; 2]) {
         })
         .unwrap();
         tg(&mut t[0])
-            .trecv(Some(1), None, LocalSlice::new(a, 8, 64), 3)
+            .trecv(TagRecv::new(Some(1), None, LocalSlice::new(a, 8, 64)), 3)
             .unwrap();
         tsend(
             &mut t[1],
             &mut got[1],
-            0,
-            7,
-            sb.sub(0, 8),
-            sync_ok && i % 2 == 0,
+            TagSend::new(0, 7, sb.sub(0, 8), sync_ok && i % 2 == 0),
             4,
         )
         .unwrap();
@@ -338,11 +343,11 @@ pub fn tagged<T: Transport>(mut t: [T; 2]) {
     }
     // A tag selector filters: the tag-5 message waits for its own receive.
     tg(&mut t[1])
-        .trecv(Some(0), Some(6), sb.sub(0, 8), 10)
+        .trecv(TagRecv::new(Some(0), Some(6), sb.sub(0, 8)), 10)
         .unwrap();
     let mut got = [Vec::new(), Vec::new()];
-    tsend(&mut t[0], &mut got[0], 1, 5, sa, false, 11).unwrap();
-    tsend(&mut t[0], &mut got[0], 1, 6, sa, false, 12).unwrap();
+    tsend(&mut t[0], &mut got[0], TagSend::new(1, 5, sa, false), 11).unwrap();
+    tsend(&mut t[0], &mut got[0], TagSend::new(1, 6, sa, false), 12).unwrap();
     drive(&mut t, &mut got, |g| {
         g[1].iter().any(|c| {
             matches!(
@@ -356,7 +361,7 @@ pub fn tagged<T: Transport>(mut t: [T; 2]) {
         })
     });
     tg(&mut t[1])
-        .trecv(None, Some(5), sb.sub(0, 8), 13)
+        .trecv(TagRecv::new(None, Some(5), sb.sub(0, 8)), 13)
         .unwrap();
     drive(&mut t, &mut got, |g| {
         g[1].iter().any(|c| {
@@ -374,14 +379,16 @@ pub fn tagged<T: Transport>(mut t: [T; 2]) {
     // the provider cannot express it, a clear refusal.
     let mut got = [Vec::new(), Vec::new()];
     if !sync_ok {
-        let e = tg(&mut t[0]).tsend(1, 99, sa, true, 20);
+        let e = tg(&mut t[0]).tsend(TagSend::new(1, 99, sa, true), 20);
         assert!(
             matches!(&e, Err(TransportError::Unsupported(m)) if m.contains("n/a")),
             "{e:?}"
         );
-        tsend(&mut t[0], &mut got[0], 1, 99, sa, false, 20).unwrap();
+        tsend(&mut t[0], &mut got[0], TagSend::new(1, 99, sa, false), 20).unwrap();
     } else {
-        let p = tg(&mut t[0]).tsend(1, 99, sa, true, 20).unwrap();
+        let p = tg(&mut t[0])
+            .tsend(TagSend::new(1, 99, sa, true), 20)
+            .unwrap();
         assert_eq!(p, Posted::Queued, "ssend ended before a receive was posted");
     }
     let end = Instant::now() + Duration::from_millis(300);
@@ -398,7 +405,7 @@ pub fn tagged<T: Transport>(mut t: [T; 2]) {
         );
     }
     tg(&mut t[1])
-        .trecv(Some(0), Some(99), sb.sub(0, 8), 21)
+        .trecv(TagRecv::new(Some(0), Some(99), sb.sub(0, 8)), 21)
         .unwrap();
     drive(&mut t, &mut got, |g| {
         g[0].iter()
@@ -406,9 +413,11 @@ pub fn tagged<T: Transport>(mut t: [T; 2]) {
     });
     // Truncation is an error completion naming the receive.
     tg(&mut t[1])
-        .trecv(Some(0), Some(50), sb.sub(0, 4), 30)
+        .trecv(TagRecv::new(Some(0), Some(50), sb.sub(0, 4)), 30)
         .unwrap();
-    tg(&mut t[0]).tsend(1, 50, sa, false, 31).unwrap();
+    tg(&mut t[0])
+        .tsend(TagSend::new(1, 50, sa, false), 31)
+        .unwrap();
     let end = Instant::now() + DEADLINE;
     let mut got = [Vec::new(), Vec::new()];
     loop {

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use crate::connect_all;
-use ovbench_core::{Completion, LocalSlice, Rank, Tagged, Transport};
+use ovbench_core::{Completion, LocalSlice, Msg, Rank, TagRecv, TagSend, Tagged, Transport};
 
 const WARMUP: usize = 1000;
 const SIZE: usize = 8;
@@ -70,15 +70,16 @@ fn rank_loop(mut t: Box<dyn Transport>, iters: usize, native: bool) -> Vec<f64> 
             // (Queued): either way the pong is what is waited for.
             if native {
                 tagged(t)
-                    .tsend(peer, 1, sbuf, false, i as u64)
+                    .tsend(TagSend::new(peer, 1, sbuf, false), i as u64)
                     .expect("tsend");
             } else {
-                t.post_send(peer, &msg, None, i as u64).expect("send");
+                t.post_send(peer, Msg::new(&msg, None), i as u64)
+                    .expect("send");
             }
         };
         if native {
             tagged(&mut t)
-                .trecv(Some(peer), Some(1), rbuf, i as u64)
+                .trecv(TagRecv::new(Some(peer), Some(1), rbuf), i as u64)
                 .expect("trecv");
         }
         if me == 0 {

@@ -9,7 +9,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ovbench_core::{Completion, LocalSlice, MrHandle, RemoteKey, RmaOp, Tagged, Transport};
+use ovbench_core::{
+    Completion, LocalSlice, MrHandle, Msg, RemoteKey, RmaOp, TagRecv, TagSend, Tagged, Transport,
+};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 const LEN: usize = 1 << 20;
@@ -94,20 +96,26 @@ fn exchange<T: Transport>(t: &mut T) -> Option<Kept> {
     // Messages, both ways.
     for i in 0..100u32 {
         if me == 0 {
-            t.post_send(peer, &i.to_le_bytes(), None, 1).unwrap();
+            t.post_send(peer, Msg::new(&i.to_le_bytes(), None), 1)
+                .unwrap();
             assert_eq!(recv(t), (i + 1).to_le_bytes());
         } else {
             let m = recv(t);
             let v = u32::from_le_bytes(m[..4].try_into().unwrap());
-            t.post_send(peer, &(v + 1).to_le_bytes(), None, 1).unwrap();
+            t.post_send(peer, Msg::new(&(v + 1).to_le_bytes(), None), 1)
+                .unwrap();
         }
     }
     // Native tags with wildcards.
     for i in 0..100u32 {
-        tagged(t).trecv(None, None, other.sub(0, 64), 2).unwrap();
+        tagged(t)
+            .trecv(TagRecv::new(None, None, other.sub(0, 64)), 2)
+            .unwrap();
         if me == 0 {
             let sync = sync_ok && i % 10 == 0;
-            tagged(t).tsend(peer, i, mine.sub(0, 8), sync, 3).unwrap();
+            tagged(t)
+                .tsend(TagSend::new(peer, i, mine.sub(0, 8), sync), 3)
+                .unwrap();
         }
         let c = wait(t, &|c| matches!(c, Completion::TaggedRecv { .. }));
         assert!(
@@ -119,7 +127,7 @@ fn exchange<T: Transport>(t: &mut T) -> Option<Kept> {
                 unreachable!()
             };
             tagged(t)
-                .tsend(peer, tag, mine.sub(0, 8), false, 3)
+                .tsend(TagSend::new(peer, tag, mine.sub(0, 8), false), 3)
                 .unwrap();
         }
     }
@@ -130,7 +138,7 @@ fn exchange<T: Transport>(t: &mut T) -> Option<Kept> {
     if me == 1 {
         let mut msg = Vec::new();
         reg.key.encode(&mut msg);
-        t.post_send(peer, &msg, None, 4).unwrap();
+        t.post_send(peer, Msg::new(&msg, None), 4).unwrap();
         assert_eq!(recv(t), b"written");
         t.region(other, &mut |b| {
             assert!(
@@ -139,14 +147,14 @@ fn exchange<T: Transport>(t: &mut T) -> Option<Kept> {
             )
         })
         .unwrap();
-        t.post_send(peer, b"checked", None, 5).unwrap();
+        t.post_send(peer, Msg::new(b"checked", None), 5).unwrap();
         None
     } else {
         let (key, _) = RemoteKey::decode(&recv(t)).unwrap();
         t.post_rma(peer, RmaOp::write(mine, mr, &key, LEN as u64), 6)
             .unwrap();
         wait(t, &|c| matches!(c, Completion::Write { ctx: 6 }));
-        t.post_send(peer, b"written", None, 7).unwrap();
+        t.post_send(peer, Msg::new(b"written", None), 7).unwrap();
         t.post_rma(peer, RmaOp::read(other, mr, &key, 0), 8)
             .unwrap();
         wait(t, &|c| matches!(c, Completion::Read { ctx: 8 }));

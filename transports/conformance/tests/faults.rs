@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use ovbench_conformance::{run_check, send_end_known_once, Endpoints};
 use ovbench_core::{
-    Arrivals, Completion, CompletionTime, Ctx, LocalSlice, MrHandle, Posted, Rank, RegionId,
+    Arrivals, Completion, CompletionTime, Ctx, LocalSlice, MrHandle, Msg, Posted, Rank, RegionId,
     Registered, RmaOp, Transport, TransportError, TransportInfo,
 };
 use ovbench_tcp::{TcpOptions, TcpTransport};
@@ -70,14 +70,8 @@ impl Transport for Faulty {
     fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError> {
         self.t.deregister(mr)
     }
-    fn post_send(
-        &mut self,
-        peer: Rank,
-        header: &[u8],
-        payload: Option<LocalSlice>,
-        ctx: Ctx,
-    ) -> Result<Posted, TransportError> {
-        let p = self.t.post_send(peer, header, payload, ctx)?;
+    fn post_send(&mut self, peer: Rank, msg: Msg<'_>, ctx: Ctx) -> Result<Posted, TransportError> {
+        let p = self.t.post_send(peer, msg, ctx)?;
         Ok(match self.fault {
             Fault::DoneAndQueued => Posted::Done(None),
             Fault::Lost => {

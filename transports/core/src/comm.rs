@@ -328,6 +328,24 @@ pub trait Communicator {
     ) -> Result<Req, TransportError> {
         self.isend_mode(buf, off, len, dst, tag, SendMode::Buffered)
     }
+    /// A send in `mode` waited for, as one communicator call: what
+    /// [`Self::send`], [`Self::ssend`], [`Self::rsend`] and
+    /// [`Self::bsend`] run. A communicator over a library with blocking
+    /// calls of its own runs those instead.
+    fn send_mode(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+        mode: SendMode,
+    ) -> Result<(), TransportError> {
+        one_call(self, |c| {
+            let r = c.isend_mode(buf, off, len, dst, tag, mode)?;
+            c.wait(r).map(|_| ())
+        })
+    }
     /// Standard-mode send, waited for (`MPI_Send`).
     fn send(
         &mut self,
@@ -337,10 +355,7 @@ pub trait Communicator {
         dst: Rank,
         tag: Tag,
     ) -> Result<(), TransportError> {
-        one_call(self, |c| {
-            let r = c.isend(buf, off, len, dst, tag)?;
-            c.wait(r).map(|_| ())
-        })
+        self.send_mode(buf, off, len, dst, tag, SendMode::Standard)
     }
     /// Synchronous send, waited for (`MPI_Ssend`): returns once the
     /// receive has matched.
@@ -352,10 +367,7 @@ pub trait Communicator {
         dst: Rank,
         tag: Tag,
     ) -> Result<(), TransportError> {
-        one_call(self, |c| {
-            let r = c.issend(buf, off, len, dst, tag)?;
-            c.wait(r).map(|_| ())
-        })
+        self.send_mode(buf, off, len, dst, tag, SendMode::Synchronous)
     }
     /// Ready-mode send, waited for (`MPI_Rsend`).
     fn rsend(
@@ -366,10 +378,7 @@ pub trait Communicator {
         dst: Rank,
         tag: Tag,
     ) -> Result<(), TransportError> {
-        one_call(self, |c| {
-            let r = c.irsend(buf, off, len, dst, tag)?;
-            c.wait(r).map(|_| ())
-        })
+        self.send_mode(buf, off, len, dst, tag, SendMode::Ready)
     }
     /// Buffered send, waited for (`MPI_Bsend`).
     fn bsend(
@@ -380,10 +389,7 @@ pub trait Communicator {
         dst: Rank,
         tag: Tag,
     ) -> Result<(), TransportError> {
-        one_call(self, |c| {
-            let r = c.ibsend(buf, off, len, dst, tag)?;
-            c.wait(r).map(|_| ())
-        })
+        self.send_mode(buf, off, len, dst, tag, SendMode::Buffered)
     }
     /// Receive up to `len` bytes into `buf[off..]` and wait for it
     /// (`MPI_Recv`); the status says who sent how much with which tag.

@@ -65,9 +65,9 @@ pub use key::{RemoteKey, RemoteKeyError, MAX_KEY_BLOB};
 pub use library::LibraryCalls;
 pub use link::Link;
 pub use transport::{
-    trecv_wait_polling, Arrivals, Completion, CompletionTime, Ctx, Idle, LocalSlice, MrHandle,
-    Placement, Posted, Rank, RegionId, Registered, Rma, RmaOp, Tag, Tagged, Transport,
-    TransportInfo, Waited,
+    trecv_wait_polling, Arrivals, Completion, CompletionTime, Ctx, Idle, LocalSlice, MrHandle, Msg,
+    Placement, Posted, Rank, RegionId, Registered, Rma, RmaOp, Tag, TagRecv, TagSend, Tagged,
+    Transport, TransportInfo, Waited,
 };
 pub use work::Work;
 pub use work_loop::WorkLoop;

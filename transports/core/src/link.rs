@@ -54,6 +54,13 @@ impl From<Box<dyn Tagged>> for Link {
     }
 }
 
+/// A concrete transport with a tagged protocol is held as one.
+impl<T: Tagged + 'static> From<Box<T>> for Link {
+    fn from(t: Box<T>) -> Link {
+        Link::Tagged(t)
+    }
+}
+
 impl Deref for Link {
     type Target = dyn Transport;
 

@@ -171,35 +171,22 @@ pub struct RmaOp<'a> {
 }
 
 impl<'a> RmaOp<'a> {
-    /// Write `local` to `remote` at `remote_offset`.
-    pub fn write(
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &'a RemoteKey,
-        remote_offset: u64,
-    ) -> Self {
+    /// Write `local` to `remote` at `offset`.
+    pub fn write(local: LocalSlice, mr: MrHandle, remote: &'a RemoteKey, offset: u64) -> Self {
         RmaOp {
             op: Rma::Write,
             local,
             mr,
             remote,
-            remote_offset,
+            remote_offset: offset,
         }
     }
 
-    /// Read `local.len` bytes from `remote` at `remote_offset` into `local`.
-    pub fn read(
-        local: LocalSlice,
-        mr: MrHandle,
-        remote: &'a RemoteKey,
-        remote_offset: u64,
-    ) -> Self {
+    /// Read `local.len` bytes from `remote` at `offset` into `local`.
+    pub fn read(local: LocalSlice, mr: MrHandle, remote: &'a RemoteKey, offset: u64) -> Self {
         RmaOp {
             op: Rma::Read,
-            local,
-            mr,
-            remote,
-            remote_offset,
+            ..Self::write(local, mr, remote, offset)
         }
     }
 }
@@ -215,6 +202,112 @@ pub enum Posted {
     /// It is in flight: exactly one completion for its `ctx` comes from a
     /// later [`Transport::poll`].
     Queued,
+}
+
+impl Posted {
+    /// [`Posted::Done`] at the caller's clock where `done`, else
+    /// [`Posted::Queued`]: for a library that says only whether it sent
+    /// at once.
+    #[inline]
+    pub fn done_if(done: bool) -> Self {
+        if done {
+            Posted::Done(None)
+        } else {
+            Posted::Queued
+        }
+    }
+}
+
+/// A two-sided message's operands ([`Transport::post_send`]): `header`,
+/// then `payload` (if any).
+#[derive(Clone, Copy, Debug)]
+pub struct Msg<'a> {
+    /// The bytes that go first (a protocol header; may be empty).
+    pub header: &'a [u8],
+    /// A range of a region sent after the header.
+    pub payload: Option<LocalSlice>,
+}
+
+impl<'a> Msg<'a> {
+    /// `header`, then `payload` (if any).
+    #[inline]
+    pub fn new(header: &'a [u8], payload: Option<LocalSlice>) -> Self {
+        Msg { header, payload }
+    }
+
+    /// Header and payload bytes together.
+    #[inline]
+    pub fn bytes(&self) -> usize {
+        self.header.len() + self.payload.map_or(0, |p| p.len)
+    }
+
+    /// [`Self::bytes`], or the refusal of a message to `peer` over an
+    /// eager buffer of `limit` bytes (the contract refuses it at post).
+    #[inline]
+    pub fn within(&self, peer: Rank, limit: usize) -> Result<usize, TransportError> {
+        let total = self.bytes();
+        if total > limit {
+            return Err(over_eager_buffer(total, peer, limit));
+        }
+        Ok(total)
+    }
+}
+
+#[cold]
+fn over_eager_buffer(total: usize, peer: Rank, limit: usize) -> TransportError {
+    TransportError::Invalid(format!(
+        "message of {total} bytes to rank {peer} exceeds the {limit}-byte eager buffer: split it or use a rendezvous protocol"
+    ))
+}
+
+/// A tagged send's operands ([`Tagged::tsend`]): `src` to `peer` with
+/// `tag`; `sync` asks for completion only once the receive is matched
+/// (ssend; [`Caps::native_sync_send`](crate::Caps::native_sync_send) says
+/// whether the library can).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TagSend {
+    /// The receiving rank.
+    pub peer: Rank,
+    /// The message's tag.
+    pub tag: Tag,
+    /// What is sent.
+    pub src: LocalSlice,
+    /// Synchronous: complete once matched.
+    pub sync: bool,
+}
+
+impl TagSend {
+    /// `src` to `peer` with `tag`, synchronous where `sync`.
+    #[inline]
+    pub fn new(peer: Rank, tag: Tag, src: LocalSlice, sync: bool) -> Self {
+        TagSend {
+            peer,
+            tag,
+            src,
+            sync,
+        }
+    }
+}
+
+/// A tagged receive's operands ([`Tagged::trecv`],
+/// [`Tagged::trecv_wait`]): the message from `src` with `tag` (`None`: a
+/// wildcard) into `dst`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TagRecv {
+    /// The sending rank, or any.
+    pub src: Option<Rank>,
+    /// The tag, or any.
+    pub tag: Option<Tag>,
+    /// Where the message lands.
+    pub dst: LocalSlice,
+}
+
+impl TagRecv {
+    /// From `src` with `tag` (`None`: any) into `dst`.
+    #[inline]
+    pub fn new(src: Option<Rank>, tag: Option<Tag>, dst: LocalSlice) -> Self {
+        TagRecv { src, tag, dst }
+    }
 }
 
 /// Why a caller is idle ([`Transport::idle`]): hints that change no
@@ -367,18 +460,13 @@ pub trait Transport: Send {
     /// Drop a registration; later accesses through its key are rejected.
     fn deregister(&mut self, mr: MrHandle) -> Result<(), TransportError>;
 
-    /// Send one message: `header` then `payload` (if any), at most
-    /// [`Caps::eager_buf_size`](crate::Caps::eager_buf_size) bytes together.
+    /// Send one message: `msg`'s header then its payload (if any), at
+    /// most [`Caps::eager_buf_size`](crate::Caps::eager_buf_size) bytes
+    /// together.
     /// Says whether it finished inside the call ([`Posted`]): a small
     /// message that a library sends at once (UCX short AM, libfabric
     /// inject) then costs its caller no queue and no poll.
-    fn post_send(
-        &mut self,
-        peer: Rank,
-        header: &[u8],
-        payload: Option<LocalSlice>,
-        ctx: Ctx,
-    ) -> Result<Posted, TransportError>;
+    fn post_send(&mut self, peer: Rank, msg: Msg<'_>, ctx: Ctx) -> Result<Posted, TransportError>;
     /// One-sided: the operation `rma` against `peer`'s memory. Completes
     /// through [`Self::poll`].
     fn post_rma(&mut self, peer: Rank, rma: RmaOp<'_>, ctx: Ctx) -> Result<(), TransportError>;
@@ -432,29 +520,12 @@ pub trait Transport: Send {
 /// tagged messages), reached through [`Transport::tagged`]. Its
 /// completions come from [`Transport::poll`].
 pub trait Tagged: Transport {
-    /// Tagged send of `src`. `sync` asks for completion only once the
-    /// receive is matched (ssend; [`Caps::native_sync_send`] says whether
-    /// the library can). Says whether it finished inside the call, as
-    /// [`Transport::post_send`] does.
-    ///
-    /// [`Caps::native_sync_send`]: crate::Caps::native_sync_send
-    fn tsend(
-        &mut self,
-        peer: Rank,
-        tag: Tag,
-        src: LocalSlice,
-        sync: bool,
-        ctx: Ctx,
-    ) -> Result<Posted, TransportError>;
-    /// Tagged receive into `dst`; `None` is a wildcard. Completes as a
+    /// Tagged send ([`TagSend`]). Says whether it finished inside the
+    /// call, as [`Transport::post_send`] does.
+    fn tsend(&mut self, op: TagSend, ctx: Ctx) -> Result<Posted, TransportError>;
+    /// Tagged receive ([`TagRecv`]). Completes as a
     /// [`Completion::TaggedRecv`].
-    fn trecv(
-        &mut self,
-        src: Option<Rank>,
-        tag: Option<Tag>,
-        dst: LocalSlice,
-        ctx: Ctx,
-    ) -> Result<(), TransportError>;
+    fn trecv(&mut self, op: TagRecv, ctx: Ctx) -> Result<(), TransportError>;
     /// A tagged receive completed before returning: posted, then the
     /// library driven until it matched, for a caller with nothing else in
     /// flight (a blocking receive). It needs no queued completion, no
@@ -464,13 +535,7 @@ pub trait Tagged: Transport {
     /// withdrawn where the library can; one that posts and polls
     /// ([`trecv_wait_polling`]) may leave it posted, and the caller ends
     /// the run.
-    fn trecv_wait(
-        &mut self,
-        src: Option<Rank>,
-        tag: Option<Tag>,
-        dst: LocalSlice,
-        timeout: Duration,
-    ) -> Result<Waited, TransportError>;
+    fn trecv_wait(&mut self, op: TagRecv, timeout: Duration) -> Result<Waited, TransportError>;
     /// The library's own call for each point-to-point operation and its
     /// collectives (MPI), where it has them; `None` (the default) where
     /// the native path builds them from [`Self::tsend`] and
@@ -490,9 +555,7 @@ pub trait Tagged: Transport {
 pub fn trecv_wait_polling<T: Transport + Tagged>(
     t: &mut T,
     held: &mut Vec<Completion>,
-    src: Option<Rank>,
-    tag: Option<Tag>,
-    dst: LocalSlice,
+    op: TagRecv,
     timeout: Duration,
 ) -> Result<Waited, TransportError> {
     /// Each wait's context counts down from the top (callers' contexts
@@ -500,7 +563,8 @@ pub fn trecv_wait_polling<T: Transport + Tagged>(
     /// that timed out is never taken for a later wait's.
     static WAITS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let wait_ctx: Ctx = u64::MAX - WAITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    t.trecv(src, tag, dst, wait_ctx)?;
+    t.trecv(op, wait_ctx)?;
+    let TagRecv { src, tag, dst } = op;
     // The polls append to `held` itself (no buffer of the wait's own to
     // allocate per receive); the waited completion is taken back out.
     let mut start: Option<Instant> = None;
@@ -543,16 +607,9 @@ pub fn trecv_wait_polling<T: Transport + Tagged>(
         }
         seen = held.len();
         spins = spins.wrapping_add(1);
-        if spins % 1024 == 0 {
-            crate::stop::check()?;
-            let began = *start.get_or_insert_with(Instant::now);
-            let waited = began.elapsed();
-            if waited > timeout {
-                return Ok(Waited::TimedOut);
-            }
-            crate::watch::waiting(began, waited, timeout, || {
-                (src, crate::watch::receive_what(src, tag, dst.len))
-            })?;
+        let what = || (src, crate::watch::receive_what(src, tag, dst.len));
+        if spins % 1024 == 0 && crate::watch::check_wait(&mut start, timeout, what)? {
+            return Ok(Waited::TimedOut);
         }
         t.idle(Idle::EmptyPoll)?;
     }

@@ -104,6 +104,27 @@ pub fn waiting(
     }
 }
 
+/// The check a polling wait makes every so many polls: a stop signal
+/// ends it (the error), so does its deadline (`Ok(true)`: the caller says
+/// what timed out), and a long wait is reported as [`waiting`] does.
+/// `start` is the wait's first check, set by that check: most waits end
+/// before it, and reading the clock costs more than a poll.
+#[inline]
+pub fn check_wait(
+    start: &mut Option<Instant>,
+    timeout: Duration,
+    what: impl FnOnce() -> (Option<Rank>, String),
+) -> Result<bool, TransportError> {
+    crate::stop::check()?;
+    let began = *start.get_or_insert_with(Instant::now);
+    let waited = began.elapsed();
+    if waited > timeout {
+        return Ok(true);
+    }
+    waiting(began, waited, timeout, what)?;
+    Ok(false)
+}
+
 #[cold]
 fn look<F: FnOnce() -> (Option<Rank>, String)>(
     o: &dyn Observer,

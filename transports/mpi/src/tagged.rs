@@ -9,7 +9,7 @@ use std::time::Duration;
 use mpi::ffi::MPI_Status;
 use ovbench_core::{
     Completion, Ctx, LibraryCalls, LocalSlice, OpKind, Posted, Rank, SendMode, Source, Status, Tag,
-    TagSel, Tagged, TransportError, Waited,
+    TagRecv, TagSel, TagSend, Tagged, TransportError, Waited,
 };
 
 use crate::ffi::requests::{testsome, waitall, Request};
@@ -173,20 +173,14 @@ impl MpiTransport {
 }
 
 impl Tagged for MpiTransport {
-    fn tsend(
-        &mut self,
-        peer: Rank,
-        tag: Tag,
-        src: LocalSlice,
-        sync: bool,
-        ctx: Ctx,
-    ) -> Result<Posted, TransportError> {
-        let mode = if sync {
+    fn tsend(&mut self, op: TagSend, ctx: Ctx) -> Result<Posted, TransportError> {
+        let peer = op.peer;
+        let mode = if op.sync {
             SendMode::Synchronous
         } else {
             SendMode::Standard
         };
-        let mut req = self.start_send(peer, tag, src, mode)?;
+        let mut req = self.start_send(peer, op.tag, op.src, mode)?;
         if req
             .test()
             .map_err(peer_err(peer, OpKind::TaggedSend))?
@@ -200,19 +194,14 @@ impl Tagged for MpiTransport {
                 ctx,
                 send: true,
                 peer: Some(peer),
-                len: src.len,
+                len: op.src.len,
             },
         );
         Ok(Posted::Queued)
     }
 
-    fn trecv(
-        &mut self,
-        src: Option<Rank>,
-        tag: Option<Tag>,
-        dst: LocalSlice,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
+    fn trecv(&mut self, op: TagRecv, ctx: Ctx) -> Result<(), TransportError> {
+        let TagRecv { src, tag, dst } = op;
         let (s, t) = (self.src_sel(src)?, self.tag_sel(tag)?);
         let req = self
             .data
@@ -231,14 +220,8 @@ impl Tagged for MpiTransport {
     }
 
     /// `MPI_Recv`: the watchdog ends a receive that never matches.
-    fn trecv_wait(
-        &mut self,
-        src: Option<Rank>,
-        tag: Option<Tag>,
-        dst: LocalSlice,
-        _timeout: Duration,
-    ) -> Result<Waited, TransportError> {
-        let st = self.recv(src, tag, dst)?;
+    fn trecv_wait(&mut self, op: TagRecv, _timeout: Duration) -> Result<Waited, TransportError> {
+        let st = self.recv(op.src, op.tag, op.dst)?;
         Ok(Waited::Done {
             peer: st.source,
             tag: st.tag,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use ovbench_core::fabric::page_block::PageBlock;
 use ovbench_core::{
-    Arrivals, Caps, Completion, CompletionStamps, Ctx, LocalSlice, MrHandle, OpKind, Posted,
+    Arrivals, Caps, Completion, CompletionStamps, Ctx, LocalSlice, MrHandle, Msg, OpKind, Posted,
     Progress, Rank, RegionId, Registered, Rma, RmaKind, RmaOp, RmaProgress, Tagged, Transport,
     TransportError, TransportInfo,
 };
@@ -368,21 +368,10 @@ impl Transport for MpiTransport {
         }
     }
 
-    fn post_send(
-        &mut self,
-        peer: Rank,
-        header: &[u8],
-        payload: Option<LocalSlice>,
-        ctx: Ctx,
-    ) -> Result<Posted, TransportError> {
+    fn post_send(&mut self, peer: Rank, msg: Msg<'_>, ctx: Ctx) -> Result<Posted, TransportError> {
         self.peer(peer, OpKind::Send)?;
-        let plen = payload.map_or(0, |p| p.len);
-        if header.len() + plen > EAGER_BUF_SIZE {
-            return Err(TransportError::Invalid(format!(
-                "a message of {} bytes to rank {peer} is over the {EAGER_BUF_SIZE}-byte eager buffer",
-                header.len() + plen
-            )));
-        }
+        msg.within(peer, EAGER_BUF_SIZE)?;
+        let Msg { header, payload } = msg;
         let mut buf = self.pool.pop().unwrap_or_default();
         buf.clear();
         buf.extend_from_slice(header);

@@ -37,8 +37,8 @@ use std::time::{Duration, Instant};
 use ovbench_conformance::processes;
 use ovbench_core::clock::best_clock;
 use ovbench_core::{
-    Buf, Clock, Comm, Communicator, Completion, EngineConfig, LibraryCalls, LocalSlice, RmaOp,
-    SendMode, Tagged, Transport, TransportError, WorkLoop, XferTable,
+    Buf, Clock, Comm, Communicator, Completion, EngineConfig, LibraryCalls, LocalSlice, Msg, RmaOp,
+    SendMode, TagRecv, TagSend, Tagged, Transport, TransportError, WorkLoop, XferTable,
 };
 use ovbench_mpi::{MpiJob, MpiOptions, MpiTransport, EAGER_BUF_SIZE};
 
@@ -146,10 +146,12 @@ fn messages(t: &mut MpiTransport) {
     })
     .unwrap();
     if me == 0 {
-        t.post_send(1, b"head", Some(full), 1).unwrap();
-        t.post_send(1, b"", None, 2).unwrap();
+        t.post_send(1, Msg::new(b"head", Some(full)), 1).unwrap();
+        t.post_send(1, Msg::new(b"", None), 2).unwrap();
         let too_big = LocalSlice::new(region, 0, EAGER_BUF_SIZE);
-        let e = t.post_send(1, b"x", Some(too_big), 3).unwrap_err();
+        let e = t
+            .post_send(1, Msg::new(b"x", Some(too_big)), 3)
+            .unwrap_err();
         assert!(e.to_string().contains("rank 1"), "{e}");
     } else {
         let m = recv(t);
@@ -187,7 +189,7 @@ fn rma_refusals(t: &mut MpiTransport) {
         reg.key.encode(&mut msg);
         gone.key.encode(&mut msg);
         t.deregister(gone.mr).unwrap();
-        t.post_send(0, &msg, None, 1).unwrap();
+        t.post_send(0, Msg::new(&msg, None), 1).unwrap();
         assert_eq!(recv(t), b"tried");
         t.region(whole, &mut |b| {
             assert!(b.iter().all(|&x| x == 0), "a refused access wrote here")
@@ -255,7 +257,7 @@ fn rma_refusals(t: &mut MpiTransport) {
             }
         };
         assert!(refused, "a write through a deregistered key completed");
-        t.post_send(1, b"tried", None, 5).unwrap();
+        t.post_send(1, Msg::new(b"tried", None), 5).unwrap();
     }
     t.deregister(reg.mr).unwrap();
     if me == 0 {
@@ -292,7 +294,8 @@ fn waits_and_modes(t: &mut MpiTransport) {
             }
             lib(t).send(1, tag, a, mode).unwrap();
         } else {
-            t.trecv(Some(0), Some(tag), b, 500 + k as u64).unwrap();
+            t.trecv(TagRecv::new(Some(0), Some(tag), b), 500 + k as u64)
+                .unwrap();
             if mode == SendMode::Ready {
                 lib(t)
                     .send(0, 99, LocalSlice::new(region, 0, 0), SendMode::Standard)
@@ -327,7 +330,8 @@ fn waits_and_modes(t: &mut MpiTransport) {
     } else {
         for k in 0..4u64 {
             let s = LocalSlice::new(region, 8192 + 8192 * k as usize, 4096);
-            t.trecv(Some(0), Some(20 + k as u32), s, 700 + k).unwrap();
+            t.trecv(TagRecv::new(Some(0), Some(20 + k as u32), s), 700 + k)
+                .unwrap();
             if k == 3 {
                 lib(t)
                     .send(0, 98, LocalSlice::new(region, 0, 0), SendMode::Standard)
@@ -356,11 +360,14 @@ fn waits_and_modes(t: &mut MpiTransport) {
     t.region(b, &mut |x| assert!(x.iter().all(|&v| v == peer as u8 + 1)))
         .unwrap();
     if me == 0 {
-        t.tsend(1, 31, big, true, 800).unwrap();
+        t.tsend(TagSend::new(1, 31, big, true), 800).unwrap();
         wait_for(t, &|c| matches!(c, Completion::TaggedSend { ctx: 800 }));
     } else {
         // MPI_Recv, wildcards: the source and tag come back.
-        match t.trecv_wait(None, None, big, DEADLINE).unwrap() {
+        match t
+            .trecv_wait(TagRecv::new(None, None, big), DEADLINE)
+            .unwrap()
+        {
             ovbench_core::Waited::Done { peer, tag, len } => {
                 assert_eq!((peer, tag, len), (0, 31, 512 * 1024))
             }

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use ovbench_core::fabric::{peers, wire_tag};
 use ovbench_core::{
-    Arrivals, Caps, Completion, CompletionStamps, Ctx, LocalSlice, MrHandle, OpKind, Progress,
-    Rank, Rma, RmaKind, RmaOp, RmaProgress, Tag, TransportError, TransportInfo,
+    Arrivals, Caps, Completion, CompletionStamps, Ctx, MrHandle, OpKind, Progress, Rank, Rma,
+    RmaKind, RmaOp, RmaProgress, TagRecv, TransportError, TransportInfo,
 };
 use ovbench_ofi_sys as sys;
 
@@ -478,13 +478,8 @@ impl Endpoint {
         Ok(())
     }
 
-    pub(crate) fn trecv(
-        &mut self,
-        src: Option<Rank>,
-        tag: Option<Tag>,
-        dst: LocalSlice,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
+    pub(crate) fn trecv(&mut self, op: TagRecv, ctx: Ctx) -> Result<(), TransportError> {
+        let TagRecv { src, tag, dst } = op;
         let (utag, mask) = wire_tag::recv_selector(src, tag, self.size)?;
         let dst = self.mem.buf(dst)?;
         let peer = src.unwrap_or(self.rank);

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use ovbench_core::fabric::progress_thread::ProgressThread;
 use ovbench_core::{
-    Arrivals, Completion, Ctx, Idle, LocalSlice, MrHandle, Posted, Progress, Rank, RegionId,
-    Registered, RmaOp, Tag, Tagged, Transport, TransportError, TransportInfo, Waited,
+    Arrivals, Completion, Ctx, Idle, LocalSlice, MrHandle, Msg, Posted, Progress, Rank, RegionId,
+    Registered, RmaOp, TagRecv, TagSend, Tagged, Transport, TransportError, TransportInfo, Waited,
 };
 
 use crate::endpoint::Endpoint;
@@ -155,19 +155,9 @@ impl Transport for OfiTransport {
         self.with_mut(|e| e.deregister(mr))
     }
 
-    fn post_send(
-        &mut self,
-        peer: Rank,
-        header: &[u8],
-        payload: Option<LocalSlice>,
-        ctx: Ctx,
-    ) -> Result<Posted, TransportError> {
-        let done = self.with_mut(|e| e.send_msg(peer, header, payload, ctx))?;
-        Ok(if done {
-            Posted::Done(None)
-        } else {
-            Posted::Queued
-        })
+    fn post_send(&mut self, peer: Rank, msg: Msg<'_>, ctx: Ctx) -> Result<Posted, TransportError> {
+        let done = self.with_mut(|e| e.send_msg(peer, msg, ctx))?;
+        Ok(Posted::done_if(done))
     }
 
     fn post_rma(&mut self, peer: Rank, rma: RmaOp<'_>, ctx: Ctx) -> Result<(), TransportError> {
@@ -242,49 +232,26 @@ impl OfiTransport {
 }
 
 impl Tagged for OfiTransport {
-    fn tsend(
-        &mut self,
-        peer: Rank,
-        tag: Tag,
-        src: LocalSlice,
-        sync: bool,
-        ctx: Ctx,
-    ) -> Result<Posted, TransportError> {
-        let done = self.with_mut(|e| e.tag_send(peer, tag, src, sync, ctx))?;
-        Ok(if done {
-            Posted::Done(None)
-        } else {
-            Posted::Queued
-        })
+    fn tsend(&mut self, op: TagSend, ctx: Ctx) -> Result<Posted, TransportError> {
+        let done = self.with_mut(|e| e.tag_send(op, ctx))?;
+        Ok(Posted::done_if(done))
     }
 
     /// libfabric has no blocking receive: posted, then polled for.
-    fn trecv_wait(
-        &mut self,
-        src: Option<Rank>,
-        tag: Option<Tag>,
-        dst: LocalSlice,
-        timeout: Duration,
-    ) -> Result<Waited, TransportError> {
+    fn trecv_wait(&mut self, op: TagRecv, timeout: Duration) -> Result<Waited, TransportError> {
         // What the wait's polls took that was not its receive goes back
         // to the head of the endpoint's queue, for the next poll: the
         // common poll path keeps no queue of its own to look at.
         let mut held = Vec::new();
-        let r = ovbench_core::trecv_wait_polling(self, &mut held, src, tag, dst, timeout);
+        let r = ovbench_core::trecv_wait_polling(self, &mut held, op, timeout);
         if !held.is_empty() {
             self.with_mut(|e| e.requeue_front(held));
         }
         r
     }
 
-    fn trecv(
-        &mut self,
-        src: Option<Rank>,
-        tag: Option<Tag>,
-        dst: LocalSlice,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
-        self.with_mut(|e| e.trecv(src, tag, dst, ctx))
+    fn trecv(&mut self, op: TagRecv, ctx: Ctx) -> Result<(), TransportError> {
+        self.with_mut(|e| e.trecv(op, ctx))
     }
 }
 

@@ -187,7 +187,7 @@ pub fn endpoints(np: u32, params: &SimParams) -> Result<Vec<SimTransport>, SimEr
 
 #[cfg(test)]
 mod tests {
-    use ovbench_core::{Clock, Completion, LocalSlice, Transport, Work};
+    use ovbench_core::{Clock, Completion, LocalSlice, Msg, Transport, Work};
 
     use super::*;
 
@@ -222,7 +222,8 @@ mod tests {
                 k.work.work(u64::from((r * 37 + i * 13) % 50) * 10);
                 let len = ((i * 331 + r * 97) % 4000) as usize;
                 let payload = LocalSlice::new(region, 0, len);
-                t.post_send(dst(r, i), b"h", Some(payload), 0).unwrap();
+                t.post_send(dst(r, i), Msg::new(b"h", Some(payload)), 0)
+                    .unwrap();
                 t.poll(&mut out, None).unwrap();
                 take(&mut out, &mut got, k.clock.ticks());
             }

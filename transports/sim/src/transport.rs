@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use ovbench_core::{
     Arrivals, Caps, Completion, CompletionStamps, CompletionTime, Ctx, Idle, LocalSlice, MrHandle,
-    OpKind, Posted, Progress, Rank, RegionId, Registered, Rma, RmaKind, RmaOp, RmaProgress,
+    Msg, OpKind, Posted, Progress, Rank, RegionId, Registered, Rma, RmaKind, RmaOp, RmaProgress,
     Transport, TransportError, TransportInfo, MAX_KEY_BLOB,
 };
 
@@ -230,21 +230,11 @@ impl Transport for SimTransport {
         g.w.ranks[self.rank as usize].mem.deregister(mr)
     }
 
-    fn post_send(
-        &mut self,
-        peer: Rank,
-        header: &[u8],
-        payload: Option<LocalSlice>,
-        ctx: Ctx,
-    ) -> Result<Posted, TransportError> {
+    fn post_send(&mut self, peer: Rank, msg: Msg<'_>, ctx: Ctx) -> Result<Posted, TransportError> {
         self.check_peer(peer)?;
+        msg.within(peer, EAGER_BUF_SIZE)?;
+        let Msg { header, payload } = msg;
         let plen = payload.map_or(0, |p| p.len);
-        if header.len() + plen > EAGER_BUF_SIZE {
-            return Err(TransportError::Invalid(format!(
-                "message of {} bytes to rank {peer} exceeds the {EAGER_BUF_SIZE}-byte eager buffer",
-                header.len() + plen
-            )));
-        }
         let mut g = self.shared.sync(self.shared.lock(), self.rank)?;
         Self::check_alive(&g, peer, OpKind::Send)?;
         let mut data = match self.pool.pop() {

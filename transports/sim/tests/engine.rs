@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use ovbench_core::{Communicator, EngineConfig};
+use ovbench_core::{Communicator, EngineConfig, Msg};
 use ovbench_sim::{run, SimParams};
 
 const NS: u64 = 1000;
@@ -188,14 +188,14 @@ fn handoff_cost() {
         let mut out = Vec::new();
         for _ in 0..n {
             if k.rank == 0 {
-                t.post_send(1, b"p", None, 0).unwrap();
+                t.post_send(1, Msg::new(b"p", None), 0).unwrap();
             }
             while !out.iter().any(|c| matches!(c, Completion::Recv { .. })) {
                 t.poll(&mut out, None).unwrap();
             }
             out.clear();
             if k.rank == 1 {
-                t.post_send(0, b"p", None, 0).unwrap();
+                t.post_send(0, Msg::new(b"p", None), 0).unwrap();
             }
         }
     })

@@ -6,7 +6,7 @@ mod common;
 
 use common::{ns, recv, recv_key, registered, send_key, wait_for};
 use ovbench_core::RmaOp;
-use ovbench_core::{Clock, Completion, LocalSlice, Transport, Work};
+use ovbench_core::{Clock, Completion, LocalSlice, Msg, Transport, Work};
 use ovbench_sim::{run_raw, SimError, SimParams};
 
 /// Rank 0 and 1 bounce a 0-byte message `n` times; rank 0 returns each
@@ -18,12 +18,12 @@ fn pingpong(params: &SimParams, n: usize) -> Vec<u64> {
         for _ in 0..n {
             if k.rank == 0 {
                 let t0 = k.clock.ticks();
-                t.post_send(1, b"ping", None, 1).unwrap();
+                t.post_send(1, Msg::new(b"ping", None), 1).unwrap();
                 recv(t).unwrap();
                 rtts.push(k.clock.ticks() - t0);
             } else {
                 recv(t).unwrap();
-                t.post_send(0, b"pong", None, 2).unwrap();
+                t.post_send(0, Msg::new(b"pong", None), 2).unwrap();
             }
         }
         rtts
@@ -86,7 +86,7 @@ fn read_after_work(params: &SimParams, work_ns: u64) -> (u64, Vec<u8>) {
             let at = k.clock.ticks();
             let mut got = vec![];
             t.region(s, &mut |b| got = b.to_vec()).unwrap();
-            t.post_send(1, b"done", None, 0).unwrap();
+            t.post_send(1, Msg::new(b"done", None), 0).unwrap();
             (at, got)
         }
     })
@@ -146,7 +146,7 @@ fn write_completes_one_l_after_placement_and_fin_follows_data() {
             })
             .unwrap();
             let dt = k.clock.ticks() - t0;
-            t.post_send(1, b"FIN", None, 0).unwrap();
+            t.post_send(1, Msg::new(b"FIN", None), 0).unwrap();
             dt
         }
     })
@@ -184,8 +184,8 @@ fn bad_keys_and_ranges_are_rejected_naming_the_initiator() {
             // A local slice outside its registration is refused at once.
             let bad = LocalSlice::new(s.region, 60, 8);
             assert!(t.post_rma(1, RmaOp::read(bad, mr, &key, 0), 3).is_err());
-            assert!(t.post_send(7, b"x", None, 0).is_err());
-            t.post_send(1, b"done", None, 0).unwrap();
+            assert!(t.post_send(7, Msg::new(b"x", None), 0).is_err());
+            t.post_send(1, Msg::new(b"done", None), 0).unwrap();
             errors
         }
     })
@@ -271,13 +271,13 @@ fn a_rank_ahead_in_time_does_not_deliver_early() {
     let (res, _) = run_raw(2, &SimParams::default(), |mut k| {
         let t = &mut k.transport;
         if k.rank == 0 {
-            t.post_send(1, b"m", None, 0).unwrap();
+            t.post_send(1, Msg::new(b"m", None), 0).unwrap();
             k.work.work(1_000_000);
             recv(t).unwrap();
         } else {
             recv(t).unwrap();
             let at = k.clock.ticks();
-            t.post_send(0, b"r", None, 0).unwrap();
+            t.post_send(0, Msg::new(b"r", None), 0).unwrap();
             return at;
         }
         0

@@ -11,7 +11,7 @@
 //!
 //! ```
 //! use ovbench_conformance::connect_all; // a test helper (dev-dependency)
-//! use ovbench_core::{Completion, Transport};
+//! use ovbench_core::{Completion, Msg, Transport};
 //! use ovbench_tcp::{TcpOptions, TcpTransport};
 //!
 //! // Two ranks in one process; across processes, exchange `address()`
@@ -20,7 +20,7 @@
 //!     .map(|r| Box::new(TcpTransport::new(r, 2, TcpOptions::default()).unwrap()) as _)
 //!     .collect();
 //! connect_all(&mut ts).unwrap();
-//! ts[0].post_send(1, b"hello", None, 7).unwrap();
+//! ts[0].post_send(1, Msg::new(b"hello", None), 7).unwrap();
 //! let mut out = Vec::new();
 //! let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
 //! while !out.iter().any(|c| matches!(c, Completion::Recv { .. })) {

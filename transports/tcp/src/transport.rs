@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use ovbench_core::fabric::progress_thread::ProgressThread;
 use ovbench_core::{
-    Arrivals, Caps, Completion, CompletionStamps, Ctx, Idle, LocalSlice, MrHandle, OpKind, Posted,
-    Progress, Rank, RegionId, Registered, RemoteKey, RmaKind, RmaOp, RmaProgress, Transport,
-    TransportError, TransportInfo,
+    Arrivals, Caps, Completion, CompletionStamps, Ctx, Idle, LocalSlice, MrHandle, Msg, OpKind,
+    Posted, Progress, Rank, RegionId, Registered, RemoteKey, RmaKind, RmaOp, RmaProgress,
+    Transport, TransportError, TransportInfo,
 };
 
 use crate::engine::{Engine, Pending};
@@ -331,21 +331,9 @@ impl Transport for TcpTransport {
         self.shared.lock().mem.deregister(mr)
     }
 
-    fn post_send(
-        &mut self,
-        peer: Rank,
-        header: &[u8],
-        payload: Option<LocalSlice>,
-        ctx: Ctx,
-    ) -> Result<Posted, TransportError> {
-        let plen = payload.map_or(0, |p| p.len);
-        let total = header.len() + plen;
-        if total > self.opts.eager_buf_size {
-            return Err(TransportError::Invalid(format!(
-                "send of {total} bytes to rank {peer} exceeds the {}-byte eager buffer: split it or use a rendezvous protocol",
-                self.opts.eager_buf_size
-            )));
-        }
+    fn post_send(&mut self, peer: Rank, msg: Msg<'_>, ctx: Ctx) -> Result<Posted, TransportError> {
+        let total = msg.within(peer, self.opts.eager_buf_size)?;
+        let Msg { header, payload } = msg;
         let mut g = self.shared.lock();
         g.peer_for(peer, OpKind::Send, total)?;
         let mut data = g.pool.pop().unwrap_or_default();

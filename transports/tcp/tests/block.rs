@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use ovbench_core::Idle;
-use ovbench_core::{Completion, Progress, Transport};
+use ovbench_core::{Completion, Msg, Progress, Transport};
 use ovbench_tcp::{TcpOptions, TcpTransport};
 
 mod util;
@@ -24,7 +24,7 @@ fn block_sleeps_when_idle_and_wakes_on_arrival() {
     for progress in [Progress::Poll, Progress::Thread] {
         let mut ts = util::connected(2, progress);
         // Traffic first, so any stale wake-up would show below.
-        ts[0].post_send(1, b"one", None, 1).unwrap();
+        ts[0].post_send(1, Msg::new(b"one", None), 1).unwrap();
         until_recv(ts[1].as_mut());
         let mut out = Vec::new();
         ts[0].poll(&mut out, None).unwrap();
@@ -48,7 +48,7 @@ fn block_sleeps_when_idle_and_wakes_on_arrival() {
         std::thread::scope(|s| {
             s.spawn(move || {
                 std::thread::sleep(Duration::from_millis(200));
-                sender.post_send(1, b"two", None, 2).unwrap();
+                sender.post_send(1, Msg::new(b"two", None), 2).unwrap();
                 let mut out = Vec::new();
                 let end = Instant::now() + Duration::from_secs(5);
                 while !out.iter().any(|c| matches!(c, Completion::Send { ctx: 2 })) {

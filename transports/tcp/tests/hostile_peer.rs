@@ -13,7 +13,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use ovbench_core::{Completion, LocalSlice, OpKind, Progress, RmaOp, Transport};
+use ovbench_core::{Completion, LocalSlice, Msg, OpKind, Progress, RmaOp, Transport};
 use ovbench_tcp::{TcpOptions, TcpTransport};
 
 mod util;
@@ -340,7 +340,10 @@ fn a_vanished_peer_fails_pending_work_quickly() {
             }
             assert!(Instant::now() < end, "no failure within 5 s");
         }
-        let e = t0.post_send(1, b"x", None, 1).unwrap_err().to_string();
+        let e = t0
+            .post_send(1, Msg::new(b"x", None), 1)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("rank 1") && e.contains("gone"), "{e}");
     }
 }

@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ovbench_core::{Completion, LocalSlice, Transport};
+use ovbench_core::{Completion, LocalSlice, Msg, Transport};
 use ovbench_tcp::{TcpOptions, TcpTransport};
 
 mod util;
@@ -32,7 +32,7 @@ fn child(rank0: String) {
     while Instant::now() < end {
         t.poll(&mut out, None).unwrap();
         if !answered && out.iter().any(|c| matches!(c, Completion::Recv { .. })) {
-            t.post_send(0, b"pong", None, 1).unwrap();
+            t.post_send(0, Msg::new(b"pong", None), 1).unwrap();
             answered = true;
         }
         out.clear();
@@ -69,7 +69,7 @@ fn a_killed_rank_is_reported_within_five_seconds() {
     t0.connect(&[me.into_bytes(), addr.into_bytes()]).unwrap();
     // One round trip proves the connection is live.
     let r = t0.alloc(8).unwrap();
-    t0.post_send(1, b"ping", Some(LocalSlice::new(r, 0, 0)), 1)
+    t0.post_send(1, Msg::new(b"ping", Some(LocalSlice::new(r, 0, 0))), 1)
         .unwrap();
     let end = Instant::now() + Duration::from_secs(20);
     let mut out = Vec::new();
@@ -84,6 +84,9 @@ fn a_killed_rank_is_reported_within_five_seconds() {
     let why = util::expect_peer_error(&mut t0, Duration::from_secs(5));
     kid.wait().unwrap();
     assert!(why.contains("rank 1"), "{why}");
-    let e = t0.post_send(1, b"x", None, 2).unwrap_err().to_string();
+    let e = t0
+        .post_send(1, Msg::new(b"x", None), 2)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("rank 1"), "{e}");
 }

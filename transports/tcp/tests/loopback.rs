@@ -1,7 +1,7 @@
 //! Operations addressed to the own rank complete without a socket and
 //! pass the same key checks as a peer's.
 
-use ovbench_core::{Completion, LocalSlice, OpKind, RmaOp, Transport};
+use ovbench_core::{Completion, LocalSlice, Msg, OpKind, RmaOp, Transport};
 use ovbench_tcp::{TcpOptions, TcpTransport};
 
 fn single() -> TcpTransport {
@@ -23,7 +23,7 @@ fn send_to_self_arrives_at_once() {
     let r = t.alloc(16).unwrap();
     let p = LocalSlice::new(r, 0, 3);
     t.region(p, &mut |b| b.copy_from_slice(b"abc")).unwrap();
-    t.post_send(0, b"hdr:", Some(p), 7).unwrap();
+    t.post_send(0, Msg::new(b"hdr:", Some(p)), 7).unwrap();
     let out = drain(&mut t);
     assert!(matches!(out[0], Completion::Send { ctx: 7 }), "{out:?}");
     match &out[1] {

@@ -35,10 +35,10 @@ struct UcxDriver(ThreadWorker);
 
 impl Driver for UcxDriver {
     fn serve(&mut self) -> Result<Round, String> {
-        while self.0.progress() {}
+        while self.0.h.progress() {}
         // Arming fails (false) when events arrived since the last
         // progress: drive again rather than sleep past them.
-        match self.0.arm() {
+        match self.0.h.arm() {
             Ok(true) => Ok(Round::Idle),
             Ok(false) => Ok(Round::Again),
             Err(e) => Err(e.to_string()),
@@ -48,7 +48,7 @@ impl Driver for UcxDriver {
     fn sleep(&mut self, max: Duration) -> Result<(), String> {
         let ms = max.as_millis().min(libc::c_int::MAX as u128) as libc::c_int;
         // A failed poll (EINTR) just serves again.
-        let _ = self.0.wait(ms);
+        let _ = self.0.h.wait(ms);
         Ok(())
     }
 }

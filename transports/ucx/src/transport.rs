@@ -4,8 +4,8 @@ use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use ovbench_core::{
-    Arrivals, Caps, Completion, CompletionStamps, Ctx, Idle, LocalSlice, MrHandle, OpKind,
-    Progress, Rank, RegionId, Registered, Rma, RmaOp, Tagged, Transport, TransportError,
+    Arrivals, Caps, Completion, CompletionStamps, Ctx, Idle, LocalSlice, MrHandle, Msg, OpKind,
+    Posted, Progress, Rank, RegionId, Registered, Rma, RmaOp, Tagged, Transport, TransportError,
     TransportInfo,
 };
 use ovbench_ucx_sys as sys;
@@ -17,7 +17,7 @@ use crate::ffi::context::{self, Context};
 use crate::ffi::endpoint::Endpoint;
 use crate::ffi::listener::Listener;
 use crate::ffi::memory::{Memory, RmaBuf};
-use crate::ffi::request::{Op, Posted};
+use crate::ffi::request::{self, Op};
 use crate::ffi::worker::Worker;
 use crate::lanes::{self, RmaPath};
 use crate::liveness;
@@ -261,10 +261,10 @@ impl UcxTransport {
     /// Settle a posted operation: done at once queues its completion here
     /// (the callback will not run), a failure is returned (the callback
     /// will not run either), in flight completes through the callback.
-    fn settle(&mut self, posted: Posted, call: &str) -> Result<(), TransportError> {
+    fn settle(&mut self, posted: request::Posted, call: &str) -> Result<(), TransportError> {
         match posted {
-            Posted::InFlight => Ok(()),
-            Posted::Done(op) => {
+            request::Posted::InFlight => Ok(()),
+            request::Posted::Done(op) => {
                 let op = self.reclaim(op);
                 self.done.extend(op.completion(sys::UCS_OK, None));
                 if self.spare.len() < MAX_SPARE_OPS {
@@ -272,7 +272,7 @@ impl UcxTransport {
                 }
                 Ok(())
             }
-            Posted::Failed(op, st) => {
+            request::Posted::Failed(op, st) => {
                 let op = self.reclaim(op);
                 Err(status::peer(op.peer, op.kind, call, st))
             }
@@ -450,18 +450,9 @@ impl Transport for UcxTransport {
         Ok(())
     }
 
-    fn post_send(
-        &mut self,
-        peer: Rank,
-        header: &[u8],
-        payload: Option<LocalSlice>,
-        ctx: Ctx,
-    ) -> Result<ovbench_core::Posted, TransportError> {
-        Ok(if self.am_send(peer, header, payload, ctx)? {
-            ovbench_core::Posted::Done(None)
-        } else {
-            ovbench_core::Posted::Queued
-        })
+    fn post_send(&mut self, peer: Rank, msg: Msg<'_>, ctx: Ctx) -> Result<Posted, TransportError> {
+        let done = self.am_send(peer, msg.header, msg.payload, ctx)?;
+        Ok(Posted::done_if(done))
     }
 
     fn post_rma(&mut self, peer: Rank, rma: RmaOp<'_>, ctx: Ctx) -> Result<(), TransportError> {

@@ -6,7 +6,7 @@
 //! over shared memory by the pid watch alone).
 
 use ovbench_conformance::processes;
-use ovbench_core::{Progress, Transport};
+use ovbench_core::{Msg, Progress, Transport};
 use ovbench_ucx::{UcxOptions, UcxTransport};
 
 const CHILD_ENV: &str = "OVBENCH_UCX_PROCESS_CHILD";
@@ -36,7 +36,7 @@ fn main() {
             kill,
             |r| transport(r, tls),
             |t, _| {
-                let _ = t.post_send(1, b"anyone?", None, 9);
+                let _ = t.post_send(1, Msg::new(b"anyone?", None), 9);
             },
         );
         println!("two processes over UCX {tls}: ok");

@@ -15,7 +15,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ovbench_core::RmaOp;
-use ovbench_core::{clock::best_clock, Completion, LocalSlice, MrHandle, RemoteKey, Transport};
+use ovbench_core::{
+    clock::best_clock, Completion, LocalSlice, MrHandle, Msg, RemoteKey, Transport,
+};
 use ovbench_verbs::{VerbsOptions, VerbsTransport};
 
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -158,12 +160,12 @@ fn run(job: Job) {
                 let is_recv = |c: &Completion| matches!(c, Completion::Recv { .. });
                 if rank == 0 {
                     *stamp = clock.ticks();
-                    s.t.post_send(peer, &[], Some(s.buf), i as u64)
+                    s.t.post_send(peer, Msg::new(&[], Some(s.buf)), i as u64)
                         .expect("send");
                     s.wait_for(&is_recv);
                 } else {
                     s.wait_for(&is_recv);
-                    s.t.post_send(peer, &[], Some(s.buf), i as u64)
+                    s.t.post_send(peer, Msg::new(&[], Some(s.buf)), i as u64)
                         .expect("send");
                 }
             }

@@ -27,7 +27,8 @@ pub struct DeviceInfo {
     pub ports: Result<Vec<PortInfo>, String>,
 }
 
-fn state_name(s: u32) -> &'static str {
+/// A port state (`ibv_port_state`) as ibv_devinfo prints it.
+pub(crate) fn state_name(s: u32) -> &'static str {
     match s {
         1 => "DOWN",
         2 => "INIT",

@@ -1,6 +1,7 @@
 //! Opening the device the options name: port and GID selection.
 
 use crate::context::{DeviceAttr, PortAttr};
+use crate::inventory::state_name;
 use crate::{gid, Context, DeviceList, ProtectionDomain, VerbsError, VerbsOptions};
 
 /// An opened device with its chosen port and GID.
@@ -22,17 +23,6 @@ pub fn gid_text(g: &[u8; 16]) -> String {
         .join(":")
 }
 
-fn port_state_name(s: u32) -> &'static str {
-    match s {
-        1 => "DOWN",
-        2 => "INIT",
-        3 => "ARMED",
-        4 => "ACTIVE",
-        5 => "ACTIVE_DEFER",
-        _ => "NOP",
-    }
-}
-
 pub(crate) fn open(opts: &VerbsOptions) -> Result<Device, VerbsError> {
     let list = DeviceList::new()?;
     let ctx = list.open(opts.device.as_deref())?;
@@ -52,7 +42,7 @@ pub(crate) fn open(opts: &VerbsOptions) -> Result<Device, VerbsError> {
                 return Err(VerbsError::Port(format!(
                     "port {p} of {} is {}, not ACTIVE: check the link (`ibv_devinfo -d {}`, `rdma link`)",
                     ctx.name(),
-                    port_state_name(a.state),
+                    state_name(a.state),
                     ctx.name()
                 )));
             }
@@ -63,7 +53,7 @@ pub(crate) fn open(opts: &VerbsOptions) -> Result<Device, VerbsError> {
             let mut states = Vec::new();
             for p in 1..=attr.phys_port_cnt {
                 let a = ctx.query_port(p)?;
-                states.push(format!("port {p} {}", port_state_name(a.state)));
+                states.push(format!("port {p} {}", state_name(a.state)));
                 if a.active {
                     found = Some((p, a));
                     break;

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use ovbench_core::{
     Arrivals, Caps, Completion, CompletionStamps, CompletionTime, Ctx, Idle, LocalSlice, MrHandle,
-    OpKind, Posted, Progress, Rank, RegionId, Registered, RmaKind, RmaOp, RmaProgress, Transport,
-    TransportError, TransportInfo,
+    Msg, OpKind, Posted, Progress, Rank, RegionId, Registered, RmaKind, RmaOp, RmaProgress,
+    Transport, TransportError, TransportInfo,
 };
 
 use crate::cm::CmEndpoint;
@@ -406,21 +406,9 @@ impl Transport for VerbsTransport {
         self.mem.deregister(mr)
     }
 
-    fn post_send(
-        &mut self,
-        peer: Rank,
-        header: &[u8],
-        payload: Option<LocalSlice>,
-        ctx: Ctx,
-    ) -> Result<Posted, TransportError> {
-        let plen = payload.map_or(0, |s| s.len);
-        let total = header.len() + plen;
-        if total > self.opts.eager_buf_size {
-            return Err(TransportError::Invalid(format!(
-                "message of {total} bytes to rank {peer} exceeds the {}-byte eager buffer",
-                self.opts.eager_buf_size
-            )));
-        }
+    fn post_send(&mut self, peer: Rank, msg: Msg<'_>, ctx: Ctx) -> Result<Posted, TransportError> {
+        let total = msg.within(peer, self.opts.eager_buf_size)?;
+        let Msg { header, payload } = msg;
         let pbytes: &[u8] = match payload {
             Some(s) => self.mem.slice(s)?,
             None => &[],

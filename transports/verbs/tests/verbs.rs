@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use ovbench_conformance::connect_all;
 use ovbench_core::RmaOp;
-use ovbench_core::{Completion, CompletionStamps, LocalSlice, OpKind, Transport};
+use ovbench_core::{Completion, CompletionStamps, LocalSlice, Msg, OpKind, Transport};
 use ovbench_verbs::{DeviceList, VerbsOptions, VerbsTransport};
 
 #[test]
@@ -90,7 +90,11 @@ fn flood_with_rx_depth_4_and_rnr_retry_0() {
             .unwrap();
         let hdr = i.to_le_bytes();
         ts[0]
-            .post_send(1, &hdr, Some(LocalSlice::new(region, 0, 8)), i as u64)
+            .post_send(
+                1,
+                Msg::new(&hdr, Some(LocalSlice::new(region, 0, 8))),
+                i as u64,
+            )
             .unwrap();
     }
     let mut next = 0u32;
@@ -175,7 +179,10 @@ fn bad_rkey_is_an_error_completion() {
         "{status}"
     );
     println!("bad rkey: {status}");
-    let again = ts[0].post_send(1, b"x", None, 1).unwrap_err().to_string();
+    let again = ts[0]
+        .post_send(1, Msg::new(b"x", None), 1)
+        .unwrap_err()
+        .to_string();
     assert!(
         again.contains("rank 1") && again.contains("connection is down"),
         "{again}"
@@ -257,7 +264,7 @@ fn completion_timestamps_or_host_fallback() {
     a.connect(&addrs).expect("connect");
     b.connect(&addrs).expect("connect");
     assert_eq!(a.last_completion_time(), None, "no completion yet");
-    a.post_send(1, b"tick", None, 5).unwrap();
+    a.post_send(1, Msg::new(b"tick", None), 5).unwrap();
     let end = Instant::now() + Duration::from_secs(30);
     let mut v = Vec::new();
     while !v.iter().any(|c| matches!(c, Completion::Send { ctx: 5 })) {

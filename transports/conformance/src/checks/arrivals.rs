@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use super::net::{first_diff, min_eager_buf, patterned, Net};
 use crate::WAIT_DEADLINE;
-use ovbench_core::{Arrivals, Completion, LocalSlice, Placement, Rank, TransportError};
+use ovbench_core::{Arrivals, Completion, LocalSlice, Msg, Placement, Rank, TransportError};
 
 use crate::Endpoints;
 
@@ -87,7 +87,7 @@ pub fn arrivals_contract(ts: &mut Endpoints) -> Result<(), String> {
         }
         want.push(w);
         net.ts[0]
-            .post_send(d as Rank, &hdr, payload, i as u64)
+            .post_send(d as Rank, Msg::new(&hdr, payload), i as u64)
             .map_err(|e| format!("rank 0: post_send {i} of {N}: {e}"))?;
         // Keep the sender's queue moving; the receiver polls below.
         let mut v = Vec::new();

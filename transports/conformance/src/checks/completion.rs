@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use super::net::min_eager_buf;
 use crate::{Endpoints, WAIT_DEADLINE};
 use ovbench_core::{
-    Completion, CompletionTime, Ctx, LocalSlice, Posted, Rank, Tag, TransportError,
+    Completion, CompletionTime, Ctx, LocalSlice, Msg, Posted, Rank, Tag, TagRecv, TagSend,
+    TransportError,
 };
 
 /// Sends posted one at a time, each waited for before the next.
@@ -138,7 +139,7 @@ impl<'a> Sends<'a> {
         self.posted.insert(ctx, self.latest_ticks);
         self.messages += 1;
         let posted = self.ts[0]
-            .post_send(peer, &hdr, payload, ctx)
+            .post_send(peer, Msg::new(&hdr, payload), ctx)
             .map_err(|e| format!("rank 0: send {i} to rank {peer}: {e}"))?;
         let returned = Instant::now();
         self.ended_in_call(ctx, posted, returned, "post_send")?;
@@ -206,7 +207,10 @@ impl<'a> Sends<'a> {
             self.ts[peer]
                 .tagged()
                 .ok_or_else(|| format!("rank {peer}: no tagged protocol"))?
-                .trecv(Some(0), Some(TAG + i as Tag), dst, RECV + i as Ctx)
+                .trecv(
+                    TagRecv::new(Some(0), Some(TAG + i as Tag), dst),
+                    RECV + i as Ctx,
+                )
                 .map_err(|e| format!("rank {peer}: trecv {i} of {TAGGED}: {e}"))?;
             self.tagged_posted += 1;
             slots.push((peer, dst));
@@ -221,7 +225,7 @@ impl<'a> Sends<'a> {
             let posted = self.ts[0]
                 .tagged()
                 .ok_or_else(|| "rank 0: no tagged protocol".to_string())?
-                .tsend(peer, TAG + i as Tag, s, false, ctx)
+                .tsend(TagSend::new(peer, TAG + i as Tag, s, false), ctx)
                 .map_err(what)?;
             let returned = Instant::now();
             self.ended_in_call(ctx, posted, returned, "tsend")?;

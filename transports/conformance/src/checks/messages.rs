@@ -3,7 +3,7 @@
 
 use super::net::{ctx_of, min_eager_buf, patterned, wrong_message, Net};
 use crate::{Endpoints, WAIT_DEADLINE};
-use ovbench_core::{Completion, Ctx, LocalSlice, Rank};
+use ovbench_core::{Completion, Ctx, LocalSlice, Msg, Rank, TagRecv, TagSend};
 
 /// Every rank sends to every other a train of messages up to the largest
 /// size; each peer's messages arrive in order and intact, the payload was
@@ -117,7 +117,7 @@ pub fn oversize_send_rejected(ts: &mut Endpoints) -> Result<(), String> {
     let mut net = Net::new(ts);
     let d = net.last() as Rank;
     let big = vec![1u8; max + 1];
-    if net.ts[0].post_send(d, &big, None, 1).is_ok() {
+    if net.ts[0].post_send(d, Msg::new(&big, None), 1).is_ok() {
         return Err(format!(
             "a send of {} bytes over a {max}-byte eager buffer was accepted",
             max + 1
@@ -125,7 +125,7 @@ pub fn oversize_send_rejected(ts: &mut Endpoints) -> Result<(), String> {
     }
     let buf = net.alloc(0, 16, 3)?;
     if net.ts[0]
-        .post_send(d, &big[..max - 15], Some(buf), 2)
+        .post_send(d, Msg::new(&big[..max - 15], Some(buf)), 2)
         .is_ok()
     {
         return Err(format!(
@@ -162,13 +162,13 @@ pub fn tagged_if_offered(ts: &mut Endpoints) -> Result<(), String> {
     net.fill_pattern(0, src, 5)?;
     let dst = net.alloc(d, 256, 0)?;
     net.tagged(d)?
-        .trecv(Some(0), Some(9), dst.sub(0, 128), 20)
+        .trecv(TagRecv::new(Some(0), Some(9), dst.sub(0, 128)), 20)
         .map_err(|e| format!("rank {d}: trecv: {e}"))?;
     net.tagged(d)?
-        .trecv(None, None, dst.sub(128, 128), 21)
+        .trecv(TagRecv::new(None, None, dst.sub(128, 128)), 21)
         .map_err(|e| format!("rank {d}: trecv: {e}"))?;
-    net.tsend(0, d as Rank, 8, src.sub(0, 100), 10)?;
-    net.tsend(0, d as Rank, 9, src.sub(100, 50), 11)?;
+    net.tsend(0, TagSend::new(d as Rank, 8, src.sub(0, 100), false), 10)?;
+    net.tsend(0, TagSend::new(d as Rank, 9, src.sub(100, 50), false), 11)?;
     let a = net.wait(d, "the tag-9 receive", &|c| {
         matches!(c, Completion::TaggedRecv { ctx: 20, .. })
     })?;

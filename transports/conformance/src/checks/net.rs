@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use crate::{Endpoints, WAIT_DEADLINE};
 use ovbench_core::{
-    Completion, Ctx, LocalSlice, MrHandle, OpKind, Posted, Rank, RemoteKey, Tagged, TransportError,
+    Completion, Ctx, LocalSlice, MrHandle, Msg, OpKind, Posted, Rank, RemoteKey, TagSend, Tagged,
+    TransportError,
 };
 
 /// Drives all endpoints from one thread and sorts their completions.
@@ -75,7 +76,7 @@ impl<'a> Net<'a> {
         payload: Option<LocalSlice>,
         ctx: Ctx,
     ) -> Result<(), TransportError> {
-        let p = self.ts[rank].post_send(peer, header, payload, ctx)?;
+        let p = self.ts[rank].post_send(peer, Msg::new(header, payload), ctx)?;
         if let Posted::Done(_) = p {
             self.inbox[rank].push_back(Completion::Send { ctx });
         }
@@ -91,23 +92,14 @@ impl<'a> Net<'a> {
 
     /// `tsend` from `rank`, recorded as [`Self::send`] records a send: a
     /// [`Posted::Done`] puts its `TaggedSend` in `rank`'s inbox.
-    pub(super) fn tsend(
-        &mut self,
-        rank: usize,
-        peer: Rank,
-        tag: u32,
-        src: LocalSlice,
-        ctx: Ctx,
-    ) -> Result<(), String> {
-        let p = self
-            .tagged(rank)?
-            .tsend(peer, tag, src, false, ctx)
-            .map_err(|e| {
-                format!(
-                    "rank {rank}: tsend of {} bytes, tag {tag}, to rank {peer}: {e}",
-                    src.len
-                )
-            })?;
+    pub(super) fn tsend(&mut self, rank: usize, op: TagSend, ctx: Ctx) -> Result<(), String> {
+        let TagSend { peer, tag, src, .. } = op;
+        let p = self.tagged(rank)?.tsend(op, ctx).map_err(|e| {
+            format!(
+                "rank {rank}: tsend of {} bytes, tag {tag}, to rank {peer}: {e}",
+                src.len
+            )
+        })?;
         if let Posted::Done(_) = p {
             self.inbox[rank].push_back(Completion::TaggedSend { ctx });
         }

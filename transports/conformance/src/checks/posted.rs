@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::net::{ctx_of, first_diff, min_eager_buf, patterned, wrong_message, Net};
 use crate::{Endpoints, WAIT_DEADLINE};
-use ovbench_core::{Completion, Ctx, Posted, Rank, Tag};
+use ovbench_core::{Completion, Ctx, Msg, Posted, Rank, Tag, TagRecv, TagSend};
 
 /// Messages per check: enough to fill an inject queue or a send window, so
 /// both answers (inline and in flight) can show up on one transport.
@@ -37,7 +37,7 @@ pub fn send_done_contract(ts: &mut Endpoints) -> Result<(), String> {
         }
         let ctx = CTX + i as Ctx;
         let done = net.ts[0]
-            .post_send(d as Rank, &hdr, payload, ctx)
+            .post_send(d as Rank, Msg::new(&hdr, payload), ctx)
             .map(|p| matches!(p, Posted::Done(_)))
             .map_err(|e| {
                 format!(
@@ -107,7 +107,10 @@ pub fn tsend_done_contract(ts: &mut Endpoints) -> Result<(), String> {
     let slot = |i: usize| dst.sub(offs[i] + i * SLACK, lens[i] + SLACK);
     let post_recv = |net: &mut Net<'_>, i: usize| {
         net.tagged(d)?
-            .trecv(Some(0), Some(TAG + i as Tag), slot(i), RECV + i as Ctx)
+            .trecv(
+                TagRecv::new(Some(0), Some(TAG + i as Tag), slot(i)),
+                RECV + i as Ctx,
+            )
             .map_err(|e| format!("rank {d}: trecv {i} of {N}: {e}"))
     };
     // Half the receives are posted first; the rest find their messages
@@ -121,7 +124,7 @@ pub fn tsend_done_contract(ts: &mut Endpoints) -> Result<(), String> {
         let ctx = SEND + i as Ctx;
         let done = net
             .tagged(0)?
-            .tsend(d as Rank, TAG + i as Tag, s, false, ctx)
+            .tsend(TagSend::new(d as Rank, TAG + i as Tag, s, false), ctx)
             .map(|p| matches!(p, Posted::Done(_)))
             .map_err(|e| {
                 format!(
@@ -208,7 +211,7 @@ fn sync_sends(net: &mut Net<'_>, sent: &mut Vec<(Ctx, bool)>) -> Result<(), Stri
     let dst = net.alloc(d, 2 * LEN, 0)?;
     let done = net
         .tagged(0)?
-        .tsend(d as Rank, TAG, src.sub(0, LEN), true, SYNC)
+        .tsend(TagSend::new(d as Rank, TAG, src.sub(0, LEN), true), SYNC)
         .map_err(|e| format!("rank 0: synchronous tsend to rank {d}: {e}"))?;
     if let Posted::Done(_) = done {
         return Err(format!(
@@ -225,13 +228,16 @@ fn sync_sends(net: &mut Net<'_>, sent: &mut Vec<(Ctx, bool)>) -> Result<(), Stri
     for k in 0..2 {
         let tag = TAG + k as Tag;
         net.tagged(d)?
-            .trecv(Some(0), Some(tag), dst.sub(k * LEN, LEN), RECV + k as Ctx)
+            .trecv(
+                TagRecv::new(Some(0), Some(tag), dst.sub(k * LEN, LEN)),
+                RECV + k as Ctx,
+            )
             .map_err(|e| format!("rank {d}: trecv for synchronous send {k}: {e}"))?;
         if k == 1 {
             let ctx = SYNC + 1;
             let done = net
                 .tagged(0)?
-                .tsend(d as Rank, tag, src.sub(LEN, LEN), true, ctx)
+                .tsend(TagSend::new(d as Rank, tag, src.sub(LEN, LEN), true), ctx)
                 .map(|p| matches!(p, Posted::Done(_)))
                 .map_err(|e| {
                     format!("rank 0: synchronous tsend to rank {d}, receive posted: {e}")

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::net::{ctx_of, patterned, Net};
 use crate::{Endpoints, PEER_LOSS_DEADLINE, WAIT_DEADLINE};
-use ovbench_core::{Completion, Idle, Posted, Rank, RmaOp};
+use ovbench_core::{Completion, Idle, Msg, Posted, Rank, RmaOp};
 
 /// A thousand sends, writes and reads posted back to back all
 /// complete, once each, with their contexts; data and order intact.
@@ -92,7 +92,7 @@ pub fn block_returns_when_ready(ts: &mut Endpoints) -> Result<(), String> {
     let mut net = Net::new(ts);
     let d = net.last();
     let posted = net.ts[0]
-        .post_send(d as Rank, b"wake", None, 1)
+        .post_send(d as Rank, Msg::new(b"wake", None), 1)
         .map_err(|e| format!("rank 0: send: {e}"))?;
     // Progress the sender only: the receiver must find the message itself.
     let end = Instant::now() + WAIT_DEADLINE;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use super::net::{ctx_of, first_diff, patterned, Net};
 use crate::Endpoints;
 use crate::WAIT_DEADLINE;
-use ovbench_core::{Ctx, LocalSlice, Rank, Tag, Waited};
+use ovbench_core::{Ctx, LocalSlice, Rank, Tag, TagRecv, TagSend, Waited};
 
 /// The timeout of the first wait, with no sender.
 const PROBE: Duration = Duration::from_millis(1);
@@ -164,10 +164,10 @@ pub fn trecv_wait_truncation(ts: &mut Endpoints) -> Result<(), String> {
     seq += 1;
     let dst = net.alloc(d, 64 + SLACK, FILL)?;
     let what = format!("trecv_wait(Some(0), Some({tag})) of a 64-byte message into 16 bytes");
-    match net
-        .tagged(d)?
-        .trecv_wait(Some(0), Some(tag), dst.sub(0, 16), WAIT_DEADLINE)
-    {
+    match net.tagged(d)?.trecv_wait(
+        TagRecv::new(Some(0), Some(tag), dst.sub(0, 16)),
+        WAIT_DEADLINE,
+    ) {
         Err(e) if e.to_string().contains("rank 0") => {}
         Err(e) => {
             return Err(format!(
@@ -243,7 +243,7 @@ fn nothing_left(net: &mut Net<'_>) -> Result<(), String> {
 fn send(net: &mut Net<'_>, s: LocalSlice, tag: Tag, seed: u32, ctx: Ctx) -> Result<(), String> {
     let d = net.last() as Rank;
     net.fill_pattern(0, s, seed)?;
-    net.tsend(0, d, tag, s, ctx)?;
+    net.tsend(0, TagSend::new(d, tag, s, false), ctx)?;
     for _ in 0..SENDER_POLLS {
         poll_one(net, 0)?;
     }
@@ -278,7 +278,7 @@ fn timed_wait(
     let t0 = Instant::now();
     let w = net
         .tagged(rank)?
-        .trecv_wait(src, tag, dst, timeout)
+        .trecv_wait(TagRecv::new(src, tag, dst), timeout)
         .map_err(|e| {
             format!(
                 "rank {rank}: trecv_wait({src:?}, {tag:?}, {} bytes, {timeout:?}): {e}",

@@ -2,10 +2,12 @@
 //! share is written here, and the rest goes to the path the message
 //! takes ([`Comm::on`]). The blocking calls are the trait's, one
 //! communicator call each through [`Communicator::enter_call`]; only
-//! `send` and `recv` are its own: while nothing is recorded they post and
-//! wait in one frame (the general path's nested calls moved each result
-//! through three of them).
+//! `send`, `recv` and `send_mode` (under the other blocking sends) are
+//! its own: while nothing is recorded a standard send and a receive post
+//! and wait in one frame (the general path's nested calls moved each
+//! result through three of them).
 
+use super::args::{RecvArgs, SendArgs};
 use super::library_path::slice;
 use super::native::NativeState;
 use super::shared::Shared;
@@ -20,34 +22,20 @@ use crate::{
 impl Comm {
     /// A blocking send while nothing is recorded.
     #[inline]
-    fn send_now(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
+    fn send_now(&mut self, a: SendArgs) -> Result<(), TransportError> {
         match self.on() {
-            (s, On::Engine(e)) => e.send_now(s, buf, off, len, dst, tag),
-            (s, On::Native(n)) => n.send_now(s, buf, off, len, dst, tag),
+            (s, On::Engine(e)) => e.send_now(s, a),
+            (s, On::Native(n)) => n.send_now(s, a),
         }
     }
 
     /// A blocking receive while nothing is recorded; `None` where the
     /// path cannot take it so, for the general path.
     #[inline]
-    fn recv_now(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        src: Source,
-        tag: TagSel,
-    ) -> Option<Result<Status, TransportError>> {
+    fn recv_now(&mut self, a: RecvArgs) -> Option<Result<Status, TransportError>> {
         match self.on() {
-            (s, On::Engine(e)) => Some(e.recv_now(s, buf, off, len, src, tag)),
-            (s, On::Native(n)) => n.recv_now(s, buf, off, len, src, tag),
+            (s, On::Engine(e)) => Some(e.recv_now(s, a)),
+            (s, On::Native(n)) => n.recv_now(s, a),
         }
     }
 }
@@ -79,29 +67,6 @@ impl Comm {
         let r = f(n, s, at);
         s.call_exit();
         r
-    }
-
-    /// A blocking send in `mode`: the library's own call where there is
-    /// one, else the nonblocking send waited for.
-    #[allow(clippy::too_many_arguments)]
-    fn send_in(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-        mode: SendMode,
-    ) -> Result<(), TransportError> {
-        if self.on_library() {
-            return self.library(|n, s, at| {
-                n.lib_send(s, at, slice(buf, off, len, "send")?, dst, tag, mode)
-            });
-        }
-        one_call(self, |c| {
-            let r = c.isend_mode(buf, off, len, dst, tag, mode)?;
-            c.wait(r).map(|_| ())
-        })
     }
 }
 
@@ -161,9 +126,10 @@ impl Communicator for Comm {
         tag: Tag,
         mode: SendMode,
     ) -> Result<Req, TransportError> {
+        let a = SendArgs::new(buf, off, len, dst, tag);
         self.call(|c, at| match c.on() {
-            (s, On::Engine(e)) => e.isend(s, buf, off, len, dst, tag, mode),
-            (s, On::Native(n)) => n.isend(s, at, buf, off, len, dst, tag, mode),
+            (s, On::Engine(e)) => e.isend(s, a, mode),
+            (s, On::Native(n)) => n.isend(s, at, a, mode),
         })
     }
 
@@ -175,9 +141,10 @@ impl Communicator for Comm {
         src: Source,
         tag: TagSel,
     ) -> Result<Req, TransportError> {
+        let a = RecvArgs::new(buf, off, len, src, tag);
         self.call(|c, at| match c.on() {
-            (s, On::Engine(e)) => e.irecv(s, buf, off, len, src, tag),
-            (s, On::Native(n)) => n.irecv(s, at, buf, off, len, src, tag),
+            (s, On::Engine(e)) => e.irecv(s, a),
+            (s, On::Native(n)) => n.irecv(s, at, a),
         })
     }
 
@@ -229,6 +196,8 @@ impl Communicator for Comm {
         c
     }
 
+    /// While nothing is recorded and no library call of its own takes
+    /// it, posted and waited for in one frame; else as [`Self::send_mode`].
     fn send(
         &mut self,
         buf: Buf,
@@ -239,21 +208,34 @@ impl Communicator for Comm {
     ) -> Result<(), TransportError> {
         if self.on_library() {
             return self.library(|n, s, at| {
-                n.lib_send(
-                    s,
-                    at,
-                    slice(buf, off, len, "send")?,
-                    dst,
-                    tag,
-                    SendMode::Standard,
-                )
+                let b = slice(buf, off, len, "send")?;
+                n.lib_send(s, at, b, dst, tag, SendMode::Standard)
             });
         }
         if self.s.instr.is_none() {
-            return self.send_now(buf, off, len, dst, tag);
+            return self.send_now(SendArgs::new(buf, off, len, dst, tag));
+        }
+        self.send_mode(buf, off, len, dst, tag, SendMode::Standard)
+    }
+
+    /// The library's own call where there is one, else the nonblocking
+    /// send waited for.
+    fn send_mode(
+        &mut self,
+        buf: Buf,
+        off: usize,
+        len: usize,
+        dst: Rank,
+        tag: Tag,
+        mode: SendMode,
+    ) -> Result<(), TransportError> {
+        if self.on_library() {
+            return self.library(|n, s, at| {
+                n.lib_send(s, at, slice(buf, off, len, "send")?, dst, tag, mode)
+            });
         }
         one_call(self, |c| {
-            let r = c.isend(buf, off, len, dst, tag)?;
+            let r = c.isend_mode(buf, off, len, dst, tag, mode)?;
             c.wait(r).map(|_| ())
         })
     }
@@ -271,7 +253,7 @@ impl Communicator for Comm {
                 .library(|n, s, at| n.lib_recv(s, at, slice(buf, off, len, "receive")?, src, tag));
         }
         if self.s.instr.is_none() {
-            if let Some(r) = self.recv_now(buf, off, len, src, tag) {
+            if let Some(r) = self.recv_now(RecvArgs::new(buf, off, len, src, tag)) {
                 return r;
             }
         }
@@ -279,39 +261,6 @@ impl Communicator for Comm {
             let r = c.irecv(buf, off, len, src, tag)?;
             c.wait(r)
         })
-    }
-
-    fn ssend(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        self.send_in(buf, off, len, dst, tag, SendMode::Synchronous)
-    }
-
-    fn rsend(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        self.send_in(buf, off, len, dst, tag, SendMode::Ready)
-    }
-
-    fn bsend(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        self.send_in(buf, off, len, dst, tag, SendMode::Buffered)
     }
 
     fn sendrecv(
@@ -364,9 +313,9 @@ impl Communicator for Comm {
                 .library(|n, s, at| n.lib_bcast(s, at, slice(buf, off, len, "broadcast")?, root));
         }
         Err(TransportError::Unsupported(format!(
-                "--algorithm library is the MPI library's own broadcast (MPI_Bcast): this run's {} path over --transport {} has none; run it with --transport mpi --proto native",
-                self.info().protocol,
-                self.s.info.name
+            "--algorithm library is the MPI library's own broadcast (MPI_Bcast): this run's {} path over --transport {} has none; run it with --transport mpi --proto native",
+            self.info().protocol,
+            self.s.info.name
         )))
     }
 

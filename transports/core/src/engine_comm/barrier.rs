@@ -10,7 +10,7 @@ use ovbench_proto::{Mode, Slice, Space};
 use super::engine::EngineState;
 use super::native::{NativeState, NATIVE_BARRIER_TAG};
 use super::shared::Shared;
-use crate::{LocalSlice, Rank, TransportError};
+use crate::{LocalSlice, Rank, TagRecv, TagSend, TransportError};
 
 /// Rounds of a dissemination barrier over `size` ranks.
 pub(crate) fn rounds(size: u32) -> u32 {
@@ -80,8 +80,8 @@ impl NativeState {
         s.barrier_epoch = epoch.wrapping_add(1);
         for (k, to, from) in schedule(s.rank, s.size) {
             let tag = NATIVE_BARRIER_TAG | ((epoch & 0x3FF) << 6) | k;
-            let r = self.trecv(s, empty, Some(from), Some(tag), 0)?;
-            let w = self.tsend(s, empty, to, tag, false, 0)?;
+            let r = self.trecv(s, TagRecv::new(Some(from), Some(tag), empty), 0)?;
+            let w = self.tsend(s, TagSend::new(to, tag, empty, false), 0)?;
             self.wait_id(s, w)?;
             self.wait_id(s, r)?;
         }

@@ -8,8 +8,8 @@ use ovbench_proto::{Engine, EventKind, Key, MrId, OneSided, Op, ProtoError, ReqI
 use super::engine::EngineState;
 use super::shared::Shared;
 use crate::{
-    Arrivals, Completion, CompletionTime, Idle, LocalSlice, MrHandle, OpKind, Placement, Posted,
-    Rank, RegionId, Registered, RemoteKey, Rma, RmaOp, Status, TransportError,
+    Arrivals, Completion, CompletionTime, Idle, LocalSlice, MrHandle, Msg, OpKind, Placement,
+    Posted, Rank, RegionId, Registered, RemoteKey, Rma, RmaOp, Status, TransportError,
 };
 
 use super::shared::{CHECK_EVERY, SPIN_BEFORE_BLOCK};
@@ -81,7 +81,8 @@ impl EngineState {
                     payload,
                     ctx,
                 } => {
-                    let posted = s.t.post_send(peer, &header, payload.map(ls), ctx)?;
+                    let posted =
+                        s.t.post_send(peer, Msg::new(&header, payload.map(ls)), ctx)?;
                     self.eng.recycle_header(header);
                     if let Posted::Done(at) = posted {
                         self.sent_inline(s, ctx, at)?;
@@ -315,14 +316,10 @@ impl EngineState {
                 }
             }
             spins = spins.wrapping_add(1);
-            if spins % CHECK_EVERY == 0 {
-                crate::stop::check()?;
-                let began = *start.get_or_insert_with(Instant::now);
-                let waited = began.elapsed();
-                if waited > s.cfg.timeout {
-                    return Err(self.timeout_error(s, req));
-                }
-                crate::watch::waiting(began, waited, s.cfg.timeout, || self.wait_what(s, req))?;
+            if spins % CHECK_EVERY == 0
+                && crate::watch::check_wait(&mut start, s.cfg.timeout, || self.wait_what(s, req))?
+            {
+                return Err(self.timeout_error(s, req));
             }
             progressed = self.poll_once(s)?;
             if progressed {

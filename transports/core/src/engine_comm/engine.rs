@@ -4,10 +4,11 @@
 
 use ovbench_proto::{Engine, Mode, ReqId, Slice, Space};
 
+use super::args::{RecvArgs, SendArgs};
 use super::drive::{self, proto_err};
 use super::shared::Shared;
 use super::{prefers_read, EngineShape, Protocol, RawOp, DEFAULT_FRAG_SIZE};
-use crate::{Buf, OpCounts, Rank, Req, SendMode, Source, Status, Tag, TagSel, TransportError};
+use crate::{Buf, Msg, OpCounts, Rank, Req, SendMode, Source, Status, Tag, TagSel, TransportError};
 
 /// The protocol engine and what driving it keeps between calls.
 pub(crate) struct EngineState {
@@ -74,16 +75,8 @@ impl EngineState {
     /// A blocking send while nothing is recorded: posted and waited for
     /// here.
     #[inline]
-    pub(crate) fn send_now(
-        &mut self,
-        s: &mut Shared,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        let r = self.post_user_send(s, buf, off, len, dst, tag, Mode::Standard)?;
+    pub(crate) fn send_now(&mut self, s: &mut Shared, a: SendArgs) -> Result<(), TransportError> {
+        let r = self.post_user_send(s, a, Mode::Standard)?;
         self.wait_req(s, r).map(|_| ())
     }
 
@@ -93,44 +86,25 @@ impl EngineState {
     pub(crate) fn recv_now(
         &mut self,
         s: &mut Shared,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        src: Source,
-        tag: TagSel,
+        a: RecvArgs,
     ) -> Result<Status, TransportError> {
-        let r = self.post_user_recv(s, buf, off, len, src, tag)?;
+        let r = self.post_user_recv(s, a)?;
         self.wait_req(s, r)
     }
 
     #[inline]
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn isend(
         &mut self,
         s: &mut Shared,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-        mode: SendMode,
+        a: SendArgs,
+        m: SendMode,
     ) -> Result<Req, TransportError> {
-        self.post_user_send(s, buf, off, len, dst, tag, mode_of(mode))
-            .map(|r| Req(r.0))
+        self.post_user_send(s, a, mode_of(m)).map(|r| Req(r.0))
     }
 
     #[inline]
-    pub(crate) fn irecv(
-        &mut self,
-        s: &mut Shared,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        src: Source,
-        tag: TagSel,
-    ) -> Result<Req, TransportError> {
-        self.post_user_recv(s, buf, off, len, src, tag)
-            .map(|r| Req(r.0))
+    pub(crate) fn irecv(&mut self, s: &mut Shared, a: RecvArgs) -> Result<Req, TransportError> {
+        self.post_user_recv(s, a).map(|r| Req(r.0))
     }
 
     #[inline]
@@ -150,36 +124,23 @@ impl EngineState {
 
     /// Post a send of the user's `buf[off..off + len]`.
     #[inline]
-    #[allow(clippy::too_many_arguments)]
     fn post_user_send(
         &mut self,
         s: &mut Shared,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-        mode: Mode,
+        a: SendArgs,
+        m: Mode,
     ) -> Result<ReqId, TransportError> {
-        let sl = range(buf, off, len, "send")?;
-        let whole = Slice::new(buf.region.0, 0, buf.len);
-        self.post_send(s, sl, whole, dst, tag, mode, Space::User)
+        let sl = range(a.buf, a.off, a.len, "send")?;
+        let whole = Slice::new(a.buf.region.0, 0, a.buf.len);
+        self.post_send(s, sl, whole, a.peer, a.tag, m, Space::User)
     }
 
     /// Post a receive into the user's `buf[off..off + len]`.
     #[inline]
-    fn post_user_recv(
-        &mut self,
-        s: &mut Shared,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        src: Source,
-        tag: TagSel,
-    ) -> Result<ReqId, TransportError> {
-        let sl = range(buf, off, len, "receive")?;
-        let whole = Slice::new(buf.region.0, 0, buf.len);
-        self.post_recv(s, sl, whole, src, tag, Space::User)
+    fn post_user_recv(&mut self, s: &mut Shared, a: RecvArgs) -> Result<ReqId, TransportError> {
+        let sl = range(a.buf, a.off, a.len, "receive")?;
+        let whole = Slice::new(a.buf.region.0, 0, a.buf.len);
+        self.post_recv(s, sl, whole, a.peer, a.tag, Space::User)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -202,8 +163,11 @@ impl EngineState {
             self.eng
                 .isend_direct(now, sl, whole, dst, tag, mode, space, &mut self.direct_hdr);
         if let Ok(Some(d)) = direct {
-            let posted =
-                s.t.post_send(d.peer, &self.direct_hdr, d.payload.map(drive::ls), d.ctx)?;
+            let posted = s.t.post_send(
+                d.peer,
+                Msg::new(&self.direct_hdr, d.payload.map(drive::ls)),
+                d.ctx,
+            )?;
             if let crate::Posted::Done(at) = posted {
                 self.sent_inline(s, d.ctx, at)?;
             }

@@ -10,6 +10,7 @@
 //! operation and the size.
 
 mod api;
+mod args;
 mod barrier;
 mod config;
 mod drive;

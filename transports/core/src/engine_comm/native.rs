@@ -13,11 +13,12 @@ use std::time::{Duration, Instant};
 
 use ovbench_proto::IdMap;
 
+use super::args::{RecvArgs, SendArgs};
 use super::engine::range;
 use super::shared::{Shared, CHECK_EVERY, SPIN_BEFORE_BLOCK};
 use crate::{
     Buf, Completion, Idle, LocalSlice, OpKind, Posted, Rank, Req, SendMode, Source, Status, Tag,
-    TagSel, Tagged, TransportError, Waited,
+    TagRecv, TagSel, TagSend, Tagged, TransportError, Waited,
 };
 
 /// First tag the native barrier uses (user tags must stay below it).
@@ -128,22 +129,14 @@ impl NativeState {
     /// next receive's posting, late enough on shared memory for the reply
     /// to arrive unexpected.
     #[inline(always)]
-    pub(crate) fn send_now(
-        &mut self,
-        s: &mut Shared,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        let ls = local(buf, off, len, "send")?;
-        let (id, sent) = self.post_tsend(s, ls, dst, tag, false)?;
+    pub(crate) fn send_now(&mut self, s: &mut Shared, a: SendArgs) -> Result<(), TransportError> {
+        let ls = local(a.buf, a.off, a.len, "send")?;
+        let (id, sent) = self.post_tsend(s, TagSend::new(a.peer, a.tag, ls, false))?;
         if sent {
             return Ok(());
         }
         // In flight: tracked and waited for as any send.
-        let id = self.track(s, id, send_req(dst, tag, len, false), 0);
+        let id = self.track(s, id, send_req(a.peer, a.tag, a.len, false), 0);
         self.wait_id(s, id).map(|_| ())
     }
 
@@ -154,11 +147,7 @@ impl NativeState {
     pub(crate) fn recv_now(
         &mut self,
         s: &mut Shared,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        src: Source,
-        tag: TagSel,
+        a: RecvArgs,
     ) -> Option<Result<Status, TransportError>> {
         if !self.reqs.is_empty() || s.cfg.oversubscribed {
             return None;
@@ -166,13 +155,13 @@ impl NativeState {
         if let Err(e) = crate::stop::check() {
             return Some(Err(e));
         }
-        let ls = match local(buf, off, len, "receive") {
+        let ls = match local(a.buf, a.off, a.len, "receive") {
             Ok(ls) => ls,
             Err(e) => return Some(Err(e)),
         };
         let timeout = s.cfg.timeout;
         let waited = match tagged(s) {
-            Ok(t) => t.trecv_wait(src, tag, ls, timeout),
+            Ok(t) => t.trecv_wait(TagRecv::new(a.peer, a.tag, ls), timeout),
             Err(e) => Err(e),
         };
         match waited {
@@ -181,48 +170,39 @@ impl NativeState {
                 tag,
                 len,
             })),
-            Ok(Waited::TimedOut) => Some(Err(recv_timeout(s, src, tag, len))),
+            Ok(Waited::TimedOut) => Some(Err(recv_timeout(s, a.peer, a.tag, a.len))),
             Err(e) => Some(Err(e)),
         }
     }
 
     /// Start a send of `buf[off..off + len]`, its call entered at `at`.
     #[inline]
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn isend(
         &mut self,
         s: &mut Shared,
         at: u64,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
+        a: SendArgs,
         mode: SendMode,
     ) -> Result<Req, TransportError> {
-        let ls = local(buf, off, len, "send")?;
+        let ls = local(a.buf, a.off, a.len, "send")?;
         if self.lib {
-            return self.lib_isend(s, ls, dst, tag, mode, at).map(Req);
+            return self.lib_isend(s, ls, a.peer, a.tag, mode, at).map(Req);
         }
-        self.tsend(s, ls, dst, tag, mode == SendMode::Synchronous, at)
+        let sync = mode == SendMode::Synchronous;
+        self.tsend(s, TagSend::new(a.peer, a.tag, ls, sync), at)
             .map(Req)
     }
 
     /// Start a receive into `buf[off..]`, its call entered at `at`.
     #[inline]
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn irecv(
         &mut self,
         s: &mut Shared,
         at: u64,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        src: Source,
-        tag: TagSel,
+        a: RecvArgs,
     ) -> Result<Req, TransportError> {
-        let ls = local(buf, off, len, "receive")?;
-        self.trecv(s, ls, src, tag, at).map(Req)
+        let ls = local(a.buf, a.off, a.len, "receive")?;
+        self.trecv(s, TagRecv::new(a.peer, a.tag, ls), at).map(Req)
     }
 
     #[inline]
@@ -244,15 +224,8 @@ impl NativeState {
     /// Post a native send; its context and whether the library finished
     /// it inside the call.
     #[inline(always)]
-    fn post_tsend(
-        &mut self,
-        s: &mut Shared,
-        ls: LocalSlice,
-        dst: Rank,
-        tag: Tag,
-        sync: bool,
-    ) -> Result<(u64, bool), TransportError> {
-        if sync && !s.caps.native_sync_send {
+    fn post_tsend(&mut self, s: &mut Shared, op: TagSend) -> Result<(u64, bool), TransportError> {
+        if op.sync && !s.caps.native_sync_send {
             return Err(TransportError::Unsupported(format!(
                 "the {} transport's native path has no synchronous send; use --proto eager (or another engine protocol) for ssend",
                 s.info.name
@@ -262,9 +235,9 @@ impl NativeState {
         self.next += 1;
         // The native path stamps a send's XFER_END as its request retires
         // (see `take`), so the library's own time is not needed here.
-        let sent = matches!(tagged(s)?.tsend(dst, tag, ls, sync, id)?, Posted::Done(_));
+        let sent = matches!(tagged(s)?.tsend(op, id)?, Posted::Done(_));
         self.sends += 1;
-        self.bytes += ls.len as u64;
+        self.bytes += op.src.len as u64;
         Ok((id, sent))
     }
 
@@ -272,35 +245,30 @@ impl NativeState {
     pub(crate) fn tsend(
         &mut self,
         s: &mut Shared,
-        ls: LocalSlice,
-        dst: Rank,
-        tag: Tag,
-        sync: bool,
+        op: TagSend,
         at: u64,
     ) -> Result<u64, TransportError> {
-        let (id, sent) = self.post_tsend(s, ls, dst, tag, sync)?;
+        let (id, sent) = self.post_tsend(s, op)?;
         // A send the library finished inside the call is done now: its
         // wait needs no poll (half the instructions of a blocking send).
-        Ok(self.track(s, id, send_req(dst, tag, ls.len, sent), at))
+        Ok(self.track(s, id, send_req(op.peer, op.tag, op.src.len, sent), at))
     }
 
     #[inline(always)]
     pub(crate) fn trecv(
         &mut self,
         s: &mut Shared,
-        ls: LocalSlice,
-        src: Source,
-        tag: TagSel,
+        op: TagRecv,
         at: u64,
     ) -> Result<u64, TransportError> {
         let id = self.next;
         self.next += 1;
-        tagged(s)?.trecv(src, tag, ls, id)?;
+        tagged(s)?.trecv(op, id)?;
         let r = NReq {
             send: false,
-            peer: src,
-            tag,
-            len: ls.len,
+            peer: op.src,
+            tag: op.tag,
+            len: op.dst.len,
             done: None,
             xfer: None,
         };
@@ -411,19 +379,14 @@ impl NativeState {
         }
         loop {
             spins = spins.wrapping_add(1);
-            if spins % CHECK_EVERY == 0 {
-                crate::stop::check()?;
-                let began = *start.get_or_insert_with(Instant::now);
-                let waited = began.elapsed();
-                if waited > s.cfg.timeout {
-                    return Err(self.timeout_error(s, id));
-                }
-                crate::watch::waiting(began, waited, s.cfg.timeout, || {
-                    match self.timeout_error(s, id) {
-                        TransportError::Timeout { peer, what, .. } => (peer, what),
-                        other => (None, other.to_string()),
-                    }
-                })?;
+            let what = || match self.timeout_error(s, id) {
+                TransportError::Timeout { peer, what, .. } => (peer, what),
+                other => (None, other.to_string()),
+            };
+            if spins % CHECK_EVERY == 0
+                && crate::watch::check_wait(&mut start, s.cfg.timeout, what)?
+            {
+                return Err(self.timeout_error(s, id));
             }
             // Only a poll that returned completions can have finished `id`.
             if self.poll_once(s)? {

@@ -14,9 +14,9 @@ use std::time::Duration;
 use ovbench_core::clock::MonotonicClock;
 use ovbench_core::{
     trecv_wait_polling, Arrivals, Caps, Clock, Comm, Completion, CompletionStamps, Ctx,
-    EngineConfig, Idle, LocalSlice, MrHandle, OpKind, Posted, Progress, Rank, RegionId, Registered,
-    RemoteKey, Rma, RmaKind, RmaOp, RmaProgress, Tagged, Transport, TransportError, TransportInfo,
-    Waited, Work, WorkLoop,
+    EngineConfig, Idle, LocalSlice, MrHandle, Msg, OpKind, Posted, Progress, Rank, RegionId,
+    Registered, RemoteKey, Rma, RmaKind, RmaOp, RmaProgress, TagRecv, TagSend, Tagged, Transport,
+    TransportError, TransportInfo, Waited, Work, WorkLoop,
 };
 
 pub const EAGER_BUF: usize = 4096;
@@ -182,13 +182,8 @@ impl Transport for MemTransport {
             .map(|_| ())
             .ok_or_else(|| TransportError::Invalid(format!("mr {} not registered", mr.0)))
     }
-    fn post_send(
-        &mut self,
-        peer: Rank,
-        header: &[u8],
-        payload: Option<LocalSlice>,
-        ctx: Ctx,
-    ) -> Result<Posted, TransportError> {
+    fn post_send(&mut self, peer: Rank, msg: Msg<'_>, ctx: Ctx) -> Result<Posted, TransportError> {
+        let Msg { header, payload } = msg;
         let mut msg = header.to_vec();
         if let Some(p) = payload {
             let st = self.me();
@@ -317,52 +312,35 @@ impl Transport for MemTransport {
 impl Tagged for MemTransport {
     /// An eager send ends inside the call (its bytes are in the peer's
     /// queue): `Done`; a synchronous one when the receive matches.
-    fn tsend(
-        &mut self,
-        peer: Rank,
-        tag: u32,
-        src: LocalSlice,
-        sync: bool,
-        ctx: Ctx,
-    ) -> Result<Posted, TransportError> {
+    fn tsend(&mut self, op: TagSend, ctx: Ctx) -> Result<Posted, TransportError> {
+        let src = op.src;
         let data = {
             let st = self.me();
             check_local(&st, src)?;
             st.regions[src.region.0 as usize][src.offset..src.offset + src.len].to_vec()
         };
         let me = self.rank;
-        self.shared.ranks[peer as usize]
+        self.shared.ranks[op.peer as usize]
             .lock()
             .unwrap()
             .tagged
-            .push_back((me, tag, data, sync.then_some(ctx)));
-        Ok(if sync {
+            .push_back((me, op.tag, data, op.sync.then_some(ctx)));
+        Ok(if op.sync {
             Posted::Queued
         } else {
             Posted::Done(None)
         })
     }
-    fn trecv(
-        &mut self,
-        src: Option<Rank>,
-        tag: Option<u32>,
-        dst: LocalSlice,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
+    fn trecv(&mut self, op: TagRecv, ctx: Ctx) -> Result<(), TransportError> {
+        let TagRecv { src, tag, dst } = op;
         let mut st = self.me();
         check_local(&st, dst)?;
         st.trecvs.push((src, tag, dst, ctx));
         Ok(())
     }
-    fn trecv_wait(
-        &mut self,
-        src: Option<Rank>,
-        tag: Option<u32>,
-        dst: LocalSlice,
-        timeout: Duration,
-    ) -> Result<Waited, TransportError> {
+    fn trecv_wait(&mut self, op: TagRecv, timeout: Duration) -> Result<Waited, TransportError> {
         let mut held = std::mem::take(&mut self.held);
-        let r = trecv_wait_polling(self, &mut held, src, tag, dst, timeout);
+        let r = trecv_wait_polling(self, &mut held, op, timeout);
         self.held.append(&mut held);
         r
     }

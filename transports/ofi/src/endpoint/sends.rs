@@ -3,7 +3,7 @@
 //! is copied at once and needs no completion from the queue
 //! (`Posted::Done` from `Transport::post_send` and `Tagged::tsend`).
 
-use ovbench_core::{Ctx, LocalSlice, OpKind, Rank, Tag, TransportError};
+use ovbench_core::{Ctx, Msg, OpKind, Rank, TagSend, TransportError};
 use ovbench_ofi_sys as sys;
 
 use super::{Call, Endpoint, Post, Req, EAGAIN};
@@ -17,19 +17,12 @@ impl Endpoint {
     pub(crate) fn send_msg(
         &mut self,
         peer: Rank,
-        header: &[u8],
-        payload: Option<LocalSlice>,
+        msg: Msg<'_>,
         ctx: Ctx,
     ) -> Result<bool, TransportError> {
         let dest = self.addr(peer, OpKind::Send)?;
-        let total = SRC_HDR + header.len() + payload.map_or(0, |p| p.len);
-        if total > self.eager_size() {
-            return Err(TransportError::Invalid(format!(
-                "a {}-byte message to rank {peer} exceeds the {}-byte eager buffer",
-                total - SRC_HDR,
-                self.eager_size() - SRC_HDR
-            )));
-        }
+        let total = SRC_HDR + msg.within(peer, self.eager_size() - SRC_HDR)?;
+        let Msg { header, payload } = msg;
         let mut buf = self.send_pool.pop().unwrap_or_default();
         buf.clear();
         buf.extend_from_slice(&self.rank.to_le_bytes());
@@ -87,14 +80,8 @@ impl Endpoint {
     /// the provider can say so), the source rank in the tag's upper half.
     /// A small standard send goes by `fi_tinject`: done at once (true,
     /// nothing queued), as fi_pingpong sends its small messages.
-    pub(crate) fn tag_send(
-        &mut self,
-        peer: Rank,
-        tag: Tag,
-        src: LocalSlice,
-        sync: bool,
-        ctx: Ctx,
-    ) -> Result<bool, TransportError> {
+    pub(crate) fn tag_send(&mut self, op: TagSend, ctx: Ctx) -> Result<bool, TransportError> {
+        let (peer, sync) = (op.peer, op.sync);
         let dest = self.addr(peer, OpKind::TaggedSend)?;
         // (Asked only for a synchronous send: it scans the provider name.)
         let sync_flag = match sync.then(|| self.sync_send_flag()) {
@@ -107,9 +94,9 @@ impl Endpoint {
                 )));
             }
         };
-        let utag = wire_tag::send_tag(self.rank, tag);
-        if !sync && src.len <= self.fabric.attrs.inject_size && self.backlog.is_empty() {
-            let rc = self.fabric.ep.tinject(self.mem.slice(src)?, dest, utag);
+        let utag = wire_tag::send_tag(self.rank, op.tag);
+        if !sync && op.src.len <= self.fabric.attrs.inject_size && self.backlog.is_empty() {
+            let rc = self.fabric.ep.tinject(self.mem.slice(op.src)?, dest, utag);
             if rc == 0 {
                 return Ok(true);
             }
@@ -123,7 +110,7 @@ impl Endpoint {
             }
             // EAGAIN: the ordinary send below waits in the backlog.
         }
-        let src = self.mem.buf(src)?;
+        let src = self.mem.buf(op.src)?;
         let op = self.op(Kind::TaggedSend, ctx, peer, Vec::new());
         let (name, flags) = if sync {
             (

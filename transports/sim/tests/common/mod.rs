@@ -2,7 +2,7 @@
 
 #![allow(dead_code)]
 
-use ovbench_core::{Completion, LocalSlice, MrHandle, RemoteKey, Transport};
+use ovbench_core::{Completion, LocalSlice, MrHandle, Msg, RemoteKey, Transport};
 
 /// Poll until a completion matching `pick` arrives; other completions are
 /// dropped. Returns the matched value.
@@ -43,7 +43,7 @@ pub fn registered(t: &mut dyn Transport, len: usize) -> (LocalSlice, MrHandle, R
 pub fn send_key(t: &mut dyn Transport, peer: u32, key: &RemoteKey) {
     let mut bytes = Vec::new();
     key.clone().encode(&mut bytes);
-    t.post_send(peer, &bytes, None, 0).unwrap();
+    t.post_send(peer, Msg::new(&bytes, None), 0).unwrap();
 }
 
 /// Wait for a key sent by [`send_key`].

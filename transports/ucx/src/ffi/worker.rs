@@ -55,13 +55,40 @@ impl Drop for WorkerInner {
     }
 }
 
+/// The worker's handle and wake-up fd: what driving it and sleeping on
+/// it need, from the transport's thread or a progress thread.
+#[derive(Clone, Copy)]
+pub(crate) struct Handle {
+    raw: sys::ucp_worker_h,
+    efd: RawFd,
+}
+
+impl Handle {
+    /// Drive the worker once; returns whether anything happened.
+    #[inline]
+    pub fn progress(&self) -> bool {
+        // SAFETY: the worker outlives every holder of its handle (the
+        // transport's worker, or a progress thread's, in MULTI mode).
+        unsafe { sys::ucp_worker_progress(self.raw) != 0 }
+    }
+
+    /// Arm the wake-up fd; `false` means events are already pending.
+    pub fn arm(&self) -> Result<bool, TransportError> {
+        arm(self.raw)
+    }
+
+    /// Wait up to `ms` milliseconds for the armed wake-up fd.
+    pub fn wait(&self, ms: libc::c_int) -> std::io::Result<()> {
+        wait_efd(self.efd, ms)
+    }
+}
+
 /// The transport's worker.
 pub(crate) struct Worker {
     /// Copied out of `inner` for the hot path (one load, not two).
-    raw: sys::ucp_worker_h,
+    h: Handle,
     shared: *const Shared,
     address: Vec<u8>,
-    efd: RawFd,
     multi: bool,
     pub(super) inner: Arc<WorkerInner>,
 }
@@ -151,10 +178,9 @@ impl Worker {
         let st = unsafe { sys::ucp_worker_get_efd(raw, &mut efd) };
         check(OpKind::Connect, "ucp_worker_get_efd", st)?;
         Ok(Worker {
-            raw,
+            h: Handle { raw, efd },
             shared,
             address,
-            efd,
             multi,
             inner,
         })
@@ -174,37 +200,35 @@ impl Worker {
 
     /// The wake-up file descriptor.
     pub fn efd(&self) -> RawFd {
-        self.efd
+        self.h.efd
     }
 
-    /// Drive the worker once; returns whether anything happened.
+    /// As [`Handle::progress`], on the transport's thread.
     #[inline]
     pub fn progress(&self) -> bool {
-        // SAFETY: the worker is live for the life of self.
-        unsafe { sys::ucp_worker_progress(self.raw) != 0 }
+        self.h.progress()
     }
 
-    /// Arm the wake-up fd; `false` means events are already pending.
+    /// As [`Handle::arm`].
     pub fn arm(&self) -> Result<bool, TransportError> {
-        arm(self.raw)
+        self.h.arm()
     }
 
-    /// Wait up to `ms` milliseconds for the armed wake-up fd.
+    /// As [`Handle::wait`].
     pub fn wait(&self, ms: libc::c_int) -> std::io::Result<()> {
-        wait_efd(self.efd, ms)
+        self.h.wait(ms)
     }
 
     /// Wake a thread blocked on the wake-up fd.
     pub fn signal(&self) {
         // SAFETY: the worker is live; ucp_worker_signal is thread-safe.
-        unsafe { sys::ucp_worker_signal(self.raw) };
+        unsafe { sys::ucp_worker_signal(self.h.raw) };
     }
 
     /// A handle for a progress thread; only for a worker made `multi`.
     pub fn thread_handle(&self) -> Option<ThreadWorker> {
         self.multi.then(|| ThreadWorker {
-            raw: self.raw,
-            efd: self.efd,
+            h: self.h,
             _inner: self.inner.clone(),
         })
     }
@@ -224,13 +248,13 @@ impl Worker {
             let p = request::recv_params(user_data, Some(request::tag_recv_cb));
             // SAFETY: the worker is live; buf lies in a live transport
             // region, kept until this receive completes (see `ffi`).
-            unsafe { sys::ucp_tag_recv_nbx(self.raw, buf.ptr().cast(), buf.len(), tag, mask, &p) }
+            unsafe { sys::ucp_tag_recv_nbx(self.h.raw, buf.ptr().cast(), buf.len(), tag, mask, &p) }
         })
     }
 
     /// The raw handle, for the other resources of this layer.
     pub(super) fn raw(&self) -> sys::ucp_worker_h {
-        self.raw
+        self.h.raw
     }
 
     /// Run `f` with `arrivals` and `mem` lent to the active-message
@@ -288,32 +312,13 @@ fn wait_efd(efd: RawFd, ms: libc::c_int) -> std::io::Result<()> {
 
 /// The worker as a progress thread holds it.
 pub(crate) struct ThreadWorker {
-    raw: sys::ucp_worker_h,
-    efd: RawFd,
+    pub(crate) h: Handle,
     _inner: Arc<WorkerInner>,
 }
 
 // SAFETY: made only for a worker in UCS_THREAD_MODE_MULTI, where UCX
 // serialises concurrent calls on it.
 unsafe impl Send for ThreadWorker {}
-
-impl ThreadWorker {
-    /// As [`Worker::progress`].
-    pub fn progress(&self) -> bool {
-        // SAFETY: the worker lives as long as this handle, in MULTI mode.
-        unsafe { sys::ucp_worker_progress(self.raw) != 0 }
-    }
-
-    /// As [`Worker::arm`].
-    pub fn arm(&self) -> Result<bool, TransportError> {
-        arm(self.raw)
-    }
-
-    /// As [`Worker::wait`].
-    pub fn wait(&self, ms: libc::c_int) -> std::io::Result<()> {
-        wait_efd(self.efd, ms)
-    }
-}
 
 /// A value the worker's callbacks and the transport share.
 ///

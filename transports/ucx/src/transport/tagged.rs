@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use ovbench_core::fabric::peer_watch::PeerWatch;
 use ovbench_core::fabric::wire_tag;
 use ovbench_core::{
-    stop, Completion, Ctx, LocalSlice, OpKind, Posted, Rank, Tag, Tagged, TransportError, Waited,
+    stop, Completion, Ctx, OpKind, Posted, Rank, TagRecv, TagSend, Tagged, TransportError, Waited,
 };
 use ovbench_ucx_sys as sys;
 
@@ -24,46 +24,31 @@ use crate::status;
 const SPINS_PER_CHECK: u32 = 1024;
 
 impl Tagged for UcxTransport {
-    fn tsend(
-        &mut self,
-        peer: Rank,
-        tag: Tag,
-        src: LocalSlice,
-        sync: bool,
-        ctx: Ctx,
-    ) -> Result<Posted, TransportError> {
+    fn tsend(&mut self, op: TagSend, ctx: Ctx) -> Result<Posted, TransportError> {
+        let peer = op.peer;
         let ep = self.ep(peer, OpKind::TaggedSend)?;
-        let buf = self.mem.buf(src)?;
-        let utag = wire_tag::send_tag(self.rank, tag);
-        let call = if sync {
+        let buf = self.mem.buf(op.src)?;
+        let utag = wire_tag::send_tag(self.rank, op.tag);
+        let call = if op.sync {
             "ucp_tag_send_sync_nbx"
         } else {
             "ucp_tag_send_nbx"
         };
         // First without a request: done inside the call or refused.
-        if !sync
+        if !op.sync
             && self.eps[ep]
                 .tag_send_imm(buf, utag)
                 .map_err(|st| status::peer(peer, OpKind::TaggedSend, call, st))?
         {
             return Ok(Posted::Done(None));
         }
-        let op = self.op(ctx, peer, OpKind::TaggedSend, None);
-        let posted = self.eps[ep].tag_send(buf, utag, sync, op);
-        Ok(if self.settle_inline(posted, call)? {
-            Posted::Done(None)
-        } else {
-            Posted::Queued
-        })
+        let req = self.op(ctx, peer, OpKind::TaggedSend, None);
+        let posted = self.eps[ep].tag_send(buf, utag, op.sync, req);
+        Ok(Posted::done_if(self.settle_inline(posted, call)?))
     }
 
-    fn trecv(
-        &mut self,
-        src: Option<Rank>,
-        tag: Option<Tag>,
-        dst: LocalSlice,
-        ctx: Ctx,
-    ) -> Result<(), TransportError> {
+    fn trecv(&mut self, op: TagRecv, ctx: Ctx) -> Result<(), TransportError> {
+        let TagRecv { src, tag, dst } = op;
         let (utag, mask) = wire_tag::recv_selector(src, tag, self.size)?;
         let buf = self.mem.buf(dst)?;
         let op = self.op(ctx, src.unwrap_or(self.rank), OpKind::TaggedRecv, None);
@@ -73,16 +58,11 @@ impl Tagged for UcxTransport {
 
     /// Waits inside UCX; with a progress thread, whose callbacks run on
     /// another thread than the waiting frame's, by posting and polling.
-    fn trecv_wait(
-        &mut self,
-        src: Option<Rank>,
-        tag: Option<Tag>,
-        dst: LocalSlice,
-        timeout: Duration,
-    ) -> Result<Waited, TransportError> {
+    fn trecv_wait(&mut self, op: TagRecv, timeout: Duration) -> Result<Waited, TransportError> {
+        let TagRecv { src, tag, dst } = op;
         if self.thread.is_some() {
             let mut held = Vec::new();
-            let r = ovbench_core::trecv_wait_polling(self, &mut held, src, tag, dst, timeout);
+            let r = ovbench_core::trecv_wait_polling(self, &mut held, op, timeout);
             self.done.splice(0..0, held);
             return r;
         }

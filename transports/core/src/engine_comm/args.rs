@@ -1,0 +1,33 @@
+//! A point-to-point call's operands, carried as one value from the
+//! [`crate::Communicator`] method through [`super::Comm`] to the path
+//! that runs it, instead of five loose parameters at every hop.
+
+use crate::{Buf, Rank, Source, Tag, TagSel};
+
+/// `len` bytes at `off` of `buf`, to or from `peer` with `tag`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Args<P, T> {
+    pub(crate) buf: Buf,
+    pub(crate) off: usize,
+    pub(crate) len: usize,
+    pub(crate) peer: P,
+    pub(crate) tag: T,
+}
+
+/// A send's operands: one destination and one tag.
+pub(crate) type SendArgs = Args<Rank, Tag>;
+/// A receive's operands: its source and tag may be wildcards (`None`).
+pub(crate) type RecvArgs = Args<Source, TagSel>;
+
+impl<P, T> Args<P, T> {
+    #[inline(always)]
+    pub(crate) fn new(buf: Buf, off: usize, len: usize, peer: P, tag: T) -> Self {
+        Args {
+            buf,
+            off,
+            len,
+            peer,
+            tag,
+        }
+    }
+}
