@@ -7,9 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use ovbench_core::clock::best_clock;
-#[cfg(any(feature = "ucx", feature = "ofi"))]
-use ovbench_core::Tagged;
-use ovbench_core::{watch, Clock, Link, Progress, Transport, WorkLoop};
+use ovbench_core::{watch, Clock, Link, Progress, WorkLoop};
 use ovbench_launcher::route::{self, HostId, Reach};
 use ovbench_launcher::{JobSource, RankEnv};
 
@@ -118,17 +116,18 @@ fn transport(kind: TransportKind, rank: u32, size: u32, cli: &Cli, reach: &Reach
                 bind: reach.ip(),
                 ..Default::default()
             };
-            boxed(
-                ovbench_tcp::TcpTransport::new(rank, size, opts),
-                rank,
-                "TCP transport",
-            )
+            let made = ovbench_tcp::TcpTransport::new(rank, size, opts);
+            Ok(Link::Plain(Box::new(created(made, rank, "TCP transport")?)))
         }
         #[cfg(feature = "verbs")]
         TransportKind::Verbs => {
             let opts = cli.common.fabric.verbs_options(cli.common.progress)?;
             let made = ovbench_verbs::VerbsTransport::new(rank, size, opts);
-            boxed(made, rank, "verbs transport")
+            Ok(Link::Plain(Box::new(created(
+                made,
+                rank,
+                "verbs transport",
+            )?)))
         }
         #[cfg(feature = "ucx")]
         TransportKind::Ucx => {
@@ -137,11 +136,14 @@ fn transport(kind: TransportKind, rank: u32, size: u32, cli: &Cli, reach: &Reach
             if *reach != Reach::Loopback && opts.net_devices.is_none() && !user_chose {
                 opts.net_devices = Some(reach.interface().to_string());
             }
-            boxed_tagged(
-                ovbench_ucx::UcxTransport::new(rank, size, opts),
+            // Held as its tagged protocol, so --proto native reaches the
+            // tagged calls directly (see Link).
+            let made = ovbench_ucx::UcxTransport::new(rank, size, opts);
+            Ok(Link::Tagged(Box::new(created(
+                made,
                 rank,
                 "UCX transport",
-            )
+            )?)))
         }
         #[cfg(feature = "ofi")]
         TransportKind::Ofi => {
@@ -150,11 +152,8 @@ fn transport(kind: TransportKind, rank: u32, size: u32, cli: &Cli, reach: &Reach
                 opts.node = Some(reach.ip().to_string());
             }
             let what = format!("libfabric transport (provider {})", opts.provider);
-            boxed_tagged(
-                ovbench_ofi::OfiTransport::new(rank, size, opts),
-                rank,
-                &what,
-            )
+            let made = ovbench_ofi::OfiTransport::new(rank, size, opts);
+            Ok(Link::Tagged(Box::new(created(made, rank, &what)?)))
         }
         other => {
             // Not compiled in (feature and package named), or mpi, which
@@ -168,25 +167,11 @@ fn transport(kind: TransportKind, rank: u32, size: u32, cli: &Cli, reach: &Reach
     }
 }
 
-/// A created endpoint, boxed, or why creating `what` failed on `rank`.
-#[cfg(any(feature = "tcp", feature = "verbs"))]
-fn boxed<T, E>(made: Result<T, E>, rank: u32, what: &str) -> Result<Link>
+/// A created endpoint, or why creating `what` failed on `rank`.
+#[cfg(any(feature = "tcp", feature = "verbs", feature = "ucx", feature = "ofi"))]
+fn created<T, E>(made: Result<T, E>, rank: u32, what: &str) -> Result<T>
 where
-    T: Transport + 'static,
     E: std::error::Error + Send + Sync + 'static,
 {
-    let endpoint = made.with_context(|| format!("rank {rank}: creating the {what}"))?;
-    Ok(Link::Plain(Box::new(endpoint)))
-}
-
-/// As [`boxed`], for a transport with a tagged protocol: held as one, so
-/// `--proto native` reaches its tagged calls directly.
-#[cfg(any(feature = "ucx", feature = "ofi"))]
-fn boxed_tagged<T, E>(made: Result<T, E>, rank: u32, what: &str) -> Result<Link>
-where
-    T: Tagged + 'static,
-    E: std::error::Error + Send + Sync + 'static,
-{
-    let endpoint = made.with_context(|| format!("rank {rank}: creating the {what}"))?;
-    Ok(Link::Tagged(Box::new(endpoint)))
+    made.with_context(|| format!("rank {rank}: creating the {what}"))
 }
