@@ -10,6 +10,10 @@ use super::{Call, Endpoint, Post, Req, EAGAIN};
 use crate::ops::{Kind, SRC_HDR};
 use ovbench_core::fabric::wire_tag;
 
+/// The largest message [`Endpoint::inject_staged`] assembles on the stack
+/// (source header, protocol header and a small payload).
+const STAGE: usize = 256;
+
 impl Endpoint {
     /// The engine's message: source rank and per-peer sequence, then
     /// `header` and `payload`, injected when it fits (`fi_inject` copies at
@@ -22,6 +26,11 @@ impl Endpoint {
     ) -> Result<bool, TransportError> {
         let dest = self.addr(peer, OpKind::Send)?;
         let total = SRC_HDR + msg.within(peer, self.eager_size() - SRC_HDR)?;
+        if total <= STAGE && total <= self.fabric.attrs.inject_size && self.backlog.is_empty() {
+            if let Some(done) = self.inject_staged(peer, dest, msg, total)? {
+                return Ok(done);
+            }
+        }
         let Msg { header, payload } = msg;
         let mut buf = self.send_pool.pop().unwrap_or_default();
         buf.clear();
@@ -74,6 +83,43 @@ impl Endpoint {
             Req::Send { dest }.with(op),
         ))
         .map(|()| false)
+    }
+
+    /// A small message assembled on the stack and injected: no pooled
+    /// buffer taken and given back, the common eager case. `Some(true)`
+    /// once injected; `None` where the provider said EAGAIN, for the
+    /// caller to queue it (the sequence number not yet spent).
+    #[inline]
+    fn inject_staged(
+        &mut self,
+        peer: Rank,
+        dest: sys::fi_addr_t,
+        msg: Msg<'_>,
+        total: usize,
+    ) -> Result<Option<bool>, TransportError> {
+        let mut stage = [0u8; STAGE];
+        let seq = self.send_seq[peer as usize];
+        stage[..4].copy_from_slice(&self.rank.to_le_bytes());
+        stage[4..SRC_HDR].copy_from_slice(&seq.to_le_bytes());
+        let at = SRC_HDR + msg.header.len();
+        stage[SRC_HDR..at].copy_from_slice(msg.header);
+        if let Some(p) = msg.payload {
+            stage[at..total].copy_from_slice(self.mem.slice(p)?);
+        }
+        let rc = self.fabric.ep.inject(&stage[..total], dest);
+        if rc == EAGAIN {
+            return Ok(None);
+        }
+        self.send_seq[peer as usize] = seq.wrapping_add(1);
+        if rc != 0 {
+            return Err(crate::error::peer(
+                peer,
+                OpKind::Send,
+                "fi_inject",
+                rc as i64,
+            ));
+        }
+        Ok(Some(true))
     }
 
     /// The library's tagged send (`sync`: completion once matched, where
