@@ -214,11 +214,7 @@ mod tests {
 
     #[test]
     fn a_broken_pmi_fd_falls_back_or_fails_naming_it() {
-        let bad = |k: &str| match k {
-            "PMI_FD" => Some("not-a-number".to_string()),
-            "PMI_RANK" => Some("0".to_string()),
-            _ => None,
-        };
+        let bad = crate::role::tests::lookup(&[("PMI_FD", "not-a-number"), ("PMI_RANK", "0")]);
         let t = Duration::from_secs(5);
         let e = join_from(&bad, &env(JobSource::Pmi), BootstrapUse::Off, t).unwrap_err();
         assert!(format!("{e:#}").contains("PMI_FD"), "{e:#}");

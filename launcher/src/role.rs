@@ -506,16 +506,21 @@ pub fn first_host(list: &str) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    fn role(vars: &[(&str, &str)], np: Option<u32>) -> Result<Role> {
+    /// The variable lookup of an environment holding just `vars`.
+    pub(crate) fn lookup(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let m: HashMap<String, String> = vars
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        detect_from(&|k| m.get(k).cloned(), np)
+        move |k| m.get(k).cloned()
+    }
+
+    fn role(vars: &[(&str, &str)], np: Option<u32>) -> Result<Role> {
+        detect_from(&lookup(vars), np)
     }
 
     #[test]
@@ -605,11 +610,7 @@ mod tests {
             panic!("not a rank")
         };
         assert_eq!(env.bootstrap, "", "no bootstrap address to guess");
-        let m: HashMap<String, String> = remote
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let e = bootstrap_address(&|k| m.get(k).cloned(), 4, Some(2))
+        let e = bootstrap_address(&lookup(&remote), 4, Some(2))
             .unwrap_err()
             .to_string();
         assert!(e.contains("OVBENCH_BOOTSTRAP_HOST"), "{e}");
