@@ -63,7 +63,7 @@ pub mod watchdog;
 pub mod wire;
 
 pub use client::Bootstrap;
-pub use exchange::{join, BootstrapUse, Exchange, ExchangeKind};
+pub use exchange::{join, BootstrapUse, Exchange, ExchangeKind, Seat};
 pub use pinning::{
     current_cpus, parse_cpu_list, pin_self, plan_pinning, smt_siblings, Affinity, PinPlan,
 };
