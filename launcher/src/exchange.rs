@@ -226,7 +226,7 @@ mod tests {
             local_rank: 0,
             local_size: Some(1),
             bootstrap: "127.0.0.1:0".into(),
-            secret: "s".into(),
+            secret: String::from("s").into(),
             cpu: None,
             ncpus: None,
             source,

@@ -70,7 +70,7 @@ pub use pinning::{
 pub use role::{
     detect, detect_choice, detect_from, detect_with, JobSource, LauncherChoice, RankEnv, Role,
 };
-pub use secret::generate as generate_secret;
+pub use secret::{generate as generate_secret, JobSecret};
 pub use service::Service;
 pub use spawn::{describe, launch_local, LaunchOptions, EXIT_TIMEOUT};
 pub use wire::{MAX_KEY, MAX_RANKS, MAX_VALUE};

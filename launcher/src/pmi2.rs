@@ -482,7 +482,7 @@ mod tests {
             local_rank: 0,
             local_size: Some(1),
             bootstrap: String::new(),
-            secret: String::new(),
+            secret: Default::default(),
             cpu: None,
             ncpus: None,
             source: crate::role::JobSource::Pmi,
