@@ -14,6 +14,7 @@
 
 mod cluster;
 
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -32,16 +33,22 @@ fn latency_on_a_and_b(net: &Net, more: &str) -> Command {
     net.ovbench(&args)
 }
 
+/// [`latency_on_a_and_b`] started, writing its JSON to `NAME.json` in
+/// the test's directory (returned).
+fn latency_job_with_json(net: &Net, name: &str, more: &str) -> (Job, PathBuf) {
+    let out = net.dir.join(format!("{name}.json"));
+    let mut lat = latency_on_a_and_b(net, more);
+    lat.arg("--json").arg(&out);
+    (Job::start(lat), out)
+}
+
 /// `ovbench latency --hosts A,B --verify`: rank 1 runs in B's namespace
 /// (seen while it runs), tcp leaves loopback for the veth.
 #[test]
 fn latency_across_namespaces_over_ssh() {
     let _g = serial();
     let net = Net::up("lat");
-    let out = net.dir.join("lat.json");
-    let mut lat = latency_on_a_and_b(&net, "--verify --sizes 8,64K --iters 300");
-    lat.arg("--json").arg(&out);
-    let job = Job::start(lat);
+    let (job, out) = latency_job_with_json(&net, "lat", "--verify --sizes 8,64K --iters 300");
     let pid = rank_pid("OVBENCH_RANK=1", Duration::from_secs(30));
     let rank1_ns = std::fs::read_link(format!("/proc/{pid}/ns/net"))
         .map(|p| p.to_string_lossy().into_owned())
@@ -216,11 +223,8 @@ fn a_rank_failing_at_start_up_ends_the_ssh_job_at_once() {
 fn ctrl_c_ends_an_ssh_job_with_its_status_and_the_json_so_far() {
     let _g = serial();
     let net = Net::up("sigint");
-    let out = net.dir.join("int.json");
     // The small sizes finish at once, the large ones take minutes.
-    let mut lat = latency_on_a_and_b(&net, "--sizes 8:64M --iters 3000");
-    lat.arg("--json").arg(&out);
-    let job = Job::start(lat);
+    let (job, out) = latency_job_with_json(&net, "int", "--sizes 8:64M --iters 3000");
     let deadline = Instant::now() + Duration::from_secs(60);
     let rows_now = || {
         std::fs::read_to_string(&out)

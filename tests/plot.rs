@@ -71,6 +71,18 @@ fn rows(doc: &Value, prefix: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The rows of the document's first table.
+fn first_table(doc: &Value) -> &Vec<Value> {
+    doc["tables"][0]["rows"].as_array().unwrap()
+}
+
+/// The points (x, y in µs) of `rows`, whose `y_ns` column is in ns.
+fn in_us<'a>(rows: impl IntoIterator<Item = &'a Value>, x: &str, y_ns: &str) -> Vec<(f64, f64)> {
+    rows.into_iter()
+        .map(|r| (f(r, x), f(r, y_ns) / 1000.0))
+        .collect()
+}
+
 fn f(row: &Value, key: &str) -> f64 {
     row[key]
         .as_f64()
@@ -201,9 +213,7 @@ fn latency_and_window_figures() {
     ] {
         let j = sim_json(&d, cmd, &[cmd, "--sizes", "8:64K", "--iters", "5"]);
         let (svg, l, doc) = plot_both(&d, &j);
-        let pts = doc["tables"][0]["rows"]
-            .as_array()
-            .unwrap()
+        let pts = first_table(&doc)
             .iter()
             .map(|r| (f(r, "size"), f(r, key) / scale))
             .collect();
@@ -216,43 +226,28 @@ fn method_figures() {
     let d = Scratch::new("plot-methods");
     let j = sim_json(&d, "overhead", &["overhead", "--sizes", "8:4K"]);
     let (svg, l, doc) = plot_both(&d, &j);
-    let pts = rows(&doc, "send overhead")
-        .iter()
-        .map(|r| (f(r, "size"), f(r, "overhead_ns") / 1000.0))
-        .collect();
-    check_series(&svg, &l, 0, pts);
+    let sent = rows(&doc, "send overhead");
+    check_series(&svg, &l, 0, in_us(&sent, "size", "overhead_ns"));
 
     let j = sim_json(&d, "logp", &["logp", "--max-size", "64K"]);
     let (svg, l, doc) = plot_both(&d, &j);
-    let pts = doc["tables"][0]["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| f(r, "size") > 0.0)
-        .map(|r| (f(r, "size"), f(r, "os_ns") / 1000.0))
-        .collect();
-    check_series(&svg, &l, 0, pts);
+    let sized = first_table(&doc).iter().filter(|r| f(r, "size") > 0.0);
+    check_series(&svg, &l, 0, in_us(sized, "size", "os_ns"));
     assert!(texts(&svg).iter().any(|t| t.starts_with("L = ")));
 
     let j = sim_json(&d, "commtest", &["commtest"]);
     let (svg, l, doc) = plot_both(&d, &j);
-    let first = &doc["tables"][0]["rows"][0];
-    let pts = doc["tables"][0]["rows"]
-        .as_array()
-        .unwrap()
+    let all = first_table(&doc);
+    let first = &all[0];
+    let same = all
         .iter()
-        .filter(|r| r["protocol"] == first["protocol"] && r["name"] == first["name"])
-        .map(|r| (f(r, "packets"), f(r, "time_ns") / 1000.0))
-        .collect();
-    check_series(&svg, &l, 0, pts);
+        .filter(|r| r["protocol"] == first["protocol"] && r["name"] == first["name"]);
+    check_series(&svg, &l, 0, in_us(same, "packets", "time_ns"));
 
     let j = sim_json(&d, "bcast", &["bcast", "--np", "4,8", "--method", "all"]);
     let (svg, l, doc) = plot_both(&d, &j);
-    let pts = rows(&doc, "OL_i, binomial broadcast of 256 B over 8 ranks")
-        .iter()
-        .map(|r| (f(r, "rank"), f(r, "ol_ns") / 1000.0))
-        .collect();
-    check_series(&svg, &l, 1, pts);
+    let oli = rows(&doc, "OL_i, binomial broadcast of 256 B over 8 ranks");
+    check_series(&svg, &l, 1, in_us(&oli, "rank", "ol_ns"));
 
     let j = sim_json(&d, "overlap", &["overlap"]);
     let (svg, l, doc) = plot_both(&d, &j);

@@ -390,7 +390,7 @@ mod tests {
             local_rank: 0,
             local_size: None,
             bootstrap: bootstrap.into(),
-            secret: "s".into(),
+            secret: String::from("s").into(),
             cpu: None,
             ncpus: None,
             source: JobSource::Slurm,

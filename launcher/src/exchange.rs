@@ -37,13 +37,49 @@ impl ExchangeKind {
     }
 }
 
+/// Where a rank stands in its job: its rank and the job's size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seat {
+    pub rank: u32,
+    pub size: u32,
+}
+
+impl Seat {
+    /// An error unless the job's channel (`channel`: PMIx, PMI-2) seats
+    /// this rank where the launcher's environment `env` does.
+    pub(crate) fn agrees_with(self, channel: &str, env: &RankEnv) -> Result<()> {
+        if (self.rank, self.size) != (env.rank, env.size) {
+            bail!(
+                "{channel} says this is rank {} of {}, the launcher's environment says {} of {}",
+                self.rank,
+                self.size,
+                env.rank,
+                env.size
+            );
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for Seat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "rank {}/{}", self.rank, self.size)
+    }
+}
+
 /// A joined job's collectives.
 pub trait Exchange: std::fmt::Debug {
     fn kind(&self) -> ExchangeKind;
     /// One line for the header: the channel and where it is.
     fn describe(&self) -> String;
-    fn rank(&self) -> u32;
-    fn size(&self) -> u32;
+    /// This rank's seat in the job, as the channel gave it.
+    fn seat(&self) -> Seat;
+    fn rank(&self) -> u32 {
+        self.seat().rank
+    }
+    fn size(&self) -> u32 {
+        self.seat().size
+    }
     /// Every rank's `mine`, in rank order.
     fn allgather(&mut self, mine: &[u8]) -> Result<Vec<Vec<u8>>>;
     /// Returns once every rank has entered it.
@@ -138,11 +174,11 @@ impl Exchange for Bootstrap {
     fn describe(&self) -> String {
         format!("ovbench bootstrap service at {}", self.service_addr())
     }
-    fn rank(&self) -> u32 {
-        Bootstrap::rank(self)
-    }
-    fn size(&self) -> u32 {
-        Bootstrap::size(self)
+    fn seat(&self) -> Seat {
+        Seat {
+            rank: Bootstrap::rank(self),
+            size: Bootstrap::size(self),
+        }
     }
     fn allgather(&mut self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
         Bootstrap::allgather(self, mine)
@@ -190,7 +226,7 @@ mod tests {
             local_rank: 0,
             local_size: Some(1),
             bootstrap: "127.0.0.1:0".into(),
-            secret: "s".into(),
+            secret: String::from("s").into(),
             cpu: None,
             ncpus: None,
             source,
@@ -214,11 +250,7 @@ mod tests {
 
     #[test]
     fn a_broken_pmi_fd_falls_back_or_fails_naming_it() {
-        let bad = |k: &str| match k {
-            "PMI_FD" => Some("not-a-number".to_string()),
-            "PMI_RANK" => Some("0".to_string()),
-            _ => None,
-        };
+        let bad = crate::role::tests::lookup(&[("PMI_FD", "not-a-number"), ("PMI_RANK", "0")]);
         let t = Duration::from_secs(5);
         let e = join_from(&bad, &env(JobSource::Pmi), BootstrapUse::Off, t).unwrap_err();
         assert!(format!("{e:#}").contains("PMI_FD"), "{e:#}");

@@ -63,14 +63,14 @@ pub mod watchdog;
 pub mod wire;
 
 pub use client::Bootstrap;
-pub use exchange::{join, BootstrapUse, Exchange, ExchangeKind};
+pub use exchange::{join, BootstrapUse, Exchange, ExchangeKind, Seat};
 pub use pinning::{
     current_cpus, parse_cpu_list, pin_self, plan_pinning, smt_siblings, Affinity, PinPlan,
 };
 pub use role::{
     detect, detect_choice, detect_from, detect_with, JobSource, LauncherChoice, RankEnv, Role,
 };
-pub use secret::generate as generate_secret;
+pub use secret::{generate as generate_secret, JobSecret};
 pub use service::Service;
 pub use spawn::{describe, launch_local, LaunchOptions, EXIT_TIMEOUT};
 pub use wire::{MAX_KEY, MAX_RANKS, MAX_VALUE};

@@ -22,7 +22,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use nix::errno::Errno;
 use nix::sys::socket::{recv, send, MsgFlags};
 
-use crate::exchange::{Exchange, ExchangeKind};
+use crate::exchange::{Exchange, ExchangeKind, Seat};
 use crate::role::RankEnv;
 
 /// Bytes of payload per key (512 hex digits, under Slurm's 1024).
@@ -190,8 +190,7 @@ fn unhex(s: &str) -> Result<Vec<u8>> {
 /// A rank's PMI-2 session.
 pub struct Pmi2 {
     conn: Conn,
-    rank: u32,
-    size: u32,
+    seat: Seat,
     round: u32,
     timeout: Duration,
     server: String,
@@ -200,11 +199,7 @@ pub struct Pmi2 {
 
 impl std::fmt::Debug for Pmi2 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "Pmi2(rank {}/{} via {})",
-            self.rank, self.size, self.server
-        )
+        write!(f, "Pmi2({} via {})", self.seat, self.server)
     }
 }
 
@@ -237,8 +232,10 @@ impl Pmi2 {
         };
         let mut p = Pmi2 {
             conn,
-            rank: pmi_rank,
-            size: 0,
+            seat: Seat {
+                rank: pmi_rank,
+                size: 0,
+            },
             round: 0,
             timeout,
             server,
@@ -264,17 +261,11 @@ impl Pmi2 {
                 .and_then(|v| v.parse().ok())
                 .ok_or_else(|| anyhow!("PMI-2 fullinit's reply has no {k}"))
         };
-        p.rank = num("rank")?;
-        p.size = num("size")?;
-        if (p.rank, p.size) != (env.rank, env.size) {
-            bail!(
-                "PMI-2 says this is rank {} of {}, the launcher's environment says {} of {}",
-                p.rank,
-                p.size,
-                env.rank,
-                env.size
-            );
-        }
+        p.seat = Seat {
+            rank: num("rank")?,
+            size: num("size")?,
+        };
+        p.seat.agrees_with("PMI-2", env)?;
         Ok(p)
     }
 
@@ -294,8 +285,8 @@ impl Pmi2 {
         self.conn.recv_exact(&mut len, deadline).with_context(|| {
             format!(
                 "PMI-2 {cmd} on rank {} ({} died, or did not arrive within {:.0} s)",
-                self.rank,
-                crate::exchange::awaited(self.rank, self.size),
+                self.seat.rank,
+                crate::exchange::awaited(self.seat.rank, self.seat.size),
                 self.timeout.as_secs_f64()
             )
         })?;
@@ -346,12 +337,8 @@ impl Exchange for Pmi2 {
         format!("PMI-2 wire protocol ({})", self.server)
     }
 
-    fn rank(&self) -> u32 {
-        self.rank
-    }
-
-    fn size(&self) -> u32 {
-        self.size
+    fn seat(&self) -> Seat {
+        self.seat
     }
 
     fn allgather(&mut self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
@@ -363,7 +350,7 @@ impl Exchange for Pmi2 {
             mine.chunks(CHUNK).collect()
         };
         for (i, c) in chunks.iter().enumerate() {
-            let key = format!("ovb{round}.{}.{i}", self.rank);
+            let key = format!("ovb{round}.{}.{i}", self.seat.rank);
             let val = if i == 0 {
                 format!("{}:{}", chunks.len(), hex(c))
             } else {
@@ -372,7 +359,7 @@ impl Exchange for Pmi2 {
             self.call("kvs-put", &[("key", &key), ("value", &val)])?;
         }
         self.call("kvs-fence", &[])?;
-        (0..self.size)
+        (0..self.seat.size)
             .map(|r| {
                 let first = self.get(&format!("ovb{round}.{r}.0"))?;
                 let (count, head) = first
@@ -495,7 +482,7 @@ mod tests {
             local_rank: 0,
             local_size: Some(1),
             bootstrap: String::new(),
-            secret: String::new(),
+            secret: Default::default(),
             cpu: None,
             ncpus: None,
             source: crate::role::JobSource::Pmi,

@@ -30,6 +30,8 @@ use anyhow::{bail, Context, Result};
 use nix::sys::signal::Signal;
 use nix::unistd::{getppid, Pid};
 
+use crate::secret::JobSecret;
+
 /// What this process is in the job.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -63,9 +65,9 @@ impl JobSource {
 
 /// A rank's identity and how to reach its job's bootstrap service.
 ///
-/// Its `Debug` leaves the secret out, so no error or log line that prints
-/// a `RankEnv` can leak it.
-#[derive(Clone, PartialEq, Eq)]
+/// Its `Debug` leaves the secret out ([`JobSecret`]), so no error or log
+/// line that prints a `RankEnv` can leak it.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RankEnv {
     pub rank: u32,
     pub size: u32,
@@ -74,7 +76,7 @@ pub struct RankEnv {
     pub local_size: Option<u32>,
     /// `host:port` of the bootstrap service.
     pub bootstrap: String,
-    pub secret: String,
+    pub secret: JobSecret,
     /// Core to pin to (set by the local launcher only; srun/mpirun bind).
     pub cpu: Option<usize>,
     /// CPUs available to the job on this host, when the launcher says.
@@ -90,26 +92,6 @@ pub struct RankEnv {
     /// The CPUs srun/mpirun bound this rank to, when they bound it to
     /// fewer than the host has: kept as it is, never pinned again.
     pub launcher_binding: Option<Vec<usize>>,
-}
-
-impl std::fmt::Debug for RankEnv {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RankEnv")
-            .field("rank", &self.rank)
-            .field("size", &self.size)
-            .field("local_rank", &self.local_rank)
-            .field("local_size", &self.local_size)
-            .field("bootstrap", &self.bootstrap)
-            .field("secret", &"(withheld)")
-            .field("cpu", &self.cpu)
-            .field("ncpus", &self.ncpus)
-            .field("source", &self.source)
-            .field("hosts_service", &self.hosts_service)
-            .field("launcher_oversubscribed", &self.launcher_oversubscribed)
-            .field("stderr_tty", &self.stderr_tty)
-            .field("launcher_binding", &self.launcher_binding)
-            .finish()
-    }
 }
 
 impl RankEnv {
@@ -185,7 +167,7 @@ pub fn detect_with(choice: LauncherChoice, np_flag: Option<u32>) -> Result<Role>
         {
             tie_to_launcher()?;
             if env::var("OVBENCH_SECRET_STDIN").is_ok_and(|v| v == "1") {
-                env.secret = crate::remote::secret_from_stdin(env.rank)?;
+                env.secret = crate::remote::secret_from_stdin(env.rank)?.into();
             }
         }
         Ok(role)
@@ -268,8 +250,8 @@ fn spawned_rank(var: &dyn Fn(&str) -> Option<String>) -> Result<RankEnv> {
     )?;
     // An ssh-started rank reads the secret from its stdin (in `detect`).
     let secret = match var("OVBENCH_SECRET") {
-        Some(s) => s,
-        None if var("OVBENCH_SECRET_STDIN").is_some_and(|v| v == "1") => String::new(),
+        Some(s) => JobSecret::from(s),
+        None if var("OVBENCH_SECRET_STDIN").is_some_and(|v| v == "1") => JobSecret::default(),
         None => {
             bail!("OVBENCH_RANK is set but OVBENCH_SECRET is not; unset OVBENCH_RANK to launch")
         }
@@ -371,7 +353,8 @@ fn external_rank(var: &dyn Fn(&str) -> Option<String>) -> Result<Option<RankEnv>
                 "job-{:016x}",
                 fnv1a(job_id(var).unwrap_or_default().as_bytes())
             ),
-        };
+        }
+        .into();
         return Ok(Some(RankEnv {
             rank,
             size,
@@ -506,16 +489,21 @@ pub fn first_host(list: &str) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    fn role(vars: &[(&str, &str)], np: Option<u32>) -> Result<Role> {
+    /// The variable lookup of an environment holding just `vars`.
+    pub(crate) fn lookup(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let m: HashMap<String, String> = vars
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        detect_from(&|k| m.get(k).cloned(), np)
+        move |k| m.get(k).cloned()
+    }
+
+    fn role(vars: &[(&str, &str)], np: Option<u32>) -> Result<Role> {
+        detect_from(&lookup(vars), np)
     }
 
     #[test]
@@ -605,11 +593,7 @@ mod tests {
             panic!("not a rank")
         };
         assert_eq!(env.bootstrap, "", "no bootstrap address to guess");
-        let m: HashMap<String, String> = remote
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let e = bootstrap_address(&|k| m.get(k).cloned(), 4, Some(2))
+        let e = bootstrap_address(&lookup(&remote), 4, Some(2))
             .unwrap_err()
             .to_string();
         assert!(e.contains("OVBENCH_BOOTSTRAP_HOST"), "{e}");

@@ -16,6 +16,30 @@ use sha2::Sha256;
 
 use crate::wire::{NONCE_LEN, PROOF_LEN};
 
+/// The job secret as a rank holds it. Its `Debug` withholds it, so no
+/// error or log line that prints it, or a struct holding it (a
+/// [`crate::RankEnv`]), can leak it.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct JobSecret(String);
+
+impl JobSecret {
+    pub fn as_bytes(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+impl From<String> for JobSecret {
+    fn from(s: String) -> JobSecret {
+        JobSecret(s)
+    }
+}
+
+impl std::fmt::Debug for JobSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt("(withheld)", f)
+    }
+}
+
 /// Separates these tags from any other use of the same key.
 const LABEL: &[u8] = b"ovbench bootstrap proof v2\0";
 

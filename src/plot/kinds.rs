@@ -13,6 +13,11 @@ use super::load::{num, num_at, text, RunFile};
 
 const SIZE_AXIS: &str = "message size [B]";
 
+/// A panel of a figure against the message size (a log axis).
+fn size_panel(title: impl Into<String>, y: Axis) -> Panel {
+    Panel::new(title, Axis::log(SIZE_AXIS), y)
+}
+
 fn us(ns: Option<f64>) -> Option<f64> {
     ns.map(|v| v / 1000.0)
 }
@@ -66,9 +71,8 @@ pub fn figure(runs: &[RunFile]) -> Result<Figure> {
 /// latency: p50 with a p99..p99.9 band, and the minimum, vs size.
 fn latency(runs: &[RunFile]) -> Figure {
     let many = runs.len() > 1;
-    let mut p = Panel::new(
+    let mut p = size_panel(
         "one-way latency (round trip / 2)",
-        Axis::log(SIZE_AXIS),
         Axis::log("latency [µs]"),
     );
     for r in runs {
@@ -98,7 +102,7 @@ fn window(runs: &[RunFile], command: &str) -> Figure {
         "bibw" => ("bidirectional bandwidth", "bandwidth [MB/s = 10^6 B/s]"),
         _ => ("bandwidth", "bandwidth [MB/s = 10^6 B/s]"),
     };
-    let mut p = Panel::new(title, Axis::log(SIZE_AXIS), Axis::log(y));
+    let mut p = size_panel(title, Axis::log(y));
     for r in runs {
         let mut s = Series::new(label(r, many, ""));
         for row in r.main_rows() {
@@ -123,14 +127,12 @@ fn window(runs: &[RunFile], command: &str) -> Figure {
 /// overhead: overhead and availability vs size, send and receive (one
 /// file each), with the repeats' intervals.
 fn overhead(runs: &[RunFile]) -> Figure {
-    let mut ovh = Panel::new(
+    let mut ovh = size_panel(
         "host overhead (post-work-wait)",
-        Axis::log(SIZE_AXIS),
         Axis::linear("overhead [µs]"),
     );
-    let mut avail = Panel::new(
+    let mut avail = size_panel(
         "availability to the application",
-        Axis::log(SIZE_AXIS),
         Axis::linear("availability [%]"),
     );
     let many = runs.len() > 1;
@@ -246,9 +248,8 @@ fn overlap(runs: &[RunFile]) -> Figure {
 /// logp: os, or and g vs size with their intervals, the probed sizes
 /// marked, L and G written in the corner.
 fn logp(runs: &[RunFile]) -> Figure {
-    let mut p = Panel::new(
+    let mut p = size_panel(
         "LogP parameters (bands: confidence intervals; circles: probed sizes)",
-        Axis::log(SIZE_AXIS),
         Axis::log("time [µs]"),
     );
     let many = runs.len() > 1;

@@ -117,17 +117,13 @@ fn transport(kind: TransportKind, rank: u32, size: u32, cli: &Cli, reach: &Reach
                 ..Default::default()
             };
             let made = ovbench_tcp::TcpTransport::new(rank, size, opts);
-            Ok(Link::Plain(Box::new(created(made, rank, "TCP transport")?)))
+            created(made, rank, "TCP transport", |t| Link::Plain(t))
         }
         #[cfg(feature = "verbs")]
         TransportKind::Verbs => {
             let opts = cli.common.fabric.verbs_options(cli.common.progress)?;
             let made = ovbench_verbs::VerbsTransport::new(rank, size, opts);
-            Ok(Link::Plain(Box::new(created(
-                made,
-                rank,
-                "verbs transport",
-            )?)))
+            created(made, rank, "verbs transport", |t| Link::Plain(t))
         }
         #[cfg(feature = "ucx")]
         TransportKind::Ucx => {
@@ -139,11 +135,7 @@ fn transport(kind: TransportKind, rank: u32, size: u32, cli: &Cli, reach: &Reach
             // Held as its tagged protocol, so --proto native reaches the
             // tagged calls directly (see Link).
             let made = ovbench_ucx::UcxTransport::new(rank, size, opts);
-            Ok(Link::Tagged(Box::new(created(
-                made,
-                rank,
-                "UCX transport",
-            )?)))
+            created(made, rank, "UCX transport", |t| Link::Tagged(t))
         }
         #[cfg(feature = "ofi")]
         TransportKind::Ofi => {
@@ -153,7 +145,7 @@ fn transport(kind: TransportKind, rank: u32, size: u32, cli: &Cli, reach: &Reach
             }
             let what = format!("libfabric transport (provider {})", opts.provider);
             let made = ovbench_ofi::OfiTransport::new(rank, size, opts);
-            Ok(Link::Tagged(Box::new(created(made, rank, &what)?)))
+            created(made, rank, &what, |t| Link::Tagged(t))
         }
         other => {
             // Not compiled in (feature and package named), or mpi, which
@@ -167,11 +159,19 @@ fn transport(kind: TransportKind, rank: u32, size: u32, cli: &Cli, reach: &Reach
     }
 }
 
-/// A created endpoint, or why creating `what` failed on `rank`.
+/// A created endpoint, held as `held` makes it (through the plain
+/// contract or as its tagged protocol, see Link), or why creating `what`
+/// failed on `rank`.
 #[cfg(any(feature = "tcp", feature = "verbs", feature = "ucx", feature = "ofi"))]
-fn created<T, E>(made: Result<T, E>, rank: u32, what: &str) -> Result<T>
+fn created<T, E>(
+    made: Result<T, E>,
+    rank: u32,
+    what: &str,
+    held: impl FnOnce(Box<T>) -> Link,
+) -> Result<Link>
 where
     E: std::error::Error + Send + Sync + 'static,
 {
-    made.with_context(|| format!("rank {rank}: creating the {what}"))
+    let made = made.with_context(|| format!("rank {rank}: creating the {what}"))?;
+    Ok(held(Box::new(made)))
 }

@@ -8,7 +8,7 @@ mod shell;
 
 // Each test crate uses some of these (as with dead_code above).
 #[allow(unused_imports)]
-pub use shell::{stdout_of, words};
+pub use shell::{assert_holds, stdout_of, words};
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

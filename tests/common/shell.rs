@@ -1,6 +1,6 @@
-//! Command lines and helper programs, shared by the end-to-end support
-//! module (tests/common) and the cluster tests' (tests/cluster, which
-//! includes this file by path).
+//! Command lines, helper programs and checks of what a run printed,
+//! shared by the end-to-end support module (tests/common) and the
+//! cluster tests' (tests/cluster, which includes this file by path).
 
 use std::process::Command;
 
@@ -21,4 +21,16 @@ pub fn stdout_of(cmd: &mut Command) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Panic unless `text` (what a run printed) holds every one of `wanted`;
+/// the message names the missing ones and shows the whole text.
+#[track_caller]
+pub fn assert_holds(text: &str, wanted: &[&str]) {
+    let missing: Vec<&str> = wanted
+        .iter()
+        .copied()
+        .filter(|w| !text.contains(w))
+        .collect();
+    assert!(missing.is_empty(), "{missing:?} not in:\n{text}");
 }

@@ -95,6 +95,13 @@ fn timeout(rank: Rank) -> TransportError {
 }
 
 impl MockComm {
+    /// A new request for `p`.
+    fn post(&mut self, p: Pending) -> Req {
+        self.next += 1;
+        self.pending.insert(self.next, p);
+        Req(self.next)
+    }
+
     /// Retire `id` if it finished.
     fn take(&mut self, id: u64) -> Result<Option<Status>, TransportError> {
         match self.pending.get(&id) {
@@ -249,14 +256,12 @@ impl Communicator for MockComm {
         mb.cv.notify_all();
         self.ops.sends += 1;
         self.ops.bytes += len as u64;
-        self.next += 1;
         let st = Status {
             source: self.rank,
             tag,
             len,
         };
-        self.pending.insert(self.next, Pending::Send(flag, st));
-        Ok(Req(self.next))
+        Ok(self.post(Pending::Send(flag, st)))
     }
     fn irecv(
         &mut self,
@@ -266,18 +271,13 @@ impl Communicator for MockComm {
         src: Source,
         tag: TagSel,
     ) -> Result<Req, TransportError> {
-        self.next += 1;
-        self.pending.insert(
-            self.next,
-            Pending::Recv(Posted {
-                buf,
-                off,
-                len,
-                src,
-                tag,
-            }),
-        );
-        Ok(Req(self.next))
+        Ok(self.post(Pending::Recv(Posted {
+            buf,
+            off,
+            len,
+            src,
+            tag,
+        })))
     }
     fn test(&mut self, req: Req) -> Result<Option<Status>, TransportError> {
         self.progress_all()?;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use ovbench_pmix_sys as sys;
 
-use crate::exchange::{Exchange, ExchangeKind};
+use crate::exchange::{Exchange, ExchangeKind, Seat};
 use crate::role::RankEnv;
 
 /// `PMIX_RANK_WILDCARD` (`UINT32_MAX - 1`, a macro bindgen cannot
@@ -22,8 +22,7 @@ const RANK_WILDCARD: u32 = u32::MAX - 1;
 /// This process's PMIx session.
 pub struct Pmix {
     me: sys::pmix_proc_t,
-    rank: u32,
-    size: u32,
+    seat: Seat,
     /// Each allgather's keys carry its number, so no get sees an older value.
     round: u32,
     timeout: Duration,
@@ -33,7 +32,7 @@ pub struct Pmix {
 
 impl std::fmt::Debug for Pmix {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Pmix(rank {}/{})", self.rank, self.size)
+        write!(f, "Pmix({})", self.seat)
     }
 }
 
@@ -183,8 +182,10 @@ impl Pmix {
             .into_owned();
         let mut p = Pmix {
             me,
-            rank: me.rank,
-            size: 0,
+            seat: Seat {
+                rank: me.rank,
+                size: 0,
+            },
             round: 0,
             timeout,
             version,
@@ -192,19 +193,11 @@ impl Pmix {
         };
         let mut job = me;
         job.rank = RANK_WILDCARD;
-        p.size = p
+        p.seat.size = p
             .get(&job, sys::PMIX_JOB_SIZE)?
             .as_u32("the job size")
             .context("PMIx_Get(PMIX_JOB_SIZE)")?;
-        if (p.rank, p.size) != (env.rank, env.size) {
-            bail!(
-                "PMIx says this is rank {} of {}, the launcher's environment says {} of {}",
-                p.rank,
-                p.size,
-                env.rank,
-                env.size
-            );
-        }
+        p.seat.agrees_with("PMIx", env)?;
         Ok(p)
     }
 
@@ -242,8 +235,8 @@ impl Pmix {
             rc,
             &format!(
                 "PMIx_Fence on rank {} ({} died, or did not arrive within {:.0} s)",
-                self.rank,
-                crate::exchange::awaited(self.rank, self.size),
+                self.seat.rank,
+                crate::exchange::awaited(self.seat.rank, self.seat.size),
                 self.timeout.as_secs_f64()
             ),
         )
@@ -265,12 +258,8 @@ impl Exchange for Pmix {
         format!("PMIx {} (namespace {ns})", self.version)
     }
 
-    fn rank(&self) -> u32 {
-        self.rank
-    }
-
-    fn size(&self) -> u32 {
-        self.size
+    fn seat(&self) -> Seat {
+        self.seat
     }
 
     fn allgather(&mut self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
@@ -292,7 +281,7 @@ impl Exchange for Pmix {
         check(unsafe { sys::PMIx_Commit() }, "PMIx_Commit")?;
         self.fence(true)?;
         let bytes = key.as_bytes_with_nul();
-        (0..self.size)
+        (0..self.seat.size)
             .map(|r| {
                 let mut peer = self.me;
                 peer.rank = r;

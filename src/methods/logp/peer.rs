@@ -186,26 +186,31 @@ impl Peer<'_> {
     /// round trip.
     // deviation: sat-rtt-send-mode — the train's RTT uses the measuring send mode, see docs/methods/logp.md
     pub(crate) fn quick_rtt(&mut self, m: usize, count: u64) -> anyhow::Result<f64> {
-        self.command(OP_RTT, m, count)?;
-        let t0 = self.comm.now();
-        for _ in 0..count {
-            let r = self.post(m)?;
-            self.finish(r)?;
-            self.plain_recv(0)?;
-        }
-        let t1 = self.comm.now();
-        Ok(self.since(t0, t1) / count.max(1) as f64)
+        Ok(self.timed_sends(OP_RTT, m, count, true)? / count.max(1) as f64)
     }
 
     /// Time `n` messages of m bytes in a row up to the acknowledgement.
     pub(crate) fn train(&mut self, m: usize, n: u64) -> anyhow::Result<f64> {
-        self.command(OP_TRAIN, m, n)?;
+        self.timed_sends(OP_TRAIN, m, n, false)
+    }
+
+    /// Start the mirror's `op`, then time `n` measuring sends of m bytes
+    /// as one interval, up to the mirror's 0-byte acknowledgement: one
+    /// after each send (`ack_each`, a round trip each) or one after the
+    /// last.
+    fn timed_sends(&mut self, op: u64, m: usize, n: u64, ack_each: bool) -> anyhow::Result<f64> {
+        self.command(op, m, n)?;
         let t0 = self.comm.now();
         for _ in 0..n {
             let r = self.post(m)?;
             self.finish(r)?;
+            if ack_each {
+                self.plain_recv(0)?;
+            }
         }
-        self.plain_recv(0)?;
+        if !ack_each {
+            self.plain_recv(0)?;
+        }
         let t1 = self.comm.now();
         Ok(self.since(t0, t1))
     }
