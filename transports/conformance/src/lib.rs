@@ -108,6 +108,47 @@ pub fn run_check(check: Check, make: &dyn Fn(u32) -> Endpoints, size: u32) -> Re
     check(&mut ts)
 }
 
+/// The job sizes a lane runs its checks at: one, or several in turn.
+pub trait Sizes {
+    /// Each size, in order.
+    fn sizes(&self) -> Vec<u32>;
+}
+
+impl Sizes for u32 {
+    fn sizes(&self) -> Vec<u32> {
+        vec![*self]
+    }
+}
+
+impl<const N: usize> Sizes for [u32; N] {
+    fn sizes(&self) -> Vec<u32> {
+        self.to_vec()
+    }
+}
+
+/// [`run_check`] at each of `sizes` in turn, every size run whatever the
+/// others gave; the failures, each naming its size.
+pub fn run_check_at(
+    check: Check,
+    make: &dyn Fn(u32) -> Endpoints,
+    sizes: &dyn Sizes,
+) -> Result<(), String> {
+    let failed: Vec<String> = sizes
+        .sizes()
+        .into_iter()
+        .filter_map(|n| {
+            run_check(check, make, n)
+                .err()
+                .map(|e| format!("at {n} ranks: {e}"))
+        })
+        .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(failed.join("; "))
+    }
+}
+
 /// Run every check on fresh endpoints; one result per check.
 pub fn run_all(
     make: &dyn Fn(u32) -> Endpoints,
@@ -127,7 +168,8 @@ pub fn endpoints<T: Transport + 'static>(n: u32, open: impl Fn(u32) -> T) -> End
 }
 
 /// One `#[test]` per conformance check for a factory
-/// `Fn(u32) -> Vec<Box<dyn Transport>>` and a job size (at least 2).
+/// `Fn(u32) -> Vec<Box<dyn Transport>>` and a job size (at least 2), or
+/// an array of sizes the test runs in turn ([`Sizes`]).
 /// After them, `; skip a, b` names checks that cannot run on this lane
 /// (each lane's comment says why and which test covers them instead),
 /// and `; known_fault c` names checks a library is known to fail there:
@@ -166,7 +208,7 @@ macro_rules! conformance_tests {
                     eprintln!("`{name}` cannot run on this lane (see its comment)");
                     return;
                 }
-                let result = $crate::run_check($crate::$name, &$make, $size);
+                let result = $crate::run_check_at($crate::$name, &$make, &$size);
                 match (result, CONFORMANCE_KNOWN_FAULT.contains(&name)) {
                     (Ok(()), false) => {}
                     (Err(e), false) => panic!("conformance check `{name}` failed: {e}"),

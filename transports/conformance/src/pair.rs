@@ -9,8 +9,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use ovbench_core::{
-    Completion, Ctx, LocalSlice, Msg, OpKind, Posted, RmaOp, TagRecv, TagSend, Tagged, Transport,
-    TransportError,
+    Completion, Ctx, LocalSlice, Msg, OpKind, Posted, Rank, RmaOp, Tag, TagRecv, TagSend, Tagged,
+    Transport, TransportError,
 };
 
 /// How long any one step may take.
@@ -92,6 +92,20 @@ pub fn drive<T: Transport>(
             );
         }
     }
+}
+
+/// The sender and length of the `TaggedRecv` with `ctx` and `tag` among
+/// `got`, if there is one.
+fn tagged_recv(got: &[Completion], ctx: Ctx, tag: Tag) -> Option<(Rank, usize)> {
+    got.iter().find_map(|c| match *c {
+        Completion::TaggedRecv {
+            ctx: c,
+            peer,
+            tag: t,
+            len,
+        } if c == ctx && t == tag => Some((peer, len)),
+        _ => None,
+    })
 }
 
 /// `t`'s tagged protocol (the pairs that run [`tagged`] have one).
@@ -323,19 +337,10 @@ pub fn tagged<T: Transport>(mut t: [T; 2]) {
         )
         .unwrap();
         drive(&mut t, &mut got, |g| {
-            g[0].iter().any(|c| {
-                matches!(
-                    c,
-                    Completion::TaggedRecv {
-                        ctx: 3,
-                        peer: 1,
-                        tag: 7,
-                        len: 8
-                    }
-                )
-            }) && g[0]
-                .iter()
-                .any(|c| matches!(c, Completion::TaggedSend { ctx: 2 }))
+            tagged_recv(&g[0], 3, 7) == Some((1, 8))
+                && g[0]
+                    .iter()
+                    .any(|c| matches!(c, Completion::TaggedSend { ctx: 2 }))
                 && g[1]
                     .iter()
                     .any(|c| matches!(c, Completion::TaggedSend { ctx: 4 }))
@@ -348,33 +353,11 @@ pub fn tagged<T: Transport>(mut t: [T; 2]) {
     let mut got = [Vec::new(), Vec::new()];
     tsend(&mut t[0], &mut got[0], TagSend::new(1, 5, sa, false), 11).unwrap();
     tsend(&mut t[0], &mut got[0], TagSend::new(1, 6, sa, false), 12).unwrap();
-    drive(&mut t, &mut got, |g| {
-        g[1].iter().any(|c| {
-            matches!(
-                c,
-                Completion::TaggedRecv {
-                    ctx: 10,
-                    tag: 6,
-                    ..
-                }
-            )
-        })
-    });
+    drive(&mut t, &mut got, |g| tagged_recv(&g[1], 10, 6).is_some());
     tg(&mut t[1])
         .trecv(TagRecv::new(None, Some(5), sb.sub(0, 8)), 13)
         .unwrap();
-    drive(&mut t, &mut got, |g| {
-        g[1].iter().any(|c| {
-            matches!(
-                c,
-                Completion::TaggedRecv {
-                    ctx: 13,
-                    tag: 5,
-                    ..
-                }
-            )
-        })
-    });
+    drive(&mut t, &mut got, |g| tagged_recv(&g[1], 13, 5).is_some());
     // Synchronous send: no completion before the receive is posted; where
     // the provider cannot express it, a clear refusal.
     let mut got = [Vec::new(), Vec::new()];

@@ -7,7 +7,6 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ovbench_core::fabric::page_block::PageBlock;
 use ovbench_core::{
     Arrivals, Caps, Completion, CompletionStamps, Ctx, LocalSlice, MrHandle, Msg, OpKind, Posted,
     Progress, Rank, RegionId, Registered, Rma, RmaKind, RmaOp, RmaProgress, Tagged, Transport,
@@ -311,7 +310,7 @@ impl Transport for MpiTransport {
     }
 
     fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
-        Ok(self.mem.table.add(PageBlock::zeroed(len)?, len))
+        self.mem.table.alloc(len)
     }
 
     fn free(&mut self, region: RegionId) -> Result<(), TransportError> {

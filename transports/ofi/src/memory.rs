@@ -14,8 +14,8 @@
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
 
-use ovbench_core::fabric::regions::{self, Regions};
-use ovbench_core::{LocalSlice, MrHandle, OpKind, RegionId, RemoteKey, TransportError};
+use ovbench_core::fabric::regions::{self, Regions, Zeroed};
+use ovbench_core::{LocalSlice, MrHandle, OpKind, RemoteKey, TransportError};
 use ovbench_ofi_sys as sys;
 
 use crate::error::local;
@@ -24,7 +24,7 @@ use crate::fi::{Domain, MemoryRegion};
 use crate::seal::SEAL;
 
 /// A zeroed, page-aligned allocation.
-struct Region {
+pub(crate) struct Region {
     ptr: NonNull<u8>,
     layout: Layout,
 }
@@ -32,6 +32,16 @@ struct Region {
 // SAFETY: plain memory owned by this value; moving it to another thread
 // moves that ownership.
 unsafe impl Send for Region {}
+
+impl Zeroed for Region {
+    fn zeroed(len: usize) -> Result<Region, TransportError> {
+        let layout = regions::page_layout(len)?;
+        // SAFETY: layout has a non-zero size.
+        let p = unsafe { alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(p).ok_or_else(|| regions::out_of_memory(len))?;
+        Ok(Region { ptr, layout })
+    }
+}
 
 impl Drop for Region {
     fn drop(&mut self) {
@@ -76,7 +86,8 @@ pub(crate) type Mr = regions::Mr<MemoryRegion>;
 
 /// All regions and registrations of one transport.
 pub(crate) struct Memory {
-    table: Regions<Region, MemoryRegion>,
+    /// The regions (the transport allocates and frees through it).
+    pub(crate) table: Regions<Region, MemoryRegion>,
     next_key: u64,
     /// Serial number of the next registration, sealed into its key.
     serial: u64,
@@ -100,18 +111,6 @@ impl Memory {
             prov_key: mr_mode & sys::FI_MR_PROV_KEY != 0,
             virt_addr: mr_mode & sys::FI_MR_VIRT_ADDR != 0,
         }
-    }
-
-    pub fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
-        let layout = regions::page_layout(len)?;
-        // SAFETY: layout has a non-zero size.
-        let p = unsafe { alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(p).ok_or_else(|| regions::out_of_memory(len))?;
-        Ok(self.table.add(Region { ptr, layout }, len))
-    }
-
-    pub fn free(&mut self, id: RegionId) -> Result<(), TransportError> {
-        self.table.free(id)
     }
 
     /// Pointer to the start of `s`, after checking it lies in its region.

@@ -128,11 +128,11 @@ impl Transport for OfiTransport {
     }
 
     fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
-        self.with_mut(|e| e.mem.alloc(len))
+        self.with_mut(|e| e.mem.table.alloc(len))
     }
 
     fn free(&mut self, region: RegionId) -> Result<(), TransportError> {
-        self.with_mut(|e| e.mem.free(region))
+        self.with_mut(|e| e.mem.table.free(region))
     }
 
     fn region(

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{ns, recv, recv_key, registered, send_key, wait_for};
+use common::{ns, recv, recv_key, registered, send_key, wait_for, with_peer_key};
 use ovbench_core::RmaOp;
 use ovbench_core::{Clock, Completion, LocalSlice, Msg, Transport, Work};
 use ovbench_sim::{run_raw, SimError, SimParams};
@@ -125,19 +125,18 @@ fn a_progress_thread_serves_unoffloaded_reads_at_arrival() {
 
 #[test]
 fn write_completes_one_l_after_placement_and_fin_follows_data() {
-    let (res, _) = run_raw(2, &SimParams::default(), |mut k| {
-        let t = &mut k.transport;
-        let (s, mr, key) = registered(t, 1000);
-        if k.rank == 1 {
-            send_key(t, 0, &key);
+    let dt = with_peer_key(
+        1000,
+        |k, s| {
+            let t = &mut k.transport;
             let (_, fin) = recv(t).unwrap();
             assert_eq!(fin, b"FIN");
             let mut got = vec![];
             t.region(s, &mut |b| got = b.to_vec()).unwrap();
             assert!(got.iter().all(|&b| b == 0xab), "data visible before FIN");
-            0
-        } else {
-            let key = recv_key(t);
+        },
+        |k, s, mr, key| {
+            let t = &mut k.transport;
             t.region(s, &mut |b| b.fill(0xab)).unwrap();
             let t0 = k.clock.ticks();
             t.post_rma(1, RmaOp::write(s, mr, &key, 0), 5).unwrap();
@@ -148,24 +147,21 @@ fn write_completes_one_l_after_placement_and_fin_follows_data() {
             let dt = k.clock.ticks() - t0;
             t.post_send(1, Msg::new(b"FIN", None), 0).unwrap();
             dt
-        }
-    })
-    .unwrap();
+        },
+    );
     // o_s + L + 1000 B × 0.1 ns (placed) + L (completion).
-    assert_eq!(res[0], ns(300 + 1000 + 100 + 1000));
+    assert_eq!(dt, ns(300 + 1000 + 100 + 1000));
 }
 
 #[test]
 fn bad_keys_and_ranges_are_rejected_naming_the_initiator() {
-    let (res, _) = run_raw(2, &SimParams::default(), |mut k| {
-        let t = &mut k.transport;
-        let (s, mr, key) = registered(t, 64);
-        if k.rank == 1 {
-            send_key(t, 0, &key);
-            recv(t).unwrap();
-            vec![]
-        } else {
-            let key = recv_key(t);
+    let errors = with_peer_key(
+        64,
+        |k, _| {
+            recv(&mut k.transport).unwrap();
+        },
+        |k, s, mr, key| {
+            let t = &mut k.transport;
             let mut forged = key.clone();
             forged.blob[12] ^= 0xff;
             let mut errors = vec![];
@@ -187,10 +183,9 @@ fn bad_keys_and_ranges_are_rejected_naming_the_initiator() {
             assert!(t.post_send(7, Msg::new(b"x", None), 0).is_err());
             t.post_send(1, Msg::new(b"done", None), 0).unwrap();
             errors
-        }
-    })
-    .unwrap();
-    let errs: Vec<_> = res[0].iter().map(|e| e.clone().unwrap()).collect();
+        },
+    );
+    let errs: Vec<_> = errors.iter().map(|e| e.clone().unwrap()).collect();
     assert_eq!(errs[0].0, 1);
     assert!(
         errs[0].1.contains("from rank 0") && errs[0].1.contains("outside"),

@@ -9,7 +9,7 @@
 use ovbench_core::fabric::check_word::{check_blob, CheckWord, CheckWords, KeyRefusal};
 use ovbench_core::fabric::page_block::PageBlock;
 use ovbench_core::fabric::regions::Regions;
-use ovbench_core::{LocalSlice, MrHandle, RegionId, RemoteKey, TransportError};
+use ovbench_core::{LocalSlice, MrHandle, RemoteKey, TransportError};
 
 use crate::wire::Refusal;
 
@@ -22,7 +22,8 @@ pub struct Registration {
 
 /// Regions and registrations of one transport.
 pub struct Memory {
-    table: Regions<PageBlock, CheckWord>,
+    /// The regions (the transport allocates and frees through it).
+    pub table: Regions<PageBlock, CheckWord>,
     words: CheckWords,
 }
 
@@ -47,14 +48,6 @@ impl From<KeyRefusal> for Refusal {
 }
 
 impl Memory {
-    pub fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
-        Ok(self.table.add(PageBlock::zeroed(len)?, len))
-    }
-
-    pub fn free(&mut self, region: RegionId) -> Result<(), TransportError> {
-        self.table.free(region)
-    }
-
     pub fn slice(&self, s: LocalSlice) -> Result<&[u8], TransportError> {
         self.table.slice(s)
     }
@@ -116,7 +109,7 @@ mod tests {
     #[test]
     fn alloc_is_zeroed_and_aligned() {
         let mut m = Memory::default();
-        let r = m.alloc(10_000).unwrap();
+        let r = m.table.alloc(10_000).unwrap();
         let s = m.slice(LocalSlice::new(r, 0, 10_000)).unwrap();
         assert_eq!(s.as_ptr() as usize % PAGE, 0);
         assert!(s.iter().all(|&b| b == 0));
@@ -129,7 +122,7 @@ mod tests {
     #[test]
     fn registrations_are_checked_both_sides() {
         let mut m = Memory::default();
-        let r = m.alloc(100).unwrap();
+        let r = m.table.alloc(100).unwrap();
         let mr = m.register(LocalSlice::new(r, 10, 50)).unwrap();
         assert!(m.check_local(mr, LocalSlice::new(r, 30, 30)).is_ok());
         let e = m.check_local(mr, LocalSlice::new(r, 30, 31)).unwrap_err();
@@ -148,13 +141,13 @@ mod tests {
         for (reg, word, offset, why) in cases {
             assert_eq!(m.resolve(reg, word, offset, 50), Err(why));
         }
-        assert!(m.free(r).is_err(), "free with a live registration");
+        assert!(m.table.free(r).is_err(), "free with a live registration");
         m.deregister(mr).unwrap();
         assert_eq!(
             m.resolve(mr.0, check, 0, 1),
             Err(Refusal::UnknownRegistration)
         );
-        m.free(r).unwrap();
+        m.table.free(r).unwrap();
         assert!(m.slice(LocalSlice::new(r, 0, 1)).is_err());
     }
 }

@@ -289,7 +289,7 @@ impl Transport for TcpTransport {
     }
 
     fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
-        self.shared.lock().mem.alloc(len)
+        self.shared.lock().mem.table.alloc(len)
     }
 
     fn free(&mut self, region: RegionId) -> Result<(), TransportError> {
@@ -300,7 +300,7 @@ impl Transport for TcpTransport {
                 region.0, q.op, q.peer
             )));
         }
-        g.mem.free(region)
+        g.mem.table.free(region)
     }
 
     fn region(

@@ -14,25 +14,13 @@ fn thread(n: u32) -> Endpoints {
     util::unconnected(n, Progress::Thread)
 }
 
-mod poll_2 {
-    ovbench_conformance::conformance_tests!(super::poll, 2);
+/// Two, three and five ranks: at five, four live peers each, so progress
+/// goes through epoll.
+mod poll {
+    ovbench_conformance::conformance_tests!(super::poll, [2, 3, 5]);
 }
-mod poll_3 {
-    ovbench_conformance::conformance_tests!(super::poll, 3);
-}
-/// Five ranks: four live peers each, so progress goes through epoll.
-mod poll_5 {
-    ovbench_conformance::conformance_tests!(super::poll, 5);
-}
-mod thread_2 {
-    ovbench_conformance::conformance_tests!(super::thread, 2);
-}
-mod thread_3 {
-    ovbench_conformance::conformance_tests!(super::thread, 3);
-}
-
-mod thread_5 {
-    ovbench_conformance::conformance_tests!(super::thread, 5);
+mod thread {
+    ovbench_conformance::conformance_tests!(super::thread, [2, 3, 5]);
 }
 
 /// `run_all` reports every check, so a new transport can print a table.

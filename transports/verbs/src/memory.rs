@@ -5,8 +5,8 @@
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
 
-use ovbench_core::fabric::regions::{self, Bytes, Mr, Regions};
-use ovbench_core::{LocalSlice, MrHandle, RegionId, Registered, RemoteKey, TransportError};
+use ovbench_core::fabric::regions::{self, Bytes, Mr, Regions, Zeroed};
+use ovbench_core::{LocalSlice, MrHandle, Registered, RemoteKey, TransportError};
 
 use crate::error::{memlock_limit, register_failure};
 use crate::pd::{Access, ProtectionDomain};
@@ -52,6 +52,12 @@ impl AlignedBuf {
     }
 }
 
+impl Zeroed for AlignedBuf {
+    fn zeroed(len: usize) -> Result<AlignedBuf, TransportError> {
+        AlignedBuf::new(len)
+    }
+}
+
 /// Safe code reaches a region's bytes through the shared table's checked
 /// slices.
 impl Bytes for AlignedBuf {
@@ -77,19 +83,12 @@ impl Drop for AlignedBuf {
 /// its slices sound.
 #[derive(Default)]
 pub(crate) struct Memory {
-    table: Regions<AlignedBuf, MemoryRegion>,
+    /// The regions (the transport allocates and frees through it).
+    pub(crate) table: Regions<AlignedBuf, MemoryRegion>,
     registered: u64,
 }
 
 impl Memory {
-    pub fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
-        Ok(self.table.add(AlignedBuf::new(len)?, len))
-    }
-
-    pub fn free(&mut self, id: RegionId) -> Result<(), TransportError> {
-        self.table.free(id)
-    }
-
     pub fn slice(&self, s: LocalSlice) -> Result<&[u8], TransportError> {
         self.table.slice(s)
     }
@@ -194,7 +193,7 @@ mod tests {
     #[test]
     fn regions_slice_through_the_table() {
         let mut m = Memory::default();
-        let r = m.alloc(100).unwrap();
+        let r = m.table.alloc(100).unwrap();
         m.slice_mut(LocalSlice::new(r, 98, 2))
             .unwrap()
             .copy_from_slice(&[1, 2]);
@@ -202,7 +201,7 @@ mod tests {
         assert!(m.slice(LocalSlice::new(r, 99, 2)).is_err());
         let p = m.ptr(LocalSlice::new(r, 4, 0)).unwrap();
         assert_eq!(p as usize % PAGE, 4);
-        m.free(r).unwrap();
-        assert!(m.free(r).is_err());
+        m.table.free(r).unwrap();
+        assert!(m.table.free(r).is_err());
     }
 }

@@ -382,11 +382,11 @@ impl Transport for VerbsTransport {
     }
 
     fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
-        self.mem.alloc(len)
+        self.mem.table.alloc(len)
     }
 
     fn free(&mut self, region: RegionId) -> Result<(), TransportError> {
-        self.mem.free(region)
+        self.mem.table.free(region)
     }
 
     fn region(

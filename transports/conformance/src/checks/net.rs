@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use crate::{Endpoints, WAIT_DEADLINE};
 use ovbench_core::{
-    Completion, Ctx, LocalSlice, MrHandle, Msg, OpKind, Posted, Rank, RemoteKey, TagSend, Tagged,
-    TransportError,
+    Completion, Ctx, LocalSlice, MrHandle, Msg, OpKind, Posted, Rank, RemoteKey, Rma, RmaOp,
+    TagSend, Tagged, TransportError,
 };
 
 /// Drives all endpoints from one thread and sorts their completions.
@@ -26,6 +26,15 @@ impl<'a> Net<'a> {
             inbox: (0..n).map(|_| VecDeque::new()).collect(),
             ignore_peer: None,
         }
+    }
+
+    /// A net over `ts` for a check of the tagged protocol; `None` where
+    /// an endpoint has none (such a check passes at once).
+    pub(super) fn tagged_only(ts: &'a mut Endpoints) -> Option<Net<'a>> {
+        if ts.iter_mut().any(|t| t.tagged().is_none()) {
+            return None;
+        }
+        Some(Net::new(ts))
     }
 
     pub(super) fn last(&self) -> usize {
@@ -77,10 +86,30 @@ impl<'a> Net<'a> {
         ctx: Ctx,
     ) -> Result<(), TransportError> {
         let p = self.ts[rank].post_send(peer, Msg::new(header, payload), ctx)?;
-        if let Posted::Done(_) = p {
-            self.inbox[rank].push_back(Completion::Send { ctx });
-        }
+        self.record(rank, p, Completion::Send { ctx });
         Ok(())
+    }
+
+    /// What a send that `rank` posted said ([`Posted`]): one that finished
+    /// inside the call gets its completion `done`, which its caller
+    /// records, in `rank`'s inbox at once.
+    fn record(&mut self, rank: usize, posted: Posted, done: Completion) {
+        if let Posted::Done(_) = posted {
+            self.inbox[rank].push_back(done);
+        }
+    }
+
+    /// Rank 0's one-sided operation `op` on the last rank's memory; an
+    /// error names the operation, its size and the target.
+    pub(super) fn rma(&mut self, op: RmaOp<'_>, ctx: Ctx) -> Result<(), String> {
+        let (n, d) = (op.local.len, self.last());
+        let what = match op.op {
+            Rma::Write => format!("write of {n} bytes to"),
+            Rma::Read => format!("read of {n} bytes from"),
+        };
+        self.ts[0]
+            .post_rma(d as Rank, op, ctx)
+            .map_err(|e| format!("rank 0: {what} rank {d}: {e}"))
     }
 
     /// `rank`'s tagged protocol, or an error saying it has none.
@@ -100,9 +129,7 @@ impl<'a> Net<'a> {
                 src.len
             )
         })?;
-        if let Posted::Done(_) = p {
-            self.inbox[rank].push_back(Completion::TaggedSend { ctx });
-        }
+        self.record(rank, p, Completion::TaggedSend { ctx });
         Ok(())
     }
 

@@ -86,10 +86,9 @@ pub fn tsend_done_contract(ts: &mut Endpoints) -> Result<(), String> {
     /// Bytes past each receive buffer's message, which must stay untouched.
     const SLACK: usize = 8;
     let caps = ts[0].info().caps;
-    if ts[0].tagged().is_none() {
+    let Some(mut net) = Net::tagged_only(ts) else {
         return Ok(());
-    }
-    let mut net = Net::new(ts);
+    };
     let d = net.last();
     let lens: Vec<usize> = (0..N).map(tagged_len).collect();
     let offs: Vec<usize> = lens

@@ -29,20 +29,12 @@ pub fn many_outstanding(ts: &mut Endpoints) -> Result<(), String> {
         let seq = (i as u32).to_le_bytes();
         net.send(0, d as Rank, &seq, None, u64::MAX - i as u64)
             .map_err(|e| format!("rank 0: send {i} of {N} to rank {d}: {e}"))?;
-        net.ts[0]
-            .post_rma(
-                d as Rank,
-                RmaOp::write(src.sub(i * W, W), smr, &key, (i * W) as u64),
-                i as u64,
-            )
-            .map_err(|e| format!("rank 0: write {i} of {N} to rank {d}: {e}"))?;
-        net.ts[0]
-            .post_rma(
-                d as Rank,
-                RmaOp::read(rdst.sub(i * W, W), rmr, &rkey, (i * W) as u64),
-                READ + i as u64,
-            )
-            .map_err(|e| format!("rank 0: read {i} of {N} from rank {d}: {e}"))?;
+        let at = (i * W) as u64;
+        net.rma(RmaOp::write(src.sub(i * W, W), smr, &key, at), i as u64)?;
+        net.rma(
+            RmaOp::read(rdst.sub(i * W, W), rmr, &rkey, at),
+            READ + i as u64,
+        )?;
     }
     let done = net.wait_n(
         0,

@@ -23,16 +23,10 @@ pub fn write_visible_on_completion(ts: &mut Endpoints) -> Result<(), String> {
     {
         let seed = 50 + i as u32;
         net.fill_pattern(0, src.sub(0, n), seed)?;
-        net.ts[0]
-            .post_rma(
-                d as Rank,
-                RmaOp::write(src.sub(0, n), smr, &key, off as u64),
-                1000 + i as Ctx,
-            )
-            .map_err(|e| format!("rank 0: write of {n} bytes to rank {d}: {e}"))?;
+        let ctx = 1000 + i as Ctx;
+        net.rma(RmaOp::write(src.sub(0, n), smr, &key, off as u64), ctx)?;
         // Poll the initiator alone first: a write that completes before
         // its target (when that needs polling) has placed the data is caught.
-        let ctx = 1000 + i as Ctx;
         let alone = Instant::now() + Duration::from_millis(20);
         let mut early = false;
         while !early && Instant::now() < alone {
@@ -80,14 +74,9 @@ pub fn read_returns_target_bytes(ts: &mut Endpoints) -> Result<(), String> {
         net.ts[0]
             .region(local, &mut |b| b.fill(0x5A))
             .map_err(|e| format!("rank 0: region: {e}"))?;
-        net.ts[0]
-            .post_rma(
-                d as Rank,
-                RmaOp::read(local.sub(1, n), lmr, &key, off as u64),
-                2000 + i as Ctx,
-            )
-            .map_err(|e| format!("rank 0: read of {n} bytes from rank {d}: {e}"))?;
-        net.wait_ctx(0, &format!("read {i} ({n} bytes)"), 2000 + i as Ctx)?;
+        let ctx = 2000 + i as Ctx;
+        net.rma(RmaOp::read(local.sub(1, n), lmr, &key, off as u64), ctx)?;
+        net.wait_ctx(0, &format!("read {i} ({n} bytes)"), ctx)?;
         let got = net.bytes(0, local)?;
         if got[1..1 + n] != whole[off..off + n] {
             return Err(format!(
@@ -275,9 +264,7 @@ pub fn key_through_the_wire(ts: &mut Endpoints) -> Result<(), String> {
     }
     let local = net.alloc(0, 8192, 0)?;
     let (lmr, _) = net.register(0, local)?;
-    net.ts[0]
-        .post_rma(d as Rank, RmaOp::read(local, lmr, &got, 0), 5)
-        .map_err(|e| format!("rank 0: read through the received key: {e}"))?;
+    net.rma(RmaOp::read(local, lmr, &got, 0), 5)?;
     net.wait_ctx(0, "the read through the received key", 5)?;
     if net.bytes(0, local)? != patterned(8192, 11) {
         return Err("a read through the received key brought the wrong bytes".into());

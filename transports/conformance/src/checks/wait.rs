@@ -55,10 +55,9 @@ pub fn trecv_wait_contract(ts: &mut Endpoints) -> Result<(), String> {
     const TAG: Tag = 9100;
     /// The timed-out waits' tag, which no message carries.
     const STALE: Tag = 9199;
-    if ts.iter_mut().any(|t| t.tagged().is_none()) {
+    let Some(mut net) = Net::tagged_only(ts) else {
         return Ok(());
-    }
-    let mut net = Net::new(ts);
+    };
     let d = net.last();
     let probe_buf = net.alloc(d, 64 + SLACK, FILL)?;
     let (probe, took) = timed_wait(&mut net, d, Some(0), Some(STALE), probe_buf, PROBE)?;
@@ -150,10 +149,9 @@ pub fn trecv_wait_contract(ts: &mut Endpoints) -> Result<(), String> {
 pub fn trecv_wait_truncation(ts: &mut Endpoints) -> Result<(), String> {
     const SEND: Ctx = 0x4_3A18_0000;
     const TAG: Tag = 9100;
-    if ts.iter_mut().any(|t| t.tagged().is_none()) {
+    let Some(mut net) = Net::tagged_only(ts) else {
         return Ok(());
-    }
-    let mut net = Net::new(ts);
+    };
     let d = net.last();
     let src = net.alloc(0, 64, 0)?;
     let mut seq = 0;

@@ -4,7 +4,7 @@
 //! get the alignment the `Transport::alloc` contract promises with no raw
 //! pointers and no allocator of its own.
 
-use super::regions::{Bytes, PAGE};
+use super::regions::{Bytes, Zeroed, PAGE};
 use crate::{OpKind, TransportError};
 
 /// `buf[start..start + len]` is the page-aligned region.
@@ -15,10 +15,10 @@ pub struct PageBlock {
     len: usize,
 }
 
-impl PageBlock {
+impl Zeroed for PageBlock {
     /// A zeroed block of `len` usable bytes starting on a page boundary;
     /// an error (not an abort) when the system refuses the memory.
-    pub fn zeroed(len: usize) -> Result<PageBlock, TransportError> {
+    fn zeroed(len: usize) -> Result<PageBlock, TransportError> {
         let total = len.checked_add(PAGE).ok_or_else(|| {
             TransportError::Invalid(format!("allocation of {len} bytes is too large"))
         })?;
@@ -34,7 +34,9 @@ impl PageBlock {
         let start = if misalign == 0 { 0 } else { PAGE - misalign };
         Ok(PageBlock { buf, start, len })
     }
+}
 
+impl PageBlock {
     /// Usable bytes (what was asked for).
     pub fn len(&self) -> usize {
         self.len

@@ -38,6 +38,14 @@ pub trait Bytes {
     fn bytes_mut(&mut self) -> &mut [u8];
 }
 
+/// An allocation a table makes for itself ([`Regions::alloc`]): `len`
+/// zeroed bytes, page-aligned (what `Transport::alloc` promises); an error,
+/// not an abort, where the system refuses the memory.
+pub trait Zeroed: Sized {
+    /// A new allocation of `len` usable zeroed bytes.
+    fn zeroed(len: usize) -> Result<Self, TransportError>;
+}
+
 /// A plain vector is its own region (the simulator's: no alignment to
 /// keep, and `vec![0; n]` leaves untouched pages unmapped).
 impl Bytes for Vec<u8> {
@@ -201,6 +209,13 @@ impl<A, H> Regions<A, H> {
             )));
         }
         Ok(mr)
+    }
+}
+
+impl<A: Zeroed, H> Regions<A, H> {
+    /// A new zeroed region of `len` bytes: the transport's `alloc`.
+    pub fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
+        Ok(self.add(A::zeroed(len)?, len))
     }
 }
 

@@ -149,19 +149,21 @@ mod tests {
 
     const NAMES: &[&str] = &["MPI_Recv", "MPI_Send"];
 
-    #[test]
-    fn a_call_stuck_past_the_deadline_is_reported_with_its_peer_and_size() {
+    /// A watch over [`NAMES`], a watchdog with `deadline` over it, and
+    /// the calls the watchdog reports.
+    fn watched(deadline: Duration) -> (Arc<CallWatch>, Watchdog, mpsc::Receiver<Call>) {
         let w = CallWatch::new(NAMES);
         let (tx, rx) = mpsc::channel();
-        let _dog = Watchdog::spawn(
-            "wd".into(),
-            w.clone(),
-            Duration::from_millis(50),
-            move |c, _| {
-                let _ = tx.send(c);
-            },
-        )
-        .unwrap();
+        let report = move |c, _| {
+            let _ = tx.send(c);
+        };
+        let dog = Watchdog::spawn("wd".into(), w.clone(), deadline, report).unwrap();
+        (w, dog, rx)
+    }
+
+    #[test]
+    fn a_call_stuck_past_the_deadline_is_reported_with_its_peer_and_size() {
+        let (w, _dog, rx) = watched(Duration::from_millis(50));
         // Short calls, many of them, are never reported.
         let until = Instant::now() + Duration::from_millis(150);
         while Instant::now() < until {
@@ -183,17 +185,7 @@ mod tests {
 
     #[test]
     fn a_call_that_returns_in_time_is_not_reported() {
-        let w = CallWatch::new(NAMES);
-        let (tx, rx) = mpsc::channel();
-        let dog = Watchdog::spawn(
-            "wd".into(),
-            w.clone(),
-            Duration::from_millis(200),
-            move |c, _| {
-                let _ = tx.send(c);
-            },
-        )
-        .unwrap();
+        let (w, dog, rx) = watched(Duration::from_millis(200));
         w.enter(0, None, 0);
         std::thread::sleep(Duration::from_millis(50));
         w.exit();

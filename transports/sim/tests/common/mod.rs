@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use ovbench_core::{Completion, LocalSlice, MrHandle, Msg, RemoteKey, Transport};
+use ovbench_sim::{run_raw, RankKit, SimParams};
 
 /// Poll until a completion matching `pick` arrives; other completions are
 /// dropped. Returns the matched value.
@@ -50,6 +51,30 @@ pub fn send_key(t: &mut dyn Transport, peer: u32, key: &RemoteKey) {
 pub fn recv_key(t: &mut dyn Transport) -> RemoteKey {
     let (_, bytes) = recv(t).unwrap();
     RemoteKey::decode(&bytes).unwrap().0
+}
+
+/// Two ranks under the default parameters, each with a registered region
+/// of `len` bytes: rank 1 sends its key to rank 0, then runs `target`;
+/// rank 0 runs `initiator` with its own region and rank 1's key. Rank 0's
+/// result.
+pub fn with_peer_key<R: Send + Default>(
+    len: usize,
+    target: impl Fn(&mut RankKit, LocalSlice) + Sync,
+    initiator: impl Fn(&mut RankKit, LocalSlice, MrHandle, RemoteKey) -> R + Sync,
+) -> R {
+    let (res, _) = run_raw(2, &SimParams::default(), |mut k| {
+        let (s, mr, key) = registered(&mut k.transport, len);
+        if k.rank == 1 {
+            send_key(&mut k.transport, 0, &key);
+            target(&mut k, s);
+            R::default()
+        } else {
+            let key = recv_key(&mut k.transport);
+            initiator(&mut k, s, mr, key)
+        }
+    })
+    .unwrap();
+    res.into_iter().next().unwrap()
 }
 
 /// Picoseconds of `ns` nanoseconds (closed forms read better in ns).

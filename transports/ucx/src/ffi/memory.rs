@@ -7,10 +7,8 @@ use std::alloc::{self, Layout};
 use std::collections::HashMap;
 use std::ptr::{self, NonNull};
 
-use ovbench_core::fabric::regions::{self, Regions};
-use ovbench_core::{
-    LocalSlice, MrHandle, OpKind, Rank, RegionId, RemoteKey, TransportError, MAX_KEY_BLOB,
-};
+use ovbench_core::fabric::regions::{self, Regions, Zeroed};
+use ovbench_core::{LocalSlice, MrHandle, OpKind, Rank, RemoteKey, TransportError, MAX_KEY_BLOB};
 use ovbench_ucx_sys as sys;
 
 use super::context::Context;
@@ -29,8 +27,8 @@ pub(crate) struct Region {
     layout: Layout,
 }
 
-impl Region {
-    fn new(len: usize) -> Result<Region, TransportError> {
+impl Zeroed for Region {
+    fn zeroed(len: usize) -> Result<Region, TransportError> {
         let layout = regions::page_layout(len)?;
         // SAFETY: layout has a non-zero size.
         let p = unsafe { alloc::alloc_zeroed(layout) };
@@ -117,7 +115,8 @@ pub(crate) type Mr = regions::Mr<MemMap>;
 /// All regions, registrations and unpacked peer keys of one transport.
 #[derive(Default)]
 pub(crate) struct Memory {
-    table: Regions<Region, MemMap>,
+    /// The regions (the transport allocates and frees through it).
+    pub(crate) table: Regions<Region, MemMap>,
     /// Per peer: packed blob's checksum → unpacked key.
     rkeys: HashMap<Rank, HashMap<u64, Rkey>>,
     /// Keys revoked while one-sided operations were in flight (a get or
@@ -130,14 +129,6 @@ pub(crate) struct Memory {
 }
 
 impl Memory {
-    pub fn alloc(&mut self, len: usize) -> Result<RegionId, TransportError> {
-        Ok(self.table.add(Region::new(len)?, len))
-    }
-
-    pub fn free(&mut self, id: RegionId) -> Result<(), TransportError> {
-        self.table.free(id)
-    }
-
     /// Pointer to the start of `s`, after checking it lies in its region.
     /// Inlined: on the native path's every send and receive, the slice
     /// passed through memory stalled store forwarding (`perf annotate`).
