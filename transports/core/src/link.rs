@@ -30,9 +30,7 @@ impl Link {
             Link::Plain(t) => t.tagged(),
         }
     }
-}
 
-impl Link {
     /// The transport, as the plain contract.
     pub fn into_transport(self) -> Box<dyn Transport> {
         match self {
