@@ -49,7 +49,11 @@ impl Endpoint {
         self.send_seq[peer as usize] = self.send_seq[peer as usize].wrapping_add(1);
         if total <= self.fabric.attrs.inject_size {
             // Fast path: inject copies the bytes at once; only a refused
-            // inject keeps them (in the deferred post).
+            // inject keeps them (in the deferred post). After the staged
+            // inject's EAGAIN this is a second try, and it is worth it:
+            // shm often takes the message at once, while the deferred post
+            // waits a poll (sending it straight to the backlog slowed the
+            // own-eager round trip from ~565 to ~775 ns, comm_cost).
             if self.backlog.is_empty() {
                 let rc = self.fabric.ep.inject(&buf, dest);
                 if rc == 0 {
