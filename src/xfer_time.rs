@@ -168,12 +168,12 @@ pub(crate) fn raw_median(
         match (me, read) {
             (0, false) | (1, true) => {
                 for &(off, n) in &chunks {
-                    reqs.push(comm.isend(buf, off, n, 1 - me, tag)?);
+                    reqs.push(comm.isend(buf.at(off, n), 1 - me, tag)?);
                 }
             }
             (0, true) | (1, false) => {
                 for &(off, n) in &chunks {
-                    reqs.push(comm.irecv(buf, off, n, Some(1 - me), Some(tag))?);
+                    reqs.push(comm.irecv(buf.at(off, n), Some(1 - me), Some(tag))?);
                 }
             }
             _ => {}

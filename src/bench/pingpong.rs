@@ -21,12 +21,12 @@ pub(crate) struct PingPong {
 impl PingPong {
     /// Send the message to `peer`.
     fn send(&self, comm: &mut dyn Communicator, peer: Rank) -> Result<()> {
-        comm.send(self.sbuf, 0, self.len, peer, self.tag)?;
+        comm.send(self.sbuf.first(self.len), peer, self.tag)?;
         Ok(())
     }
     /// Receive the message from `peer`.
     fn recv(&self, comm: &mut dyn Communicator, peer: Rank) -> Result<()> {
-        comm.recv(self.rbuf, 0, self.len, Some(peer), Some(self.tag))?;
+        comm.recv(self.rbuf.first(self.len), Some(peer), Some(self.tag))?;
         Ok(())
     }
 }

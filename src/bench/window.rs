@@ -196,9 +196,9 @@ fn one_size(
             window(comm, &mut reqs, post, peer, tag, len, w, b)?;
             if kind != Kind::Bibw {
                 if sends {
-                    comm.recv(b.ack, 0, 0, Some(peer), Some(ACK_TAG))?;
+                    comm.recv(b.ack.first(0), Some(peer), Some(ACK_TAG))?;
                 } else {
-                    comm.send(b.ack, 0, 0, peer, ACK_TAG)?;
+                    comm.send(b.ack.first(0), peer, ACK_TAG)?;
                 }
             }
             if i >= warm {
@@ -311,12 +311,12 @@ fn window(
     for _ in 0..rounds {
         if post.recvs {
             for _ in 0..per_round {
-                reqs.push(comm.irecv(b.rbuf, 0, len, Some(peer), Some(tag))?);
+                reqs.push(comm.irecv(b.rbuf.first(len), Some(peer), Some(tag))?);
             }
         }
         if post.sends {
             for _ in 0..per_round {
-                reqs.push(comm.isend(b.sbuf, 0, len, peer, tag)?);
+                reqs.push(comm.isend(b.sbuf.first(len), peer, tag)?);
             }
         }
         for r in reqs.drain(..) {
@@ -341,12 +341,12 @@ fn verify_pass(
 ) -> Result<()> {
     for i in 0..v {
         let r = if recvs {
-            Some(comm.irecv(b.rbuf, 0, len, Some(peer), Some(tag))?)
+            Some(comm.irecv(b.rbuf.first(len), Some(peer), Some(tag))?)
         } else {
             None
         };
         let s = if sends {
-            Some(comm.isend(b.sbuf, 0, len, peer, tag)?)
+            Some(comm.isend(b.sbuf.first(len), peer, tag)?)
         } else {
             None
         };
@@ -361,9 +361,9 @@ fn verify_pass(
         }
         if kind != Kind::Bibw {
             if sends {
-                comm.recv(b.ack, 0, 0, Some(peer), Some(ACK_TAG))?;
+                comm.recv(b.ack.first(0), Some(peer), Some(ACK_TAG))?;
             } else {
-                comm.send(b.ack, 0, 0, peer, ACK_TAG)?;
+                comm.send(b.ack.first(0), peer, ACK_TAG)?;
             }
         }
     }

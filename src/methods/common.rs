@@ -54,7 +54,7 @@ impl Ctrl {
                 b[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
             }
         })?;
-        comm.send(self.buf, 0, words.len() * 8, dst, TAG_CTRL)
+        comm.send(self.buf.first(words.len() * 8), dst, TAG_CTRL)
             .with_context(|| format!("control message to rank {dst}"))?;
         Ok(())
     }
@@ -62,7 +62,7 @@ impl Ctrl {
     /// Receive the words `src` sent.
     pub(crate) fn recv(&self, comm: &mut dyn Communicator, src: Rank) -> anyhow::Result<Vec<u64>> {
         let st = comm
-            .recv(self.buf, 0, CTRL_WORDS * 8, Some(src), Some(TAG_CTRL))
+            .recv(self.buf.first(CTRL_WORDS * 8), Some(src), Some(TAG_CTRL))
             .with_context(|| format!("control message from rank {src}"))?;
         let mut out = Vec::with_capacity(st.len / 8);
         comm.inspect(self.buf, &mut |b| {

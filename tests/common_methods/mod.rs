@@ -17,7 +17,7 @@ use ovbench::report::Sink;
 use ovbench_core::clock::MonotonicClock;
 use ovbench_core::{
     Buf, Caps, Clock, CommInfo, Communicator, OpCounts, Rank, RegionId, Req, SendMode, Source,
-    Status, Tag, TagSel, TransportError,
+    Span, Status, Tag, TagSel, TransportError,
 };
 
 struct Msg {
@@ -42,9 +42,7 @@ enum Pending {
 /// A posted receive: where it lands and what it matches.
 #[derive(Clone, Copy)]
 struct Posted {
-    buf: Buf,
-    off: usize,
-    len: usize,
+    room: Span,
     src: Source,
     tag: TagSel,
 }
@@ -162,16 +160,16 @@ impl MockComm {
                 };
                 let m = q.remove(pos).unwrap();
                 drop(q);
-                if m.data.len() > r.len {
+                if m.data.len() > r.room.len {
                     return Err(TransportError::Invalid(format!(
                         "mock rank {}: {} bytes from rank {} into a {}-byte receive",
                         self.rank,
                         m.data.len(),
                         m.src,
-                        r.len
+                        r.room.len
                     )));
                 }
-                self.regions[r.buf.region.0 as usize][r.off..r.off + m.data.len()]
+                self.regions[r.room.buf.region.0 as usize][r.room.off..r.room.off + m.data.len()]
                     .copy_from_slice(&m.data);
                 if let Some(f) = m.matched {
                     f.store(true, Ordering::Release);
@@ -237,13 +235,12 @@ impl Communicator for MockComm {
     }
     fn isend_mode(
         &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
+        span: Span,
         dst: Rank,
         tag: Tag,
         mode: SendMode,
     ) -> Result<Req, TransportError> {
+        let Span { buf, off, len } = span;
         let data = self.regions[buf.region.0 as usize][off..off + len].to_vec();
         let flag = (mode == SendMode::Synchronous).then(|| Arc::new(AtomicBool::new(false)));
         let mb = &self.boxes[dst as usize];
@@ -263,21 +260,8 @@ impl Communicator for MockComm {
         };
         Ok(self.post(Pending::Send(flag, st)))
     }
-    fn irecv(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        src: Source,
-        tag: TagSel,
-    ) -> Result<Req, TransportError> {
-        Ok(self.post(Pending::Recv(Posted {
-            buf,
-            off,
-            len,
-            src,
-            tag,
-        })))
+    fn irecv(&mut self, room: Span, src: Source, tag: TagSel) -> Result<Req, TransportError> {
+        Ok(self.post(Pending::Recv(Posted { room, src, tag })))
     }
     fn test(&mut self, req: Req) -> Result<Option<Status>, TransportError> {
         self.progress_all()?;

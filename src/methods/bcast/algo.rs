@@ -19,11 +19,11 @@ pub(super) fn bcast(
     root: Rank,
 ) -> anyhow::Result<()> {
     if alg == Algorithm::Library {
-        return Ok(c.bcast_library(b, 0, m, root)?);
+        return Ok(c.bcast_library(b.first(m), root)?);
     }
     let (me, n) = (c.rank(), c.size());
     if let Some(p) = parent(alg, me, root, n) {
-        c.recv(b, 0, m, Some(p), Some(TAG_BCAST))?;
+        c.recv(b.first(m), Some(p), Some(TAG_BCAST))?;
     }
     // The children without building a list (this runs once per rank per
     // broadcast, and at 1024 ranks often).
@@ -33,14 +33,14 @@ pub(super) fn bcast(
             let mut mask = binomial_parent(vr, n).1;
             while mask > 0 {
                 if vr + mask < n {
-                    c.send(b, 0, m, (vr + mask + root) % n, TAG_BCAST)?;
+                    c.send(b.first(m), (vr + mask + root) % n, TAG_BCAST)?;
                 }
                 mask >>= 1;
             }
         }
         _ => {
             for k in children(alg, me, root, n) {
-                c.send(b, 0, m, k, TAG_BCAST)?;
+                c.send(b.first(m), k, TAG_BCAST)?;
             }
         }
     }
@@ -131,8 +131,8 @@ pub(super) fn barrier(c: &mut dyn Communicator, kind: BarrierKind, b: Buf) -> an
         BarrierKind::Dissemination => {
             let mut k = 1;
             while k < n {
-                let r = c.irecv(b, 0, 0, Some((me + n - k) % n), tag)?;
-                c.send(b, 0, 0, (me + k) % n, TAG_BARRIER)?;
+                let r = c.irecv(b.first(0), Some((me + n - k) % n), tag)?;
+                c.send(b.first(0), (me + k) % n, TAG_BARRIER)?;
                 c.wait(r)?;
                 k <<= 1;
             }
@@ -140,20 +140,20 @@ pub(super) fn barrier(c: &mut dyn Communicator, kind: BarrierKind, b: Buf) -> an
         BarrierKind::Ring => {
             let (prev, next) = ((me + n - 1) % n, (me + 1) % n);
             if me == 0 {
-                c.send(b, 0, 0, next, TAG_BARRIER)?;
-                c.recv(b, 0, 0, Some(prev), tag)?;
+                c.send(b.first(0), next, TAG_BARRIER)?;
+                c.recv(b.first(0), Some(prev), tag)?;
                 if n > 2 {
-                    c.send(b, 0, 0, next, TAG_BARRIER)?;
+                    c.send(b.first(0), next, TAG_BARRIER)?;
                 }
             } else if me == n - 1 {
-                c.recv(b, 0, 0, Some(prev), tag)?;
-                c.send(b, 0, 0, next, TAG_BARRIER)?;
+                c.recv(b.first(0), Some(prev), tag)?;
+                c.send(b.first(0), next, TAG_BARRIER)?;
             } else {
-                c.recv(b, 0, 0, Some(prev), tag)?;
-                c.send(b, 0, 0, next, TAG_BARRIER)?;
-                c.recv(b, 0, 0, Some(prev), tag)?;
+                c.recv(b.first(0), Some(prev), tag)?;
+                c.send(b.first(0), next, TAG_BARRIER)?;
+                c.recv(b.first(0), Some(prev), tag)?;
                 if me != n - 2 {
-                    c.send(b, 0, 0, next, TAG_BARRIER)?;
+                    c.send(b.first(0), next, TAG_BARRIER)?;
                 }
             }
         }

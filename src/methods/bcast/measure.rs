@@ -142,9 +142,9 @@ impl Bc<'_> {
                 self.after_one_unmeasured(reps, |m| {
                     m.bcast(0)?;
                     if me == 0 {
-                        m.comm.recv(b, 0, 0, Some(i), Some(TAG_ACK))?;
+                        m.comm.recv(b.first(0), Some(i), Some(TAG_ACK))?;
                     } else if me == i {
-                        m.comm.send(b, 0, 0, 0, TAG_ACK)?;
+                        m.comm.send(b.first(0), 0, TAG_ACK)?;
                     }
                     Ok(())
                 })?;
@@ -156,11 +156,11 @@ impl Bc<'_> {
                 // NIC still injecting).
                 self.after_one_unmeasured(reps, |m| {
                     if me == 0 {
-                        m.comm.send(b, 0, 0, i, TAG_PING)?;
-                        m.comm.recv(b, 0, 0, Some(i), Some(TAG_PING))?;
+                        m.comm.send(b.first(0), i, TAG_PING)?;
+                        m.comm.recv(b.first(0), Some(i), Some(TAG_PING))?;
                     } else if me == i {
-                        m.comm.recv(b, 0, 0, Some(0), Some(TAG_PING))?;
-                        m.comm.send(b, 0, 0, 0, TAG_PING)?;
+                        m.comm.recv(b.first(0), Some(0), Some(TAG_PING))?;
+                        m.comm.send(b.first(0), 0, TAG_PING)?;
                     }
                     Ok(())
                 })?;
@@ -183,10 +183,10 @@ impl Bc<'_> {
         let b = self.buf;
         if self.me() == 0 {
             for _ in 1..self.np() {
-                self.comm.recv(b, 0, 0, None, Some(TAG_ACK))?;
+                self.comm.recv(b.first(0), None, Some(TAG_ACK))?;
             }
         } else {
-            self.comm.send(b, 0, 0, 0, TAG_ACK)?;
+            self.comm.send(b.first(0), 0, TAG_ACK)?;
         }
         Ok(())
     }

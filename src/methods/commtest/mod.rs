@@ -119,26 +119,33 @@ impl Ex<'_> {
         let (c, s, r, z) = (&mut *self.comm, self.sbuf, self.rbuf, self.zbuf);
         let (dst, src, tag) = (self.dst, self.src, self.tag);
         match op {
-            Bsend => c.bsend(s, off, len, dst, tag)?,
-            Send => c.send(s, off, len, dst, tag)?,
-            Rsend => c.rsend(s, off, len, dst, tag)?,
-            Ssend => c.ssend(s, off, len, dst, tag)?,
-            Isend => self.pending.push(c.isend(s, off, len, dst, tag)?),
-            Irsend => self.pending.push(c.irsend(s, off, len, dst, tag)?),
-            Issend => self.pending.push(c.issend(s, off, len, dst, tag)?),
+            Bsend => c.bsend(s.at(off, len), dst, tag)?,
+            Send => c.send(s.at(off, len), dst, tag)?,
+            Rsend => c.rsend(s.at(off, len), dst, tag)?,
+            Ssend => c.ssend(s.at(off, len), dst, tag)?,
+            Isend => self.pending.push(c.isend(s.at(off, len), dst, tag)?),
+            Irsend => self.pending.push(c.irsend(s.at(off, len), dst, tag)?),
+            Issend => self.pending.push(c.issend(s.at(off, len), dst, tag)?),
             Recv => {
-                c.recv(r, off, len, Some(src), Some(tag))?;
+                c.recv(r.at(off, len), Some(src), Some(tag))?;
             }
             Irecv => self
                 .pending
-                .push(c.irecv(r, off, len, Some(src), Some(tag))?),
+                .push(c.irecv(r.at(off, len), Some(src), Some(tag))?),
             Sendrecv => {
-                c.sendrecv(s, off, len, dst, tag, r, off, len, Some(src), Some(tag))?;
+                c.sendrecv(
+                    s.at(off, len),
+                    dst,
+                    tag,
+                    r.at(off, len),
+                    Some(src),
+                    Some(tag),
+                )?;
             }
             // deviation: ready-handshake — the ready handshake is sent and timed, see docs/methods/commtest.md
-            ReadyPost => c.send(z, 0, 0, src, self.ready_tag)?,
+            ReadyPost => c.send(z.first(0), src, self.ready_tag)?,
             ReadyWait => {
-                c.recv(z, 0, 0, Some(dst), Some(self.ready_tag))?;
+                c.recv(z.first(0), Some(dst), Some(self.ready_tag))?;
             }
             Wait => {
                 for q in std::mem::take(&mut self.pending) {
@@ -174,29 +181,27 @@ impl Ex<'_> {
         for j in 0..packets {
             if j + 1 < packets {
                 let q = c.irecv(
-                    self.rbuf,
-                    (j + 1) * psize,
-                    psize,
+                    self.rbuf.at((j + 1) * psize, psize),
                     Some(self.src),
                     Some(self.tag),
                 )?;
                 recv.push(q);
                 if ready {
-                    c.send(self.zbuf, 0, 0, self.src, self.ready_tag)?;
+                    c.send(self.zbuf.first(0), self.src, self.ready_tag)?;
                 }
             }
             if ready {
-                c.recv(self.zbuf, 0, 0, Some(self.dst), Some(self.ready_tag))?;
+                c.recv(self.zbuf.first(0), Some(self.dst), Some(self.ready_tag))?;
             }
             let (s, off, dst, tag) = (self.sbuf, j * psize, self.dst, self.tag);
             let started = match send {
-                Bsend => c.bsend(s, off, psize, dst, tag).map(|_| None)?,
-                Send => c.send(s, off, psize, dst, tag).map(|_| None)?,
-                Rsend => c.rsend(s, off, psize, dst, tag).map(|_| None)?,
-                Ssend => c.ssend(s, off, psize, dst, tag).map(|_| None)?,
-                Isend => Some(c.isend(s, off, psize, dst, tag)?),
-                Irsend => Some(c.irsend(s, off, psize, dst, tag)?),
-                _ => Some(c.issend(s, off, psize, dst, tag)?),
+                Bsend => c.bsend(s.at(off, psize), dst, tag).map(|_| None)?,
+                Send => c.send(s.at(off, psize), dst, tag).map(|_| None)?,
+                Rsend => c.rsend(s.at(off, psize), dst, tag).map(|_| None)?,
+                Ssend => c.ssend(s.at(off, psize), dst, tag).map(|_| None)?,
+                Isend => Some(c.isend(s.at(off, psize), dst, tag)?),
+                Irsend => Some(c.irsend(s.at(off, psize), dst, tag)?),
+                _ => Some(c.issend(s.at(off, psize), dst, tag)?),
             };
             c.wait(recv.remove(0))?;
             if let Some(p) = prev_send.take() {
@@ -213,10 +218,11 @@ impl Ex<'_> {
     fn prepost(&mut self, ready: bool, psize: usize) -> Result<(), TransportError> {
         let q = self
             .comm
-            .irecv(self.rbuf, 0, psize, Some(self.src), Some(self.tag))?;
+            .irecv(self.rbuf.first(psize), Some(self.src), Some(self.tag))?;
         self.pending.push(q);
         if ready {
-            self.comm.send(self.zbuf, 0, 0, self.src, self.ready_tag)?;
+            self.comm
+                .send(self.zbuf.first(0), self.src, self.ready_tag)?;
         }
         Ok(())
     }

@@ -41,12 +41,12 @@ impl Peer<'_> {
         let (c, b, p) = (&mut *self.comm, self.buf, self.peer);
         Ok(match self.send {
             SendKind::Send => {
-                c.send(b, 0, m, p, TAG_DATA)?;
+                c.send(b.first(m), p, TAG_DATA)?;
                 None
             }
-            SendKind::Isend => Some(c.isend(b, 0, m, p, TAG_DATA)?),
+            SendKind::Isend => Some(c.isend(b.first(m), p, TAG_DATA)?),
             SendKind::Ssend => {
-                c.ssend(b, 0, m, p, TAG_DATA)?;
+                c.ssend(b.first(m), p, TAG_DATA)?;
                 None
             }
         })
@@ -60,13 +60,13 @@ impl Peer<'_> {
     }
 
     fn plain_send(&mut self, m: usize) -> anyhow::Result<()> {
-        self.comm.send(self.buf, 0, m, self.peer, TAG_DATA)?;
+        self.comm.send(self.buf.first(m), self.peer, TAG_DATA)?;
         Ok(())
     }
 
     fn plain_recv(&mut self, m: usize) -> anyhow::Result<()> {
         self.comm
-            .recv(self.buf, 0, m, Some(self.peer), Some(TAG_DATA))?;
+            .recv(self.buf.first(m), Some(self.peer), Some(TAG_DATA))?;
         Ok(())
     }
 
@@ -169,7 +169,7 @@ impl Peer<'_> {
                 RecvKind::Irecv => {
                     let q = self
                         .comm
-                        .irecv(self.buf, 0, m, Some(self.peer), Some(TAG_DATA))?;
+                        .irecv(self.buf.first(m), Some(self.peer), Some(TAG_DATA))?;
                     self.comm.delay(spin_ns);
                     let t0 = self.comm.now();
                     self.comm.wait(q)?;

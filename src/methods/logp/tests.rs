@@ -10,7 +10,7 @@ use std::sync::Arc;
 use clap::Parser;
 use ovbench_core::{
     Buf, Clock, ClockInfo, CommInfo, Communicator, OpCounts, Rank, RegionId, Req, SendMode, Source,
-    Status, Tag, TagSel, TransportError,
+    Span, Status, Tag, TagSel, TransportError,
 };
 
 use super::super::common::TAG_CTRL;
@@ -152,29 +152,22 @@ impl Communicator for Script {
     }
     fn isend_mode(
         &mut self,
-        _buf: Buf,
-        _off: usize,
-        len: usize,
+        data: Span,
         _dst: Rank,
         tag: Tag,
         _mode: SendMode,
     ) -> Result<Req, TransportError> {
+        let data_len = data.len;
         let data = tag != TAG_CTRL;
         if data {
-            let cold = Self::cold(&mut self.cold_send, len);
+            let cold = Self::cold(&mut self.cold_send, data_len);
             self.spend(POST + cold);
-            self.last_sent = len;
+            self.last_sent = data_len;
         }
         Ok(self.req(Pending::Send { data }))
     }
-    fn irecv(
-        &mut self,
-        _buf: Buf,
-        _off: usize,
-        len: usize,
-        _src: Source,
-        tag: TagSel,
-    ) -> Result<Req, TransportError> {
+    fn irecv(&mut self, room: Span, _src: Source, tag: TagSel) -> Result<Req, TransportError> {
+        let len = room.len;
         let data = tag != Some(TAG_CTRL);
         if data {
             self.spend(IRECV);

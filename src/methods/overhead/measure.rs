@@ -98,24 +98,24 @@ impl Loop<'_> {
             match (self.measuring, self.recv_mode) {
                 (true, false) => {
                     c.barrier()?;
-                    let r = c.isend(buf, 0, size, p, TAG_DATA)?;
+                    let r = c.isend(buf.first(size), p, TAG_DATA)?;
                     c.work(work);
                     c.wait(r)?;
                 }
                 (false, false) => {
-                    let r = c.irecv(buf, 0, size, Some(p), Some(TAG_DATA))?;
+                    let r = c.irecv(buf.first(size), Some(p), Some(TAG_DATA))?;
                     c.barrier()?;
                     c.wait(r)?;
                 }
                 (true, true) => {
-                    let r = c.irecv(buf, 0, size, Some(p), Some(TAG_DATA))?;
+                    let r = c.irecv(buf.first(size), Some(p), Some(TAG_DATA))?;
                     c.barrier()?;
                     c.work(work);
                     c.wait(r)?;
                 }
                 (false, true) => {
                     c.barrier()?;
-                    c.send(buf, 0, size, p, TAG_DATA)?;
+                    c.send(buf.first(size), p, TAG_DATA)?;
                 }
             }
         }

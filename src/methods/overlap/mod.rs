@@ -304,9 +304,9 @@ fn transfer(
     };
     let t = if nb {
         let r = if sends {
-            comm.isend(buf, 0, size, 1, TAG_DATA)?
+            comm.isend(buf.first(size), 1, TAG_DATA)?
         } else {
-            comm.irecv(buf, 0, size, Some(0), Some(TAG_DATA))?
+            comm.irecv(buf.first(size), Some(0), Some(TAG_DATA))?
         };
         comm.work(units);
         let t = comm.now();
@@ -315,9 +315,9 @@ fn transfer(
     } else {
         let t = comm.now();
         if sends {
-            comm.send(buf, 0, size, 1, TAG_DATA)?;
+            comm.send(buf.first(size), 1, TAG_DATA)?;
         } else {
-            comm.recv(buf, 0, size, Some(0), Some(TAG_DATA))?;
+            comm.recv(buf.first(size), Some(0), Some(TAG_DATA))?;
         }
         t
     };
@@ -568,7 +568,7 @@ fn send_waits(comm: &mut dyn Communicator, buf: Buf, waits_ns: &[f64]) -> anyhow
             b[i * 8..i * 8 + 8].copy_from_slice(&w.to_bits().to_le_bytes());
         }
     })?;
-    comm.send(buf, 0, waits_ns.len() * 8, 0, TAG_WAITS)
+    comm.send(buf.first(waits_ns.len() * 8), 0, TAG_WAITS)
         .context("overlap: sending the receiver's wait times to rank 0")?;
     Ok(())
 }
@@ -576,7 +576,7 @@ fn send_waits(comm: &mut dyn Communicator, buf: Buf, waits_ns: &[f64]) -> anyhow
 /// What [`send_waits`] sent, at rank 0.
 fn recv_waits(comm: &mut dyn Communicator, buf: Buf, most: usize) -> anyhow::Result<Vec<f64>> {
     let st = comm
-        .recv(buf, 0, most * 8, Some(1), Some(TAG_WAITS))
+        .recv(buf.first(most * 8), Some(1), Some(TAG_WAITS))
         .context("overlap: receiving the receiver's wait times from rank 1")?;
     let mut out = Vec::with_capacity(st.len / 8);
     comm.inspect(buf, &mut |b| {

@@ -60,10 +60,10 @@ fn comms<T: Tagged + 'static>(
 fn one_way(c: &mut [Box<dyn Communicator>; 2], bufs: [Buf; 2], from: usize) {
     let to = 1 - from;
     let r = c[to]
-        .irecv(bufs[to], 0, LEN, Some(from as Rank), Some(TAG))
+        .irecv(bufs[to].first(LEN), Some(from as Rank), Some(TAG))
         .expect("irecv");
     c[from]
-        .send(bufs[from], 0, LEN, to as Rank, TAG)
+        .send(bufs[from].first(LEN), to as Rank, TAG)
         .expect("send");
     while c[to].test(r).expect("test").is_none() {}
 }

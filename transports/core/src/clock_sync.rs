@@ -73,10 +73,10 @@ pub fn measure<C: Communicator + ?Sized>(
     if comm.rank() == 0 {
         for r in 1..comm.size() {
             for _ in 0..rounds {
-                comm.recv(buf, 0, 0, Some(r), Some(CLOCK_SYNC_TAG))?;
+                comm.recv(buf.first(0), Some(r), Some(CLOCK_SYNC_TAG))?;
                 let t0 = ns(comm, comm.now());
                 comm.fill(buf, &mut |b| b.copy_from_slice(&t0.to_le_bytes()))?;
-                comm.send(buf, 0, 8, r, CLOCK_SYNC_TAG)?;
+                comm.send(buf.first(8), r, CLOCK_SYNC_TAG)?;
             }
         }
         return Ok(ClockSync::identity());
@@ -87,8 +87,8 @@ pub fn measure<C: Communicator + ?Sized>(
     };
     for _ in 0..rounds {
         let t1 = comm.now();
-        comm.send(buf, 0, 0, 0, CLOCK_SYNC_TAG)?;
-        comm.recv(buf, 0, 8, Some(0), Some(CLOCK_SYNC_TAG))?;
+        comm.send(buf.first(0), 0, CLOCK_SYNC_TAG)?;
+        comm.recv(buf.first(8), Some(0), Some(CLOCK_SYNC_TAG))?;
         let t2 = comm.now();
         let mut t0 = 0.0;
         comm.inspect(buf, &mut |b| {

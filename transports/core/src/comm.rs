@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use crate::{Caps, Clock, Rank, RegionId, Tag, TransportError, TransportInfo};
+use crate::{Caps, Clock, Rank, RegionId, Result, Tag, TransportError, TransportInfo};
 
 /// Receive from any rank.
 pub const ANY_SOURCE: Source = None;
@@ -26,6 +26,33 @@ pub struct Buf {
     pub region: RegionId,
     /// The buffer's size in bytes; every `off + len` an operation names
     /// must stay within it.
+    pub len: usize,
+}
+
+impl Buf {
+    /// The `len` bytes at `off`: `buf[off..off+len]`.
+    pub fn at(self, off: usize, len: usize) -> Span {
+        Span {
+            buf: self,
+            off,
+            len,
+        }
+    }
+    /// The buffer's first `len` bytes.
+    pub fn first(self, len: usize) -> Span {
+        self.at(0, len)
+    }
+}
+
+/// `buf[off..off+len]`: the data a send takes or the room a receive
+/// fills. Checked against the buffer when an operation uses it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    /// The buffer the bytes lie in.
+    pub buf: Buf,
+    /// Where they start, in bytes from the buffer's start.
+    pub off: usize,
+    /// How many bytes.
     pub len: usize,
 }
 
@@ -166,39 +193,24 @@ pub trait Communicator {
     fn delay(&mut self, ns: f64);
 
     /// Allocate a buffer usable by every operation below.
-    fn alloc(&mut self, len: usize) -> Result<Buf, TransportError>;
+    fn alloc(&mut self, len: usize) -> Result<Buf>;
     /// Write into a buffer (outside any timed region).
-    fn fill(&mut self, buf: Buf, f: &mut dyn FnMut(&mut [u8])) -> Result<(), TransportError>;
+    fn fill(&mut self, buf: Buf, f: &mut dyn FnMut(&mut [u8])) -> Result<()>;
     /// Read a buffer (outside any timed region).
-    fn inspect(&mut self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError>;
+    fn inspect(&mut self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<()>;
 
-    /// Start sending `buf[off..off+len]` to `dst`.
-    fn isend_mode(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-        mode: SendMode,
-    ) -> Result<Req, TransportError>;
-    /// Start receiving up to `len` bytes into `buf[off..]`.
-    fn irecv(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        src: Source,
-        tag: TagSel,
-    ) -> Result<Req, TransportError>;
+    /// Start sending `data` to `dst`.
+    fn isend_mode(&mut self, data: Span, dst: Rank, tag: Tag, mode: SendMode) -> Result<Req>;
+    /// Start receiving up to `room.len` bytes into `room`.
+    fn irecv(&mut self, room: Span, src: Source, tag: TagSel) -> Result<Req>;
     /// Whether `req` finished (it is then retired).
-    fn test(&mut self, req: Req) -> Result<Option<Status>, TransportError>;
+    fn test(&mut self, req: Req) -> Result<Option<Status>>;
     /// Block until `req` finishes.
-    fn wait(&mut self, req: Req) -> Result<Status, TransportError>;
+    fn wait(&mut self, req: Req) -> Result<Status>;
     /// Drive progress once.
-    fn progress(&mut self) -> Result<(), TransportError>;
+    fn progress(&mut self) -> Result<()>;
     /// Every rank enters before any leaves.
-    fn barrier(&mut self) -> Result<(), TransportError>;
+    fn barrier(&mut self) -> Result<()>;
     /// Operations posted so far.
     fn op_counts(&self) -> OpCounts;
 
@@ -215,10 +227,7 @@ pub trait Communicator {
     /// Start recording CALL/XFER events, with `table` as xfer_time(size)
     /// for the overlap bounds (see [`crate::instrument`]). Communicators
     /// that cannot record say so.
-    fn enable_instrumentation(
-        &mut self,
-        table: crate::instrument::XferTable,
-    ) -> Result<(), TransportError> {
+    fn enable_instrumentation(&mut self, table: crate::instrument::XferTable) -> Result<()> {
         let _ = table;
         Err(TransportError::Unsupported(
             "this communicator records no transfer events".into(),
@@ -238,24 +247,18 @@ pub trait Communicator {
     /// transport. Between messages only; every rank switches at the same
     /// point. A native library path runs them on the engine path over its
     /// transport.
-    fn set_bare_op(&mut self, op: Option<crate::engine_comm::RawOp>) -> Result<(), TransportError>;
+    fn set_bare_op(&mut self, op: Option<crate::engine_comm::RawOp>) -> Result<()>;
     /// Drive progress until every data transfer this rank posted has
     /// completed, so that its XFER_END is recorded now (an eager send's
     /// request finishes before its packet does). One communicator call;
     /// a communicator whose transfers end inside the calls that complete
     /// them (the native library paths) has nothing to wait for.
-    fn drain_transfers(&mut self) -> Result<(), TransportError>;
-    /// The library's own broadcast of `buf[off..off+len]` from `root`
+    fn drain_transfers(&mut self) -> Result<()>;
+    /// The library's own broadcast of `data` from `root`
     /// (`MPI_Bcast`; bcast's `--algorithm library`), collective. An
     /// error where the communicator runs over no library that has one.
-    fn bcast_library(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        root: Rank,
-    ) -> Result<(), TransportError> {
-        let _ = (buf, off, len, root);
+    fn bcast_library(&mut self, data: Span, root: Rank) -> Result<()> {
+        let _ = (data, root);
         Err(TransportError::Unsupported(
             "--algorithm library is the MPI library's own broadcast: run it with --transport mpi --proto native".into(),
         ))
@@ -273,136 +276,65 @@ pub trait Communicator {
     /// This rank's clock against rank 0's, from `rounds` round trips per
     /// rank (collective; see [`crate::clock_sync`]). Call it twice, apart
     /// in time, and combine with [`crate::ClockSync::with_drift`] for drift.
-    fn sync_clock(&mut self, rounds: u32) -> Result<crate::ClockSync, TransportError> {
+    fn sync_clock(&mut self, rounds: u32) -> Result<crate::ClockSync> {
         crate::clock_sync::measure(self, rounds)
     }
 
     // ---- provided: the rest of the MPI-style API ----
 
-    /// Start a standard-mode send of `buf[off..off+len]` to `dst`
+    /// Start a standard-mode send of `data` to `dst`
     /// (`MPI_Isend`); finish it with [`Self::wait`] or [`Self::test`].
-    fn isend(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<Req, TransportError> {
-        self.isend_mode(buf, off, len, dst, tag, SendMode::Standard)
+    fn isend(&mut self, data: Span, dst: Rank, tag: Tag) -> Result<Req> {
+        self.isend_mode(data, dst, tag, SendMode::Standard)
     }
     /// Start a synchronous send (`MPI_Issend`): it completes only once the
     /// matching receive is posted.
-    fn issend(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<Req, TransportError> {
-        self.isend_mode(buf, off, len, dst, tag, SendMode::Synchronous)
+    fn issend(&mut self, data: Span, dst: Rank, tag: Tag) -> Result<Req> {
+        self.isend_mode(data, dst, tag, SendMode::Synchronous)
     }
     /// Start a ready-mode send (`MPI_Irsend`): the matching receive must
     /// already be posted, else the receiver reports an error naming this
     /// rank.
-    fn irsend(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<Req, TransportError> {
-        self.isend_mode(buf, off, len, dst, tag, SendMode::Ready)
+    fn irsend(&mut self, data: Span, dst: Rank, tag: Tag) -> Result<Req> {
+        self.isend_mode(data, dst, tag, SendMode::Ready)
     }
     /// Start a buffered send (`MPI_Ibsend`): always eager, complete once
-    /// the data is copied out of `buf`.
-    fn ibsend(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<Req, TransportError> {
-        self.isend_mode(buf, off, len, dst, tag, SendMode::Buffered)
+    /// the data is copied out of `data`.
+    fn ibsend(&mut self, data: Span, dst: Rank, tag: Tag) -> Result<Req> {
+        self.isend_mode(data, dst, tag, SendMode::Buffered)
     }
     /// A send in `mode` waited for, as one communicator call: what
     /// [`Self::send`], [`Self::ssend`], [`Self::rsend`] and
     /// [`Self::bsend`] run. A communicator over a library with blocking
     /// calls of its own runs those instead.
-    fn send_mode(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-        mode: SendMode,
-    ) -> Result<(), TransportError> {
+    fn send_mode(&mut self, data: Span, dst: Rank, tag: Tag, mode: SendMode) -> Result<()> {
         one_call(self, |c| {
-            let r = c.isend_mode(buf, off, len, dst, tag, mode)?;
+            let r = c.isend_mode(data, dst, tag, mode)?;
             c.wait(r).map(|_| ())
         })
     }
     /// Standard-mode send, waited for (`MPI_Send`).
-    fn send(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        self.send_mode(buf, off, len, dst, tag, SendMode::Standard)
+    fn send(&mut self, data: Span, dst: Rank, tag: Tag) -> Result<()> {
+        self.send_mode(data, dst, tag, SendMode::Standard)
     }
     /// Synchronous send, waited for (`MPI_Ssend`): returns once the
     /// receive has matched.
-    fn ssend(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        self.send_mode(buf, off, len, dst, tag, SendMode::Synchronous)
+    fn ssend(&mut self, data: Span, dst: Rank, tag: Tag) -> Result<()> {
+        self.send_mode(data, dst, tag, SendMode::Synchronous)
     }
     /// Ready-mode send, waited for (`MPI_Rsend`).
-    fn rsend(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        self.send_mode(buf, off, len, dst, tag, SendMode::Ready)
+    fn rsend(&mut self, data: Span, dst: Rank, tag: Tag) -> Result<()> {
+        self.send_mode(data, dst, tag, SendMode::Ready)
     }
     /// Buffered send, waited for (`MPI_Bsend`).
-    fn bsend(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
-        self.send_mode(buf, off, len, dst, tag, SendMode::Buffered)
+    fn bsend(&mut self, data: Span, dst: Rank, tag: Tag) -> Result<()> {
+        self.send_mode(data, dst, tag, SendMode::Buffered)
     }
-    /// Receive up to `len` bytes into `buf[off..]` and wait for it
+    /// Receive up to `room.len` bytes into `room` and wait for it
     /// (`MPI_Recv`); the status says who sent how much with which tag.
-    fn recv(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        src: Source,
-        tag: TagSel,
-    ) -> Result<Status, TransportError> {
+    fn recv(&mut self, room: Span, src: Source, tag: TagSel) -> Result<Status> {
         one_call(self, |c| {
-            let r = c.irecv(buf, off, len, src, tag)?;
+            let r = c.irecv(room, src, tag)?;
             c.wait(r)
         })
     }
@@ -410,26 +342,22 @@ pub trait Communicator {
     #[allow(clippy::too_many_arguments)]
     fn sendrecv(
         &mut self,
-        sbuf: Buf,
-        soff: usize,
-        slen: usize,
+        data: Span,
         dst: Rank,
         stag: Tag,
-        rbuf: Buf,
-        roff: usize,
-        rlen: usize,
+        room: Span,
         src: Source,
         rtag: TagSel,
-    ) -> Result<Status, TransportError> {
+    ) -> Result<Status> {
         one_call(self, |c| {
-            let r = c.irecv(rbuf, roff, rlen, src, rtag)?;
-            let s = c.isend(sbuf, soff, slen, dst, stag)?;
+            let r = c.irecv(room, src, rtag)?;
+            let s = c.isend(data, dst, stag)?;
             c.wait(s)?;
             c.wait(r)
         })
     }
     /// Wait for every request, in order.
-    fn waitall(&mut self, reqs: &[Req]) -> Result<Vec<Status>, TransportError> {
+    fn waitall(&mut self, reqs: &[Req]) -> Result<Vec<Status>> {
         one_call(self, |c| reqs.iter().map(|&r| c.wait(r)).collect())
     }
 }

@@ -43,6 +43,9 @@ impl std::fmt::Display for OpKind {
     }
 }
 
+/// A transport's or communicator's result: `TransportError` unless named.
+pub type Result<T, E = TransportError> = std::result::Result<T, E>;
+
 /// Everything a transport can fail with. Messages tell the user what to do.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -55,11 +55,11 @@ pub use caps::{Caps, CompletionStamps, Progress, RmaKind, RmaProgress};
 pub use clock::{Clock, ClockInfo};
 pub use clock_sync::ClockSync;
 pub use comm::{
-    Buf, CommInfo, CommPath, Communicator, OpCounts, Req, SendMode, Source, Status, TagSel,
+    Buf, CommInfo, CommPath, Communicator, OpCounts, Req, SendMode, Source, Span, Status, TagSel,
     ANY_SOURCE, ANY_TAG,
 };
 pub use engine_comm::{Comm, EngineConfig};
-pub use error::{OpKind, TransportError};
+pub use error::{OpKind, Result, TransportError};
 pub use instrument::{Instrumentation, OverlapReport, XferTable};
 pub use key::{RemoteKey, RemoteKeyError, MAX_KEY_BLOB};
 pub use library::LibraryCalls;

@@ -17,19 +17,15 @@
 //! [`LibraryCalls::wait`], [`LibraryCalls::waitall`],
 //! [`LibraryCalls::test`] or a completion from [`crate::Transport::poll`].
 
-use crate::{Ctx, LocalSlice, Rank, SendMode, Source, Status, Tag, TagSel, TransportError};
+use crate::{
+    Ctx, LocalSlice, Rank, Result, SendMode, Source, Status, Tag, TagRecv, TagSel, TagSend,
+};
 
 /// The library's own calls (see the module docs).
 pub trait LibraryCalls {
     /// A blocking send of `src` in `mode` (`MPI_Send`, `MPI_Ssend`,
     /// `MPI_Rsend`, `MPI_Bsend` with the library's attached buffer).
-    fn send(
-        &mut self,
-        peer: Rank,
-        tag: Tag,
-        src: LocalSlice,
-        mode: SendMode,
-    ) -> Result<(), TransportError>;
+    fn send(&mut self, peer: Rank, tag: Tag, src: LocalSlice, mode: SendMode) -> Result<()>;
     /// A nonblocking send in `mode` (`MPI_Isend`, `MPI_Issend`,
     /// `MPI_Irsend`, `MPI_Ibsend`), finished by a wait, a test or a poll.
     fn isend(
@@ -39,38 +35,24 @@ pub trait LibraryCalls {
         src: LocalSlice,
         mode: SendMode,
         ctx: Ctx,
-    ) -> Result<(), TransportError>;
+    ) -> Result<()>;
     /// A blocking receive into `dst` (`MPI_Recv`); `None` selectors are
     /// the wildcards.
-    fn recv(&mut self, src: Source, tag: TagSel, dst: LocalSlice)
-        -> Result<Status, TransportError>;
-    /// Send `sbuf` to `dst` and receive into `rbuf` at once
-    /// (`MPI_Sendrecv`); the receive's envelope.
-    #[allow(clippy::too_many_arguments)]
-    fn sendrecv(
-        &mut self,
-        dst: Rank,
-        stag: Tag,
-        sbuf: LocalSlice,
-        src: Source,
-        rtag: TagSel,
-        rbuf: LocalSlice,
-    ) -> Result<Status, TransportError>;
+    fn recv(&mut self, src: Source, tag: TagSel, dst: LocalSlice) -> Result<Status>;
+    /// Make the send `out` (never synchronous) and the receive `into`
+    /// at once (`MPI_Sendrecv`); the receive's envelope.
+    fn sendrecv(&mut self, out: TagSend, into: TagRecv) -> Result<Status>;
     /// Block until operation `ctx` finishes (`MPI_Wait`): a receive's
     /// envelope, `None` for a send.
-    fn wait(&mut self, ctx: Ctx) -> Result<Option<Status>, TransportError>;
+    fn wait(&mut self, ctx: Ctx) -> Result<Option<Status>>;
     /// Block until every operation of `ctxs` finishes (`MPI_Waitall`);
     /// `out` gets one entry per context, in order, as [`Self::wait`]'s.
-    fn waitall(
-        &mut self,
-        ctxs: &[Ctx],
-        out: &mut Vec<Option<Status>>,
-    ) -> Result<(), TransportError>;
+    fn waitall(&mut self, ctxs: &[Ctx], out: &mut Vec<Option<Status>>) -> Result<()>;
     /// Whether operation `ctx` finished (`MPI_Test`): `None` while it
     /// runs, else what [`Self::wait`] would have returned.
-    fn test(&mut self, ctx: Ctx) -> Result<Option<Option<Status>>, TransportError>;
+    fn test(&mut self, ctx: Ctx) -> Result<Option<Option<Status>>>;
     /// Every rank enters before any leaves (`MPI_Barrier`).
-    fn barrier(&mut self) -> Result<(), TransportError>;
+    fn barrier(&mut self) -> Result<()>;
     /// The library's broadcast of `buf` from `root` (`MPI_Bcast`).
-    fn bcast(&mut self, root: Rank, buf: LocalSlice) -> Result<(), TransportError>;
+    fn bcast(&mut self, root: Rank, buf: LocalSlice) -> Result<()>;
 }

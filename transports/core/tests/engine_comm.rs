@@ -43,13 +43,13 @@ fn pingpong(p: Protocol, sizes: &'static [usize]) -> Vec<ovbench_core::OpCounts>
             c.barrier().unwrap();
             for _ in 0..3 {
                 if me == 0 {
-                    c.send(sb, 0, n, 1, 5).unwrap();
-                    let st = c.recv(rb, 0, n, Some(1), Some(5)).unwrap();
+                    c.send(sb.first(n), 1, 5).unwrap();
+                    let st = c.recv(rb.first(n), Some(1), Some(5)).unwrap();
                     assert_eq!((st.source, st.len), (1, n));
                 } else {
-                    let st = c.recv(rb, 0, n, Some(0), Some(5)).unwrap();
+                    let st = c.recv(rb.first(n), Some(0), Some(5)).unwrap();
                     assert_eq!((st.source, st.tag, st.len), (0, 5, n));
-                    c.send(sb, 0, n, 0, 5).unwrap();
+                    c.send(sb.first(n), 0, 5).unwrap();
                 }
                 let peer = 1 - me as usize;
                 let mut got = Vec::new();
@@ -120,7 +120,7 @@ fn barrier_holds_everyone_and_ignores_wildcard_receives() {
         let me = c.rank();
         let b = c.alloc(16).unwrap();
         // A wildcard user receive pending across the barriers.
-        let r = c.irecv(b, 0, 16, ANY_SOURCE, ANY_TAG).unwrap();
+        let r = c.irecv(b.first(16), ANY_SOURCE, ANY_TAG).unwrap();
         let mut last = Duration::ZERO;
         for round in 0..30u32 {
             if me == round % 5 {
@@ -137,7 +137,7 @@ fn barrier_holds_everyone_and_ignores_wildcard_receives() {
         if me == 0 {
             let s = c.alloc(3).unwrap();
             for dst in 1..5 {
-                c.send(s, 0, 3, dst, 77).unwrap();
+                c.send(s.first(3), dst, 77).unwrap();
             }
         } else {
             assert_eq!(c.wait(r).unwrap().tag, 77);
@@ -159,7 +159,7 @@ fn a_silent_peer_times_out_naming_it() {
         if c.rank() == 0 {
             let b = c.alloc(64).unwrap();
             let t = Instant::now();
-            let e = c.recv(b, 0, 64, Some(1), Some(3)).unwrap_err();
+            let e = c.recv(b.first(64), Some(1), Some(3)).unwrap_err();
             assert!(t.elapsed() >= Duration::from_millis(300));
             assert!(t.elapsed() < Duration::from_secs(5));
             Some(e)
@@ -185,17 +185,17 @@ fn ssend_waits_for_the_receive_and_rsend_needs_one() {
         let b = c.alloc(32).unwrap();
         if c.rank() == 0 {
             let t = Instant::now();
-            c.ssend(b, 0, 32, 1, 1).unwrap();
+            c.ssend(b.first(32), 1, 1).unwrap();
             let waited = t.elapsed();
-            c.rsend(b, 0, 8, 1, 2).unwrap();
+            c.rsend(b.first(8), 1, 2).unwrap();
             Ok(waited)
         } else {
             std::thread::sleep(Duration::from_millis(100));
-            c.recv(b, 0, 32, Some(0), Some(1)).unwrap();
+            c.recv(b.first(32), Some(0), Some(1)).unwrap();
             // No receive posted for the ready send: an error naming rank 0,
             // from whichever call is progressing when it arrives.
             std::thread::sleep(Duration::from_millis(50));
-            let e = c.recv(b, 0, 8, Some(0), Some(99)).unwrap_err();
+            let e = c.recv(b.first(8), Some(0), Some(99)).unwrap_err();
             Err(e.to_string())
         }
     });
@@ -216,11 +216,11 @@ fn instrumentation_sees_overlap_of_an_rdma_read() {
         c.enable_instrumentation(table).unwrap();
         for _ in 0..20 {
             if c.rank() == 0 {
-                let r = c.isend(b, 0, 64 * 1024, 1, 0).unwrap();
+                let r = c.isend(b.first(64 * 1024), 1, 0).unwrap();
                 c.delay(50_000.0);
                 c.wait(r).unwrap();
             } else {
-                c.recv(b, 0, 64 * 1024, Some(0), Some(0)).unwrap();
+                c.recv(b.first(64 * 1024), Some(0), Some(0)).unwrap();
             }
         }
         c.barrier().unwrap();

@@ -71,11 +71,11 @@ fn pingpong(p: Protocol, progress: Progress) {
             c.barrier().unwrap();
             for _ in 0..3 {
                 if me == 0 {
-                    c.send(sb, 0, n, 1, 1).unwrap();
-                    c.recv(rb, 0, n, Some(1), Some(1)).unwrap();
+                    c.send(sb.first(n), 1, 1).unwrap();
+                    c.recv(rb.first(n), Some(1), Some(1)).unwrap();
                 } else {
-                    c.recv(rb, 0, n, Some(0), Some(1)).unwrap();
-                    c.send(sb, 0, n, 0, 1).unwrap();
+                    c.recv(rb.first(n), Some(0), Some(1)).unwrap();
+                    c.send(sb.first(n), 0, 1).unwrap();
                 }
             }
             let mut got = Vec::new();
@@ -136,7 +136,7 @@ fn a_peer_that_left_is_named_not_a_hang() {
         c.barrier().unwrap();
         let b = c.alloc(64).unwrap();
         let t = Instant::now();
-        let e = c.recv(b, 0, 64, Some(1), Some(0)).unwrap_err();
+        let e = c.recv(b.first(64), Some(1), Some(0)).unwrap_err();
         Some((e.to_string(), t.elapsed()))
     });
     let (e, took) = out[0].clone().unwrap();

@@ -39,12 +39,12 @@ fn ping_pong(comms: Vec<ovbench_core::Comm>) {
         let r = c.alloc(10_000).unwrap();
         for n in [0, 1, 10_000] {
             if me == 0 {
-                c.send(b, 0, n, 1, 4).unwrap();
-                c.recv(r, 0, n, Some(1), Some(4)).unwrap();
+                c.send(b.first(n), 1, 4).unwrap();
+                c.recv(r.first(n), Some(1), Some(4)).unwrap();
             } else {
-                let st = c.recv(r, 0, n, ANY_SOURCE, ANY_TAG).unwrap();
+                let st = c.recv(r.first(n), ANY_SOURCE, ANY_TAG).unwrap();
                 assert_eq!((st.source, st.tag, st.len), (0, 4, n));
-                c.send(b, 0, n, 0, 4).unwrap();
+                c.send(b.first(n), 0, 4).unwrap();
             }
             let mut got = Vec::new();
             c.inspect(r, &mut |x| got = x[..n].to_vec()).unwrap();
@@ -70,13 +70,13 @@ fn native_ssend_waits_and_timeouts_name_the_peer() {
         let b = c.alloc(16).unwrap();
         if c.rank() == 0 {
             let t = Instant::now();
-            c.ssend(b, 0, 16, 1, 1).unwrap();
+            c.ssend(b.first(16), 1, 1).unwrap();
             let waited = t.elapsed();
-            let e = c.recv(b, 0, 16, Some(1), Some(9)).unwrap_err();
+            let e = c.recv(b.first(16), Some(1), Some(9)).unwrap_err();
             Some((waited, e))
         } else {
             std::thread::sleep(Duration::from_millis(100));
-            c.recv(b, 0, 16, Some(0), Some(1)).unwrap();
+            c.recv(b.first(16), Some(0), Some(1)).unwrap();
             None
         }
     });
@@ -101,11 +101,11 @@ fn native_transfers_are_call_bounded() {
             .unwrap();
         for _ in 0..10 {
             if c.rank() == 0 {
-                let r = c.isend(b, 0, 1000, 1, 0).unwrap();
+                let r = c.isend(b.first(1000), 1, 0).unwrap();
                 c.delay(20_000.0);
                 c.wait(r).unwrap();
             } else {
-                c.recv(b, 0, 1000, Some(0), Some(0)).unwrap();
+                c.recv(b.first(1000), Some(0), Some(0)).unwrap();
             }
         }
         c.barrier().unwrap();

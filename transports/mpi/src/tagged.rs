@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use mpi::ffi::MPI_Status;
 use ovbench_core::{
-    Completion, Ctx, LibraryCalls, LocalSlice, OpKind, Posted, Rank, SendMode, Source, Status, Tag,
-    TagRecv, TagSel, TagSend, Tagged, TransportError, Waited,
+    Completion, Ctx, LibraryCalls, LocalSlice, OpKind, Posted, Rank, Result, SendMode, Source,
+    Status, Tag, TagRecv, TagSel, TagSend, Tagged, TransportError, Waited,
 };
 
 use crate::ffi::requests::{testsome, waitall, Request};
@@ -43,7 +43,7 @@ impl TaggedOps {
     }
 
     /// Take operation `ctx` out of the table.
-    fn take(&mut self, ctx: Ctx) -> Result<(Request, Op), TransportError> {
+    fn take(&mut self, ctx: Ctx) -> Result<(Request, Op)> {
         let i = self.ops.iter().position(|o| o.ctx == ctx).ok_or_else(|| {
             TransportError::Invalid(format!("native operation {ctx} is not in flight"))
         })?;
@@ -74,7 +74,7 @@ fn result_of(op: &Op, env: Envelope) -> Option<Status> {
 /// not cold: under MPICH (bound 2^28 - 1) ovbench's method tags fold on
 /// every message.
 #[inline(never)]
-fn fold_tag(tag: Tag, ub: c_int) -> Result<c_int, TransportError> {
+fn fold_tag(tag: Tag, ub: c_int) -> Result<c_int> {
     if ub > 0 && (ub as u32).wrapping_add(1).is_power_of_two() {
         Ok((tag & ub as u32) as c_int)
     } else {
@@ -100,7 +100,7 @@ impl MpiTransport {
     /// each other and from small tags once folded). A wildcard receive
     /// then reports the folded tag.
     #[inline(always)]
-    fn mpi_tag(&self, tag: Tag) -> Result<c_int, TransportError> {
+    fn mpi_tag(&self, tag: Tag) -> Result<c_int> {
         let ub = self.job.tag_ub();
         match c_int::try_from(tag) {
             Ok(t) if t <= ub => Ok(t),
@@ -109,12 +109,12 @@ impl MpiTransport {
     }
 
     #[inline(always)]
-    fn tag_sel(&self, tag: TagSel) -> Result<Option<c_int>, TransportError> {
+    fn tag_sel(&self, tag: TagSel) -> Result<Option<c_int>> {
         tag.map(|t| self.mpi_tag(t)).transpose()
     }
 
     #[inline(always)]
-    fn src_sel(&self, src: Source) -> Result<Option<u32>, TransportError> {
+    fn src_sel(&self, src: Source) -> Result<Option<u32>> {
         if let Some(p) = src {
             self.peer(p, OpKind::TaggedRecv)?;
         }
@@ -122,10 +122,7 @@ impl MpiTransport {
     }
 
     /// Finished native operations as completions.
-    pub(crate) fn poll_tagged(
-        &mut self,
-        out: &mut Vec<Completion>,
-    ) -> Result<usize, TransportError> {
+    pub(crate) fn poll_tagged(&mut self, out: &mut Vec<Completion>) -> Result<usize> {
         let t = &mut self.tagged;
         if t.reqs.is_empty() {
             return Ok(0);
@@ -158,7 +155,7 @@ impl MpiTransport {
         tag: Tag,
         src: LocalSlice,
         mode: SendMode,
-    ) -> Result<Request, TransportError> {
+    ) -> Result<Request> {
         self.peer(peer, OpKind::TaggedSend)?;
         let t = self.mpi_tag(tag)?;
         if mode == SendMode::Buffered {
@@ -173,7 +170,7 @@ impl MpiTransport {
 }
 
 impl Tagged for MpiTransport {
-    fn tsend(&mut self, op: TagSend, ctx: Ctx) -> Result<Posted, TransportError> {
+    fn tsend(&mut self, op: TagSend, ctx: Ctx) -> Result<Posted> {
         let peer = op.peer;
         let mode = if op.sync {
             SendMode::Synchronous
@@ -200,7 +197,7 @@ impl Tagged for MpiTransport {
         Ok(Posted::Queued)
     }
 
-    fn trecv(&mut self, op: TagRecv, ctx: Ctx) -> Result<(), TransportError> {
+    fn trecv(&mut self, op: TagRecv, ctx: Ctx) -> Result<()> {
         let TagRecv { src, tag, dst } = op;
         let (s, t) = (self.src_sel(src)?, self.tag_sel(tag)?);
         let req = self
@@ -220,7 +217,7 @@ impl Tagged for MpiTransport {
     }
 
     /// `MPI_Recv`: the watchdog ends a receive that never matches.
-    fn trecv_wait(&mut self, op: TagRecv, _timeout: Duration) -> Result<Waited, TransportError> {
+    fn trecv_wait(&mut self, op: TagRecv, _timeout: Duration) -> Result<Waited> {
         let st = self.recv(op.src, op.tag, op.dst)?;
         Ok(Waited::Done {
             peer: st.source,
@@ -235,13 +232,7 @@ impl Tagged for MpiTransport {
 }
 
 impl LibraryCalls for MpiTransport {
-    fn send(
-        &mut self,
-        peer: Rank,
-        tag: Tag,
-        src: LocalSlice,
-        mode: SendMode,
-    ) -> Result<(), TransportError> {
+    fn send(&mut self, peer: Rank, tag: Tag, src: LocalSlice, mode: SendMode) -> Result<()> {
         self.peer(peer, OpKind::TaggedSend)?;
         let t = self.mpi_tag(tag)?;
         if mode == SendMode::Buffered {
@@ -262,7 +253,7 @@ impl LibraryCalls for MpiTransport {
         src: LocalSlice,
         mode: SendMode,
         ctx: Ctx,
-    ) -> Result<(), TransportError> {
+    ) -> Result<()> {
         let req = self.start_send(peer, tag, src, mode)?;
         self.tagged.push(
             req,
@@ -276,12 +267,7 @@ impl LibraryCalls for MpiTransport {
         Ok(())
     }
 
-    fn recv(
-        &mut self,
-        src: Source,
-        tag: TagSel,
-        dst: LocalSlice,
-    ) -> Result<Status, TransportError> {
+    fn recv(&mut self, src: Source, tag: TagSel, dst: LocalSlice) -> Result<Status> {
         let (s, t) = (self.src_sel(src)?, self.tag_sel(tag)?);
         let buf = self.mem.table.slice_mut(dst)?;
         self.data
@@ -290,25 +276,17 @@ impl LibraryCalls for MpiTransport {
             .map_err(peer_err(src.unwrap_or(0), OpKind::TaggedRecv))
     }
 
-    fn sendrecv(
-        &mut self,
-        dst: Rank,
-        stag: Tag,
-        sbuf: LocalSlice,
-        src: Source,
-        rtag: TagSel,
-        rbuf: LocalSlice,
-    ) -> Result<Status, TransportError> {
-        self.peer(dst, OpKind::TaggedSend)?;
-        let st = self.mpi_tag(stag)?;
-        let (s, t) = (self.src_sel(src)?, self.tag_sel(rtag)?);
+    fn sendrecv(&mut self, out: TagSend, into: TagRecv) -> Result<Status> {
+        self.peer(out.peer, OpKind::TaggedSend)?;
+        let st = self.mpi_tag(out.tag)?;
+        let (s, t) = (self.src_sel(into.src)?, self.tag_sel(into.tag)?);
         self.data
-            .sendrecv(&mut self.mem, dst, st, sbuf, s, t, rbuf)
+            .sendrecv(&mut self.mem, out.peer, st, out.src, s, t, into.dst)
             .map(status)
-            .map_err(peer_err(dst, OpKind::TaggedSend))
+            .map_err(peer_err(out.peer, OpKind::TaggedSend))
     }
 
-    fn wait(&mut self, ctx: Ctx) -> Result<Option<Status>, TransportError> {
+    fn wait(&mut self, ctx: Ctx) -> Result<Option<Status>> {
         let (mut req, op) = self.tagged.take(ctx)?;
         let kind = if op.send {
             OpKind::TaggedSend
@@ -321,11 +299,7 @@ impl LibraryCalls for MpiTransport {
         Ok(result_of(&op, env))
     }
 
-    fn waitall(
-        &mut self,
-        ctxs: &[Ctx],
-        out: &mut Vec<Option<Status>>,
-    ) -> Result<(), TransportError> {
+    fn waitall(&mut self, ctxs: &[Ctx], out: &mut Vec<Option<Status>>) -> Result<()> {
         let mut reqs = Vec::with_capacity(ctxs.len());
         let mut ops = Vec::with_capacity(ctxs.len());
         for &c in ctxs {
@@ -338,7 +312,7 @@ impl LibraryCalls for MpiTransport {
         Ok(())
     }
 
-    fn test(&mut self, ctx: Ctx) -> Result<Option<Option<Status>>, TransportError> {
+    fn test(&mut self, ctx: Ctx) -> Result<Option<Option<Status>>> {
         let i = self
             .tagged
             .ops
@@ -360,11 +334,11 @@ impl LibraryCalls for MpiTransport {
         }
     }
 
-    fn barrier(&mut self) -> Result<(), TransportError> {
+    fn barrier(&mut self) -> Result<()> {
         self.data.barrier().map_err(local_err(OpKind::Poll))
     }
 
-    fn bcast(&mut self, root: Rank, buf: LocalSlice) -> Result<(), TransportError> {
+    fn bcast(&mut self, root: Rank, buf: LocalSlice) -> Result<()> {
         self.peer(root, OpKind::TaggedRecv)?;
         let b = self.mem.table.slice_mut(buf)?;
         self.data

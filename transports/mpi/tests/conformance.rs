@@ -354,7 +354,10 @@ fn waits_and_modes(t: &mut MpiTransport) {
     }
     // Sendrecv both ways at once, and a large message (rendezvous).
     let st = lib(t)
-        .sendrecv(peer, 30, a, Some(peer), Some(30), b)
+        .sendrecv(
+            TagSend::new(peer, 30, a, false),
+            TagRecv::new(Some(peer), Some(30), b),
+        )
         .unwrap();
     assert_eq!((st.source, st.len), (peer, 4096));
     t.region(b, &mut |x| assert!(x.iter().all(|&v| v == peer as u8 + 1)))
@@ -443,13 +446,13 @@ fn communicator_calls(t: MpiTransport) {
     c.instrumentation().unwrap().reset(now);
     for _ in 0..PINGS {
         if me == 0 {
-            c.send(buf, 0, 8, 1, 50).unwrap();
-            let st = c.recv(buf, 0, 64, Some(1), Some(51)).unwrap();
+            c.send(buf.first(8), 1, 50).unwrap();
+            let st = c.recv(buf.first(64), Some(1), Some(51)).unwrap();
             assert_eq!((st.source, st.tag, st.len), (1, 51, 8));
         } else {
-            let st = c.recv(buf, 0, 64, Some(0), Some(50)).unwrap();
+            let st = c.recv(buf.first(64), Some(0), Some(50)).unwrap();
             assert_eq!((st.source, st.tag, st.len), (0, 50, 8));
-            c.send(buf, 0, 8, 0, 51).unwrap();
+            c.send(buf.first(8), 0, 51).unwrap();
         }
     }
     let r = c.overlap_report().expect("recording");
@@ -460,16 +463,16 @@ fn communicator_calls(t: MpiTransport) {
     assert!(r.call_ns > 0.0, "{r:?}");
     assert_eq!(c.op_counts().tagged_sends - sent, PINGS);
     // A call that fails is closed all the same.
-    let e = c.send(buf, 0, 8, 7, 1).unwrap_err().to_string();
+    let e = c.send(buf.first(8), 7, 1).unwrap_err().to_string();
     assert!(e.contains("rank 7") && e.contains("2 ranks"), "{e}");
     assert!(!c.instrumentation().unwrap().in_call(), "{e}");
     let r = c.overlap_report().unwrap();
     assert_eq!(r.events, 8 * PINGS + 4, "{r:?}");
     // Not recording: the same calls, errors named the same way.
     c.disable_instrumentation();
-    let e = c.send(buf, 0, 8, 7, 1).unwrap_err().to_string();
+    let e = c.send(buf.first(8), 7, 1).unwrap_err().to_string();
     assert!(e.contains("rank 7") && e.contains("2 ranks"), "{e}");
-    let e = c.send(buf, 60, 8, peer, 1).unwrap_err().to_string();
+    let e = c.send(buf.at(60, 8), peer, 1).unwrap_err().to_string();
     assert!(e.contains("outside its 64-byte buffer"), "{e}");
     // A buffer claiming more than its region: the transport's check.
     let wide = Buf {
@@ -477,15 +480,15 @@ fn communicator_calls(t: MpiTransport) {
         len: 1 << 20,
     };
     let e = c
-        .recv(wide, 4096, 8, Some(peer), None)
+        .recv(wide.at(4096, 8), Some(peer), None)
         .unwrap_err()
         .to_string();
     assert!(e.contains("outside region"), "{e}");
     if me == 0 {
-        c.send(buf, 0, 8, 1, 52).unwrap();
+        c.send(buf.first(8), 1, 52).unwrap();
     } else {
         let e = c
-            .recv(buf, 0, 4, Some(0), Some(52))
+            .recv(buf.first(4), Some(0), Some(52))
             .unwrap_err()
             .to_string();
         let lower = e.to_lowercase();

@@ -17,12 +17,12 @@ fn pingpong_rtt_through_the_engine() {
         for _ in 0..4 {
             if c.rank() == 0 {
                 let t0 = c.now();
-                c.send(buf, 0, 0, 1, 7).unwrap();
-                c.recv(buf, 0, 0, Some(1), Some(7)).unwrap();
+                c.send(buf.first(0), 1, 7).unwrap();
+                c.recv(buf.first(0), Some(1), Some(7)).unwrap();
                 rtts.push(c.now() - t0);
             } else {
-                c.recv(buf, 0, 0, Some(0), Some(7)).unwrap();
-                c.send(buf, 0, 0, 0, 7).unwrap();
+                c.recv(buf.first(0), Some(0), Some(7)).unwrap();
+                c.send(buf.first(0), 0, 7).unwrap();
             }
         }
         rtts
@@ -38,15 +38,15 @@ fn isend_work_wait(m: usize, work_ns: u64) -> (u64, ovbench_sim::SimReport) {
         let buf = c.alloc(m).unwrap();
         if c.rank() == 0 {
             let t0 = c.now();
-            let r = c.isend(buf, 0, m, 1, 1).unwrap();
+            let r = c.isend(buf.first(m), 1, 1).unwrap();
             c.work(work_ns);
             c.wait(r).unwrap();
             // Keep rank 0 alive until the data operation has completed.
-            c.recv(buf, 0, 0, Some(1), Some(2)).unwrap();
+            c.recv(buf.first(0), Some(1), Some(2)).unwrap();
             t0
         } else {
-            c.recv(buf, 0, m, Some(0), Some(1)).unwrap();
-            c.send(buf, 0, 0, 0, 2).unwrap();
+            c.recv(buf.first(m), Some(0), Some(1)).unwrap();
+            c.send(buf.first(0), 0, 2).unwrap();
             0
         }
     })
@@ -98,7 +98,7 @@ fn binomial_bcast(c: &mut dyn Communicator, buf: ovbench_core::Buf, tag: u32) ->
     let mut got = c.now();
     while mask < p {
         if rank & mask != 0 {
-            c.recv(buf, 0, 0, Some(rank - mask), Some(tag)).unwrap();
+            c.recv(buf.first(0), Some(rank - mask), Some(tag)).unwrap();
             got = c.now();
             break;
         }
@@ -107,7 +107,7 @@ fn binomial_bcast(c: &mut dyn Communicator, buf: ovbench_core::Buf, tag: u32) ->
     mask >>= 1;
     while mask > 0 {
         if rank + mask < p {
-            c.send(buf, 0, 0, rank + mask, tag).unwrap();
+            c.send(buf.first(0), rank + mask, tag).unwrap();
         }
         mask >>= 1;
     }
@@ -121,10 +121,10 @@ fn linear_bcast_sends_are_spaced_by_the_gap() {
         let buf = c.alloc(8).unwrap();
         if c.rank() == 0 {
             for d in 1..c.size() {
-                c.send(buf, 0, 0, d, 3).unwrap();
+                c.send(buf.first(0), d, 3).unwrap();
             }
         } else {
-            c.recv(buf, 0, 0, Some(0), Some(3)).unwrap();
+            c.recv(buf.first(0), Some(0), Some(3)).unwrap();
         }
         c.now()
     })
@@ -222,13 +222,13 @@ fn rdma_read_under_computation(params: &str) -> (u64, u64) {
     let (res, _) = run(2, &p, &cfg, |c| {
         let buf = c.alloc(m).unwrap();
         if c.rank() == 0 {
-            let r = c.isend(buf, 0, m, 1, 4).unwrap();
+            let r = c.isend(buf.first(m), 1, 4).unwrap();
             c.work(1_000_000);
             let end = c.now();
             c.wait(r).unwrap();
             end
         } else {
-            c.recv(buf, 0, m, Some(0), Some(4)).unwrap();
+            c.recv(buf.first(m), Some(0), Some(4)).unwrap();
             c.now()
         }
     })
@@ -289,7 +289,7 @@ fn engine_deadlock_is_reported_not_hung() {
             return true;
         }
         // Ranks 0 and 1 both receive first.
-        c.recv(buf, 0, 8, Some(1 - c.rank()), Some(0)).is_err()
+        c.recv(buf.first(8), Some(1 - c.rank()), Some(0)).is_err()
     });
     match r {
         Err(ovbench_sim::SimError::Deadlock { ranks, .. }) => assert_eq!(ranks, vec![0, 1]),
@@ -305,9 +305,9 @@ fn truth_recording_can_be_turned_off_without_changing_the_run() {
             let buf = c.alloc(64).unwrap();
             c.work(100);
             if c.rank() == 0 {
-                c.send(buf, 0, 64, 1, 0).unwrap();
+                c.send(buf.first(64), 1, 0).unwrap();
             } else {
-                c.recv(buf, 0, 64, Some(0), Some(0)).unwrap();
+                c.recv(buf.first(64), Some(0), Some(0)).unwrap();
             }
             c.now()
         })

@@ -15,14 +15,14 @@ use super::{Comm, EngineShape, On, Path, RawOp};
 use crate::comm::one_call;
 use crate::instrument::{Instrumentation, XferTable};
 use crate::{
-    Buf, Clock, CommInfo, CommPath, Communicator, LocalSlice, OpCounts, Rank, Req, SendMode,
-    Source, Status, Tag, TagSel, TransportError,
+    Buf, Clock, CommInfo, CommPath, Communicator, LocalSlice, OpCounts, Rank, Req, Result,
+    SendMode, Source, Span, Status, Tag, TagSel, TransportError,
 };
 
 impl Comm {
     /// A blocking send while nothing is recorded.
     #[inline]
-    fn send_now(&mut self, a: SendArgs) -> Result<(), TransportError> {
+    fn send_now(&mut self, a: SendArgs) -> Result<()> {
         match self.on() {
             (s, On::Engine(e)) => e.send_now(s, a),
             (s, On::Native(n)) => n.send_now(s, a),
@@ -32,7 +32,7 @@ impl Comm {
     /// A blocking receive while nothing is recorded; `None` where the
     /// path cannot take it so, for the general path.
     #[inline]
-    fn recv_now(&mut self, a: RecvArgs) -> Option<Result<Status, TransportError>> {
+    fn recv_now(&mut self, a: RecvArgs) -> Option<Result<Status>> {
         match self.on() {
             (s, On::Engine(e)) => Some(e.recv_now(s, a)),
             (s, On::Native(n)) => n.recv_now(s, a),
@@ -57,8 +57,8 @@ impl Comm {
     #[inline(always)]
     fn library<T>(
         &mut self,
-        f: impl FnOnce(&mut NativeState, &mut Shared, u64) -> Result<T, TransportError>,
-    ) -> Result<T, TransportError> {
+        f: impl FnOnce(&mut NativeState, &mut Shared, u64) -> Result<T>,
+    ) -> Result<T> {
         let Path::Native(n) = &mut self.path else {
             return Err(not_on_library());
         };
@@ -89,14 +89,14 @@ impl Communicator for Comm {
     fn delay(&mut self, ns: f64) {
         self.s.work.delay(ns)
     }
-    fn alloc(&mut self, len: usize) -> Result<Buf, TransportError> {
+    fn alloc(&mut self, len: usize) -> Result<Buf> {
         let region = self.s.t.alloc(len)?;
         Ok(Buf { region, len })
     }
-    fn fill(&mut self, buf: Buf, f: &mut dyn FnMut(&mut [u8])) -> Result<(), TransportError> {
+    fn fill(&mut self, buf: Buf, f: &mut dyn FnMut(&mut [u8])) -> Result<()> {
         self.s.t.region(LocalSlice::new(buf.region, 0, buf.len), f)
     }
-    fn inspect(&mut self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<(), TransportError> {
+    fn inspect(&mut self, buf: Buf, f: &mut dyn FnMut(&[u8])) -> Result<()> {
         self.s
             .t
             .region(LocalSlice::new(buf.region, 0, buf.len), &mut |b| f(b))
@@ -117,59 +117,44 @@ impl Communicator for Comm {
         }
     }
 
-    fn isend_mode(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-        mode: SendMode,
-    ) -> Result<Req, TransportError> {
-        let a = SendArgs::new(buf, off, len, dst, tag);
+    fn isend_mode(&mut self, data: Span, dst: Rank, tag: Tag, mode: SendMode) -> Result<Req> {
+        let a = SendArgs::new(data, dst, tag);
         self.call(|c, at| match c.on() {
             (s, On::Engine(e)) => e.isend(s, a, mode),
             (s, On::Native(n)) => n.isend(s, at, a, mode),
         })
     }
 
-    fn irecv(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        src: Source,
-        tag: TagSel,
-    ) -> Result<Req, TransportError> {
-        let a = RecvArgs::new(buf, off, len, src, tag);
+    fn irecv(&mut self, room: Span, src: Source, tag: TagSel) -> Result<Req> {
+        let a = RecvArgs::new(room, src, tag);
         self.call(|c, at| match c.on() {
             (s, On::Engine(e)) => e.irecv(s, a),
             (s, On::Native(n)) => n.irecv(s, at, a),
         })
     }
 
-    fn test(&mut self, req: Req) -> Result<Option<Status>, TransportError> {
+    fn test(&mut self, req: Req) -> Result<Option<Status>> {
         self.call(|c, _| match c.on() {
             (s, On::Engine(e)) => e.test(s, req),
             (s, On::Native(n)) => n.test(s, req),
         })
     }
 
-    fn wait(&mut self, req: Req) -> Result<Status, TransportError> {
+    fn wait(&mut self, req: Req) -> Result<Status> {
         self.call(|c, _| match c.on() {
             (s, On::Engine(e)) => e.wait_req(s, ovbench_proto::ReqId(req.0)),
             (s, On::Native(n)) => n.wait_id(s, req.0),
         })
     }
 
-    fn progress(&mut self) -> Result<(), TransportError> {
+    fn progress(&mut self) -> Result<()> {
         self.call(|c, _| match c.on() {
             (s, On::Engine(e)) => e.poll_once(s).map(|_| ()),
             (s, On::Native(n)) => n.poll_once(s).map(|_| ()),
         })
     }
 
-    fn barrier(&mut self) -> Result<(), TransportError> {
+    fn barrier(&mut self) -> Result<()> {
         self.call(|c, _| match c.on() {
             (s, On::Engine(e)) => e.barrier(s),
             (s, On::Native(n)) => n.barrier(s),
@@ -198,100 +183,72 @@ impl Communicator for Comm {
 
     /// While nothing is recorded and no library call of its own takes
     /// it, posted and waited for in one frame; else as [`Self::send_mode`].
-    fn send(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-    ) -> Result<(), TransportError> {
+    fn send(&mut self, data: Span, dst: Rank, tag: Tag) -> Result<()> {
         if self.on_library() {
             return self.library(|n, s, at| {
-                let b = slice(buf, off, len, "send")?;
+                let b = slice(data, "send")?;
                 n.lib_send(s, at, b, dst, tag, SendMode::Standard)
             });
         }
         if self.s.instr.is_none() {
-            return self.send_now(SendArgs::new(buf, off, len, dst, tag));
+            return self.send_now(SendArgs::new(data, dst, tag));
         }
-        self.send_mode(buf, off, len, dst, tag, SendMode::Standard)
+        self.send_mode(data, dst, tag, SendMode::Standard)
     }
 
     /// The library's own call where there is one, else the nonblocking
     /// send waited for.
-    fn send_mode(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        dst: Rank,
-        tag: Tag,
-        mode: SendMode,
-    ) -> Result<(), TransportError> {
+    fn send_mode(&mut self, data: Span, dst: Rank, tag: Tag, mode: SendMode) -> Result<()> {
         if self.on_library() {
-            return self.library(|n, s, at| {
-                n.lib_send(s, at, slice(buf, off, len, "send")?, dst, tag, mode)
-            });
+            return self
+                .library(|n, s, at| n.lib_send(s, at, slice(data, "send")?, dst, tag, mode));
         }
         one_call(self, |c| {
-            let r = c.isend_mode(buf, off, len, dst, tag, mode)?;
+            let r = c.isend_mode(data, dst, tag, mode)?;
             c.wait(r).map(|_| ())
         })
     }
 
-    fn recv(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        src: Source,
-        tag: TagSel,
-    ) -> Result<Status, TransportError> {
+    fn recv(&mut self, room: Span, src: Source, tag: TagSel) -> Result<Status> {
         if self.on_library() {
-            return self
-                .library(|n, s, at| n.lib_recv(s, at, slice(buf, off, len, "receive")?, src, tag));
+            return self.library(|n, s, at| n.lib_recv(s, at, slice(room, "receive")?, src, tag));
         }
         if self.s.instr.is_none() {
-            if let Some(r) = self.recv_now(RecvArgs::new(buf, off, len, src, tag)) {
+            if let Some(r) = self.recv_now(RecvArgs::new(room, src, tag)) {
                 return r;
             }
         }
         one_call(self, |c| {
-            let r = c.irecv(buf, off, len, src, tag)?;
+            let r = c.irecv(room, src, tag)?;
             c.wait(r)
         })
     }
 
     fn sendrecv(
         &mut self,
-        sbuf: Buf,
-        soff: usize,
-        slen: usize,
+        data: Span,
         dst: Rank,
         stag: Tag,
-        rbuf: Buf,
-        roff: usize,
-        rlen: usize,
+        room: Span,
         src: Source,
         rtag: TagSel,
-    ) -> Result<Status, TransportError> {
+    ) -> Result<Status> {
         if self.on_library() {
             return self.library(|n, s, at| {
-                let sb = slice(sbuf, soff, slen, "send")?;
-                let rb = slice(rbuf, roff, rlen, "receive")?;
+                let sb = slice(data, "send")?;
+                let rb = slice(room, "receive")?;
                 n.lib_sendrecv(s, at, sb, dst, stag, rb, src, rtag)
             });
         }
         one_call(self, |c| {
-            let r = c.irecv(rbuf, roff, rlen, src, rtag)?;
-            let s = c.isend(sbuf, soff, slen, dst, stag)?;
+            let r = c.irecv(room, src, rtag)?;
+            let s = c.isend(data, dst, stag)?;
             c.wait(s)?;
             c.wait(r)
         })
     }
 
-    fn waitall(&mut self, reqs: &[Req]) -> Result<Vec<Status>, TransportError> {
+    fn waitall(&mut self, reqs: &[Req]) -> Result<Vec<Status>> {
         if self.on_library() {
             return self.library(|n, s, _| {
                 let ids: Vec<u64> = reqs.iter().map(|r| r.0).collect();
@@ -301,16 +258,9 @@ impl Communicator for Comm {
         one_call(self, |c| reqs.iter().map(|&r| c.wait(r)).collect())
     }
 
-    fn bcast_library(
-        &mut self,
-        buf: Buf,
-        off: usize,
-        len: usize,
-        root: Rank,
-    ) -> Result<(), TransportError> {
+    fn bcast_library(&mut self, data: Span, root: Rank) -> Result<()> {
         if self.on_library() {
-            return self
-                .library(|n, s, at| n.lib_bcast(s, at, slice(buf, off, len, "broadcast")?, root));
+            return self.library(|n, s, at| n.lib_bcast(s, at, slice(data, "broadcast")?, root));
         }
         Err(TransportError::Unsupported(format!(
             "--algorithm library is the MPI library's own broadcast (MPI_Bcast): this run's {} path over --transport {} has none; run it with --transport mpi --proto native",
@@ -319,7 +269,7 @@ impl Communicator for Comm {
         )))
     }
 
-    fn enable_instrumentation(&mut self, table: XferTable) -> Result<(), TransportError> {
+    fn enable_instrumentation(&mut self, table: XferTable) -> Result<()> {
         self.s.enable(table);
         self.e.eng.set_instrument(true);
         Ok(())
@@ -332,7 +282,7 @@ impl Communicator for Comm {
 
     /// A native path's transfer ends in the call that completes it
     /// (call-bounded events): none is left open to wait for.
-    fn drain_transfers(&mut self) -> Result<(), TransportError> {
+    fn drain_transfers(&mut self) -> Result<()> {
         match self.path {
             Path::Native(_) => Ok(()),
             Path::Engine => self.call(|c, _| c.e.drain_data_ops(&mut c.s)),
@@ -346,7 +296,7 @@ impl Communicator for Comm {
 
     /// On the native path the bare operations run on the engine over the
     /// same transport; both ranks switch at the same point of the method.
-    fn set_bare_op(&mut self, op: Option<RawOp>) -> Result<(), TransportError> {
+    fn set_bare_op(&mut self, op: Option<RawOp>) -> Result<()> {
         if let Path::Native(n) = &self.path {
             if n.in_flight() > 0 {
                 return Err(TransportError::Invalid(format!(

@@ -2,7 +2,7 @@
 //! [`crate::Communicator`] method through [`super::Comm`] to the path
 //! that runs it, instead of five loose parameters at every hop.
 
-use crate::{Buf, Rank, Source, Tag, TagSel};
+use crate::{Buf, Rank, Source, Span, Tag, TagSel};
 
 /// `len` bytes at `off` of `buf`, to or from `peer` with `tag`.
 #[derive(Clone, Copy, Debug)]
@@ -21,11 +21,11 @@ pub(crate) type RecvArgs = Args<Source, TagSel>;
 
 impl<P, T> Args<P, T> {
     #[inline(always)]
-    pub(crate) fn new(buf: Buf, off: usize, len: usize, peer: P, tag: T) -> Self {
+    pub(crate) fn new(span: Span, peer: P, tag: T) -> Self {
         Args {
-            buf,
-            off,
-            len,
+            buf: span.buf,
+            off: span.off,
+            len: span.len,
             peer,
             tag,
         }

@@ -10,7 +10,7 @@ use ovbench_proto::{Mode, Slice, Space};
 use super::engine::EngineState;
 use super::native::{NativeState, NATIVE_BARRIER_TAG};
 use super::shared::Shared;
-use crate::{LocalSlice, Rank, TagRecv, TagSend, TransportError};
+use crate::{LocalSlice, Rank, Result, TagRecv, TagSend, TransportError};
 
 /// Rounds of a dissemination barrier over `size` ranks.
 pub(crate) fn rounds(size: u32) -> u32 {
@@ -31,7 +31,7 @@ fn schedule(rank: Rank, size: u32) -> impl Iterator<Item = (u32, Rank, Rank)> {
 }
 
 impl EngineState {
-    pub(crate) fn barrier(&mut self, s: &mut Shared) -> Result<(), TransportError> {
+    pub(crate) fn barrier(&mut self, s: &mut Shared) -> Result<()> {
         if s.size <= 1 {
             return Ok(());
         }
@@ -59,7 +59,7 @@ impl EngineState {
 impl NativeState {
     /// The barrier; its traffic is not user data, so it records no XFER
     /// events.
-    pub(crate) fn barrier(&mut self, s: &mut Shared) -> Result<(), TransportError> {
+    pub(crate) fn barrier(&mut self, s: &mut Shared) -> Result<()> {
         if self.lib {
             return super::native::tagged(s)?
                 .library()
@@ -71,7 +71,7 @@ impl NativeState {
         r
     }
 
-    fn barrier_rounds(&mut self, s: &mut Shared) -> Result<(), TransportError> {
+    fn barrier_rounds(&mut self, s: &mut Shared) -> Result<()> {
         if s.size <= 1 {
             return Ok(());
         }

@@ -9,7 +9,7 @@ use super::engine::EngineState;
 use super::shared::Shared;
 use crate::{
     Arrivals, Completion, CompletionTime, Idle, LocalSlice, MrHandle, Msg, OpKind, Placement,
-    Posted, Rank, RegionId, Registered, RemoteKey, Rma, RmaOp, Status, TransportError,
+    Posted, Rank, RegionId, Registered, RemoteKey, Result, Rma, RmaOp, Status, TransportError,
 };
 
 use super::shared::{CHECK_EVERY, SPIN_BEFORE_BLOCK};
@@ -34,7 +34,7 @@ struct EngineTaker<'a> {
 }
 
 impl Arrivals for EngineTaker<'_> {
-    fn arrived(&mut self, peer: Rank, data: &[u8]) -> Result<Option<Placement>, TransportError> {
+    fn arrived(&mut self, peer: Rank, data: &[u8]) -> Result<Option<Placement>> {
         let p = self.eng.on_message(0, peer, data).map_err(proto_err)?;
         Ok(p.map(|p| Placement {
             dst: ls(p.dst),
@@ -58,7 +58,7 @@ pub(crate) fn proto_err(e: ProtoError) -> TransportError {
 
 /// `post_rma` of the engine's one-sided operation `a`.
 #[inline]
-fn post_one_sided(s: &mut Shared, op: Rma, a: OneSided) -> Result<(), TransportError> {
+fn post_one_sided(s: &mut Shared, op: Rma, a: OneSided) -> Result<()> {
     let remote = rkey(a.key);
     let rma = RmaOp {
         op,
@@ -72,7 +72,7 @@ fn post_one_sided(s: &mut Shared, op: Rma, a: OneSided) -> Result<(), TransportE
 
 impl EngineState {
     /// Perform every operation the engine asks for, in order.
-    pub(crate) fn exec_ops(&mut self, s: &mut Shared) -> Result<(), TransportError> {
+    pub(crate) fn exec_ops(&mut self, s: &mut Shared) -> Result<()> {
         while let Some(op) = self.eng.poll_op() {
             match op {
                 Op::Send {
@@ -127,7 +127,7 @@ impl EngineState {
         s: &mut Shared,
         ctx: u64,
         at: Option<CompletionTime>,
-    ) -> Result<(), TransportError> {
+    ) -> Result<()> {
         let now = match at {
             None => s.stamp(),
             Some(t) => s.stamp_at(t),
@@ -149,7 +149,7 @@ impl EngineState {
 
     /// Poll the transport once and feed everything back; true if anything
     /// arrived or completed.
-    pub(crate) fn poll_once(&mut self, s: &mut Shared) -> Result<bool, TransportError> {
+    pub(crate) fn poll_once(&mut self, s: &mut Shared) -> Result<bool> {
         // Raw write: the watched last byte first, as perftest spins on it;
         // a receive it finishes needs no transport poll this time round.
         if self.eng.has_watches() {
@@ -195,7 +195,7 @@ impl EngineState {
     }
 
     /// Feed the engine every completion the last poll queued.
-    fn feed_all(&mut self, s: &mut Shared) -> Result<(), TransportError> {
+    fn feed_all(&mut self, s: &mut Shared) -> Result<()> {
         let mut comps = std::mem::take(&mut s.comps);
         let now = s.stamp();
         let mut res = Ok(());
@@ -219,7 +219,7 @@ impl EngineState {
         res
     }
 
-    fn feed(&mut self, s: &mut Shared, now: u64, c: Completion) -> Result<(), TransportError> {
+    fn feed(&mut self, s: &mut Shared, now: u64, c: Completion) -> Result<()> {
         match c {
             Completion::Send { ctx } | Completion::Write { ctx } | Completion::Read { ctx } => {
                 self.eng.on_completion(now, ctx).map_err(proto_err)?
@@ -252,7 +252,7 @@ impl EngineState {
 
     /// Look at the last byte of raw-write receives; the clock is read only
     /// when one shows its marker. True if one finished.
-    fn watch_raw(&mut self, s: &mut Shared) -> Result<bool, TransportError> {
+    fn watch_raw(&mut self, s: &mut Shared) -> Result<bool> {
         let mut any = false;
         let mut k = 0;
         while k < self.eng.watch_count() {
@@ -278,11 +278,7 @@ impl EngineState {
     }
 
     /// Drive progress until `req` finishes or the deadline passes.
-    pub(crate) fn wait_req(
-        &mut self,
-        s: &mut Shared,
-        req: ReqId,
-    ) -> Result<Status, TransportError> {
+    pub(crate) fn wait_req(&mut self, s: &mut Shared, req: ReqId) -> Result<Status> {
         // A stop is looked for once per wait as well as every CHECK_EVERY
         // polls: waits that end within a few polls (a ping-pong's) would
         // never see one.
@@ -345,7 +341,7 @@ impl EngineState {
 
     /// Poll until no data operation is open (see
     /// [`Engine::data_ops_open`]), with the wait's deadline.
-    pub(crate) fn drain_data_ops(&mut self, s: &mut Shared) -> Result<(), TransportError> {
+    pub(crate) fn drain_data_ops(&mut self, s: &mut Shared) -> Result<()> {
         crate::stop::check()?;
         let start = Instant::now();
         let mut spins = 0u32;

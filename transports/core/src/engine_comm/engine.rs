@@ -8,7 +8,9 @@ use super::args::{RecvArgs, SendArgs};
 use super::drive::{self, proto_err};
 use super::shared::Shared;
 use super::{prefers_read, EngineShape, Protocol, RawOp, DEFAULT_FRAG_SIZE};
-use crate::{Buf, Msg, OpCounts, Rank, Req, SendMode, Source, Status, Tag, TagSel, TransportError};
+use crate::{
+    Buf, Msg, OpCounts, Rank, Req, Result, SendMode, Source, Status, Tag, TagSel, TransportError,
+};
 
 /// The protocol engine and what driving it keeps between calls.
 pub(crate) struct EngineState {
@@ -30,7 +32,7 @@ fn mode_of(m: SendMode) -> Mode {
 /// Check `[off, off+len)` lies in `buf` (inlined into every message's
 /// path, its error built out of line).
 #[inline(always)]
-pub(crate) fn range(buf: Buf, off: usize, len: usize, what: &str) -> Result<Slice, TransportError> {
+pub(crate) fn range(buf: Buf, off: usize, len: usize, what: &str) -> Result<Slice> {
     match off.checked_add(len) {
         Some(end) if end <= buf.len => Ok(Slice::new(buf.region.0, off, len)),
         _ => Err(outside(buf, off, len, what)),
@@ -57,7 +59,7 @@ fn status(s: ovbench_proto::Status) -> Status {
 
 impl EngineState {
     /// An engine configured from `s`'s settings and transport.
-    pub(crate) fn new(s: &Shared) -> Result<EngineState, TransportError> {
+    pub(crate) fn new(s: &Shared) -> Result<EngineState> {
         let (cfg, caps) = (&s.cfg, &s.caps);
         let mut pc = ovbench_proto::Config::new(s.rank, s.size, caps.eager_buf_size);
         pc.protocol = cfg.protocol;
@@ -75,7 +77,7 @@ impl EngineState {
     /// A blocking send while nothing is recorded: posted and waited for
     /// here.
     #[inline]
-    pub(crate) fn send_now(&mut self, s: &mut Shared, a: SendArgs) -> Result<(), TransportError> {
+    pub(crate) fn send_now(&mut self, s: &mut Shared, a: SendArgs) -> Result<()> {
         let r = self.post_user_send(s, a, Mode::Standard)?;
         self.wait_req(s, r).map(|_| ())
     }
@@ -83,36 +85,23 @@ impl EngineState {
     /// A blocking receive while nothing is recorded: posted and waited
     /// for here.
     #[inline]
-    pub(crate) fn recv_now(
-        &mut self,
-        s: &mut Shared,
-        a: RecvArgs,
-    ) -> Result<Status, TransportError> {
+    pub(crate) fn recv_now(&mut self, s: &mut Shared, a: RecvArgs) -> Result<Status> {
         let r = self.post_user_recv(s, a)?;
         self.wait_req(s, r)
     }
 
     #[inline]
-    pub(crate) fn isend(
-        &mut self,
-        s: &mut Shared,
-        a: SendArgs,
-        m: SendMode,
-    ) -> Result<Req, TransportError> {
+    pub(crate) fn isend(&mut self, s: &mut Shared, a: SendArgs, m: SendMode) -> Result<Req> {
         self.post_user_send(s, a, mode_of(m)).map(|r| Req(r.0))
     }
 
     #[inline]
-    pub(crate) fn irecv(&mut self, s: &mut Shared, a: RecvArgs) -> Result<Req, TransportError> {
+    pub(crate) fn irecv(&mut self, s: &mut Shared, a: RecvArgs) -> Result<Req> {
         self.post_user_recv(s, a).map(|r| Req(r.0))
     }
 
     #[inline]
-    pub(crate) fn test(
-        &mut self,
-        s: &mut Shared,
-        req: Req,
-    ) -> Result<Option<Status>, TransportError> {
+    pub(crate) fn test(&mut self, s: &mut Shared, req: Req) -> Result<Option<Status>> {
         if !self.eng.is_done(ReqId(req.0)) {
             self.poll_once(s)?;
         }
@@ -124,12 +113,7 @@ impl EngineState {
 
     /// Post a send of the user's `buf[off..off + len]`.
     #[inline]
-    fn post_user_send(
-        &mut self,
-        s: &mut Shared,
-        a: SendArgs,
-        m: Mode,
-    ) -> Result<ReqId, TransportError> {
+    fn post_user_send(&mut self, s: &mut Shared, a: SendArgs, m: Mode) -> Result<ReqId> {
         let sl = range(a.buf, a.off, a.len, "send")?;
         let whole = Slice::new(a.buf.region.0, 0, a.buf.len);
         self.post_send(s, sl, whole, a.peer, a.tag, m, Space::User)
@@ -137,7 +121,7 @@ impl EngineState {
 
     /// Post a receive into the user's `buf[off..off + len]`.
     #[inline]
-    fn post_user_recv(&mut self, s: &mut Shared, a: RecvArgs) -> Result<ReqId, TransportError> {
+    fn post_user_recv(&mut self, s: &mut Shared, a: RecvArgs) -> Result<ReqId> {
         let sl = range(a.buf, a.off, a.len, "receive")?;
         let whole = Slice::new(a.buf.region.0, 0, a.buf.len);
         self.post_recv(s, sl, whole, a.peer, a.tag, Space::User)
@@ -153,7 +137,7 @@ impl EngineState {
         tag: Tag,
         mode: Mode,
         space: Space,
-    ) -> Result<ReqId, TransportError> {
+    ) -> Result<ReqId> {
         let now = s.stamp();
         // A one-packet eager send is posted here and now, past the
         // engine's operation queue.
@@ -191,7 +175,7 @@ impl EngineState {
         src: Source,
         tag: TagSel,
         space: Space,
-    ) -> Result<ReqId, TransportError> {
+    ) -> Result<ReqId> {
         let now = s.stamp();
         let r = self
             .eng
@@ -228,11 +212,7 @@ impl EngineState {
 
     /// Run later messages as the bare `op`, or with `None` as `s`'s
     /// protocol again.
-    pub(crate) fn set_bare_op(
-        &mut self,
-        s: &Shared,
-        op: Option<RawOp>,
-    ) -> Result<(), TransportError> {
+    pub(crate) fn set_bare_op(&mut self, s: &Shared, op: Option<RawOp>) -> Result<()> {
         let p = op.map_or(s.cfg.protocol, Protocol::Raw);
         self.eng.set_protocol(p).map_err(proto_err)
     }

@@ -7,7 +7,8 @@
 use super::native::{local, send_req, NativeState};
 use super::shared::Shared;
 use crate::{
-    Buf, LibraryCalls, LocalSlice, Rank, SendMode, Source, Status, Tag, TagSel, TransportError,
+    LibraryCalls, LocalSlice, Rank, Result, SendMode, Source, Span, Status, Tag, TagRecv, TagSel,
+    TagSend, TransportError,
 };
 
 /// The library's calls of `s`'s transport (present: checked when the
@@ -15,10 +16,18 @@ use crate::{
 /// (`tagged`, `library`) are then the only steps between a communicator
 /// call and the library's, the error built out of line.
 #[inline(always)]
-fn lib(s: &mut Shared) -> Result<&mut dyn LibraryCalls, TransportError> {
+fn lib(s: &mut Shared) -> Result<&mut dyn LibraryCalls> {
     match s.t.tagged().and_then(|t| t.library()) {
         Some(l) => Ok(l),
         None => Err(calls_gone()),
+    }
+}
+
+/// A recorded blocking call's XFER_END, now.
+#[inline(never)]
+fn xfer_end(s: &mut Shared, id: u64, len: usize) {
+    if let Some(i) = s.instr.as_mut() {
+        i.xfer_end(id, len as u64, s.clock.ticks());
     }
 }
 
@@ -37,7 +46,8 @@ impl NativeState {
     }
 
     /// Run the blocking library call `f` moving `len` bytes, its
-    /// communicator call entered at `at`: one call-bounded transfer.
+    /// communicator call entered at `at`: one call-bounded transfer,
+    /// XFER_BEGIN at the call's entry and XFER_END as the library returns.
     /// While nothing is recorded the transfer has no id and no events:
     /// the call is the library's and nothing else (a ping-pong's
     /// messages take this step twice a round trip, inlined).
@@ -47,33 +57,25 @@ impl NativeState {
         s: &mut Shared,
         at: u64,
         len: usize,
-        f: impl FnOnce(&mut dyn LibraryCalls) -> Result<T, TransportError>,
-    ) -> Result<T, TransportError> {
+        f: impl FnOnce(&mut dyn LibraryCalls) -> Result<T>,
+    ) -> Result<T> {
         if s.instr.is_none() {
             return f(lib(s)?);
         }
-        self.blocking_recorded(s, at, len, f)
+        let id = self.xfer_begin(s, at, len);
+        let r = f(lib(s)?);
+        xfer_end(s, id, len);
+        r
     }
 
-    /// [`Self::blocking`] while recording: XFER_BEGIN at the call's
-    /// entry `at`, XFER_END as the library returns.
+    /// A recorded blocking call's XFER_BEGIN at `at`; its transfer's id.
     #[inline(never)]
-    fn blocking_recorded<T>(
-        &mut self,
-        s: &mut Shared,
-        at: u64,
-        len: usize,
-        f: impl FnOnce(&mut dyn LibraryCalls) -> Result<T, TransportError>,
-    ) -> Result<T, TransportError> {
+    fn xfer_begin(&mut self, s: &mut Shared, at: u64, len: usize) -> u64 {
         let id = self.fresh();
         if let Some(i) = s.instr.as_mut() {
             i.xfer_begin(id, len as u64, at, true);
         }
-        let r = f(lib(s)?);
-        if let Some(i) = s.instr.as_mut() {
-            i.xfer_end(id, len as u64, s.clock.ticks());
-        }
-        r
+        id
     }
 
     pub(super) fn lib_isend(
@@ -84,7 +86,7 @@ impl NativeState {
         tag: Tag,
         mode: SendMode,
         at: u64,
-    ) -> Result<u64, TransportError> {
+    ) -> Result<u64> {
         let id = self.fresh();
         lib(s)?.isend(dst, tag, ls, mode, id)?;
         self.sends += 1;
@@ -102,7 +104,7 @@ impl NativeState {
         self.take(s, id).unwrap_or_default()
     }
 
-    fn pending(&self, id: u64) -> Result<(), TransportError> {
+    fn pending(&self, id: u64) -> Result<()> {
         if self.reqs.get(&id).is_some() {
             Ok(())
         } else {
@@ -112,28 +114,20 @@ impl NativeState {
         }
     }
 
-    pub(super) fn lib_test(
-        &mut self,
-        s: &mut Shared,
-        id: u64,
-    ) -> Result<Option<Status>, TransportError> {
+    pub(super) fn lib_test(&mut self, s: &mut Shared, id: u64) -> Result<Option<Status>> {
         self.pending(id)?;
         let done = lib(s)?.test(id)?;
         Ok(done.map(|env| self.finish(s, id, env)))
     }
 
-    pub(super) fn lib_wait(&mut self, s: &mut Shared, id: u64) -> Result<Status, TransportError> {
+    pub(super) fn lib_wait(&mut self, s: &mut Shared, id: u64) -> Result<Status> {
         self.pending(id)?;
         let env = lib(s)?.wait(id)?;
         Ok(self.finish(s, id, env))
     }
 
     /// Every request of `ids` waited for by one library call.
-    pub(crate) fn lib_waitall(
-        &mut self,
-        s: &mut Shared,
-        ids: &[u64],
-    ) -> Result<Vec<Status>, TransportError> {
+    pub(crate) fn lib_waitall(&mut self, s: &mut Shared, ids: &[u64]) -> Result<Vec<Status>> {
         // Requests a poll already finished are taken first; the library
         // waits for the rest.
         let mut done: Vec<Option<Status>> = ids.iter().map(|&id| self.take(s, id)).collect();
@@ -170,7 +164,7 @@ impl NativeState {
         dst: Rank,
         tag: Tag,
         mode: SendMode,
-    ) -> Result<(), TransportError> {
+    ) -> Result<()> {
         self.sends += 1;
         self.bytes += ls.len as u64;
         self.blocking(s, at, ls.len, |l| l.send(dst, tag, ls, mode))
@@ -184,7 +178,7 @@ impl NativeState {
         ls: LocalSlice,
         src: Source,
         tag: TagSel,
-    ) -> Result<Status, TransportError> {
+    ) -> Result<Status> {
         self.blocking(s, at, ls.len, |l| l.recv(src, tag, ls))
     }
 
@@ -199,12 +193,14 @@ impl NativeState {
         rb: LocalSlice,
         src: Source,
         rtag: TagSel,
-    ) -> Result<Status, TransportError> {
+    ) -> Result<Status> {
         self.sends += 1;
         self.bytes += sb.len as u64;
-        self.blocking(s, at, sb.len.max(rb.len), |l| {
-            l.sendrecv(dst, stag, sb, src, rtag, rb)
-        })
+        let (out, into) = (
+            TagSend::new(dst, stag, sb, false),
+            TagRecv::new(src, rtag, rb),
+        );
+        self.blocking(s, at, sb.len.max(rb.len), |l| l.sendrecv(out, into))
     }
 
     pub(crate) fn lib_bcast(
@@ -213,18 +209,13 @@ impl NativeState {
         at: u64,
         ls: LocalSlice,
         root: Rank,
-    ) -> Result<(), TransportError> {
+    ) -> Result<()> {
         self.blocking(s, at, ls.len, |l| l.bcast(root, ls))
     }
 }
 
-/// `buf[off..off+len]` as the transport's slice, checked.
+/// `span` as the transport's slice, checked.
 #[inline(always)]
-pub(super) fn slice(
-    buf: Buf,
-    off: usize,
-    len: usize,
-    what: &str,
-) -> Result<LocalSlice, TransportError> {
-    local(buf, off, len, what)
+pub(super) fn slice(span: Span, what: &str) -> Result<LocalSlice> {
+    local(span.buf, span.off, span.len, what)
 }

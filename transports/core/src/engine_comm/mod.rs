@@ -27,7 +27,7 @@ pub use config::{
 };
 pub use ovbench_proto::QUIET_CTX;
 
-use crate::{Clock, Link, Transport, TransportError, Work};
+use crate::{Clock, Link, Result, Transport, Work};
 use engine::EngineState;
 use native::NativeState;
 use shared::Shared;
@@ -75,7 +75,7 @@ impl Comm {
         clock: Arc<dyn Clock>,
         work: Box<dyn Work>,
         cfg: EngineConfig,
-    ) -> Result<Comm, TransportError> {
+    ) -> Result<Comm> {
         let s = Shared::new(Link::Plain(transport), clock, work, cfg);
         let e = EngineState::new(&s)?;
         Ok(Comm {
@@ -94,7 +94,7 @@ impl Comm {
         clock: Arc<dyn Clock>,
         work: Box<dyn Work>,
         cfg: EngineConfig,
-    ) -> Result<Comm, TransportError> {
+    ) -> Result<Comm> {
         let mut s = Shared::new(transport.into(), clock, work, cfg);
         let n = NativeState::new(&mut s)?;
         let e = EngineState::new(&s)?;

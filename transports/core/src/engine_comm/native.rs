@@ -17,8 +17,8 @@ use super::args::{RecvArgs, SendArgs};
 use super::engine::range;
 use super::shared::{Shared, CHECK_EVERY, SPIN_BEFORE_BLOCK};
 use crate::{
-    Buf, Completion, Idle, LocalSlice, OpKind, Posted, Rank, Req, SendMode, Source, Status, Tag,
-    TagRecv, TagSel, TagSend, Tagged, TransportError, Waited,
+    Buf, Completion, Idle, LocalSlice, OpKind, Posted, Rank, Req, Result, SendMode, Source, Status,
+    Tag, TagRecv, TagSel, TagSend, Tagged, TransportError, Waited,
 };
 
 /// First tag the native barrier uses (user tags must stay below it).
@@ -38,12 +38,7 @@ pub(super) struct NReq {
 /// `[off, off+len)` of `buf` as the transport's slice, after checking it
 /// lies in `buf`.
 #[inline(always)]
-pub(super) fn local(
-    buf: Buf,
-    off: usize,
-    len: usize,
-    what: &str,
-) -> Result<LocalSlice, TransportError> {
+pub(super) fn local(buf: Buf, off: usize, len: usize, what: &str) -> Result<LocalSlice> {
     let s = range(buf, off, len, what)?;
     Ok(LocalSlice::new(buf.region, s.offset, s.len))
 }
@@ -67,7 +62,7 @@ pub(super) fn send_req(dst: Rank, tag: Tag, len: usize, done: bool) -> NReq {
 
 /// The transport's tagged protocol (checked present at construction).
 #[inline]
-pub(super) fn tagged(s: &mut Shared) -> Result<&mut dyn Tagged, TransportError> {
+pub(super) fn tagged(s: &mut Shared) -> Result<&mut dyn Tagged> {
     match s.t.tagged() {
         Some(t) => Ok(t),
         None => Err(TransportError::Invalid(
@@ -104,7 +99,7 @@ pub(crate) struct NativeState {
 impl NativeState {
     /// The native path over `s`'s transport; an error naming the valid
     /// protocols where the transport has no tagged path.
-    pub(crate) fn new(s: &mut Shared) -> Result<NativeState, TransportError> {
+    pub(crate) fn new(s: &mut Shared) -> Result<NativeState> {
         let Some(t) = s.t.tagged() else {
             return Err(TransportError::Unsupported(super::native_unavailable(
                 &s.info.name,
@@ -129,7 +124,7 @@ impl NativeState {
     /// next receive's posting, late enough on shared memory for the reply
     /// to arrive unexpected.
     #[inline(always)]
-    pub(crate) fn send_now(&mut self, s: &mut Shared, a: SendArgs) -> Result<(), TransportError> {
+    pub(crate) fn send_now(&mut self, s: &mut Shared, a: SendArgs) -> Result<()> {
         let ls = local(a.buf, a.off, a.len, "send")?;
         let (id, sent) = self.post_tsend(s, TagSend::new(a.peer, a.tag, ls, false))?;
         if sent {
@@ -144,11 +139,7 @@ impl NativeState {
     /// flight the transport may wait for the message itself
     /// (`trecv_wait`); `None` where it cannot, for the general path.
     #[inline]
-    pub(crate) fn recv_now(
-        &mut self,
-        s: &mut Shared,
-        a: RecvArgs,
-    ) -> Option<Result<Status, TransportError>> {
+    pub(crate) fn recv_now(&mut self, s: &mut Shared, a: RecvArgs) -> Option<Result<Status>> {
         if !self.reqs.is_empty() || s.cfg.oversubscribed {
             return None;
         }
@@ -183,7 +174,7 @@ impl NativeState {
         at: u64,
         a: SendArgs,
         mode: SendMode,
-    ) -> Result<Req, TransportError> {
+    ) -> Result<Req> {
         let ls = local(a.buf, a.off, a.len, "send")?;
         if self.lib {
             return self.lib_isend(s, ls, a.peer, a.tag, mode, at).map(Req);
@@ -195,22 +186,13 @@ impl NativeState {
 
     /// Start a receive into `buf[off..]`, its call entered at `at`.
     #[inline]
-    pub(crate) fn irecv(
-        &mut self,
-        s: &mut Shared,
-        at: u64,
-        a: RecvArgs,
-    ) -> Result<Req, TransportError> {
+    pub(crate) fn irecv(&mut self, s: &mut Shared, at: u64, a: RecvArgs) -> Result<Req> {
         let ls = local(a.buf, a.off, a.len, "receive")?;
         self.trecv(s, TagRecv::new(a.peer, a.tag, ls), at).map(Req)
     }
 
     #[inline]
-    pub(crate) fn test(
-        &mut self,
-        s: &mut Shared,
-        req: Req,
-    ) -> Result<Option<Status>, TransportError> {
+    pub(crate) fn test(&mut self, s: &mut Shared, req: Req) -> Result<Option<Status>> {
         if let Some(st) = self.take(s, req.0) {
             return Ok(Some(st));
         }
@@ -224,7 +206,7 @@ impl NativeState {
     /// Post a native send; its context and whether the library finished
     /// it inside the call.
     #[inline(always)]
-    fn post_tsend(&mut self, s: &mut Shared, op: TagSend) -> Result<(u64, bool), TransportError> {
+    fn post_tsend(&mut self, s: &mut Shared, op: TagSend) -> Result<(u64, bool)> {
         if op.sync && !s.caps.native_sync_send {
             return Err(TransportError::Unsupported(format!(
                 "the {} transport's native path has no synchronous send; use --proto eager (or another engine protocol) for ssend",
@@ -242,12 +224,7 @@ impl NativeState {
     }
 
     #[inline(always)]
-    pub(crate) fn tsend(
-        &mut self,
-        s: &mut Shared,
-        op: TagSend,
-        at: u64,
-    ) -> Result<u64, TransportError> {
+    pub(crate) fn tsend(&mut self, s: &mut Shared, op: TagSend, at: u64) -> Result<u64> {
         let (id, sent) = self.post_tsend(s, op)?;
         // A send the library finished inside the call is done now: its
         // wait needs no poll (half the instructions of a blocking send).
@@ -255,12 +232,7 @@ impl NativeState {
     }
 
     #[inline(always)]
-    pub(crate) fn trecv(
-        &mut self,
-        s: &mut Shared,
-        op: TagRecv,
-        at: u64,
-    ) -> Result<u64, TransportError> {
+    pub(crate) fn trecv(&mut self, s: &mut Shared, op: TagRecv, at: u64) -> Result<u64> {
         let id = self.next;
         self.next += 1;
         tagged(s)?.trecv(op, id)?;
@@ -288,7 +260,7 @@ impl NativeState {
     }
 
     #[inline(always)]
-    pub(crate) fn poll_once(&mut self, s: &mut Shared) -> Result<bool, TransportError> {
+    pub(crate) fn poll_once(&mut self, s: &mut Shared) -> Result<bool> {
         // Polled straight into `s.comps`, taken out only when something
         // came (see the engine path's poll_once).
         let r = s.t.poll(&mut s.comps, None);
@@ -324,11 +296,7 @@ impl NativeState {
     }
 
     #[inline(always)]
-    pub(super) fn complete(
-        &mut self,
-        ctx: u64,
-        env: Option<(Rank, Tag, usize)>,
-    ) -> Result<(), TransportError> {
+    pub(super) fn complete(&mut self, ctx: u64, env: Option<(Rank, Tag, usize)>) -> Result<()> {
         let Some(r) = self.reqs.get_mut(&ctx) else {
             return Err(TransportError::Invalid(format!(
                 "the transport completed tagged operation {ctx}, which was never posted"
@@ -362,7 +330,7 @@ impl NativeState {
         Some(st)
     }
 
-    pub(crate) fn wait_id(&mut self, s: &mut Shared, id: u64) -> Result<Status, TransportError> {
+    pub(crate) fn wait_id(&mut self, s: &mut Shared, id: u64) -> Result<Status> {
         // A stop, once per wait as well (see the engine path's wait_req).
         crate::stop::check()?;
         // The deadline's clock starts at the first check, CHECK_EVERY polls

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use super::EngineConfig;
 use crate::instrument::{Instrumentation, XferTable};
 use crate::{
-    Buf, Caps, Clock, Completion, CompletionTime, Link, Rank, TransportError, TransportInfo, Work,
+    Buf, Caps, Clock, Completion, CompletionTime, Link, Rank, Result, TransportError,
+    TransportInfo, Work,
 };
 
 /// Polls between deadline checks (an `Instant::now()` costs ~25 ns).
@@ -118,7 +119,7 @@ impl Shared {
     }
 
     /// The barrier's small region, allocated on first use.
-    pub(crate) fn scratch(&mut self) -> Result<Buf, TransportError> {
+    pub(crate) fn scratch(&mut self) -> Result<Buf> {
         match self.scratch {
             Some(b) => Ok(b),
             None => {
