@@ -506,6 +506,15 @@ pub(crate) mod tests {
         detect_from(&lookup(vars), np)
     }
 
+    /// The rank an environment holding just `vars` makes (a test failure
+    /// where it makes a launcher or an error).
+    fn rank(vars: &[(&str, &str)], np: Option<u32>) -> RankEnv {
+        match role(vars, np) {
+            Ok(Role::Rank(env)) => env,
+            other => panic!("not a rank: {other:?}"),
+        }
+    }
+
     #[test]
     fn no_job_means_launcher() {
         assert_eq!(role(&[], None).unwrap(), Role::Launcher { np: 2 });
@@ -533,9 +542,7 @@ pub(crate) mod tests {
             ("OVBENCH_CPU", "5"),
             ("OVBENCH_NCPUS", "2"),
         ];
-        let Role::Rank(env) = role(&vars, Some(3)).unwrap() else {
-            panic!("not a rank")
-        };
+        let env = rank(&vars, Some(3));
         assert_eq!((env.rank, env.size, env.cpu), (1, 3, Some(5)));
         assert!(env.oversubscribed(0));
         assert!(!env.hosts_service);
@@ -558,9 +565,7 @@ pub(crate) mod tests {
             ("SLURM_NNODES", "2"),
             ("SLURM_JOB_NODELIST", "cn[012-013]"),
         ];
-        let Role::Rank(env) = role(&vars, None).unwrap() else {
-            panic!("not a rank")
-        };
+        let env = rank(&vars, None);
         assert_eq!(env.source, JobSource::Slurm);
         assert_eq!(
             env.bootstrap,
@@ -577,9 +582,7 @@ pub(crate) mod tests {
             ("OMPI_COMM_WORLD_LOCAL_SIZE", "2"),
             ("OMPI_MCA_ess_base_jobid", "123"),
         ];
-        let Role::Rank(env) = role(&local, None).unwrap() else {
-            panic!("not a rank")
-        };
+        let env = rank(&local, None);
         assert!(env.hosts_service);
         assert!(env.bootstrap.starts_with("127.0.0.1:"));
         // Several nodes and nothing to say where rank 0 is: tell the user.
@@ -589,9 +592,7 @@ pub(crate) mod tests {
             ("MPI_LOCALNRANKS", "2"),
             ("PMI_KVSNAME", "kvs_1"),
         ];
-        let Role::Rank(env) = role(&remote, None).unwrap() else {
-            panic!("not a rank")
-        };
+        let env = rank(&remote, None);
         assert_eq!(env.bootstrap, "", "no bootstrap address to guess");
         let e = bootstrap_address(&lookup(&remote), 4, Some(2))
             .unwrap_err()
@@ -599,18 +600,14 @@ pub(crate) mod tests {
         assert!(e.contains("OVBENCH_BOOTSTRAP_HOST"), "{e}");
         let mut named = remote.to_vec();
         named.push(("OVBENCH_BOOTSTRAP_HOST", "head"));
-        let Role::Rank(env) = role(&named, None).unwrap() else {
-            panic!("not a rank")
-        };
+        let env = rank(&named, None);
         assert!(env.bootstrap.starts_with("head:"));
         let explicit = [
             ("PMIX_RANK", "0"),
             ("PMIX_SIZE", "2"),
             ("OVBENCH_BOOTSTRAP", "x:1"),
         ];
-        let Role::Rank(env) = role(&explicit, None).unwrap() else {
-            panic!("not a rank")
-        };
+        let env = rank(&explicit, None);
         assert_eq!(env.bootstrap, "x:1");
         let no_size = [("PMIX_RANK", "0")];
         assert!(role(&no_size, None).is_err());

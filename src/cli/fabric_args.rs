@@ -12,67 +12,86 @@ use ovbench_core::Progress;
 /// The default libfabric provider (`--provider`).
 pub const DEFAULT_PROVIDER: &str = "tcp;ofi_rxm";
 
-/// Options of the verbs, UCX and libfabric transports.
+/// Options of the verbs, UCX and libfabric transports, each fabric's
+/// under its own help heading.
 #[derive(Clone, Debug, Default, Args)]
 pub struct FabricArgs {
+    #[command(flatten)]
+    pub verbs: VerbsArgs,
+    #[command(flatten)]
+    pub ucx: UcxArgs,
+    #[command(flatten)]
+    pub ofi: OfiArgs,
+}
+
+/// The verbs transport's options.
+#[derive(Clone, Debug, Default, Args)]
+#[command(next_help_heading = "Verbs")]
+pub struct VerbsArgs {
     /// RDMA device (rxe0, mlx5_0; default: the first).
-    #[arg(long, global = true, value_name = "NAME", help_heading = "Verbs")]
+    #[arg(long, global = true, value_name = "NAME")]
     pub device: Option<String>,
     /// Port of the device, 1-based (default: the first active one).
-    #[arg(long, global = true, value_parser = clap::value_parser!(u8).range(1..), help_heading = "Verbs")]
+    #[arg(long, global = true, value_parser = clap::value_parser!(u8).range(1..))]
     pub port: Option<u8>,
     /// GID index (default: the RoCE v2 IPv4-mapped GID).
-    #[arg(long, global = true, help_heading = "Verbs")]
+    #[arg(long, global = true)]
     pub gid_index: Option<u32>,
     /// Connect the queue pairs through rdma_cm instead of the bootstrap exchange.
-    #[arg(long, global = true, help_heading = "Verbs")]
+    #[arg(long, global = true)]
     pub cm: bool,
     /// Send-queue entries per peer (perftest -t; default 128).
-    #[arg(long, global = true, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Verbs")]
+    #[arg(long, global = true, value_parser = clap::value_parser!(u32).range(1..))]
     pub tx_depth: Option<u32>,
     /// Receive buffers pre-posted per peer, the credit window (perftest -r; default 128).
-    #[arg(long, global = true, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Verbs")]
+    #[arg(long, global = true, value_parser = clap::value_parser!(u32).range(1..))]
     pub rx_depth: Option<u32>,
     /// Largest message sent inline, 0 = never (perftest -I; default 0).
-    #[arg(long, global = true, help_heading = "Verbs")]
+    #[arg(long, global = true)]
     pub inline_size: Option<u32>,
     /// Path MTU in bytes: 256, 512, 1024, 2048 or 4096 (default: the port's active MTU).
-    #[arg(long, global = true, value_parser = parse_mtu, help_heading = "Verbs")]
+    #[arg(long, global = true, value_parser = parse_mtu)]
     pub mtu: Option<u32>,
     /// Service level, 0-15 (default 0).
-    #[arg(long, global = true, value_parser = clap::value_parser!(u8).range(0..16), help_heading = "Verbs")]
+    #[arg(long, global = true, value_parser = clap::value_parser!(u8).range(0..16))]
     pub sl: Option<u8>,
     /// Traffic class of the GRH, the RoCE DSCP/ECN byte (default 0).
-    #[arg(long, global = true, help_heading = "Verbs")]
+    #[arg(long, global = true)]
     pub tclass: Option<u8>,
     /// Payload of one eager (bounce) buffer, at most 1M (default 16K): the
     /// largest `--proto raw --op send` message (64K times it as ib_send_lat).
-    #[arg(long, global = true, value_name = "SIZE", value_parser = crate::sizes::parse_bytes, help_heading = "Verbs")]
+    #[arg(long, global = true, value_name = "SIZE", value_parser = crate::sizes::parse_bytes)]
     pub eager_buf: Option<usize>,
+}
+
+/// The UCX transport's options.
+#[derive(Clone, Debug, Default, Args)]
+#[command(next_help_heading = "UCX")]
+pub struct UcxArgs {
     /// UCX transports, comma-separated: tcp, posix, sysv, cma, shm, rc, ...
     /// ("self" is added; default: UCX_TLS or UCX's choice).
-    #[arg(long, global = true, value_name = "TLS,...", help_heading = "UCX")]
+    #[arg(long, global = true, value_name = "TLS,...")]
     pub ucx_tls: Option<String>,
     /// UCX network devices (default: UCX_NET_DEVICES, else lo when tcp is among --ucx-tls).
-    #[arg(long, global = true, value_name = "DEV,...", help_heading = "UCX")]
+    #[arg(long, global = true, value_name = "DEV,...")]
     pub ucx_net_devices: Option<String>,
     /// How UCX endpoints connect: worker (worker addresses through the
     /// bootstrap; default) or sockaddr (client-server: the lower rank of
     /// each pair listens on its device's IP address, wire-up through
     /// rdmacm or tcp, so rc needs no UD).
-    #[arg(
-        long,
-        global = true,
-        value_enum,
-        value_name = "PATH",
-        help_heading = "UCX"
-    )]
+    #[arg(long, global = true, value_enum, value_name = "PATH")]
     pub ucx_connect: Option<UcxConnectArg>,
+}
+
+/// The libfabric transport's options.
+#[derive(Clone, Debug, Default, Args)]
+#[command(next_help_heading = "libfabric")]
+pub struct OfiArgs {
     /// libfabric provider: tcp;ofi_rxm, shm, sockets, verbs;ofi_rxm, ... (fi_info -l lists them).
-    #[arg(long, global = true, default_value = DEFAULT_PROVIDER, help_heading = "libfabric")]
+    #[arg(long, global = true, default_value = DEFAULT_PROVIDER)]
     pub provider: String,
     /// Address libfabric binds for providers that take one (default 127.0.0.1; ignored by shm).
-    #[arg(long, global = true, value_name = "ADDR", help_heading = "libfabric")]
+    #[arg(long, global = true, value_name = "ADDR")]
     pub ofi_node: Option<String>,
 }
 
@@ -104,9 +123,9 @@ pub fn verbs_progress(progress: Progress) -> Result<()> {
 }
 
 #[cfg(feature = "verbs")]
-impl FabricArgs {
+impl VerbsArgs {
     /// The verbs transport's options: the given ones over perftest's defaults.
-    pub fn verbs_options(&self, progress: Progress) -> Result<ovbench_verbs::VerbsOptions> {
+    pub fn options(&self, progress: Progress) -> Result<ovbench_verbs::VerbsOptions> {
         verbs_progress(progress)?;
         let d = ovbench_verbs::VerbsOptions::default();
         Ok(ovbench_verbs::VerbsOptions {
@@ -131,9 +150,9 @@ impl FabricArgs {
 }
 
 #[cfg(feature = "ucx")]
-impl FabricArgs {
+impl UcxArgs {
     /// The UCX transport's options.
-    pub fn ucx_options(&self, progress: Progress) -> ovbench_ucx::UcxOptions {
+    pub fn options(&self, progress: Progress) -> ovbench_ucx::UcxOptions {
         ovbench_ucx::UcxOptions {
             tls: self.ucx_tls.clone(),
             net_devices: self.ucx_net_devices.clone(),
@@ -147,9 +166,9 @@ impl FabricArgs {
 }
 
 #[cfg(feature = "ofi")]
-impl FabricArgs {
+impl OfiArgs {
     /// The libfabric transport's options.
-    pub fn ofi_options(&self, progress: Progress) -> ovbench_ofi::OfiOptions {
+    pub fn options(&self, progress: Progress) -> ovbench_ofi::OfiOptions {
         ovbench_ofi::OfiOptions {
             provider: self.provider.clone(),
             node: self.ofi_node.clone(),
@@ -179,12 +198,14 @@ mod tests {
     #[test]
     fn defaults_leave_everything_to_the_crates() {
         let f = parse(&[]).unwrap();
-        assert_eq!(f.provider, "tcp;ofi_rxm");
-        assert!(f.device.is_none() && f.port.is_none() && f.gid_index.is_none());
-        assert!(!f.cm);
-        assert!(f.tx_depth.is_none() && f.rx_depth.is_none() && f.mtu.is_none());
-        assert!(f.ucx_tls.is_none() && f.ucx_net_devices.is_none() && f.ofi_node.is_none());
-        assert!(f.ucx_connect.is_none());
+        assert_eq!(f.ofi.provider, "tcp;ofi_rxm");
+        assert!(f.verbs.device.is_none() && f.verbs.port.is_none() && f.verbs.gid_index.is_none());
+        assert!(!f.verbs.cm);
+        assert!(f.verbs.tx_depth.is_none() && f.verbs.rx_depth.is_none() && f.verbs.mtu.is_none());
+        assert!(
+            f.ucx.ucx_tls.is_none() && f.ucx.ucx_net_devices.is_none() && f.ofi.ofi_node.is_none()
+        );
+        assert!(f.ucx.ucx_connect.is_none());
     }
 
     #[test]
@@ -234,7 +255,7 @@ mod tests {
             "106",
         ])
         .unwrap();
-        let o = f.verbs_options(Progress::Poll).unwrap();
+        let o = f.verbs.options(Progress::Poll).unwrap();
         assert_eq!(o.device.as_deref(), Some("rxe0"));
         assert_eq!(o.port, Some(2));
         assert_eq!(o.gid_index, Some(3));
@@ -242,9 +263,9 @@ mod tests {
         assert_eq!((o.tx_depth, o.rx_depth, o.inline_size), (64, 4, 220));
         assert_eq!(o.mtu, Some(1024));
         assert_eq!((o.sl, o.tclass), (5, 106));
-        let d = parse(&[]).unwrap().verbs_options(Progress::Poll).unwrap();
+        let d = parse(&[]).unwrap().verbs.options(Progress::Poll).unwrap();
         assert_eq!(d, ovbench_verbs::VerbsOptions::default());
-        assert!(f.verbs_options(Progress::Thread).is_err());
+        assert!(f.verbs.options(Progress::Thread).is_err());
     }
 
     #[cfg(feature = "ucx")]
@@ -259,12 +280,12 @@ mod tests {
             "sockaddr",
         ])
         .unwrap();
-        let o = f.ucx_options(Progress::Thread);
+        let o = f.ucx.options(Progress::Thread);
         assert_eq!(o.tls.as_deref(), Some("posix"));
         assert_eq!(o.net_devices.as_deref(), Some("eth0"));
         assert_eq!(o.progress, Progress::Thread);
         assert_eq!(o.connect, ovbench_ucx::UcxConnect::Sockaddr);
-        let d = parse(&[]).unwrap().ucx_options(Progress::Poll);
+        let d = parse(&[]).unwrap().ucx.options(Progress::Poll);
         assert!(d.tls.is_none() && d.net_devices.is_none());
         assert_eq!(d.connect, ovbench_ucx::UcxConnect::Worker);
         assert!(parse(&["--ucx-connect", "rdmacm"]).is_err());
@@ -274,11 +295,11 @@ mod tests {
     #[test]
     fn ofi_options_map_every_flag() {
         let f = parse(&["--provider", "shm", "--ofi-node", "10.0.0.1"]).unwrap();
-        let o = f.ofi_options(Progress::Thread);
+        let o = f.ofi.options(Progress::Thread);
         assert_eq!(o.provider, "shm");
         assert_eq!(o.node.as_deref(), Some("10.0.0.1"));
         assert_eq!(o.progress, Progress::Thread);
-        let d = parse(&[]).unwrap().ofi_options(Progress::Poll);
+        let d = parse(&[]).unwrap().ofi.options(Progress::Poll);
         assert_eq!(d.provider, ovbench_ofi::OfiOptions::default().provider);
     }
 }

@@ -31,14 +31,6 @@ pub struct ReportSink {
     progress: SweepProgress,
 }
 
-impl std::fmt::Debug for ReportSink {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReportSink")
-            .field("files", &self.files)
-            .finish()
-    }
-}
-
 impl ReportSink {
     /// `header_lines` are printed as `# ` comments; `header` is the JSON
     /// environment object. The files are written once at once, so an

@@ -336,7 +336,7 @@ fn local_capacity(cli: &Cli, np: u32) -> Result<()> {
     capacity::check_per_core(np, cpus, cli.common.launch.oversubscribe)
         .map_err(|e| anyhow::anyhow!(e))?;
     let c = &cli.common;
-    if c.transport == TransportKind::Ofi && c.fabric.provider == "shm" {
+    if c.transport == TransportKind::Ofi && c.fabric.ofi.provider == "shm" {
         let need = OFI_SHM_SEGMENT.saturating_mul(u64::from(np));
         let what = format!("{np} ranks of libfabric's shm provider (16 MiB each)");
         capacity::check_shm_space(std::path::Path::new("/dev/shm"), need, &what)

@@ -121,13 +121,13 @@ fn transport(kind: TransportKind, rank: u32, size: u32, cli: &Cli, reach: &Reach
         }
         #[cfg(feature = "verbs")]
         TransportKind::Verbs => {
-            let opts = cli.common.fabric.verbs_options(cli.common.progress)?;
+            let opts = cli.common.fabric.verbs.options(cli.common.progress)?;
             let made = ovbench_verbs::VerbsTransport::new(rank, size, opts);
             created(made, rank, "verbs transport", |t| Link::Plain(t))
         }
         #[cfg(feature = "ucx")]
         TransportKind::Ucx => {
-            let mut opts = cli.common.fabric.ucx_options(cli.common.progress);
+            let mut opts = cli.common.fabric.ucx.options(cli.common.progress);
             let user_chose = std::env::var_os("UCX_NET_DEVICES").is_some();
             if *reach != Reach::Loopback && opts.net_devices.is_none() && !user_chose {
                 opts.net_devices = Some(reach.interface().to_string());
@@ -139,7 +139,7 @@ fn transport(kind: TransportKind, rank: u32, size: u32, cli: &Cli, reach: &Reach
         }
         #[cfg(feature = "ofi")]
         TransportKind::Ofi => {
-            let mut opts = cli.common.fabric.ofi_options(cli.common.progress);
+            let mut opts = cli.common.fabric.ofi.options(cli.common.progress);
             if *reach != Reach::Loopback && opts.node.is_none() {
                 opts.node = Some(reach.ip().to_string());
             }

@@ -16,6 +16,18 @@ fn flag<R: 'static>(marks: fn(&R) -> &Marks) -> Column<R> {
     Column::new("flag", "valid", move |r: &R| marks(r).cell())
 }
 
+/// The `i` column: the rank a row is about.
+fn rank_i<R: 'static>(rank: fn(&R) -> Rank) -> Column<R> {
+    Column::new("i", "rank", move |r: &R| rank(r).to_string())
+}
+
+/// The `measurements` column: how many measurements a figure took.
+fn measurements<R: 'static>(n: fn(&R) -> usize) -> Column<R> {
+    Column::new("measurements", "measurements", move |r: &R| {
+        n(r).to_string()
+    })
+}
+
 /// One rank's o_i and g_i.
 #[derive(Debug, Clone, Serialize)]
 pub struct PerProcessorRow {
@@ -31,13 +43,11 @@ pub struct PerProcessorRow {
 impl FixedRow for PerProcessorRow {
     fn columns() -> Vec<Column<Self>> {
         vec![
-            Column::new("i", "rank", |r: &Self| r.rank.to_string()),
+            rank_i(|r: &Self| r.rank),
             Column::new("children", "children", |r: &Self| r.children.to_string()),
             micros("o_i[us]", "o_ns", |r: &Self| r.o_ns),
             micros("g_i[us]", "g_ns", |r: &Self| r.g_ns),
-            Column::new("measurements", "measurements", |r: &Self| {
-                r.measurements.to_string()
-            }),
+            measurements(|r: &Self| r.measurements),
             flag(|r: &Self| &r.verdict),
         ]
     }
@@ -88,13 +98,11 @@ pub struct OliRow {
 impl FixedRow for OliRow {
     fn columns() -> Vec<Column<Self>> {
         vec![
-            Column::new("i", "rank", |r: &Self| r.rank.to_string()),
+            rank_i(|r: &Self| r.rank),
             micros("RTL_i[us]", "rtl_ns", |r: &Self| r.rtl_ns),
             micros("E_i[us]", "e_ns", |r: &Self| r.e_ns),
             micros("OL_i[us]", "ol_ns", |r: &Self| r.ol_ns),
-            Column::new("measurements", "measurements", |r: &Self| {
-                r.measurements.to_string()
-            }),
+            measurements(|r: &Self| r.measurements),
             Column::new("E_i>g_j on path", "assumption", |r: &Self| {
                 r.assumption.clone()
             }),
@@ -157,9 +165,7 @@ impl FixedRow for FigureRow {
         vec![
             Column::new("method", "method", |r: &Self| r.method.clone()),
             micros("time[us]", "time_ns", |r: &Self| r.time_ns),
-            Column::new("measurements", "measurements", |r: &Self| {
-                r.measurements.to_string()
-            }),
+            measurements(|r: &Self| r.measurements),
             Column::new("stddev(%)", "stddev_pct", |r: &Self| fixed(r.stddev_pct, 2)),
             flag(|r: &Self| &r.verdict),
         ]

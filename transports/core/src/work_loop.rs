@@ -19,14 +19,6 @@ pub struct WorkLoop {
     state: u64,
 }
 
-impl std::fmt::Debug for WorkLoop {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WorkLoop")
-            .field("unit_ns", &self.unit_ns)
-            .finish()
-    }
-}
-
 /// One unit: a chain of dependent operations on a value the optimizer
 /// cannot see through.
 #[inline(never)]

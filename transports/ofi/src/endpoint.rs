@@ -417,15 +417,12 @@ impl Endpoint {
         let kind = if dc {
             Kind::Write
         } else {
-            Kind::WriteThenFence
-        };
-        let mut op = self.op(kind, ctx, peer, Vec::new());
-        if !dc {
-            op.fence = Some(Fence {
+            Kind::WriteThenFence(Fence {
                 addr: raddr + local.len as u64 - 1,
                 key,
-            });
-        }
+            })
+        };
+        let op = self.op(kind, ctx, peer, Vec::new());
         let flags = u64::from(sys::FI_COMPLETION)
             | if dc {
                 u64::from(sys::FI_DELIVERY_COMPLETE)

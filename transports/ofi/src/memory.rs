@@ -11,10 +11,8 @@
 //! domain); the transport drops it right after the endpoint, queue and
 //! address vector have closed.
 
-use std::alloc::{self, Layout};
-use std::ptr::NonNull;
-
-use ovbench_core::fabric::regions::{self, Regions, Zeroed};
+use ovbench_core::fabric::aligned::AlignedBuf;
+use ovbench_core::fabric::regions::{self, Regions};
 use ovbench_core::{LocalSlice, MrHandle, OpKind, RemoteKey, TransportError};
 use ovbench_ofi_sys as sys;
 
@@ -22,33 +20,6 @@ use crate::error::local;
 use crate::fi::mr::Desc;
 use crate::fi::{Domain, MemoryRegion};
 use crate::seal::SEAL;
-
-/// A zeroed, page-aligned allocation.
-pub(crate) struct Region {
-    ptr: NonNull<u8>,
-    layout: Layout,
-}
-
-// SAFETY: plain memory owned by this value; moving it to another thread
-// moves that ownership.
-unsafe impl Send for Region {}
-
-impl Zeroed for Region {
-    fn zeroed(len: usize) -> Result<Region, TransportError> {
-        let layout = regions::page_layout(len)?;
-        // SAFETY: layout has a non-zero size.
-        let p = unsafe { alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(p).ok_or_else(|| regions::out_of_memory(len))?;
-        Ok(Region { ptr, layout })
-    }
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: ptr was allocated with exactly this layout.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) };
-    }
-}
 
 /// A checked range of one of this transport's regions, for a post to
 /// read or write (with its registration's descriptor, for RMA). Only
@@ -87,7 +58,7 @@ pub(crate) type Mr = regions::Mr<MemoryRegion>;
 /// All regions and registrations of one transport.
 pub(crate) struct Memory {
     /// The regions (the transport allocates and frees through it).
-    pub(crate) table: Regions<Region, MemoryRegion>,
+    pub(crate) table: Regions<AlignedBuf, MemoryRegion>,
     next_key: u64,
     /// Serial number of the next registration, sealed into its key.
     serial: u64,
@@ -113,21 +84,11 @@ impl Memory {
         }
     }
 
-    /// Pointer to the start of `s`, after checking it lies in its region.
-    /// Inlined: on the native path's every send and receive, the slice
-    /// passed through memory stalled store forwarding (`perf annotate`).
-    #[inline]
-    fn ptr(&self, s: LocalSlice) -> Result<*mut u8, TransportError> {
-        let r = self.table.holding(s)?;
-        // SAFETY: offset is within the allocation (checked by holding).
-        Ok(unsafe { r.ptr.as_ptr().add(s.offset) })
-    }
-
     /// `s` for a two-sided post (no registration needed).
     #[inline]
     pub fn buf(&self, s: LocalSlice) -> Result<LocalBuf, TransportError> {
         Ok(LocalBuf {
-            ptr: self.ptr(s)?,
+            ptr: self.table.ptr(s)?,
             len: s.len,
             desc: Desc::NONE,
         })
@@ -135,20 +96,20 @@ impl Memory {
 
     #[inline]
     pub fn slice(&self, s: LocalSlice) -> Result<&[u8], TransportError> {
-        let p = self.ptr(s)?;
+        let p = self.table.ptr(s)?;
         // SAFETY: ptr() checked the range; the region lives as long as &self.
         Ok(unsafe { std::slice::from_raw_parts(p, s.len) })
     }
 
     #[inline]
     pub fn slice_mut(&mut self, s: LocalSlice) -> Result<&mut [u8], TransportError> {
-        let p = self.ptr(s)?;
+        let p = self.table.ptr(s)?;
         // SAFETY: as in slice(); &mut self excludes other Rust borrows.
         Ok(unsafe { std::slice::from_raw_parts_mut(p, s.len) })
     }
 
     pub fn register(&mut self, domain: &Domain, s: LocalSlice) -> Result<MrHandle, TransportError> {
-        let p = self.ptr(s)?;
+        let p = self.table.ptr(s)?;
         let requested = if self.prov_key { 0 } else { self.next_key };
         // SAFETY: the range lies inside a live region, which the table
         // refuses to free while a registration covers it, and which Drop
@@ -169,11 +130,7 @@ impl Memory {
         Ok(self.table.add_mr(Mr {
             handle: mr,
             slice: s,
-            key: RemoteKey {
-                addr: p as u64,
-                len: s.len as u64,
-                blob: SEAL.seal(p as u64, s.len as u64, self.serial, &key.to_le_bytes()),
-            },
+            key: SEAL.key(p as u64, s.len as u64, self.serial, &key.to_le_bytes()),
         }))
     }
 
@@ -192,7 +149,7 @@ impl Memory {
     pub fn local_rma(&self, h: MrHandle, local: LocalSlice) -> Result<LocalBuf, TransportError> {
         let m = self.table.covering(h, local)?;
         Ok(LocalBuf {
-            ptr: self.ptr(local)?,
+            ptr: self.table.ptr(local)?,
             len: local.len,
             desc: m.handle.desc(),
         })

@@ -19,8 +19,9 @@ pub(crate) enum Kind {
     Send,
     /// A write whose completion means delivery (`FI_DELIVERY_COMPLETE`).
     Write,
-    /// A write whose completion is only local; a fence read follows.
-    WriteThenFence,
+    /// A write whose completion is only local; a fence read of the
+    /// written range follows.
+    WriteThenFence(Fence),
     /// The read that proves a preceding write was placed.
     Fence,
     Read,
@@ -35,7 +36,7 @@ impl Kind {
         match self {
             Kind::RecvBuf => OpKind::Recv,
             Kind::Send => OpKind::Send,
-            Kind::Write | Kind::WriteThenFence | Kind::Fence => OpKind::Write,
+            Kind::Write | Kind::WriteThenFence(_) | Kind::Fence => OpKind::Write,
             Kind::Read => OpKind::Read,
             Kind::TaggedSend => OpKind::TaggedSend,
             Kind::TaggedRecv => OpKind::TaggedRecv,
@@ -56,12 +57,10 @@ pub(crate) struct Op {
     pub peer: Rank,
     /// Send staging, receive buffer, or the fence read's landing byte.
     pub buf: Vec<u8>,
-    /// For a write awaiting its fence: where to read back.
-    pub fence: Option<Fence>,
 }
 
 /// Where the fence read of a write goes.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Fence {
     pub addr: u64,
     pub key: u64,
@@ -75,7 +74,6 @@ impl Op {
             ctx,
             peer,
             buf,
-            fence: None,
         }
     }
 

@@ -10,7 +10,7 @@ use crate::idmap::IdMap;
 use crate::recv::Posted;
 pub(crate) use crate::state::{Outcome, Proto, Reg, Req};
 
-use crate::wire::{self, Header, Kind};
+use crate::wire::{self, Fixed, Header, Kind};
 use crate::{
     Config, Counts, Event, EventKind, Key, Mode, MrId, Op, Placement, ProtoError, Protocol, Rank,
     RawOp, ReqId, Slice, Space, Status, Tag, Watch,
@@ -81,17 +81,14 @@ pub(crate) enum Token {
     RecvFrag { req: u64, offset: usize },
 }
 
-/// A message that arrived before its receive.
+/// A message that arrived before its receive: what its first packet
+/// said, kept to be accepted as it would have been on arrival.
 #[derive(Debug)]
 pub(crate) struct Unexp {
     pub uid: u64,
     pub peer: Rank,
-    pub tag: Tag,
-    pub space: Space,
-    pub seq: u32,
-    pub len: u64,
-    pub kind: Kind,
-    pub flags: u8,
+    /// The first packet's fixed header (its flags give the matching space).
+    pub head: Fixed,
     pub key: Option<Key>,
     /// Eager bytes buffered so far (eager, raw send, pipelined first fragment).
     pub data: Vec<u8>,

@@ -7,6 +7,15 @@ use crate::state::{Eager, Pipelined, Raw, RdmaRead, RdmaWrite, ReadStage, WriteS
 use crate::wire::{Fixed, Header, Kind, FLAG_INTERNAL, FLAG_READY, FLAG_SYNC};
 use crate::{EventKind, Key, Op, Placement, ProtoError, Rank, RawOp, Slice, Space, Tag};
 
+/// The matching space a message's header flags put it in.
+fn space_of(flags: u8) -> Space {
+    if flags & FLAG_INTERNAL != 0 {
+        Space::Internal
+    } else {
+        Space::User
+    }
+}
+
 /// What of the first packet's payload is where.
 enum Data<'a> {
     /// In the packet being handled, from byte `start` of it.
@@ -91,26 +100,15 @@ impl Engine {
         let pos = self
             .unexpected
             .iter()
-            .position(|u| p.matches(u.peer, u.tag, u.space));
+            .position(|u| p.matches(u.peer, u.head.tag, space_of(u.head.flags)));
         match pos {
             Some(i) => {
                 let u = self.unexpected.remove(i).expect("position is in range");
                 self.unexpected_bytes -= u.data.len();
                 let id = p.id;
                 self.reqs.insert(id, p.request());
-                self.accept(
-                    now,
-                    id,
-                    u.peer,
-                    u.seq,
-                    u.tag,
-                    u.len,
-                    u.kind,
-                    u.flags,
-                    u.key,
-                    Data::Buffered(u.data),
-                )
-                .map(|_| ())
+                self.accept(now, id, u.peer, &u.head, u.key, Data::Buffered(u.data))
+                    .map(|_| ())
             }
             None => {
                 self.posted.push_back(p);
@@ -160,11 +158,7 @@ impl Engine {
             }
         }
         self.recv_seq[peer as usize] = want.wrapping_add(1);
-        let space = if h.flags & FLAG_INTERNAL != 0 {
-            Space::Internal
-        } else {
-            Space::User
-        };
+        let space = space_of(h.flags);
         let n = h.payload_len as usize;
         // Arrival of eager data: the receiver's only XFER event for it —
         // for a train of packets, at its last packet (see `eager_packets`).
@@ -207,18 +201,7 @@ impl Engine {
             }
             let id = p.id;
             self.reqs.insert(id, p.request());
-            return self.accept(
-                now,
-                id,
-                peer,
-                h.seq,
-                h.tag,
-                h.len,
-                h.kind,
-                h.flags,
-                key,
-                Data::Live { bytes, start },
-            );
+            return self.accept(now, id, peer, h, key, Data::Live { bytes, start });
         }
         if h.flags & FLAG_READY != 0 {
             return Err(ProtoError::NotReady {
@@ -237,12 +220,7 @@ impl Engine {
         self.unexpected.push_back(Unexp {
             uid,
             peer,
-            tag: h.tag,
-            space,
-            seq: h.seq,
-            len: h.len,
-            kind: h.kind,
-            flags: h.flags,
+            head: *h,
             key,
             data,
         });
@@ -263,20 +241,16 @@ impl Engine {
     }
 
     /// Receive `id` matched message `seq` from `peer`; start its protocol.
-    #[allow(clippy::too_many_arguments)]
     fn accept(
         &mut self,
         now: u64,
         id: u64,
         peer: Rank,
-        seq: u32,
-        tag: Tag,
-        len: u64,
-        kind: Kind,
-        flags: u8,
+        h: &Fixed,
         key: Option<Key>,
         data: Data<'_>,
     ) -> Result<Option<Placement>, ProtoError> {
+        let (seq, tag, len, kind, flags) = (h.seq, h.tag, h.len, h.kind, h.flags);
         let r = self.reqs.get_mut(&id).ok_or_else(|| gone(id))?;
         if len > r.buf.len as u64 {
             return Err(ProtoError::Truncated {
@@ -441,17 +415,17 @@ impl Engine {
                     .iter_mut()
                     .find(|u| u.uid == uid)
                     .ok_or_else(|| gone(uid))?;
-                if h.len != u.len || h.offset != u.data.len() as u64 {
+                if h.len != u.head.len || h.offset != u.data.len() as u64 {
                     return Err(ProtoError::bad(
                         peer,
                         format!(
                             "eager packet (offset {}, len {}) does not continue message {} ({} of {} bytes so far)",
-                            h.offset, h.len, h.seq, u.data.len(), u.len
+                            h.offset, h.len, h.seq, u.data.len(), u.head.len
                         ),
                     ));
                 }
                 u.data.extend_from_slice(&bytes[start..start + n]);
-                let total = u.len as usize;
+                let total = u.head.len as usize;
                 let complete = u.data.len() == total;
                 if complete {
                     self.incoming.remove(&(peer, h.seq));

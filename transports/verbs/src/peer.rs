@@ -4,10 +4,10 @@
 use std::collections::VecDeque;
 use std::io;
 
+use ovbench_core::fabric::aligned::AlignedBuf;
 use ovbench_core::{Ctx, Rank};
 
 use crate::credits::Credits;
-use crate::memory::AlignedBuf;
 use crate::qp::{SendOp, Sge};
 use crate::wire::{encode_hdr, MsgKind, MSG_HDR};
 use crate::{MemoryRegion, QueuePair};

@@ -1,15 +1,17 @@
 //! Transport-independent run-time pieces shared by the fabric crates:
 //! the sealed-key envelope ([`seal`]), the same-host peer-process watch
 //! ([`peer_watch`]), the region/registration tables ([`regions`]) with
-//! their safe page-aligned heap block ([`page_block`]) and check-word
+//! their safe page-aligned heap block ([`page_block`]), the raw one the
+//! pinning fabrics hand to their libraries by address ([`aligned`]), and check-word
 //! remote keys ([`check_word`]), the progress thread
 //! ([`progress_thread`]), the first checks on peers ([`peers`]), the
 //! native tagged paths' 64-bit tag ([`wire_tag`]), and the watchdog that
 //! ends a blocking library call stuck past its deadline ([`watchdog`]).
-//! All safe code; what
+//! All safe code but [`aligned`]'s allocation; what
 //! touches raw memory or the libraries stays in the fabric crate. The test and bench harnesses
 //! (pair, processes, pingpong, comm_cost) live in `ovbench-conformance`.
 
+pub mod aligned;
 pub mod check_word;
 pub mod page_block;
 pub mod peer_watch;

@@ -16,9 +16,16 @@ pub const PAGE: usize = 4096;
 /// The layout of a zeroed region of `len` bytes: page-aligned, rounded up
 /// to whole pages, at least one.
 pub fn page_layout(len: usize) -> Result<Layout, TransportError> {
-    let size = len.max(1).div_ceil(PAGE) * PAGE;
-    Layout::from_size_align(size, PAGE)
-        .map_err(|e| TransportError::Invalid(format!("cannot allocate {len} bytes: {e}")))
+    let refused = |why: &dyn std::fmt::Display| {
+        TransportError::Invalid(format!("cannot allocate {len} bytes: {why}"))
+    };
+    // Checked: rounding a length near usize::MAX up would wrap to 0.
+    let size = len
+        .max(1)
+        .div_ceil(PAGE)
+        .checked_mul(PAGE)
+        .ok_or_else(|| refused(&"larger than the address space"))?;
+    Layout::from_size_align(size, PAGE).map_err(|e| refused(&e))
 }
 
 /// The error for an allocation of `len` bytes the system refused.
@@ -363,5 +370,6 @@ mod tests {
         assert_eq!(page_layout(0).unwrap().size(), PAGE);
         assert_eq!(page_layout(PAGE + 1).unwrap().size(), 2 * PAGE);
         assert_eq!(page_layout(1).unwrap().align(), PAGE);
+        assert!(page_layout(usize::MAX).is_err());
     }
 }

@@ -45,7 +45,7 @@ pub fn sum_of(blob: &[u8]) -> u64 {
 impl KeySeal {
     /// Wrap the library key `packed` of registration number `serial`
     /// covering `addr..addr+len`.
-    pub fn seal(&self, addr: u64, len: u64, serial: u64, packed: &[u8]) -> Vec<u8> {
+    fn seal(&self, addr: u64, len: u64, serial: u64, packed: &[u8]) -> Vec<u8> {
         let mut v = Vec::with_capacity(SEAL_LEN + packed.len());
         v.extend_from_slice(&self.magic);
         v.extend_from_slice(&addr.to_le_bytes());
@@ -56,6 +56,16 @@ impl KeySeal {
         v.extend_from_slice(&sum.to_le_bytes());
         v.extend_from_slice(packed);
         v
+    }
+
+    /// The remote key of registration number `serial` covering
+    /// `addr..addr+len`, its blob the library key `packed` sealed.
+    pub fn key(&self, addr: u64, len: u64, serial: u64, packed: &[u8]) -> RemoteKey {
+        RemoteKey {
+            addr,
+            len,
+            blob: self.seal(addr, len, serial, packed),
+        }
     }
 
     /// Check a key from the wire: exact length, magic, checksum, and the
@@ -112,11 +122,8 @@ mod tests {
 
     #[test]
     fn sealed_keys_reject_damage() {
-        let key = RemoteKey {
-            addr: 0x1000,
-            len: 4096,
-            blob: TEST.seal(0x1000, 4096, 7, &[1, 2, 3, 4, 5]),
-        };
+        let key = TEST.key(0x1000, 4096, 7, &[1, 2, 3, 4, 5]);
+        assert_eq!((key.addr, key.len), (0x1000, 4096));
         let s = TEST.unseal(&key).unwrap();
         assert_eq!(s.packed, &[1, 2, 3, 4, 5]);
         assert_eq!(s.sum, sum_of(&key.blob));
@@ -136,7 +143,10 @@ mod tests {
         k.blob.iter_mut().for_each(|b| *b ^= 0xff);
         assert!(TEST.unseal(&k).is_err());
         // Same memory, next registration: a different key.
-        assert_ne!(sum_of(&TEST.seal(0x1000, 4096, 8, &[1, 2, 3, 4, 5])), s.sum);
+        assert_ne!(
+            sum_of(&TEST.key(0x1000, 4096, 8, &[1, 2, 3, 4, 5]).blob),
+            s.sum
+        );
         // Another library's envelope is refused by name.
         let other = KeySeal {
             magic: *b"OVXK",

@@ -2,18 +2,18 @@
 //! allocation and no lock (one ring per communicator, i.e. per rank and
 //! thread). When it fills, its owner folds it into running totals.
 
-/// What happened.
+/// What happened. Kept in memory only (no number of it is ever written
+/// out), so it has no fixed representation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
 pub enum EventKind {
     /// A communicator call began (outermost only: nested calls count once).
-    CallEnter = 0,
+    CallEnter,
     /// That call returned; until the next CALL_ENTER the rank computes.
-    CallExit = 1,
+    CallExit,
     /// A data transfer was posted (not a protocol's control message).
-    XferBegin = 2,
+    XferBegin,
     /// A data transfer completed, as this rank learned it.
-    XferEnd = 3,
+    XferEnd,
 }
 
 /// One stamped event. `id` pairs a transfer's BEGIN with its END.

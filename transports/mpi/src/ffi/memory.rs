@@ -98,9 +98,7 @@ impl Memory {
         a.users += 1;
         let addr = a.addr + s.offset as u64;
         self.serial += 1;
-        let len = s.len as u64;
-        let blob = SEAL.seal(addr, len, self.serial, &owner.to_le_bytes());
-        let key = RemoteKey { addr, len, blob };
+        let key = SEAL.key(addr, s.len as u64, self.serial, &owner.to_le_bytes());
         let h = self.table.add_mr(Mr {
             handle: Attached { region: s.region },
             slice: s,

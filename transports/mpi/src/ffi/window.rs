@@ -14,6 +14,7 @@ use super::memory::Memory;
 use super::{check, count};
 
 /// A dynamic window in a passive-target epoch towards every rank.
+#[derive(Debug)]
 pub(crate) struct Window {
     raw: ffi::MPI_Win,
     locked: bool,
@@ -21,14 +22,6 @@ pub(crate) struct Window {
 
 // SAFETY: used by one thread at a time (FUNNELED; module docs of `ffi`).
 unsafe impl Send for Window {}
-
-impl std::fmt::Debug for Window {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Window")
-            .field("locked", &self.locked)
-            .finish()
-    }
-}
 
 impl Window {
     /// Create the window over `comm` (collective) and open the epoch.

@@ -158,7 +158,7 @@ impl Endpoint {
             return self.post_recv_buf(op);
         }
         self.in_flight = self.in_flight.saturating_sub(1);
-        let (ctx, peer, kind, fence) = (op.ctx, op.peer, op.kind, op.fence);
+        let (ctx, peer, kind) = (op.ctx, op.peer, op.kind);
         let buf = std::mem::take(&mut op.buf);
         self.spare_op(op);
         if kind == Kind::Control {
@@ -191,10 +191,7 @@ impl Endpoint {
                     len,
                 }
             }
-            Kind::WriteThenFence => {
-                let f = fence.expect("a fenced write carries its fence");
-                return self.post_fence(peer, ctx, f);
-            }
+            Kind::WriteThenFence(f) => return self.post_fence(peer, ctx, f),
             Kind::RecvBuf | Kind::Control => unreachable!("handled above"),
         };
         self.recycle_send(buf);

@@ -169,13 +169,13 @@ impl Sim {
             let Some(op) = n.eng.poll_op() else { break };
             let write = matches!(op, Op::Write { .. });
             match op {
+                // The packet: the header, then the payload copied after it.
                 Op::Send {
                     peer,
-                    header,
+                    header: mut bytes,
                     payload,
                     ctx,
                 } => {
-                    let mut bytes = header;
                     if let Some(p) = payload {
                         bytes.extend_from_slice(
                             &n.mem[p.region as usize][p.offset..p.offset + p.len],

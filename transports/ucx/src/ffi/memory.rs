@@ -3,12 +3,12 @@
 //! peer keys; and the buffer tokens ([`RegionBuf`], [`RmaBuf`]) through
 //! which the rest of this layer hands the transport's memory to UCX.
 
-use std::alloc::{self, Layout};
 use std::collections::HashMap;
-use std::ptr::{self, NonNull};
+use std::ptr;
 
-use ovbench_core::fabric::regions::{self, Regions, Zeroed};
-use ovbench_core::{LocalSlice, MrHandle, OpKind, Rank, RemoteKey, TransportError, MAX_KEY_BLOB};
+use ovbench_core::fabric::aligned::AlignedBuf;
+use ovbench_core::fabric::regions::{self, Regions};
+use ovbench_core::{LocalSlice, MrHandle, OpKind, Rank, TransportError, MAX_KEY_BLOB};
 use ovbench_ucx_sys as sys;
 
 use super::context::Context;
@@ -20,32 +20,6 @@ use crate::status::local;
 /// Unpacked peer keys kept before the cache is emptied (protocols that
 /// register per fragment would otherwise grow it without bound).
 const RKEY_CACHE_MAX: usize = 1024;
-
-/// A zeroed, page-aligned allocation.
-pub(crate) struct Region {
-    ptr: NonNull<u8>,
-    layout: Layout,
-}
-
-impl Zeroed for Region {
-    fn zeroed(len: usize) -> Result<Region, TransportError> {
-        let layout = regions::page_layout(len)?;
-        // SAFETY: layout has a non-zero size.
-        let p = unsafe { alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(p).ok_or_else(|| regions::out_of_memory(len))?;
-        Ok(Region { ptr, layout })
-    }
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: ptr was allocated with exactly this layout.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) };
-    }
-}
-
-// SAFETY: the block is plain memory exclusively owned by this value.
-unsafe impl Send for Region {}
 
 /// A range inside one of the transport's regions, checked when made (only
 /// [`Memory`] makes them): what the posting calls of this layer hand to
@@ -116,7 +90,7 @@ pub(crate) type Mr = regions::Mr<MemMap>;
 #[derive(Default)]
 pub(crate) struct Memory {
     /// The regions (the transport allocates and frees through it).
-    pub(crate) table: Regions<Region, MemMap>,
+    pub(crate) table: Regions<AlignedBuf, MemMap>,
     /// Per peer: packed blob's checksum → unpacked key.
     rkeys: HashMap<Rank, HashMap<u64, Rkey>>,
     /// Keys revoked while one-sided operations were in flight (a get or
@@ -129,21 +103,11 @@ pub(crate) struct Memory {
 }
 
 impl Memory {
-    /// Pointer to the start of `s`, after checking it lies in its region.
-    /// Inlined: on the native path's every send and receive, the slice
-    /// passed through memory stalled store forwarding (`perf annotate`).
-    #[inline]
-    fn ptr(&self, s: LocalSlice) -> Result<*mut u8, TransportError> {
-        let r = self.table.holding(s)?;
-        // SAFETY: offset is within the allocation (checked by holding).
-        Ok(unsafe { r.ptr.as_ptr().add(s.offset) })
-    }
-
     /// `s` as a buffer to hand to UCX, after checking it lies in its region.
     #[inline]
     pub fn buf(&self, s: LocalSlice) -> Result<RegionBuf, TransportError> {
         Ok(RegionBuf {
-            ptr: self.ptr(s)?,
+            ptr: self.table.ptr(s)?,
             len: s.len,
         })
     }
@@ -153,7 +117,7 @@ impl Memory {
     /// which holds during a poll (the only caller, a lent taker).
     #[inline]
     pub fn place(&self, dst: LocalSlice, src: &[u8]) -> Result<(), TransportError> {
-        let p = self.ptr(LocalSlice {
+        let p = self.table.ptr(LocalSlice {
             len: src.len(),
             ..dst
         })?;
@@ -165,7 +129,7 @@ impl Memory {
     }
 
     pub fn slice(&self, s: LocalSlice) -> Result<&[u8], TransportError> {
-        let p = self.ptr(s)?;
+        let p = self.table.ptr(s)?;
         // SAFETY: ptr() checked the range; the region lives as long as &self.
         // Peers may write into registered memory concurrently (RDMA), which
         // is the nature of the contract: readers see bytes, never UB in Rust
@@ -174,14 +138,14 @@ impl Memory {
     }
 
     pub fn slice_mut(&mut self, s: LocalSlice) -> Result<&mut [u8], TransportError> {
-        let p = self.ptr(s)?;
+        let p = self.table.ptr(s)?;
         // SAFETY: as in slice(), and &mut self excludes other Rust borrows.
         Ok(unsafe { std::slice::from_raw_parts_mut(p, s.len) })
     }
 
     /// `ucp_mem_map` the slice and pack its remote key.
     pub fn register(&mut self, ctx: &Context, s: LocalSlice) -> Result<MrHandle, TransportError> {
-        let p = self.ptr(s)?;
+        let p = self.table.ptr(s)?;
         let params = sys::ucp_mem_map_params_t {
             field_mask: (sys::UCP_MEM_MAP_PARAM_FIELD_ADDRESS | sys::UCP_MEM_MAP_PARAM_FIELD_LENGTH)
                 as u64,
@@ -232,11 +196,7 @@ impl Memory {
         Ok(self.table.add_mr(Mr {
             handle: map,
             slice: s,
-            key: RemoteKey {
-                addr: p as u64,
-                len: s.len as u64,
-                blob: SEAL.seal(p as u64, s.len as u64, self.serial, &blob),
-            },
+            key: SEAL.key(p as u64, s.len as u64, self.serial, &blob),
         }))
     }
 
