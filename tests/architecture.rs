@@ -93,25 +93,21 @@ fn mpi_calls_its_library_only_from_its_ffi_modules() {
 }
 
 #[test]
-fn core_keeps_unsafe_in_its_clock_and_aligned_block() {
-    // clock.rs: RDTSC; fabric/aligned.rs: the page-aligned block that
-    // verbs, UCX and libfabric hand their libraries by address.
-    assert_unsafe_only_in("transports/core", &["clock.rs", "fabric/aligned.rs"]);
-}
-
-#[test]
-fn sim_keeps_unsafe_in_its_scheduler_lock_and_prefetch() {
-    // owned.rs: the runner thread's uncontended lock; prefetch.rs: the
-    // next rank's cache lines (both for many-rank runs).
-    assert_unsafe_only_in("transports/sim", &["owned.rs", "prefetch.rs"]);
-}
-
-#[test]
 fn the_word_match_is_whole_words_only() {
     assert!(names_word("x unsafe {", "unsafe"));
     assert!(names_word("`unsafe`", "unsafe"));
     assert!(!names_word("unsafely", "unsafe"));
     assert!(!names_word("not_unsafe_ptr", "unsafe"));
+}
+
+#[test]
+fn core_and_sim_keep_unsafe_in_the_files_that_own_it() {
+    // core: RDTSC (clock.rs) and the page-aligned block that verbs, UCX
+    // and libfabric hand their libraries by address (fabric/aligned.rs).
+    assert_unsafe_only_in("transports/core", &["clock.rs", "fabric/aligned.rs"]);
+    // sim, for many-rank runs: the runner thread's uncontended lock
+    // (owned.rs) and the next rank's cache lines (prefetch.rs).
+    assert_unsafe_only_in("transports/sim", &["owned.rs", "prefetch.rs"]);
 }
 
 #[test]
