@@ -8,7 +8,7 @@
 //! result through three of them).
 
 use super::args::{RecvArgs, SendArgs};
-use super::library_path::slice;
+use super::native::local;
 use super::native::NativeState;
 use super::shared::Shared;
 use super::{Comm, EngineShape, On, Path, RawOp};
@@ -186,7 +186,7 @@ impl Communicator for Comm {
     fn send(&mut self, data: Span, dst: Rank, tag: Tag) -> Result<()> {
         if self.on_library() {
             return self.library(|n, s, at| {
-                let b = slice(data, "send")?;
+                let b = local(data, "send")?;
                 n.lib_send(s, at, b, dst, tag, SendMode::Standard)
             });
         }
@@ -201,7 +201,7 @@ impl Communicator for Comm {
     fn send_mode(&mut self, data: Span, dst: Rank, tag: Tag, mode: SendMode) -> Result<()> {
         if self.on_library() {
             return self
-                .library(|n, s, at| n.lib_send(s, at, slice(data, "send")?, dst, tag, mode));
+                .library(|n, s, at| n.lib_send(s, at, local(data, "send")?, dst, tag, mode));
         }
         one_call(self, |c| {
             let r = c.isend_mode(data, dst, tag, mode)?;
@@ -211,7 +211,7 @@ impl Communicator for Comm {
 
     fn recv(&mut self, room: Span, src: Source, tag: TagSel) -> Result<Status> {
         if self.on_library() {
-            return self.library(|n, s, at| n.lib_recv(s, at, slice(room, "receive")?, src, tag));
+            return self.library(|n, s, at| n.lib_recv(s, at, local(room, "receive")?, src, tag));
         }
         if self.s.instr.is_none() {
             if let Some(r) = self.recv_now(RecvArgs::new(room, src, tag)) {
@@ -235,8 +235,8 @@ impl Communicator for Comm {
     ) -> Result<Status> {
         if self.on_library() {
             return self.library(|n, s, at| {
-                let sb = slice(data, "send")?;
-                let rb = slice(room, "receive")?;
+                let sb = local(data, "send")?;
+                let rb = local(room, "receive")?;
                 n.lib_sendrecv(s, at, sb, dst, stag, rb, src, rtag)
             });
         }
@@ -260,7 +260,7 @@ impl Communicator for Comm {
 
     fn bcast_library(&mut self, data: Span, root: Rank) -> Result<()> {
         if self.on_library() {
-            return self.library(|n, s, at| n.lib_bcast(s, at, slice(data, "broadcast")?, root));
+            return self.library(|n, s, at| n.lib_bcast(s, at, local(data, "broadcast")?, root));
         }
         Err(TransportError::Unsupported(format!(
             "--algorithm library is the MPI library's own broadcast (MPI_Bcast): this run's {} path over --transport {} has none; run it with --transport mpi --proto native",

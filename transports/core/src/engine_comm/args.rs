@@ -2,14 +2,12 @@
 //! [`crate::Communicator`] method through [`super::Comm`] to the path
 //! that runs it, instead of five loose parameters at every hop.
 
-use crate::{Buf, Rank, Source, Span, Tag, TagSel};
+use crate::{Rank, Source, Span, Tag, TagSel};
 
-/// `len` bytes at `off` of `buf`, to or from `peer` with `tag`.
+/// The bytes of `span`, to or from `peer` with `tag`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Args<P, T> {
-    pub(crate) buf: Buf,
-    pub(crate) off: usize,
-    pub(crate) len: usize,
+    pub(crate) span: Span,
     pub(crate) peer: P,
     pub(crate) tag: T,
 }
@@ -22,12 +20,6 @@ pub(crate) type RecvArgs = Args<Source, TagSel>;
 impl<P, T> Args<P, T> {
     #[inline(always)]
     pub(crate) fn new(span: Span, peer: P, tag: T) -> Self {
-        Args {
-            buf: span.buf,
-            off: span.off,
-            len: span.len,
-            peer,
-            tag,
-        }
+        Args { span, peer, tag }
     }
 }

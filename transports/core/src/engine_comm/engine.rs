@@ -9,7 +9,8 @@ use super::drive::{self, proto_err};
 use super::shared::Shared;
 use super::{prefers_read, EngineShape, Protocol, RawOp, DEFAULT_FRAG_SIZE};
 use crate::{
-    Buf, Msg, OpCounts, Rank, Req, Result, SendMode, Source, Status, Tag, TagSel, TransportError,
+    Buf, Msg, OpCounts, Rank, Req, Result, SendMode, Source, Span, Status, Tag, TagSel,
+    TransportError,
 };
 
 /// The protocol engine and what driving it keeps between calls.
@@ -29,10 +30,11 @@ fn mode_of(m: SendMode) -> Mode {
     }
 }
 
-/// Check `[off, off+len)` lies in `buf` (inlined into every message's
-/// path, its error built out of line).
+/// Check `span` lies in its buffer (inlined into every message's path,
+/// its error built out of line).
 #[inline(always)]
-pub(crate) fn range(buf: Buf, off: usize, len: usize, what: &str) -> Result<Slice> {
+pub(crate) fn range(span: Span, what: &str) -> Result<Slice> {
+    let Span { buf, off, len } = span;
     match off.checked_add(len) {
         Some(end) if end <= buf.len => Ok(Slice::new(buf.region.0, off, len)),
         _ => Err(outside(buf, off, len, what)),
@@ -114,16 +116,16 @@ impl EngineState {
     /// Post a send of the user's `buf[off..off + len]`.
     #[inline]
     fn post_user_send(&mut self, s: &mut Shared, a: SendArgs, m: Mode) -> Result<ReqId> {
-        let sl = range(a.buf, a.off, a.len, "send")?;
-        let whole = Slice::new(a.buf.region.0, 0, a.buf.len);
+        let sl = range(a.span, "send")?;
+        let whole = Slice::new(a.span.buf.region.0, 0, a.span.buf.len);
         self.post_send(s, sl, whole, a.peer, a.tag, m, Space::User)
     }
 
     /// Post a receive into the user's `buf[off..off + len]`.
     #[inline]
     fn post_user_recv(&mut self, s: &mut Shared, a: RecvArgs) -> Result<ReqId> {
-        let sl = range(a.buf, a.off, a.len, "receive")?;
-        let whole = Slice::new(a.buf.region.0, 0, a.buf.len);
+        let sl = range(a.span, "receive")?;
+        let whole = Slice::new(a.span.buf.region.0, 0, a.span.buf.len);
         self.post_recv(s, sl, whole, a.peer, a.tag, Space::User)
     }
 

@@ -4,10 +4,10 @@
 //! CALL_ENTER/CALL_EXIT. A blocking call's transfer begins at its entry
 //! and ends at its exit (call-bounded, as every native transfer).
 
-use super::native::{local, send_req, NativeState};
+use super::native::{send_req, NativeState};
 use super::shared::Shared;
 use crate::{
-    LibraryCalls, LocalSlice, Rank, Result, SendMode, Source, Span, Status, Tag, TagRecv, TagSel,
+    LibraryCalls, LocalSlice, Rank, Result, SendMode, Source, Status, Tag, TagRecv, TagSel,
     TagSend, TransportError,
 };
 
@@ -212,10 +212,4 @@ impl NativeState {
     ) -> Result<()> {
         self.blocking(s, at, ls.len, |l| l.bcast(root, ls))
     }
-}
-
-/// `span` as the transport's slice, checked.
-#[inline(always)]
-pub(super) fn slice(span: Span, what: &str) -> Result<LocalSlice> {
-    local(span.buf, span.off, span.len, what)
 }

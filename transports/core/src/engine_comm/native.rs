@@ -17,8 +17,8 @@ use super::args::{RecvArgs, SendArgs};
 use super::engine::range;
 use super::shared::{Shared, CHECK_EVERY, SPIN_BEFORE_BLOCK};
 use crate::{
-    Buf, Completion, Idle, LocalSlice, OpKind, Posted, Rank, Req, Result, SendMode, Source, Status,
-    Tag, TagRecv, TagSel, TagSend, Tagged, TransportError, Waited,
+    Completion, Idle, LocalSlice, OpKind, Posted, Rank, Req, Result, SendMode, Source, Span,
+    Status, Tag, TagRecv, TagSel, TagSend, Tagged, TransportError, Waited,
 };
 
 /// First tag the native barrier uses (user tags must stay below it).
@@ -35,12 +35,11 @@ pub(super) struct NReq {
     pub(super) xfer: Option<u64>,
 }
 
-/// `[off, off+len)` of `buf` as the transport's slice, after checking it
-/// lies in `buf`.
+/// `span` as the transport's slice, after checking it lies in its buffer.
 #[inline(always)]
-pub(super) fn local(buf: Buf, off: usize, len: usize, what: &str) -> Result<LocalSlice> {
-    let s = range(buf, off, len, what)?;
-    Ok(LocalSlice::new(buf.region, s.offset, s.len))
+pub(super) fn local(span: Span, what: &str) -> Result<LocalSlice> {
+    let s = range(span, what)?;
+    Ok(LocalSlice::new(span.buf.region, s.offset, s.len))
 }
 
 /// The request of a send to `dst` of `len` bytes with `tag`; `done` when
@@ -125,13 +124,13 @@ impl NativeState {
     /// to arrive unexpected.
     #[inline(always)]
     pub(crate) fn send_now(&mut self, s: &mut Shared, a: SendArgs) -> Result<()> {
-        let ls = local(a.buf, a.off, a.len, "send")?;
+        let ls = local(a.span, "send")?;
         let (id, sent) = self.post_tsend(s, TagSend::new(a.peer, a.tag, ls, false))?;
         if sent {
             return Ok(());
         }
         // In flight: tracked and waited for as any send.
-        let id = self.track(s, id, send_req(a.peer, a.tag, a.len, false), 0);
+        let id = self.track(s, id, send_req(a.peer, a.tag, a.span.len, false), 0);
         self.wait_id(s, id).map(|_| ())
     }
 
@@ -146,7 +145,7 @@ impl NativeState {
         if let Err(e) = crate::stop::check() {
             return Some(Err(e));
         }
-        let ls = match local(a.buf, a.off, a.len, "receive") {
+        let ls = match local(a.span, "receive") {
             Ok(ls) => ls,
             Err(e) => return Some(Err(e)),
         };
@@ -161,7 +160,7 @@ impl NativeState {
                 tag,
                 len,
             })),
-            Ok(Waited::TimedOut) => Some(Err(recv_timeout(s, a.peer, a.tag, a.len))),
+            Ok(Waited::TimedOut) => Some(Err(recv_timeout(s, a.peer, a.tag, a.span.len))),
             Err(e) => Some(Err(e)),
         }
     }
@@ -175,7 +174,7 @@ impl NativeState {
         a: SendArgs,
         mode: SendMode,
     ) -> Result<Req> {
-        let ls = local(a.buf, a.off, a.len, "send")?;
+        let ls = local(a.span, "send")?;
         if self.lib {
             return self.lib_isend(s, ls, a.peer, a.tag, mode, at).map(Req);
         }
@@ -187,7 +186,7 @@ impl NativeState {
     /// Start a receive into `buf[off..]`, its call entered at `at`.
     #[inline]
     pub(crate) fn irecv(&mut self, s: &mut Shared, at: u64, a: RecvArgs) -> Result<Req> {
-        let ls = local(a.buf, a.off, a.len, "receive")?;
+        let ls = local(a.span, "receive")?;
         self.trecv(s, TagRecv::new(a.peer, a.tag, ls), at).map(Req)
     }
 
