@@ -10,7 +10,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
@@ -40,28 +40,33 @@ impl Drop for Job {
 /// A real segment of this libfabric, left by a rank killed mid-run, and
 /// that rank's pid.
 fn killed_rank_segment() -> (Vec<u8>, u32) {
-    let job = Command::new(env!("CARGO_BIN_EXE_ovbench"))
-        .args(["latency", "--transport", "ofi", "--provider", "shm"])
-        .args(["--proto", "native", "--sizes", "8", "--iters", "100000000"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start ovbench");
-    let mut job = Job(job);
+    let mut cmd = common::command(&["latency", "--transport", "ofi", "--provider", "shm"]);
+    cmd.args(["--proto", "native", "--sizes", "8", "--iters", "100000000"])
+        .stdout(Stdio::null());
+    let mut job = Job(cmd.spawn().expect("start ovbench"));
+    let stderr = common::drain(job.0.stderr.take().expect("stderr"));
+    // Kill only a running job whose ranks all have their segments: one
+    // that ended by itself (a failed start) closed them, and says why.
     let deadline = Instant::now() + Duration::from_secs(30);
-    let rank = loop {
-        assert!(Instant::now() < deadline, "no rank segment within 30 s");
-        if let Some(p) = children(job.0.id())
-            .into_iter()
-            .find(|p| !ovbench_ofi::shm_segments_of(*p).is_empty())
+    let ranks = loop {
+        assert!(Instant::now() < deadline, "no rank segments within 30 s");
+        if let Some(status) = job.0.try_wait().expect("wait for ovbench") {
+            panic!(
+                "the job ended by itself ({status}) before it was killed:\n{}",
+                stderr.join().unwrap_or_default()
+            );
+        }
+        let ranks = children(job.0.id());
+        if ranks.len() == 2
+            && ranks
+                .iter()
+                .all(|p| !ovbench_ofi::shm_segments_of(*p).is_empty())
         {
-            break p;
+            break ranks;
         }
         std::thread::sleep(Duration::from_millis(20));
     };
     // The ranks die with their launcher (SIGKILL), closing nothing.
-    let ranks = children(job.0.id());
     kill(Pid::from_raw(job.0.id() as i32), Signal::SIGKILL).expect("kill ovbench");
     job.0.wait().expect("reap ovbench");
     for p in &ranks {
@@ -71,8 +76,14 @@ fn killed_rank_segment() -> (Vec<u8>, u32) {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
-    let bytes =
-        std::fs::read(&ovbench_ofi::shm_segments_of(rank)[0]).expect("the killed rank's segment");
+    let rank = ranks[0];
+    let Some(segment) = ovbench_ofi::shm_segments_of(rank).into_iter().next() else {
+        panic!(
+            "killed rank {rank} left no segment; the job said:\n{}",
+            stderr.join().unwrap_or_default()
+        );
+    };
+    let bytes = std::fs::read(segment).expect("the killed rank's segment");
     for s in ranks.iter().flat_map(|p| ovbench_ofi::shm_segments_of(*p)) {
         let _ = std::fs::remove_file(s);
     }
