@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use crate::{Caps, Clock, Rank, RegionId, Result, Tag, TransportError, TransportInfo};
+use crate::{Bound, Caps, Clock, Rank, RegionId, Result, Tag, TransportError, TransportInfo};
 
 /// Receive from any rank.
 pub const ANY_SOURCE: Source = None;
@@ -183,6 +183,21 @@ pub trait Communicator {
     /// Current time in clock ticks.
     fn now(&self) -> u64 {
         self.clock().ticks()
+    }
+    /// The blocking standard send of `data` to `peer` and receive into
+    /// `room` from `peer`, both with `tag`, bound once for a loop that
+    /// repeats them (a ping-pong's; see [`Bound`]). `None` where the path
+    /// has no such binding, or while calls are recorded: the loop then
+    /// makes the communicator's own calls.
+    fn bind_pair(
+        &mut self,
+        data: Span,
+        room: Span,
+        peer: Rank,
+        tag: Tag,
+    ) -> Result<Option<Bound<'_>>> {
+        let _ = (data, room, peer, tag);
+        Ok(None)
     }
     /// Spend `units` of calibrated computation, calling no communication
     /// function.

@@ -34,6 +34,7 @@
 
 #![deny(missing_docs)]
 
+mod bound;
 mod caps;
 pub mod clock;
 pub mod clock_sync;
@@ -51,6 +52,7 @@ pub mod watch;
 pub mod work;
 pub mod work_loop;
 
+pub use bound::{Bound, BoundPair};
 pub use caps::{Caps, CompletionStamps, Progress, RmaKind, RmaProgress};
 pub use clock::{Clock, ClockInfo};
 pub use clock_sync::ClockSync;

@@ -18,7 +18,8 @@
 //! [`LibraryCalls::test`] or a completion from [`crate::Transport::poll`].
 
 use crate::{
-    Ctx, LocalSlice, Rank, Result, SendMode, Source, Status, Tag, TagRecv, TagSel, TagSend,
+    BoundPair, Ctx, LocalSlice, Rank, Result, SendMode, Source, Status, Tag, TagRecv, TagSel,
+    TagSend,
 };
 
 /// The library's own calls (see the module docs).
@@ -55,4 +56,7 @@ pub trait LibraryCalls {
     fn barrier(&mut self) -> Result<()>;
     /// The library's broadcast of `buf` from `root` (`MPI_Bcast`).
     fn bcast(&mut self, root: Rank, buf: LocalSlice) -> Result<()>;
+    /// The standard send `out` and the receive `into` bound for a loop
+    /// that repeats them ([`crate::Bound`]): checked here, once.
+    fn bind<'a>(&'a mut self, out: TagSend, into: TagRecv) -> Result<Box<dyn BoundPair + 'a>>;
 }

@@ -119,3 +119,21 @@ fn native_transfers_are_call_bounded() {
     assert_eq!(out[1].transfers, 10);
     assert_eq!(out[1].max_overlap_ns, 0.0, "{:?}", out[1]);
 }
+
+/// A ping-pong binds its calls only over a library's own calls (MPI's):
+/// neither the engine's protocols nor a native path made of tagged
+/// sends and receives has a pair to bind, and the loop keeps the
+/// communicator's calls.
+#[test]
+fn only_library_calls_bind_a_ping_pong() {
+    for comms in [util::comms(2, &cfg()), util::native_comms(2, &cfg())] {
+        let bound = util::run(comms, |c| {
+            let b = c.alloc(64).unwrap();
+            let peer = 1 - c.rank();
+            c.bind_pair(b.first(8), b.at(8, 8), peer, 4)
+                .unwrap()
+                .is_some()
+        });
+        assert_eq!(bound, [false, false]);
+    }
+}

@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use mpi::ffi::MPI_Status;
 use ovbench_core::{
-    Completion, Ctx, LibraryCalls, LocalSlice, OpKind, Posted, Rank, Result, SendMode, Source,
-    Status, Tag, TagRecv, TagSel, TagSend, Tagged, TransportError, Waited,
+    BoundPair, Completion, Ctx, LibraryCalls, LocalSlice, OpKind, Posted, Rank, Result, SendMode,
+    Source, Status, Tag, TagRecv, TagSel, TagSend, Tagged, TransportError, Waited,
 };
 
+use crate::ffi::bound::Pair;
 use crate::ffi::requests::{testsome, waitall, Request};
 use crate::ffi::Envelope;
 use crate::transport::{local_err, peer_err, MpiTransport};
@@ -90,6 +91,24 @@ fn status(env: Envelope) -> Status {
         source: env.source.max(0) as Rank,
         tag: env.tag.max(0) as Tag,
         len: env.len,
+    }
+}
+
+/// The bound `MPI_Send` and `MPI_Recv` of [`LibraryCalls::bind`], their
+/// failures named as the unbound calls name them.
+struct NativePair<'a>(Pair<'a>);
+
+impl BoundPair for NativePair<'_> {
+    #[inline]
+    fn send(&mut self) -> Result<()> {
+        let peer = self.0.peer();
+        self.0.send().map_err(peer_err(peer, OpKind::TaggedSend))
+    }
+
+    #[inline]
+    fn recv(&mut self) -> Result<()> {
+        let peer = self.0.peer();
+        self.0.recv().map_err(peer_err(peer, OpKind::TaggedRecv))
     }
 }
 
@@ -336,6 +355,20 @@ impl LibraryCalls for MpiTransport {
 
     fn barrier(&mut self) -> Result<()> {
         self.data.barrier().map_err(local_err(OpKind::Poll))
+    }
+
+    fn bind<'a>(&'a mut self, out: TagSend, into: TagRecv) -> Result<Box<dyn BoundPair + 'a>> {
+        self.peer(out.peer, OpKind::TaggedSend)?;
+        let st = self.mpi_tag(out.tag)?;
+        let (s, t) = (self.src_sel(into.src)?, self.tag_sel(into.tag)?);
+        let pair = Pair::new(
+            &self.data,
+            &mut self.mem,
+            (out.peer, st, out.src),
+            (s, t, into.dst),
+        )
+        .map_err(peer_err(out.peer, OpKind::TaggedSend))?;
+        Ok(Box::new(NativePair(pair)))
     }
 
     fn bcast(&mut self, root: Rank, buf: LocalSlice) -> Result<()> {

@@ -15,7 +15,8 @@
 //! communicator over the transport (`Comm::native`): its blocking send
 //! and receive, each one library call, recorded as a CALL_ENTER/CALL_EXIT
 //! pair around one call-bounded transfer while instrumenting, and their
-//! errors named through it.
+//! errors named through it; and a ping-pong's calls bound once
+//! (`Communicator::bind_pair`): bytes, counts and errors as unbound.
 //!
 //! Not run, and why (the suite's other checks drive every endpoint from
 //! one thread of one process, which an MPI job cannot do: one process is
@@ -468,6 +469,8 @@ fn communicator_calls(t: MpiTransport) {
     assert!(!c.instrumentation().unwrap().in_call(), "{e}");
     let r = c.overlap_report().unwrap();
     assert_eq!(r.events, 8 * PINGS + 4, "{r:?}");
+    // Recording: a ping-pong keeps the communicator's calls (their events).
+    assert!(c.bind_pair(buf.first(8), buf.at(8, 8), peer, 1).unwrap().is_none());
     // Not recording: the same calls, errors named the same way.
     c.disable_instrumentation();
     let e = c.send(buf.first(8), 7, 1).unwrap_err().to_string();
@@ -498,4 +501,70 @@ fn communicator_calls(t: MpiTransport) {
         );
     }
     c.barrier().expect("barrier after the communicator's calls");
+    bound_calls(&mut c, me, peer);
+}
+
+/// A ping-pong's calls bound once (`Communicator::bind_pair` over
+/// `LibraryCalls::bind`): the bytes arrive, the sends are counted as the
+/// unbound calls count them, and binding checks what each call checked,
+/// naming it; a receive too short for the message fails as `MPI_Recv`.
+fn bound_calls(c: &mut Comm, me: u32, peer: u32) {
+    let (sb, rb) = (c.alloc(64).unwrap(), c.alloc(64).unwrap());
+    c.fill(sb, &mut |x| {
+        x.iter_mut()
+            .enumerate()
+            .for_each(|(i, v)| *v = (i as u32 * 3 + me) as u8)
+    })
+    .unwrap();
+    let sent = c.op_counts().tagged_sends;
+    {
+        let mut b = c
+            .bind_pair(sb.first(40), rb.first(40), peer, 53)
+            .unwrap()
+            .expect("the library's calls bind");
+        for _ in 0..PINGS {
+            if me == 0 {
+                b.send().unwrap();
+                b.recv().unwrap();
+            } else {
+                b.recv().unwrap();
+                b.send().unwrap();
+            }
+        }
+    }
+    assert_eq!(c.op_counts().tagged_sends - sent, PINGS);
+    let mut got = Vec::new();
+    c.inspect(rb, &mut |x| got = x[..40].to_vec()).unwrap();
+    let want: Vec<u8> = (0..40u32).map(|i| (i * 3 + peer) as u8).collect();
+    assert_eq!(got, want, "the bound receive's bytes");
+    let e = c
+        .bind_pair(sb.first(8), rb.first(8), 7, 1)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("rank 7") && e.contains("2 ranks"), "{e}");
+    let wide = Buf {
+        region: rb.region,
+        len: 1 << 20,
+    };
+    let e = c
+        .bind_pair(sb.first(8), wide.at(4096, 8), peer, 1)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("outside region"), "{e}");
+    let mut b = c
+        .bind_pair(sb.first(8), rb.first(4), peer, 54)
+        .unwrap()
+        .expect("the library's calls bind");
+    if me == 0 {
+        b.send().unwrap();
+    } else {
+        let e = b.recv().unwrap_err().to_string();
+        let lower = e.to_lowercase();
+        assert!(
+            e.contains("MPI_Recv") && lower.contains("truncate") && e.contains("rank 0"),
+            "{e}"
+        );
+    }
+    drop(b);
+    c.barrier().expect("barrier after the bound calls");
 }

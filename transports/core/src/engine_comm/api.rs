@@ -15,8 +15,8 @@ use super::{Comm, EngineShape, On, Path, RawOp};
 use crate::comm::one_call;
 use crate::instrument::{Instrumentation, XferTable};
 use crate::{
-    Buf, Clock, CommInfo, CommPath, Communicator, LocalSlice, OpCounts, Rank, Req, Result,
-    SendMode, Source, Span, Status, Tag, TagSel, TransportError,
+    Bound, Buf, Clock, CommInfo, CommPath, Communicator, LocalSlice, OpCounts, Rank, Req, Result,
+    SendMode, Source, Span, Status, Tag, TagRecv, TagSel, TagSend, TransportError,
 };
 
 impl Comm {
@@ -79,6 +79,32 @@ impl Communicator for Comm {
     }
     fn clock(&self) -> &dyn Clock {
         self.s.clock.as_ref()
+    }
+    /// The library's bound pair, while nothing is recorded (a recorded
+    /// call needs its CALL and XFER events, which only the unbound calls
+    /// make).
+    fn bind_pair(
+        &mut self,
+        data: Span,
+        room: Span,
+        peer: Rank,
+        tag: Tag,
+    ) -> Result<Option<Bound<'_>>> {
+        if !self.on_library() || self.s.instr.is_some() {
+            return Ok(None);
+        }
+        let Path::Native(n) = &mut self.path else {
+            return Ok(None);
+        };
+        let s = &mut self.s;
+        let Some(lib) = s.t.tagged().and_then(|t| t.library()) else {
+            return Ok(None);
+        };
+        let out = TagSend::new(peer, tag, local(data, "send")?, false);
+        let into = TagRecv::new(Some(peer), Some(tag), local(room, "receive")?);
+        let pair = lib.bind(out, into)?;
+        let (sends, bytes) = (&mut n.sends, &mut n.bytes);
+        Ok(Some(Bound::new(pair, &*s.clock, sends, bytes, data.len)))
     }
     fn work(&mut self, units: u64) {
         self.s.work.work(units)

@@ -64,14 +64,14 @@ pub(crate) fn watched<T>(
 
 /// The wildcard or the rank, as MPI takes a source.
 #[inline]
-fn source(src: Option<u32>) -> c_int {
+pub(crate) fn source(src: Option<u32>) -> c_int {
     // SAFETY: reading an initialised constant of the shim.
     src.map_or(unsafe { ffi::RSMPI_ANY_SOURCE }, |r| r as c_int)
 }
 
 /// The wildcard or the tag, as MPI takes a receive's tag.
 #[inline]
-fn rtag(tag: Option<c_int>) -> c_int {
+pub(crate) fn rtag(tag: Option<c_int>) -> c_int {
     // SAFETY: reading an initialised constant of the shim.
     tag.unwrap_or(unsafe { ffi::RSMPI_ANY_TAG })
 }

@@ -11,6 +11,7 @@
 //! The one exception is the watchdog's `MPI_Abort` ([`job::abort`]),
 //! the last call of a rank that is stuck.
 
+pub(crate) mod bound;
 pub(crate) mod comm;
 pub(crate) mod ctrl;
 pub(crate) mod job;
