@@ -118,3 +118,31 @@ fn bw_json_has_one_entry_per_size_with_samples() {
         assert!(row["bytes_per_sec"].as_f64().unwrap() > 0.0, "{row}");
     }
 }
+
+/// `--one-buffer` (NetPIPE's default mode: a rank replies from the buffer
+/// the message arrived in) runs and says so in its table's title, in
+/// the JSON too; with `--verify`, whose check needs each rank's own
+/// pattern, it is refused before any rank starts.
+#[test]
+fn one_buffer_replies_from_the_receive_buffer_and_says_so() {
+    let dir = Scratch::new("lat-one-buffer");
+    let out = dir.join("one.json");
+    let mut args = words("latency --one-buffer --sizes 8,64K --iters 40 --warmup 4");
+    args.extend(["--json", out.to_str().unwrap()]);
+    let r = ovbench(&args, LIMIT).expect_ok();
+    let said = "each reply sent from the receive buffer";
+    assert!(r.stdout.contains(said), "{}", r.stdout);
+    let doc = json(&out);
+    assert!(
+        doc["tables"][0]["title"].as_str().unwrap().contains(said),
+        "{doc}"
+    );
+    assert_eq!(rows(&doc).len(), 2, "{doc}");
+    let r = ovbench(&words("latency --one-buffer --verify --sizes 8"), LIMIT);
+    assert_eq!(r.code, Some(2), "{r:?}");
+    assert!(
+        r.stderr.contains("--one-buffer") && r.stderr.contains("--verify"),
+        "{}",
+        r.stderr
+    );
+}

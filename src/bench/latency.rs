@@ -26,6 +26,12 @@ use ovbench_core::engine_comm::RawOp;
 pub struct LatencyArgs {
     #[command(flatten)]
     pub sweep: SweepArgs,
+    /// Reply from the buffer the message arrived in: one buffer a rank,
+    /// as NetPIPE's default (cache) mode. Default: a send buffer of its
+    /// own, never written, as osu_latency. Not with --verify, which
+    /// checks each rank's own pattern.
+    #[arg(long, conflicts_with = "verify")]
+    pub one_buffer: bool,
 }
 
 /// OSU-like defaults: 10000 iterations (1000 warm-up) below 64 KiB,
@@ -125,9 +131,19 @@ pub fn run(cx: &mut BenchCtx<'_>, args: &LatencyArgs) -> Result<()> {
     }
     let max = args.sweep.sizes.max().max(1);
     let sbuf = cx.comm.alloc(max)?;
-    let rbuf = cx.comm.alloc(max)?;
+    // A large message costs more to send back from where it arrived (the
+    // bytes are dirty in the receiver's cache): 1 MiB over Open MPI's
+    // shared memory took ~125 against ~90 µs one-way here.
+    let rbuf = if args.one_buffer {
+        sbuf
+    } else {
+        cx.comm.alloc(max)?
+    };
     let title = match cx.raw {
         Some(RawOp::Read) => "latency: whole raw read operation (as ib_read_lat), ranks 0 <- 1",
+        _ if args.one_buffer => {
+            "latency: one-way = round trip / 2, ranks 0 <-> 1, each reply sent from the receive buffer"
+        }
         _ => "latency: one-way = round trip / 2, ranks 0 <-> 1",
     };
     let table = Table::<LatencyRow>::start(cx.sink, title, &());

@@ -470,7 +470,10 @@ fn communicator_calls(t: MpiTransport) {
     let r = c.overlap_report().unwrap();
     assert_eq!(r.events, 8 * PINGS + 4, "{r:?}");
     // Recording: a ping-pong keeps the communicator's calls (their events).
-    assert!(c.bind_pair(buf.first(8), buf.at(8, 8), peer, 1).unwrap().is_none());
+    assert!(c
+        .bind_pair(buf.first(8), buf.at(8, 8), peer, 1)
+        .unwrap()
+        .is_none());
     // Not recording: the same calls, errors named the same way.
     c.disable_instrumentation();
     let e = c.send(buf.first(8), 7, 1).unwrap_err().to_string();
