@@ -7,6 +7,13 @@ use ovbench_core::{Bound, Buf, Communicator, Rank};
 
 use super::verify::{self, Which};
 
+/// Which of a ping-pong's two calls.
+#[derive(Clone, Copy, Debug)]
+enum Turn {
+    Send,
+    Recv,
+}
+
 /// The buffers and tag of one size's ping-pong.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PingPong {
@@ -29,16 +36,6 @@ impl PingPong {
         comm.recv(self.rbuf.first(self.len), Some(peer), Some(self.tag))?;
         Ok(())
     }
-}
-
-/// Which of a ping-pong's two calls.
-#[derive(Clone, Copy, Debug)]
-enum Turn {
-    Send,
-    Recv,
-}
-
-impl PingPong {
     /// One call of `--verify`'s pass, bound where the communicator binds
     /// its calls ([`Communicator::bind_pair`]): the pass then checks the
     /// bytes the timed loop's own calls move.
