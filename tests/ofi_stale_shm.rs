@@ -9,6 +9,7 @@
 
 mod common;
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -37,6 +38,22 @@ impl Drop for Job {
     }
 }
 
+/// Where in its first bytes a segment records its creator's pid.
+fn creator_at(head: &[u8], pid: u32) -> Option<usize> {
+    head.windows(4)
+        .position(|w| w == (pid as i32).to_le_bytes())
+}
+
+/// Whether process `pid` has a segment whose header records it.
+fn segment_made(pid: u32) -> bool {
+    ovbench_ofi::shm_segments_of(pid).iter().any(|s| {
+        let mut head = [0u8; 64];
+        std::fs::File::open(s)
+            .and_then(|mut f| f.read_exact(&mut head))
+            .is_ok_and(|()| creator_at(&head, pid).is_some())
+    })
+}
+
 /// A real segment of this libfabric, left by a rank killed mid-run, and
 /// that rank's pid.
 fn killed_rank_segment() -> (Vec<u8>, u32) {
@@ -45,8 +62,10 @@ fn killed_rank_segment() -> (Vec<u8>, u32) {
         .stdout(Stdio::null());
     let mut job = Job(cmd.spawn().expect("start ovbench"));
     let stderr = common::drain(job.0.stderr.take().expect("stderr"));
-    // Kill only a running job whose ranks all have their segments: one
-    // that ended by itself (a failed start) closed them, and says why.
+    // Kill only a running job whose ranks' segments are all made: the
+    // provider creates a segment's file before it writes its header (a
+    // kill in between left one with no creator's pid), and a job that
+    // ended by itself (a failed start) closed them, and says why.
     let deadline = Instant::now() + Duration::from_secs(30);
     let ranks = loop {
         assert!(Instant::now() < deadline, "no rank segments within 30 s");
@@ -57,11 +76,7 @@ fn killed_rank_segment() -> (Vec<u8>, u32) {
             );
         }
         let ranks = children(job.0.id());
-        if ranks.len() == 2
-            && ranks
-                .iter()
-                .all(|p| !ovbench_ofi::shm_segments_of(*p).is_empty())
-        {
+        if ranks.len() == 2 && ranks.iter().all(|p| segment_made(*p)) {
             break ranks;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -151,10 +166,7 @@ fn shm_opens_over_a_dead_ranks_segment_under_a_reused_pid() {
     let dir = Scratch::new("ofi-stale-shm");
     let (segment, dead) = killed_rank_segment();
     // Where the segment records its creator's pid.
-    let at = segment[..64]
-        .windows(4)
-        .position(|w| w == (dead as i32).to_le_bytes())
-        .expect("the creator's pid in the segment's header");
+    let at = creator_at(&segment[..64], dead).expect("the creator's pid in the segment's header");
     // Other processes may take the planted pids first: a few tries, until
     // a rank ran over a planted segment.
     let hit = (0..3).any(|_| run_over_planted(&segment, at, &dir));
