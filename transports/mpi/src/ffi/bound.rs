@@ -19,8 +19,7 @@ struct Args {
     count: c_int,
     peer: c_int,
     tag: c_int,
-    /// Bytes, and the peer as the watch names it.
-    len: usize,
+    /// The peer as the watch names it (`None`: any).
     watched_peer: Option<u32>,
 }
 
@@ -54,7 +53,6 @@ impl<'a> Pair<'a> {
                 count: count(out.len, "MPI_Send")?,
                 peer: dst as c_int,
                 tag: stag,
-                len: out.len,
                 watched_peer: Some(dst),
             },
             recv: Args {
@@ -62,7 +60,6 @@ impl<'a> Pair<'a> {
                 count: count(into.len, "MPI_Recv")?,
                 peer: source(src),
                 tag: rtag(tag),
-                len: into.len,
                 watched_peer: src,
             },
             status: blank_status(),
@@ -79,7 +76,7 @@ impl<'a> Pair<'a> {
             &self.comm.watch,
             Blocking::Send,
             a.watched_peer,
-            a.len,
+            a.count as usize,
             || {
                 // SAFETY: the buffer lies in a region checked at `new` and
                 // kept alive by the memory's borrow; bytes are RSMPI_UINT8_T.
@@ -108,7 +105,7 @@ impl<'a> Pair<'a> {
             &self.comm.watch,
             Blocking::Recv,
             a.watched_peer,
-            a.len,
+            a.count as usize,
             || {
                 // SAFETY: as for `send`, and the memory's borrow is mutable:
                 // nothing else writes the buffer while the pair lasts.
