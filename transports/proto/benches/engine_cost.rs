@@ -1,10 +1,20 @@
-//! Host cost of the engine per eager message (no transport): the sender's
-//! side (isend, its packet handed out and completed, the request
-//! retired), the receiver's side (irecv, the packet's arrival, the
-//! request retired) and both together. Run with
-//! `cargo bench -p ovbench-proto --bench engine_cost [-- sender|direct|receiver|both]`
-//! (one side alone, e.g. under a profiler; `direct`: the sender as
-//! `isend_direct` posts it).
+//! Host cost of the engine per 8-byte eager message, with no transport:
+//!
+//! * `sender` — `isend`, its packet taken with `poll_op`, its completion
+//!   fed back, the request retired with `take`;
+//! * `receiver` — `irecv`, the packet's arrival (`on_message`), `take`;
+//! * `direct` — the sender as the communicator posts a one-packet eager
+//!   send (`isend_direct`, the packet's completion, `take`);
+//! * `both` — a sender and a receiver, one message between them.
+//!
+//! Everything a message needs is inside the cycle: its header, its ids
+//! and its sequence number are made there, not in setup.
+//!
+//! `cargo bench -p ovbench-proto --bench engine_cost [-- SCENARIO]` times
+//! each (best of five runs of a million messages). `-- --count N
+//! SCENARIO` instead runs N messages of one scenario untimed, each in its
+//! own `message_*` function, for `ci/bench/instructions engine`, which
+//! counts the instructions of those functions under callgrind.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -12,11 +22,104 @@ use std::time::Instant;
 use ovbench_proto::{Config, Engine, Mode, Op, Protocol, Slice, Space};
 
 const N: u64 = 1_000_000;
+const LEN: usize = 8;
+/// Receiver: packets kept renumbered ahead of their turn (see `Receiver`).
+const RING: usize = 64;
 
 fn engine(rank: u32) -> Engine {
     let mut c = Config::new(rank, 2, 8192);
     c.protocol = Protocol::Eager;
     Engine::new(c).expect("config")
+}
+
+/// One message from `a`: its packet (header, then `payload`) handed to
+/// `deliver`, its completion and its retirement.
+#[inline(always)]
+fn send_one(a: &mut Engine, i: u64, payload: &[u8], deliver: &mut impl FnMut(&[u8], &[u8])) {
+    let src = Slice::new(0, 0, payload.len());
+    let sr = a
+        .isend(i, src, 1, 1, Mode::Standard, Space::User)
+        .expect("isend");
+    while let Some(op) = a.poll_op() {
+        if let Op::Send { header, ctx, .. } = op {
+            deliver(&header, payload);
+            a.on_completion(i, ctx).expect("completion");
+            a.recycle_header(header);
+        }
+    }
+    black_box(a.take(sr));
+}
+
+#[inline(never)]
+fn message_sender(a: &mut Engine, i: u64, payload: &[u8]) {
+    send_one(a, i, payload, &mut |h, p| {
+        black_box((h, p));
+    });
+}
+
+#[inline(never)]
+fn message_direct(a: &mut Engine, i: u64, hdr: &mut Vec<u8>) {
+    let src = Slice::new(0, 0, LEN);
+    let d = a
+        .isend_direct(i, src, src, 1, 1, Mode::Standard, Space::User, hdr)
+        .expect("isend_direct")
+        .expect("a one-packet eager send");
+    black_box(&*hdr);
+    a.on_completion(i, d.ctx).expect("completion");
+    black_box(a.take(d.req));
+}
+
+/// The receiving side: copies of one packet, each renumbered with the
+/// sequence number its turn needs `RING` arrivals before that turn (so
+/// an arrival never reads bytes stored a moment earlier, and the
+/// renumbering stays outside the message's cycle).
+struct Receiver {
+    eng: Engine,
+    ring: Vec<Vec<u8>>,
+    /// Byte range of the sequence number in the packet.
+    seq_at: std::ops::Range<usize>,
+    seq: u32,
+}
+
+impl Receiver {
+    fn new() -> Receiver {
+        let mut packet = Vec::new();
+        send_one(&mut engine(0), 0, &[7; LEN], &mut |h, p| {
+            packet = [h, p].concat()
+        });
+        let seq_at = 4..8;
+        let ring = (0..RING as u32)
+            .map(|k| {
+                let mut p = packet.clone();
+                p[seq_at.clone()].copy_from_slice(&k.to_le_bytes());
+                p
+            })
+            .collect();
+        Receiver {
+            eng: engine(1),
+            ring,
+            seq_at,
+            seq: 0,
+        }
+    }
+
+    fn next(&mut self, i: u64) {
+        let slot = self.seq as usize % RING;
+        message_receiver(&mut self.eng, i, &self.ring[slot]);
+        let next = self.seq.wrapping_add(RING as u32);
+        self.ring[slot][self.seq_at.clone()].copy_from_slice(&next.to_le_bytes());
+        self.seq = self.seq.wrapping_add(1);
+    }
+}
+
+#[inline(never)]
+fn message_receiver(b: &mut Engine, i: u64, packet: &[u8]) {
+    let dst = Slice::new(0, 0, LEN);
+    let rr = b
+        .irecv(i, dst, Some(0), Some(1), Space::User)
+        .expect("irecv");
+    black_box(b.on_message(i, 0, packet).expect("arrival"));
+    black_box(b.take(rr));
 }
 
 /// Best of five timings of `N` calls of `f`, in ns per call.
@@ -32,105 +135,82 @@ fn best(mut f: impl FnMut(u64)) -> f64 {
     best
 }
 
-/// One message from `a`: its packet, with `payload` appended, goes to
-/// `deliver`; its completion and its retirement follow.
-fn send_one(a: &mut Engine, i: u64, payload: &[u8], deliver: &mut dyn FnMut(&[u8])) {
-    let sr = a
-        .isend(
-            i,
-            Slice::new(0, 0, payload.len()),
-            1,
-            1,
-            Mode::Standard,
-            Space::User,
-        )
-        .expect("isend");
-    while let Some(op) = a.poll_op() {
-        if let Op::Send { header, ctx, .. } = op {
-            let mut msg = header;
-            msg.extend_from_slice(payload);
-            deliver(&msg);
-            a.on_completion(i, ctx).expect("completion");
-            a.recycle_header(msg);
+/// `n` messages of `scenario`, one `message_*` call each, untimed.
+fn count(scenario: &str, n: u64) -> Result<(), String> {
+    let payload = [7u8; LEN];
+    match scenario {
+        "sender" => {
+            let mut a = engine(0);
+            (0..n).for_each(|i| message_sender(&mut a, i, &payload));
+        }
+        "direct" => {
+            let (mut a, mut hdr) = (engine(0), Vec::new());
+            (0..n).for_each(|i| message_direct(&mut a, i, &mut hdr));
+        }
+        "receiver" => {
+            let mut r = Receiver::new();
+            (0..n).for_each(|i| r.next(i));
+        }
+        other => {
+            return Err(format!(
+                "unknown scenario {other} (sender, direct or receiver)"
+            ))
         }
     }
-    black_box(a.take(sr));
+    Ok(())
 }
 
 fn main() {
-    let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
-    let run = |side: &str| only.as_deref().map_or(true, |o| o == side);
-    let payload = [7u8; 8];
-    let dst = Slice::new(0, 0, 8);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(at) = args.iter().position(|a| a == "--count") {
+        let n = args.get(at + 1).and_then(|n| n.parse().ok());
+        let scenario = args.get(at + 2);
+        let (Some(n), Some(scenario)) = (n, scenario) else {
+            eprintln!("engine_cost: --count takes a message count and a scenario");
+            std::process::exit(2);
+        };
+        if let Err(e) = count(scenario, n) {
+            eprintln!("engine_cost: {e}");
+            std::process::exit(2);
+        }
+        return;
+    }
+    let only = args.iter().find(|a| !a.starts_with('-'));
+    let run = |side: &str| only.map_or(true, |o| o == side);
+    let payload = [7u8; LEN];
     let mut line = Vec::new();
-
     if run("sender") {
         let mut a = engine(0);
-        let sender = best(|i| {
-            send_one(&mut a, i, &payload, &mut |m| {
-                black_box(m);
-            })
-        });
-
-        line.push(format!("sender {sender:.0} ns"));
+        let t = best(|i| message_sender(&mut a, i, &payload));
+        line.push(format!("sender {t:.0} ns"));
     }
     if run("direct") {
-        // The sender's side as the engine Comm drives a one-packet eager send:
-        // isend_direct's header posted at once, no operation queue.
-        let mut a = engine(0);
-        let src = Slice::new(0, 0, payload.len());
-        let mut hdr = Vec::new();
-        let direct = best(|i| {
-            let d = a
-                .isend_direct(i, src, src, 1, 1, Mode::Standard, Space::User, &mut hdr)
-                .expect("isend_direct")
-                .expect("a one-packet eager send");
-            black_box(&hdr);
-            a.on_completion(i, d.ctx).expect("completion");
-            black_box(a.take(d.req));
-        });
-        line.push(format!("sender, direct {direct:.0} ns"));
+        let (mut a, mut hdr) = (engine(0), Vec::new());
+        let t = best(|i| message_direct(&mut a, i, &mut hdr));
+        line.push(format!("sender, direct {t:.0} ns"));
     }
     if run("receiver") {
-        // The receiver takes copies of one packet with the sequence number
-        // (bytes 4..8 of the header) the sender's next packets would carry,
-        // from a ring: a copy is renumbered 64 arrivals before its turn, so
-        // the arrival never reads bytes stored a moment earlier.
-        let mut packet = Vec::new();
-        send_one(&mut engine(0), 0, &payload, &mut |m| packet = m.to_vec());
-        let mut ring: Vec<Vec<u8>> = (0..64u32)
-            .map(|k| {
-                let mut p = packet.clone();
-                p[4..8].copy_from_slice(&k.to_le_bytes());
-                p
-            })
-            .collect();
-        let mut b = engine(1);
-        let mut seq = 0u32;
-        let receiver = best(|i| {
-            let rr = b
-                .irecv(i, dst, Some(0), Some(1), Space::User)
-                .expect("irecv");
-            let slot = &mut ring[seq as usize % 64];
-            black_box(b.on_message(i, 0, slot).expect("arrival"));
-            slot[4..8].copy_from_slice(&seq.wrapping_add(64).to_le_bytes());
-            seq = seq.wrapping_add(1);
-            black_box(b.take(rr));
-        });
-        line.push(format!("receiver {receiver:.0} ns"));
+        let mut r = Receiver::new();
+        let t = best(|i| r.next(i));
+        line.push(format!("receiver {t:.0} ns"));
     }
     if run("both") {
         let (mut a, mut b) = (engine(0), engine(1));
-        let both = best(|i| {
+        let dst = Slice::new(0, 0, LEN);
+        let mut msg = Vec::new();
+        let t = best(|i| {
             let rr = b
                 .irecv(i, dst, Some(0), Some(1), Space::User)
                 .expect("irecv");
-            send_one(&mut a, i, &payload, &mut |m| {
-                black_box(b.on_message(i, 0, m).expect("arrival"));
+            send_one(&mut a, i, &payload, &mut |h, p| {
+                msg.clear();
+                msg.extend_from_slice(h);
+                msg.extend_from_slice(p);
+                black_box(b.on_message(i, 0, &msg).expect("arrival"));
             });
             black_box(b.take(rr));
         });
-        line.push(format!("both {both:.0} ns"));
+        line.push(format!("both {t:.0} ns"));
     }
     println!("engine cost per 8-byte eager message: {}", line.join(", "));
 }
