@@ -82,7 +82,7 @@ pub fn build(env: &Environment, f: &RunFacts<'_>) -> Header {
     lines.push(format!(
         "protocol: {} (eager limit {}, registration cache {})",
         f.comm.protocol,
-        format_bytes(f.comm.eager_limit),
+        format_bytes(f.comm.plan.eager_limit()),
         if c.reg_cache.is_on() { "on" } else { "off" },
     ));
     lines.push(axes(&f.comm.caps));
@@ -166,7 +166,7 @@ mod tests {
             },
             caps,
             protocol: ovbench_core::CommPath::Engine(ovbench_core::engine_comm::Protocol::Auto),
-            eager_limit: 16384,
+            plan: ovbench_core::engine_comm::Plan::default(),
         };
         let clock = ClockInfo {
             source: "tsc".into(),

@@ -78,7 +78,7 @@ pub fn needed(shape: &EngineShape, sizes: &[usize]) -> Vec<(RawOp, usize)> {
 
 /// Time each of `ops` as the bare operation on rank 0 (rank 0 sends or
 /// writes, or reads rank 1's buffer), then return the protocol to
-/// `shape.protocol`. Every rank calls it; ranks above 1 take part in the
+/// the plan's protocol. Every rank calls it; ranks above 1 take part in the
 /// barriers only.
 pub(crate) fn measure(
     comm: &mut dyn Communicator,
@@ -97,7 +97,7 @@ pub(crate) fn measure(
             comm,
             buf,
             bytes,
-            shape.max_payload,
+            shape.plan.max_payload(),
             reps,
             op,
             tag_base + i as Tag,
@@ -108,7 +108,7 @@ pub(crate) fn measure(
     // Rank 0's figures are everyone's — except under --proto raw, where
     // control messages would be raw operations too; only rank 0's matter
     // there: it writes the table and the run stops.
-    let shared = if matches!(shape.protocol, Protocol::Raw(_)) && !shape.native {
+    let shared = if matches!(shape.plan.protocol(), Protocol::Raw(_)) && !shape.native {
         pts
     } else {
         share_points(comm, ctrl, &pts)?

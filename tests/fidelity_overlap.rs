@@ -44,10 +44,7 @@ fn overlap(p: &LogGp, extra: &str, proto: Protocol, pair: &str, size: &str) -> R
         "5",
     ]);
     let params = SimParams::parse(&format!("{},{extra}", p.sim_arg())).expect("sim parameters");
-    let cfg = EngineConfig {
-        protocol: proto,
-        ..EngineConfig::default()
-    };
+    let cfg = EngineConfig::with_protocol(proto);
     let (mut outs, truth) = ovbench_sim::run(2, &params, &cfg, |comm| {
         let mut sink = MemSink::default();
         run_method(&cmd, comm, &mut sink).map(|_| sink)

@@ -132,7 +132,7 @@ fn logp_small_message_parameters() {
 fn logp_os_above_g_at_rendezvous_and_probes_the_eager_limit() {
     let args: logp::Args = method_args(&["--max-size", "16K"]);
     let cfg = EngineConfig {
-        eager_limit: 4096,
+        plan: ovbench_core::engine_comm::Plan::default().with_eager_limit(4096),
         ..EngineConfig::default()
     };
     let (out, sink) = sim(2, "", cfg, |c, s| logp::run(c, &args, s));
@@ -400,10 +400,7 @@ fn overlap_run(
     size: &str,
 ) -> (overlap::Output, ()) {
     let args: overlap::Args = method_args(&["--pair", pair, "--sizes", size, "--iters", "4"]);
-    let cfg = EngineConfig {
-        protocol: proto,
-        ..EngineConfig::default()
-    };
+    let cfg = EngineConfig::with_protocol(proto);
     let (out, _) = sim(2, "", cfg, |c, s| overlap::run(c, &args, s));
     (out, ())
 }
@@ -561,10 +558,7 @@ fn overlap_measures_raw_xfer_time_and_writes_the_table() {
             "--write-xfer-table",
             &p,
         ]);
-        let cfg = EngineConfig {
-            protocol: Protocol::Raw(op),
-            ..EngineConfig::default()
-        };
+        let cfg = EngineConfig::with_protocol(Protocol::Raw(op));
         let (out, _) = sim(2, "", cfg, |c, s| overlap::run(c, &args, s));
         assert!(out.steps.is_empty());
         let text = std::fs::read_to_string(&path).expect("table written");

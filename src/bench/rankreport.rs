@@ -23,6 +23,8 @@ struct OpCountsDef {
     tagged_sends: u64,
     bytes: u64,
     registrations: u64,
+    fast_sends: u64,
+    fast_recvs: u64,
 }
 
 /// Counts summed over ranks.
@@ -34,6 +36,8 @@ pub fn sum_ops(all: &[RankReport]) -> OpCounts {
         tagged_sends: a.tagged_sends + r.ops.tagged_sends,
         bytes: a.bytes + r.ops.bytes,
         registrations: a.registrations + r.ops.registrations,
+        fast_sends: a.fast_sends + r.ops.fast_sends,
+        fast_recvs: a.fast_recvs + r.ops.fast_recvs,
     })
 }
 

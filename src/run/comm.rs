@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use ovbench_core::engine_comm::{Protocol, RawOp as EngineRawOp};
+use ovbench_core::engine_comm::{Plan, Protocol, RawOp as EngineRawOp};
 use ovbench_core::{Clock, Comm, Communicator, EngineConfig, Link, Work};
 
 use crate::cli::common::{CommonArgs, ProtoArg, RawOp};
@@ -27,12 +27,21 @@ pub fn protocol(common: &CommonArgs) -> Option<Protocol> {
     })
 }
 
+/// How messages move, from `--proto`, `--eager-limit` and `--frag-size`
+/// (native runs the engine's auto beside the library's path).
+pub fn plan(common: &CommonArgs) -> Plan {
+    let p = Plan::new(protocol(common).unwrap_or(Protocol::Auto))
+        .with_eager_limit(common.eager_limit.bytes());
+    match common.frag_size {
+        Some(f) => p.with_frag_size(f.bytes()),
+        None => p,
+    }
+}
+
 /// The communicator settings from the command line.
 pub fn engine_config(common: &CommonArgs, oversubscribed: bool) -> EngineConfig {
     EngineConfig {
-        protocol: protocol(common).unwrap_or(Protocol::Auto),
-        eager_limit: common.eager_limit.bytes(),
-        frag_size: common.frag_size.map(|b| b.bytes()),
+        plan: plan(common),
         reg_cache: common.reg_cache.is_on(),
         timeout: common.timeout.0,
         oversubscribed,
@@ -92,9 +101,9 @@ mod tests {
             "5",
         ]);
         let cfg = engine_config(&c, true);
-        assert_eq!(cfg.protocol, Protocol::Raw(EngineRawOp::Read));
-        assert_eq!(cfg.eager_limit, 8192);
-        assert_eq!(cfg.frag_size, Some(65536));
+        assert_eq!(cfg.plan.protocol(), Protocol::Raw(EngineRawOp::Read));
+        assert_eq!(cfg.plan.eager_limit(), 8192);
+        assert_eq!(cfg.plan.frag_size(), 65536);
         assert!(!cfg.reg_cache && cfg.oversubscribed);
         assert_eq!(cfg.timeout.as_secs(), 5);
         assert_eq!(protocol(&common(&["--proto", "native"])), None);

@@ -325,7 +325,7 @@ fn mock_info() -> CommInfo {
         },
         caps,
         protocol: ovbench_core::CommPath::Engine(ovbench_core::engine_comm::Protocol::Eager),
-        eager_limit: usize::MAX,
+        plan: ovbench_core::engine_comm::Plan::new(ovbench_core::engine_comm::Protocol::Eager),
     }
 }
 

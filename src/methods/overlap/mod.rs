@@ -381,7 +381,6 @@ pub fn run(
     let wait_buf = comm.alloc(most_iters as usize * 8)?;
 
     let shape = comm.engine_shape();
-    let eager_limit = info.eager_limit;
     let need = shape
         .as_ref()
         .map(|sh| xfer::needed(sh, &sizes))
@@ -536,7 +535,20 @@ pub fn run(
         }
     }
     let by_size = Table::<TotalRow>::start(sink, "per-process totals by size", &());
-    let path = |size: usize| path_of(shape.as_ref(), eager_limit, size);
+    // Eager or rendezvous, as the communicator's plan has it (a mock
+    // communicator with no engine: by the plan it reports).
+    let plan = ovbench_core::engine_comm::EngineShape {
+        native: matches!(info.protocol, ovbench_core::CommPath::Native),
+        plan: info.plan,
+    };
+    let shape_or_plan = shape.unwrap_or(plan);
+    let path = |size: usize| {
+        if shape_or_plan.is_eager(size) {
+            "eager"
+        } else {
+            "rendezvous"
+        }
+    };
     let mut split: Vec<(&'static str, u32, Side)> = Vec::new();
     for (pair, size, s, r) in &totals {
         for (rank, side) in [(0u32, s), (1, r)] {
@@ -644,24 +656,4 @@ fn end_sources(
         out.push(("receiver", format!("{m} B: {r}")));
     }
     out
-}
-
-/// Whether messages of `size` take the eager path (bounce-buffer packets
-/// only) or a rendezvous (one-sided operations); on a native library path,
-/// by its eager limit.
-fn path_of(
-    shape: Option<&ovbench_core::engine_comm::EngineShape>,
-    eager_limit: usize,
-    size: usize,
-) -> &'static str {
-    use ovbench_core::engine_comm::RawOp;
-    let eager = match shape {
-        Some(sh) => sh.data_ops(size).iter().all(|o| o.0 == RawOp::Send),
-        None => size <= eager_limit,
-    };
-    if eager {
-        "eager"
-    } else {
-        "rendezvous"
-    }
 }

@@ -10,8 +10,8 @@ use std::collections::VecDeque;
 use std::str::FromStr;
 
 use ovbench_launcher::wire::{Request, Response};
-use ovbench_proto::wire;
-use ovbench_proto::{Config, Engine, Key, Mode, MrId, Op, Protocol, Slice, Space};
+use ovbench_proto::wire::{self, short};
+use ovbench_proto::{Config, Engine, Key, Mode, MrId, Op, Plan, Protocol, Slice, Space};
 
 /// The engine's wire header decoder: anything it accepts re-encodes to a
 /// packet that decodes to the same header, and the payload starts inside
@@ -35,6 +35,34 @@ pub fn wire_header(data: &[u8]) {
         let _ = f.key(data);
     }
     let _ = wire::decode_key(data);
+}
+
+/// The short header of one-packet eager messages: its one-compare check
+/// and its field-by-field decode agree. What the check takes (as the
+/// sequence number the input's first four bytes name) decodes to the
+/// same tag, sequence number and length, is a whole eager message, and
+/// its payload is exactly the rest of the packet; whatever the general
+/// decoder makes of a short-kind packet it made through the short
+/// decoder.
+pub fn short_header(data: &[u8]) {
+    let want = data
+        .get(4..8)
+        .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    let checked = short::check(data, want);
+    let decoded = short::decode(data);
+    if let Some((tag, len)) = checked {
+        let f = decoded.as_ref().expect("what the check takes decodes");
+        assert_eq!((f.seq, f.tag, f.len), (want, tag, len as u64));
+        assert_eq!(f.payload_start() + len, data.len());
+        assert_eq!(f.payload_len as usize, len);
+        assert_eq!(wire::decode_fixed(data).as_ref(), Ok(f));
+    }
+    if data.get(3) == Some(&(wire::Kind::Short as u8)) {
+        if let Ok(f) = wire::decode_fixed(data) {
+            assert_eq!(short::decode(data), Ok(f));
+            assert!(f.payload_start() + f.payload_len as usize == data.len());
+        }
+    }
 }
 
 /// The bootstrap service's requests and answers: what decodes re-encodes
@@ -116,6 +144,8 @@ const SEND_LEN: usize = 65536;
 /// rank 0 (forged, of any kind), completions and registration results
 /// for what the engine asked, new receives and sends. Every place the
 /// engine puts or takes bytes must lie in a region the rank gave it.
+/// The first byte picks the protocol, and its bit 3 turns the fast path
+/// off (so both the fast and the general arrival see every input).
 pub fn engine_intake(data: &[u8]) {
     let Some((&first, mut script)) = data.split_first() else {
         return;
@@ -128,10 +158,11 @@ pub fn engine_intake(data: &[u8]) {
         Protocol::Auto,
     ][usize::from(first % 5)];
     let mut cfg = Config::new(1, 2, 4096);
-    cfg.protocol = protocol;
-    cfg.eager_limit = 1024;
-    cfg.frag_size = 2048;
+    cfg.plan = Plan::new(protocol)
+        .with_eager_limit(1024)
+        .with_frag_size(2048);
     cfg.max_unexpected_bytes = 1 << 16;
+    cfg.fast_path = first & 8 == 0;
     let mut eng = Engine::new(cfg).expect("a valid configuration");
     let recv = Slice::new(0, 0, RECV_LEN);
     let send = Slice::new(1, 0, SEND_LEN);

@@ -27,6 +27,7 @@ fn replay(target: &str, check: fn(&[u8])) -> usize {
 fn kept_inputs_pass() {
     let n = replay("wire_header", ovbench_fuzz::wire_header)
         + replay("engine_intake", ovbench_fuzz::engine_intake)
+        + replay("short_header", ovbench_fuzz::short_header)
         + replay("bootstrap_wire", ovbench_fuzz::bootstrap_wire)
         + replay("parsers", ovbench_fuzz::parsers)
         + replay("result_json", ovbench_fuzz::result_json);

@@ -37,10 +37,7 @@ fn comms<T: Tagged + 'static>(
 ) -> [Box<dyn Communicator>; 2] {
     pair::connect(t).map(|t| {
         let work = Box::new(WorkLoop::calibrate(clock.clone(), Duration::from_millis(5)));
-        let cfg = EngineConfig {
-            protocol: Protocol::Eager,
-            ..EngineConfig::default()
-        };
+        let cfg = EngineConfig::with_protocol(Protocol::Eager);
         // As the tool holds them: the native path over the transport as
         // its tagged protocol, the engine over the plain contract.
         if native {

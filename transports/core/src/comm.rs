@@ -101,6 +101,11 @@ pub struct OpCounts {
     pub bytes: u64,
     /// Memory registrations performed (registration cache misses).
     pub registrations: u64,
+    /// Sends the engine made on its fast path (one packet, done as
+    /// posted; counted in `sends` too).
+    pub fast_sends: u64,
+    /// Arrivals the engine took on its fast path.
+    pub fast_recvs: u64,
 }
 
 impl OpCounts {
@@ -113,6 +118,8 @@ impl OpCounts {
             tagged_sends: self.tagged_sends - earlier.tagged_sends,
             bytes: self.bytes - earlier.bytes,
             registrations: self.registrations - earlier.registrations,
+            fast_sends: self.fast_sends - earlier.fast_sends,
+            fast_recvs: self.fast_recvs - earlier.fast_recvs,
         }
     }
 }
@@ -164,8 +171,17 @@ pub struct CommInfo {
     /// How messages move: an engine protocol (with its raw operation) or
     /// the library's native path.
     pub protocol: CommPath,
-    /// Largest message, in bytes, that auto sends eagerly (`--eager-limit`).
-    pub eager_limit: usize,
+    /// How the engine moves messages (serialized as its eager limit, the
+    /// largest message in bytes auto sends eagerly).
+    #[serde(rename = "eager_limit", serialize_with = "eager_limit_of")]
+    pub plan: crate::engine_comm::Plan,
+}
+
+fn eager_limit_of<S: serde::Serializer>(
+    p: &crate::engine_comm::Plan,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_u64(p.eager_limit() as u64)
 }
 
 /// The point-to-point API. Errors name the peer; every wait honours the

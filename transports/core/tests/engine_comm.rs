@@ -5,14 +5,14 @@ mod util;
 
 use std::time::{Duration, Instant};
 
-use ovbench_core::engine_comm::{Protocol, RawOp};
+use ovbench_core::engine_comm::{Plan, Protocol, RawOp};
 use ovbench_core::{Communicator, EngineConfig, TransportError, XferTable, ANY_SOURCE, ANY_TAG};
 
 fn cfg(p: Protocol) -> EngineConfig {
     EngineConfig {
-        protocol: p,
-        eager_limit: 8192,
-        frag_size: Some(16 * 1024),
+        plan: Plan::new(p)
+            .with_eager_limit(8192)
+            .with_frag_size(16 * 1024),
         timeout: Duration::from_secs(20),
         ..Default::default()
     }

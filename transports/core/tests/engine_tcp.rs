@@ -44,8 +44,7 @@ fn pattern(i: usize, n: usize, r: u32) -> u8 {
 
 fn pingpong(p: Protocol, progress: Progress) {
     let cfg = EngineConfig {
-        protocol: p,
-        frag_size: Some(64 * 1024),
+        plan: ovbench_core::engine_comm::Plan::new(p).with_frag_size(64 * 1024),
         timeout: Duration::from_secs(20),
         ..Default::default()
     };

@@ -19,7 +19,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use ovbench_proto::{Config, Engine, Mode, Op, Protocol, Slice, Space};
+use ovbench_proto::{Config, Engine, Mode, Op, Plan, Protocol, Slice, Space, Status, SHORT_LEN};
 
 const N: u64 = 1_000_000;
 const LEN: usize = 8;
@@ -28,14 +28,19 @@ const RING: usize = 64;
 
 fn engine(rank: u32) -> Engine {
     let mut c = Config::new(rank, 2, 8192);
-    c.protocol = Protocol::Eager;
+    c.plan = Plan::new(Protocol::Eager);
     Engine::new(c).expect("config")
 }
 
 /// One message from `a`: its packet (header, then `payload`) handed to
-/// `deliver`, its completion and its retirement.
+/// `deliver`, its completion and its retirement (the status comes back).
 #[inline(always)]
-fn send_one(a: &mut Engine, i: u64, payload: &[u8], deliver: &mut impl FnMut(&[u8], &[u8])) {
+fn send_one(
+    a: &mut Engine,
+    i: u64,
+    payload: &[u8],
+    deliver: &mut impl FnMut(&[u8], &[u8]),
+) -> Option<Status> {
     let src = Slice::new(0, 0, payload.len());
     let sr = a
         .isend(i, src, 1, 1, Mode::Standard, Space::User)
@@ -47,26 +52,28 @@ fn send_one(a: &mut Engine, i: u64, payload: &[u8], deliver: &mut impl FnMut(&[u
             a.recycle_header(header);
         }
     }
-    black_box(a.take(sr));
+    a.take(sr)
 }
 
+// Each `message_*` is one message's whole cycle, to the status its
+// `take` hands back (which the caller consumes, outside the count).
+
 #[inline(never)]
-fn message_sender(a: &mut Engine, i: u64, payload: &[u8]) {
+fn message_sender(a: &mut Engine, i: u64, payload: &[u8]) -> Option<Status> {
     send_one(a, i, payload, &mut |h, p| {
         black_box((h, p));
-    });
+    })
 }
 
 #[inline(never)]
-fn message_direct(a: &mut Engine, i: u64, hdr: &mut Vec<u8>) {
+fn message_direct(a: &mut Engine, i: u64, hdr: &mut [u8; SHORT_LEN]) -> Option<Status> {
     let src = Slice::new(0, 0, LEN);
     let d = a
-        .isend_direct(i, src, src, 1, 1, Mode::Standard, Space::User, hdr)
-        .expect("isend_direct")
+        .isend_direct(src, src, 1, 1, Mode::Standard, Space::User, hdr)
         .expect("a one-packet eager send");
     black_box(&*hdr);
     a.on_completion(i, d.ctx).expect("completion");
-    black_box(a.take(d.req));
+    a.take(d.req)
 }
 
 /// The receiving side: copies of one packet, each renumbered with the
@@ -86,7 +93,8 @@ impl Receiver {
         let mut packet = Vec::new();
         send_one(&mut engine(0), 0, &[7; LEN], &mut |h, p| {
             packet = [h, p].concat()
-        });
+        })
+        .expect("sent");
         let seq_at = 4..8;
         let ring = (0..RING as u32)
             .map(|k| {
@@ -103,23 +111,24 @@ impl Receiver {
         }
     }
 
-    fn next(&mut self, i: u64) {
+    fn next(&mut self, i: u64) -> Option<Status> {
         let slot = self.seq as usize % RING;
-        message_receiver(&mut self.eng, i, &self.ring[slot]);
+        let st = message_receiver(&mut self.eng, i, &self.ring[slot]);
         let next = self.seq.wrapping_add(RING as u32);
         self.ring[slot][self.seq_at.clone()].copy_from_slice(&next.to_le_bytes());
         self.seq = self.seq.wrapping_add(1);
+        st
     }
 }
 
 #[inline(never)]
-fn message_receiver(b: &mut Engine, i: u64, packet: &[u8]) {
+fn message_receiver(b: &mut Engine, i: u64, packet: &[u8]) -> Option<Status> {
     let dst = Slice::new(0, 0, LEN);
     let rr = b
         .irecv(i, dst, Some(0), Some(1), Space::User)
         .expect("irecv");
     black_box(b.on_message(i, 0, packet).expect("arrival"));
-    black_box(b.take(rr));
+    b.take(rr)
 }
 
 /// Best of five timings of `N` calls of `f`, in ns per call.
@@ -141,15 +150,21 @@ fn count(scenario: &str, n: u64) -> Result<(), String> {
     match scenario {
         "sender" => {
             let mut a = engine(0);
-            (0..n).for_each(|i| message_sender(&mut a, i, &payload));
+            (0..n).for_each(|i| {
+                black_box(message_sender(&mut a, i, &payload));
+            });
         }
         "direct" => {
-            let (mut a, mut hdr) = (engine(0), Vec::new());
-            (0..n).for_each(|i| message_direct(&mut a, i, &mut hdr));
+            let (mut a, mut hdr) = (engine(0), [0; SHORT_LEN]);
+            (0..n).for_each(|i| {
+                black_box(message_direct(&mut a, i, &mut hdr));
+            });
         }
         "receiver" => {
             let mut r = Receiver::new();
-            (0..n).for_each(|i| r.next(i));
+            (0..n).for_each(|i| {
+                black_box(r.next(i));
+            });
         }
         other => {
             return Err(format!(
@@ -181,17 +196,23 @@ fn main() {
     let mut line = Vec::new();
     if run("sender") {
         let mut a = engine(0);
-        let t = best(|i| message_sender(&mut a, i, &payload));
+        let t = best(|i| {
+            black_box(message_sender(&mut a, i, &payload));
+        });
         line.push(format!("sender {t:.0} ns"));
     }
     if run("direct") {
-        let (mut a, mut hdr) = (engine(0), Vec::new());
-        let t = best(|i| message_direct(&mut a, i, &mut hdr));
+        let (mut a, mut hdr) = (engine(0), [0; SHORT_LEN]);
+        let t = best(|i| {
+            black_box(message_direct(&mut a, i, &mut hdr));
+        });
         line.push(format!("sender, direct {t:.0} ns"));
     }
     if run("receiver") {
         let mut r = Receiver::new();
-        let t = best(|i| r.next(i));
+        let t = best(|i| {
+            black_box(r.next(i));
+        });
         line.push(format!("receiver {t:.0} ns"));
     }
     if run("both") {
@@ -202,12 +223,12 @@ fn main() {
             let rr = b
                 .irecv(i, dst, Some(0), Some(1), Space::User)
                 .expect("irecv");
-            send_one(&mut a, i, &payload, &mut |h, p| {
+            black_box(send_one(&mut a, i, &payload, &mut |h, p| {
                 msg.clear();
                 msg.extend_from_slice(h);
                 msg.extend_from_slice(p);
                 black_box(b.on_message(i, 0, &msg).expect("arrival"));
-            });
+            }));
             black_box(b.take(rr));
         });
         line.push(format!("both {t:.0} ns"));

@@ -33,8 +33,15 @@
 //!   Open MPI scheme studied by Shet, Sadayappan, Bernholdt, Nieplocha and
 //!   Tipparaju, "A Framework for Characterizing Overlap of Communication
 //!   and Computation in Parallel Applications").
-//! * **auto** — eager up to `eager_limit`, above it rdma-read where RMA is
-//!   native and offloaded ([`Config::prefer_read`]), else rdma-write.
+//! * **auto** — eager up to the plan's eager limit, above it rdma-read
+//!   where RMA is native and offloaded ([`Plan::prefer_read`]), else
+//!   rdma-write.
+//!
+//! Which protocol a message runs is decided in one place, the engine's
+//! [`Plan`]; every layer above reads it from there. A one-packet eager
+//! message of the user's takes a fast path while nothing is recorded:
+//! a 16-byte header ([`wire::short`]) checked by one compare on arrival,
+//! and no request state on either side.
 //! * **raw** — one bare data operation per message, see [`RawOp`].
 //!
 //! Zero-length messages, internal ([`Space::Internal`]) messages and
@@ -43,14 +50,16 @@
 
 #![deny(missing_docs)]
 
-mod describe;
 mod engine;
 mod error;
+mod flight;
 mod hash;
 mod idmap;
-mod raw;
-mod recv;
-mod send;
+mod matching;
+mod outbox;
+mod peers;
+mod plan;
+mod requests;
 mod state;
 mod types;
 pub mod wire;
@@ -58,8 +67,10 @@ pub mod wire;
 pub use engine::{Engine, MIN_EAGER_BUF, QUIET_CTX};
 pub use error::ProtoError;
 pub use idmap::IdMap;
+pub use plan::{Plan, Route, DEFAULT_EAGER_LIMIT, DEFAULT_FRAG_SIZE};
 pub use types::{
-    Config, Counts, Direct, Event, EventKind, Key, Mode, MrId, OneSided, Op, Placement, Protocol,
-    Rank, RawOp, ReqId, Slice, Space, Status, Tag, Watch,
+    Config, Counts, Direct, Event, EventKind, HeaderBytes, Key, Mode, MrId, OneSided, Op,
+    Placement, Protocol, Rank, RawOp, ReqId, Slice, Space, Status, Tag, Watch,
 };
+pub use wire::short::SHORT_LEN;
 pub use wire::HEADER_LEN;

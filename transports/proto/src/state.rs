@@ -3,10 +3,48 @@
 //! envelope, slice, outcome) and one state per protocol ([`Proto`]), so
 //! that no request carries another protocol's fields. A state holds only
 //! what its protocol reads back later; the stages it passes through are
-//! its own enum.
+//! its own enum, private to this module, and change only through the
+//! named transitions below, each of which refuses a move its protocol
+//! does not make ([`Illegal`]).
 
-use crate::engine::Wire;
-use crate::{Key, MrId, Rank, RawOp, Slice, Status, Tag};
+use crate::plan::Route;
+use crate::{Key, MrId, ProtoError, Rank, RawOp, Slice, Status, Tag};
+
+/// A transition its protocol does not make: from `from`, by `step`.
+#[derive(Debug)]
+pub(crate) struct Illegal {
+    /// The protocol and stage the request was in.
+    pub from: String,
+    /// The transition asked for.
+    pub step: &'static str,
+}
+
+impl From<Illegal> for ProtoError {
+    fn from(e: Illegal) -> ProtoError {
+        ProtoError::Invalid(format!(
+            "internal: a request in {} cannot {}",
+            e.from, e.step
+        ))
+    }
+}
+
+/// Move `stage` to `to` if it is one of `from`, else say which move it was.
+fn step<S: Copy + PartialEq + std::fmt::Debug>(
+    stage: &mut S,
+    from: &[S],
+    to: S,
+    what: &'static str,
+    name: &'static str,
+) -> Result<(), Illegal> {
+    if !from.contains(stage) {
+        return Err(Illegal {
+            from: format!("{name} {stage:?}"),
+            step: what,
+        });
+    }
+    *stage = to;
+    Ok(())
+}
 
 /// A user request: what every protocol shares, and its protocol's state.
 #[derive(Debug)]
@@ -24,14 +62,14 @@ pub(crate) struct Req {
     /// The message's length (receive: once matched).
     pub len: usize,
     /// Whether it finished, and whether the user retired it.
-    pub outcome: Outcome,
+    outcome: Outcome,
     /// The state of the protocol it runs.
     pub proto: Proto,
 }
 
 /// Where a request is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
+enum Outcome {
     /// In progress.
     Pending,
     /// Finished, until the user takes its status.
@@ -89,7 +127,7 @@ pub(crate) enum WriteStage {
 #[derive(Debug)]
 pub(crate) struct RdmaWrite {
     /// Where it stands.
-    pub stage: WriteStage,
+    stage: WriteStage,
     /// Registration of the whole buffer.
     pub mr: Option<Reg>,
     /// Sender: the receiver's key from its CTS.
@@ -115,7 +153,7 @@ pub(crate) enum ReadStage {
 #[derive(Debug)]
 pub(crate) struct RdmaRead {
     /// Where it stands.
-    pub stage: ReadStage,
+    stage: ReadStage,
     /// Sender: header flags of its RTS, sent once its buffer is registered.
     pub flags: u8,
     /// Registration of the whole buffer.
@@ -164,7 +202,7 @@ pub(crate) struct Raw {
     /// [`RawOp::Write`] or [`RawOp::Read`].
     pub op: RawOp,
     /// Where it stands.
-    pub stage: RawStage,
+    stage: RawStage,
     /// The user's whole buffer around the request's slice, announced once.
     pub whole: Slice,
     /// Write: the marker this message carries or waits for.
@@ -194,17 +232,48 @@ impl Req {
         self.outcome == Outcome::Pending
     }
 
-    /// The protocol its message runs (an unmatched receive: eager, as it
-    /// was described before the split).
-    pub fn wire(&self) -> Wire {
+    /// Taken by the user while its writes or reads were in flight.
+    pub fn retired(&self) -> bool {
+        self.outcome == Outcome::Retired
+    }
+
+    /// Its status, once it finished and until the user takes it.
+    pub fn finished_status(&self) -> Option<Status> {
+        match self.outcome {
+            Outcome::Finished(st) => Some(st),
+            _ => None,
+        }
+    }
+
+    /// Pending → finished, with the envelope as it stands (a no-op once
+    /// finished: a late completion changes nothing).
+    pub fn finish(&mut self) {
+        if self.pending() {
+            self.outcome = Outcome::Finished(Status {
+                source: self.peer.unwrap_or(0),
+                tag: self.tag.unwrap_or(0),
+                len: self.len,
+            });
+        }
+    }
+
+    /// Finished → retired: taken while its RDMA is still in flight.
+    pub fn retire(&mut self) {
+        if let Outcome::Finished(_) = self.outcome {
+            self.outcome = Outcome::Retired;
+        }
+    }
+
+    /// The route its message runs (an unmatched receive: eager, as it is
+    /// described until a message matches it).
+    pub fn route(&self) -> Route {
         match &self.proto {
-            Proto::Unmatched | Proto::Eager(_) => Wire::Eager,
-            Proto::RawSend => Wire::RawSend,
-            Proto::RdmaWrite(_) => Wire::RdmaWrite,
-            Proto::RdmaRead(_) => Wire::RdmaRead,
-            Proto::Pipelined(_) => Wire::Pipelined,
-            Proto::Raw(r) if r.op == RawOp::Write => Wire::RawWrite,
-            Proto::Raw(_) => Wire::RawRead,
+            Proto::Unmatched | Proto::Eager(_) => Route::Eager,
+            Proto::RawSend => Route::Raw(RawOp::Send),
+            Proto::RdmaWrite(_) => Route::RdmaWrite,
+            Proto::RdmaRead(_) => Route::RdmaRead,
+            Proto::Pipelined(_) => Route::Pipelined,
+            Proto::Raw(r) => Route::Raw(r.op),
         }
     }
 
@@ -243,17 +312,16 @@ impl Req {
 }
 
 impl Proto {
-    /// The state of a send's protocol `wire`, before its first step
-    /// (`flags`: the send's header flags; `whole`: the user's buffer).
-    pub fn send(wire: Wire, flags: u8, whole: Slice) -> Proto {
-        match wire {
-            Wire::Eager => Proto::Eager(Eager::default()),
-            Wire::RawSend => Proto::RawSend,
-            Wire::RdmaWrite => Proto::RdmaWrite(RdmaWrite::new(WriteStage::WaitCts, None)),
-            Wire::RdmaRead => Proto::RdmaRead(RdmaRead::new(ReadStage::Registering, flags, None)),
-            Wire::Pipelined => Proto::Pipelined(Pipelined::default()),
-            Wire::RawWrite => Proto::Raw(Raw::new(RawOp::Write, whole)),
-            Wire::RawRead => Proto::Raw(Raw::new(RawOp::Read, whole)),
+    /// The state of a send on `route`, before its first step (`flags`:
+    /// the send's header flags; `whole`: the user's buffer).
+    pub fn send(route: Route, flags: u8, whole: Slice) -> Proto {
+        match route {
+            Route::Eager => Proto::Eager(Eager::default()),
+            Route::Raw(RawOp::Send) => Proto::RawSend,
+            Route::RdmaWrite => Proto::RdmaWrite(RdmaWrite::sender()),
+            Route::RdmaRead => Proto::RdmaRead(RdmaRead::sender(flags)),
+            Route::Pipelined => Proto::Pipelined(Pipelined::default()),
+            Route::Raw(op) => Proto::Raw(Raw::new(op, whole)),
         }
     }
 
@@ -294,8 +362,17 @@ impl Proto {
 }
 
 impl RdmaWrite {
-    /// At `stage`, holding the peer's key if it came with the request.
-    pub fn new(stage: WriteStage, peer_key: Option<Key>) -> RdmaWrite {
+    /// A sender: RTS sent, waiting for the receiver's CTS.
+    pub fn sender() -> RdmaWrite {
+        RdmaWrite::at(WriteStage::WaitCts, None)
+    }
+
+    /// A receiver of an RTS: registering its buffer for the CTS.
+    pub fn receiver() -> RdmaWrite {
+        RdmaWrite::at(WriteStage::Registering, None)
+    }
+
+    fn at(stage: WriteStage, peer_key: Option<Key>) -> RdmaWrite {
         RdmaWrite {
             stage,
             mr: None,
@@ -304,20 +381,167 @@ impl RdmaWrite {
             inflight: 0,
         }
     }
+
+    /// Where it stands, for descriptions.
+    pub fn stage(&self) -> WriteStage {
+        self.stage
+    }
+
+    /// Sender: the CTS came with the receiver's `key`; WaitCts →
+    /// Registering (its own buffer, before the write).
+    pub fn on_cts(&mut self, key: Key) -> Result<(), Illegal> {
+        use WriteStage::*;
+        step(
+            &mut self.stage,
+            &[WaitCts],
+            Registering,
+            "take a CTS",
+            "rdma-write",
+        )?;
+        self.peer_key = Some(key);
+        Ok(())
+    }
+
+    /// Its buffer is registered as `reg`, transfer `xfer`: a sender
+    /// moves to Writing and hands back the receiver's key to write to, a
+    /// receiver to WaitFin (its CTS goes out).
+    pub fn on_registered(
+        &mut self,
+        send: bool,
+        reg: Reg,
+        xfer: u64,
+    ) -> Result<Option<Key>, Illegal> {
+        use WriteStage::*;
+        let to = if send { Writing } else { WaitFin };
+        step(
+            &mut self.stage,
+            &[Registering],
+            to,
+            "finish registering",
+            "rdma-write",
+        )?;
+        (self.mr, self.xfer) = (Some(reg), xfer);
+        if !send {
+            return Ok(None);
+        }
+        self.peer_key.take().map(Some).ok_or(Illegal {
+            from: "rdma-write Writing without the receiver's key".into(),
+            step: "write",
+        })
+    }
+
+    /// Receiver: the sender's FIN; its transfer and registration, from
+    /// WaitFin only (where it stays: the request is finished).
+    pub fn on_fin(&mut self) -> Result<(u64, Option<Reg>), Illegal> {
+        use WriteStage::*;
+        step(
+            &mut self.stage,
+            &[WaitFin],
+            WaitFin,
+            "take a FIN",
+            "rdma-write",
+        )?;
+        Ok((self.xfer, self.mr.take()))
+    }
+
+    /// Sender: its write completed (the registration handled by the
+    /// caller); from Writing only.
+    pub fn on_written(&mut self) -> Result<(), Illegal> {
+        use WriteStage::*;
+        step(
+            &mut self.stage,
+            &[Writing],
+            Writing,
+            "finish its write",
+            "rdma-write",
+        )?;
+        self.mr = None;
+        Ok(())
+    }
 }
 
 impl RdmaRead {
-    /// At `stage`, with RTS `flags`, holding the peer's key if it came
-    /// with the request.
-    pub fn new(stage: ReadStage, flags: u8, peer_key: Option<Key>) -> RdmaRead {
+    /// A sender, whose RTS (with header `flags`) goes out once its
+    /// buffer is registered.
+    pub fn sender(flags: u8) -> RdmaRead {
+        RdmaRead::at(flags, None)
+    }
+
+    /// A receiver of an RTS carrying the sender's `key`: registering its
+    /// buffer for the read.
+    pub fn receiver(key: Option<Key>) -> RdmaRead {
+        RdmaRead::at(0, key)
+    }
+
+    fn at(flags: u8, peer_key: Option<Key>) -> RdmaRead {
         RdmaRead {
-            stage,
+            stage: ReadStage::Registering,
             flags,
             mr: None,
             peer_key,
             xfer: 0,
             inflight: 0,
         }
+    }
+
+    /// Where it stands, for descriptions.
+    pub fn stage(&self) -> ReadStage {
+        self.stage
+    }
+
+    /// Its buffer is registered as `reg`, transfer `xfer`: a sender
+    /// moves to WaitFin (its RTS goes out), a receiver to Reading and
+    /// hands back the sender's key to read from.
+    pub fn on_registered(
+        &mut self,
+        send: bool,
+        reg: Reg,
+        xfer: u64,
+    ) -> Result<Option<Key>, Illegal> {
+        use ReadStage::*;
+        let to = if send { WaitFin } else { Reading };
+        step(
+            &mut self.stage,
+            &[Registering],
+            to,
+            "finish registering",
+            "rdma-read",
+        )?;
+        (self.mr, self.xfer) = (Some(reg), xfer);
+        if send {
+            return Ok(None);
+        }
+        self.peer_key.take().map(Some).ok_or(Illegal {
+            from: "rdma-read Reading without the sender's key".into(),
+            step: "read",
+        })
+    }
+
+    /// Sender: the receiver's FIN; its transfer and registration, from
+    /// WaitFin only.
+    pub fn on_fin(&mut self) -> Result<(u64, Option<Reg>), Illegal> {
+        use ReadStage::*;
+        step(
+            &mut self.stage,
+            &[WaitFin],
+            WaitFin,
+            "take a FIN",
+            "rdma-read",
+        )?;
+        Ok((self.xfer, self.mr.take()))
+    }
+
+    /// Receiver: its read landed; its registration, from Reading only.
+    pub fn on_read(&mut self) -> Result<Option<Reg>, Illegal> {
+        use ReadStage::*;
+        step(
+            &mut self.stage,
+            &[Reading],
+            Reading,
+            "finish its read",
+            "rdma-read",
+        )?;
+        Ok(self.mr.take())
     }
 }
 
@@ -331,5 +555,62 @@ impl Raw {
             marker: 0,
             inflight: 0,
         }
+    }
+
+    /// Where it stands, for descriptions and the marker check.
+    pub fn stage(&self) -> RawStage {
+        self.stage
+    }
+
+    /// Queued → Registering: its buffer is being registered (a write
+    /// receiver already watching its last byte registers too).
+    pub fn move_to_registering(&mut self) -> Result<(), Illegal> {
+        use RawStage::*;
+        step(
+            &mut self.stage,
+            &[Queued, RawWait],
+            Registering,
+            "register",
+            "raw",
+        )
+    }
+
+    /// Queued or Registering → Writing: the sender's write is posted.
+    pub fn move_to_writing(&mut self) -> Result<(), Illegal> {
+        use RawStage::*;
+        step(
+            &mut self.stage,
+            &[Queued, Registering],
+            Writing,
+            "write",
+            "raw",
+        )
+    }
+
+    /// Queued or Registering → Reading: the receiver's read is posted.
+    pub fn move_to_reading(&mut self) -> Result<(), Illegal> {
+        use RawStage::*;
+        step(
+            &mut self.stage,
+            &[Queued, Registering],
+            Reading,
+            "read",
+            "raw",
+        )
+    }
+
+    /// A write receiver (Queued, Registering or already watching) now
+    /// watches its last byte for `marker`.
+    pub fn move_to_watching(&mut self, marker: u8) -> Result<(), Illegal> {
+        use RawStage::*;
+        step(
+            &mut self.stage,
+            &[Queued, Registering, RawWait],
+            RawWait,
+            "watch its last byte",
+            "raw",
+        )?;
+        self.marker = marker;
+        Ok(())
     }
 }

@@ -1,6 +1,9 @@
 //! The values that cross the engine's boundary: slices, keys, operations
 //! to perform, instrumentation events and the configuration.
 
+use crate::wire::short::SHORT_LEN;
+use crate::Plan;
+
 /// A process's index in the job.
 pub type Rank = u32;
 /// A message tag.
@@ -129,10 +132,10 @@ pub enum Protocol {
     /// sends FIN back.
     RdmaRead,
     /// The first fragment eagerly with the request, then per
-    /// [`Config::frag_size`] fragment a registration, PUT, write and FIN.
+    /// [`Plan::frag_size`] fragment a registration, PUT, write and FIN.
     Pipelined,
-    /// Eager up to [`Config::eager_limit`], above it rdma-read when
-    /// [`Config::prefer_read`], else rdma-write.
+    /// Eager up to the plan's eager limit ([`Plan::eager_limit`]),
+    /// above it rdma-read where the plan prefers reads, else rdma-write.
     Auto,
     /// One bare data operation per message (`--proto raw`), no protocol
     /// around it.
@@ -175,42 +178,40 @@ pub struct Config {
     pub rank: Rank,
     /// Number of ranks in the job; peers at or above it are refused.
     pub size: u32,
-    /// The protocol user messages run (see [`crate::Engine::set_protocol`]
-    /// to change it between phases).
-    pub protocol: Protocol,
+    /// How user messages move: the protocol and its limits (see
+    /// [`crate::Engine::set_protocol`] to change the protocol between
+    /// phases). The engine fits it to its packets.
+    pub plan: Plan,
     /// Largest two-sided message, header included (`Caps::eager_buf_size`).
     pub eager_buf_size: usize,
-    /// auto: eager up to and including this size.
-    pub eager_limit: usize,
-    /// pipelined: bytes per fragment after the first.
-    pub frag_size: usize,
-    /// auto: use rdma-read above the limit (RMA native and offloaded).
-    pub prefer_read: bool,
     /// Keep registrations of user buffers (leave-pinned).
     pub reg_cache: bool,
     /// Emit XFER events.
     pub instrument: bool,
     /// Cap on bytes buffered for unexpected eager messages from all peers.
     pub max_unexpected_bytes: usize,
+    /// One-packet eager messages take the fast path (the short header, no
+    /// request state) while nothing is recorded. Off only to hold the
+    /// general path against it.
+    pub fast_path: bool,
 }
 
 impl Config {
     /// The defaults for rank `rank` of a job of `size` ranks over eager
-    /// buffers of `eager_buf_size` bytes: auto protocol, 16 KiB eager
-    /// limit, 128 KiB fragments, rdma-write above the limit, registration
-    /// cache on, instrumentation off, 1 GiB of unexpected messages.
+    /// buffers of `eager_buf_size` bytes: the default [`Plan`] (auto,
+    /// 16 KiB eager limit, 128 KiB fragments, rdma-write above the
+    /// limit), registration cache on, instrumentation off, 1 GiB of
+    /// unexpected messages, the fast path on.
     pub fn new(rank: Rank, size: u32, eager_buf_size: usize) -> Config {
         Config {
             rank,
             size,
-            protocol: Protocol::Auto,
+            plan: Plan::default(),
             eager_buf_size,
-            eager_limit: 16 * 1024,
-            frag_size: 128 * 1024,
-            prefer_read: false,
             reg_cache: true,
             instrument: false,
             max_unexpected_bytes: 1 << 30,
+            fast_path: true,
         }
     }
 }
@@ -244,7 +245,7 @@ pub enum Op {
         peer: Rank,
         /// The encoded wire header (and key); hand it back with
         /// [`crate::Engine::recycle_header`] once posted.
-        header: Vec<u8>,
+        header: HeaderBytes,
         /// User bytes that follow the header in the same message, if any.
         payload: Option<Slice>,
         /// Context to report to [`crate::Engine::on_completion`] when the
@@ -252,11 +253,13 @@ pub enum Op {
         ctx: u64,
     },
     /// One-sided write of `local` to the peer; its context is reported
-    /// once the data is visible at the target (not merely sent).
-    Write(OneSided),
+    /// once the data is visible at the target (not merely sent). Boxed,
+    /// as the read: its key would make every operation, the fast path's
+    /// packet among them, a third larger to move.
+    Write(Box<OneSided>),
     /// One-sided read into `local` from the peer; its context is reported
     /// once the data is in local memory.
-    Read(OneSided),
+    Read(Box<OneSided>),
     /// Register `slice`; answer with [`crate::Engine::on_registered`].
     Register {
         /// The local range to register.
@@ -283,6 +286,28 @@ pub enum Op {
         /// The marker, 1..=255.
         value: u8,
     },
+}
+
+/// An [`Op::Send`]'s header bytes: a one-packet eager message's short
+/// header inline ([`crate::wire::short`]), or a general header and key
+/// in a buffer the engine reuses.
+#[derive(Debug, PartialEq, Eq)]
+pub enum HeaderBytes {
+    /// The short header.
+    Short([u8; SHORT_LEN]),
+    /// The general header, and the key where the kind carries one.
+    Long(Vec<u8>),
+}
+
+impl std::ops::Deref for HeaderBytes {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match self {
+            HeaderBytes::Short(b) => b,
+            HeaderBytes::Long(v) => v,
+        }
+    }
 }
 
 /// Where the payload of the message just handed to
@@ -359,20 +384,23 @@ pub struct Counts {
     pub registrations: u64,
     /// Registrations dropped ([`Op::Deregister`]).
     pub deregistrations: u64,
+    /// Sends that took the fast path (counted in `sends` too): one
+    /// packet, done as posted, no request state.
+    pub fast_sends: u64,
+    /// Arrivals that took the fast path: a short header in order,
+    /// placed into the oldest posted receive, no request state.
+    pub fast_recvs: u64,
 }
 
-/// An eager send's one packet for the driver to post at once
-/// ([`Engine::isend_direct`](crate::Engine::isend_direct)): to `peer`, the
-/// header the caller's buffer now holds, then `payload`; its completion is
-/// reported with `ctx`. `req` is the send, done as posted.
+/// A one-packet eager send on the fast path
+/// ([`Engine::isend_direct`](crate::Engine::isend_direct)): the caller
+/// posts the short header it was handed, then the payload, and reports
+/// the packet's completion with `ctx`. `req` is the send, done as posted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Direct {
     /// The send request, already done.
     pub req: ReqId,
-    /// Destination rank.
-    pub peer: Rank,
-    /// User bytes that follow the header, if any.
-    pub payload: Option<Slice>,
-    /// Context to report to [`crate::Engine::on_completion`].
+    /// Context to report to [`crate::Engine::on_completion`] (quiet: see
+    /// [`crate::QUIET_CTX`]).
     pub ctx: u64,
 }

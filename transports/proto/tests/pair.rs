@@ -80,7 +80,7 @@ fn protocols_use_the_operations_they_should() {
 
 #[test]
 fn auto_prefers_read_where_rma_is_offloaded() {
-    let mut s = Sim::tuned(Protocol::Auto, |c| c.prefer_read = true);
+    let mut s = Sim::tuned(Protocol::Auto, |c| c.plan = c.plan.with_prefer_read(true));
     let src = s.alloc(0, 5000, pattern(1));
     let dst = s.alloc(1, 5000, |_| 0);
     let rr = s.irecv(1, dst, Some(0), None);

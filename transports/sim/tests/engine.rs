@@ -213,10 +213,7 @@ fn handoff_cost() {
 /// rank 1 receives. Returns (rank 0's end of computation, rank 1's end of
 /// receive), in ps.
 fn rdma_read_under_computation(params: &str) -> (u64, u64) {
-    let cfg = EngineConfig {
-        protocol: ovbench_core::engine_comm::Protocol::RdmaRead,
-        ..EngineConfig::default()
-    };
+    let cfg = EngineConfig::with_protocol(ovbench_core::engine_comm::Protocol::RdmaRead);
     let m = 1 << 20;
     let p = SimParams::parse(params).unwrap();
     let (res, _) = run(2, &p, &cfg, |c| {

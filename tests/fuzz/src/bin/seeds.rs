@@ -9,7 +9,7 @@ use std::path::Path;
 use ovbench::cli::Cli;
 
 use ovbench_launcher::wire::{CollKind, Request, Response, NONCE_LEN};
-use ovbench_proto::{Config, Engine, Key, Mode, MrId, Op, Protocol, Slice, Space};
+use ovbench_proto::{Config, Engine, Key, Mode, MrId, Op, Plan, Protocol, Slice, Space};
 
 fn main() {
     let Some(dir) = std::env::args().nth(1) else {
@@ -28,11 +28,15 @@ fn main() {
         for len in [0usize, 100, 1500, 5000, 20000] {
             for frame in frames(*proto, len) {
                 put("wire_header", &frame);
-                // engine_intake: protocol byte, then "message" events.
-                let mut script = vec![p as u8, 0, (frame.len() / 4).min(255) as u8];
-                script.extend_from_slice(&frame);
-                script.extend_from_slice(&[1, 2, 4, 10]);
-                put("engine_intake", &script);
+                put("short_header", &frame);
+                // engine_intake: protocol byte (with the fast path on,
+                // then off), then "message" events.
+                for fast_off in [0, 8] {
+                    let mut script = vec![p as u8 | fast_off, 0, (frame.len() / 4).min(255) as u8];
+                    script.extend_from_slice(&frame);
+                    script.extend_from_slice(&[1, 2, 4, 10]);
+                    put("engine_intake", &script);
+                }
             }
         }
     }
@@ -221,9 +225,7 @@ const PROTOCOLS: [Protocol; 5] = [
 /// completing its sends as a transport would.
 fn frames(proto: Protocol, len: usize) -> Vec<Vec<u8>> {
     let mut cfg = Config::new(0, 2, 4096);
-    cfg.protocol = proto;
-    cfg.eager_limit = 1024;
-    cfg.frag_size = 2048;
+    cfg.plan = Plan::new(proto).with_eager_limit(1024).with_frag_size(2048);
     let mut eng = Engine::new(cfg).expect("a valid configuration");
     let mut out = Vec::new();
     if eng
@@ -241,7 +243,7 @@ fn frames(proto: Protocol, len: usize) -> Vec<Vec<u8>> {
                 ctx,
                 ..
             } => {
-                let mut f = header.clone();
+                let mut f = header.to_vec();
                 f.resize(f.len() + payload.map_or(0, |p| p.len), 0);
                 out.push(f);
                 eng.recycle_header(header);

@@ -136,10 +136,10 @@ impl Communicator for Comm {
             transport: self.s.info.clone(),
             caps: self.s.caps.clone(),
             protocol: match self.path {
-                Path::Engine => CommPath::Engine(self.s.cfg.protocol),
+                Path::Engine => CommPath::Engine(self.s.cfg.plan.protocol()),
                 Path::Native(_) => CommPath::Native,
             },
-            eager_limit: self.s.cfg.eager_limit,
+            plan: self.e.plan(&self.s),
         }
     }
 
@@ -317,7 +317,7 @@ impl Communicator for Comm {
 
     fn engine_shape(&self) -> Option<EngineShape> {
         let native = matches!(self.path, Path::Native(_));
-        Some(self.e.shape(&self.s, native))
+        Some(self.e.shape(native))
     }
 
     /// On the native path the bare operations run on the engine over the

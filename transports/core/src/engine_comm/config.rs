@@ -2,19 +2,18 @@
 
 use std::time::Duration;
 
-pub use ovbench_proto::{Protocol, RawOp};
+pub use ovbench_proto::{Plan, Protocol, RawOp, Route, DEFAULT_EAGER_LIMIT, DEFAULT_FRAG_SIZE};
 
 use crate::{Caps, RmaKind, RmaProgress};
 
 /// Settings of a [`super::Comm`], on either path.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
-    /// The engine's protocol (`--proto`; `native` is [`super::Comm::native`]).
-    pub protocol: Protocol,
-    /// `--eager-limit` (auto): eager up to and including this size.
-    pub eager_limit: usize,
-    /// `--frag-size` (pipelined); `None`: [`DEFAULT_FRAG_SIZE`].
-    pub frag_size: Option<usize>,
+    /// How the engine moves messages: `--proto` (`native` is
+    /// [`super::Comm::native`]), `--eager-limit`, `--frag-size`. The
+    /// communicator fits it to its transport (packet size, whether auto
+    /// reads) and every layer reads it from there.
+    pub plan: Plan,
     /// `--reg-cache on|off`.
     pub reg_cache: bool,
     /// `--timeout`: the deadline of every wait.
@@ -24,18 +23,23 @@ pub struct EngineConfig {
     pub oversubscribed: bool,
 }
 
-/// Pipelined fragment size when `--frag-size` is not given.
-pub const DEFAULT_FRAG_SIZE: usize = 128 * 1024;
-
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
-            protocol: Protocol::Auto,
-            eager_limit: 16 * 1024,
-            frag_size: None,
+            plan: Plan::default(),
             reg_cache: true,
             timeout: Duration::from_secs(60),
             oversubscribed: false,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// The defaults under `protocol`.
+    pub fn with_protocol(protocol: Protocol) -> EngineConfig {
+        EngineConfig {
+            plan: Plan::new(protocol),
+            ..EngineConfig::default()
         }
     }
 }
@@ -82,28 +86,26 @@ pub fn prefers_read(caps: &Caps) -> bool {
     caps.rma == RmaKind::Native && caps.rma_progress == RmaProgress::Offloaded
 }
 
-/// What decides how the engine moves one message: its protocol and
-/// limits, as the communicator was built.
+/// How a communicator moves one message: the engine's plan, and whether
+/// its messages take a library's native path instead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EngineShape {
     /// A library's native path: its messages move by the library's own
-    /// protocol; `protocol` is the engine's over the same transport.
+    /// protocol; `plan` is the engine's over the same transport.
     pub native: bool,
-    /// The engine's protocol for this communicator's messages (on a
-    /// native path, the one its transport's engine would run).
-    pub protocol: Protocol,
-    /// Bytes up to which auto sends eagerly (`--eager-limit`).
-    pub eager_limit: usize,
-    /// Largest payload of one packet (one bounce buffer less its header).
-    pub max_payload: usize,
-    /// Pipelined: bytes per fragment after the first (`--frag-size`).
-    pub frag_size: usize,
-    /// Auto: rdma-read rather than rdma-write above the eager limit (see
-    /// [`prefers_read`]).
-    pub prefer_read: bool,
+    /// The engine's plan, fitted to the transport.
+    pub plan: Plan,
 }
 
 impl EngineShape {
+    /// Whether messages of `len` bytes move in packets only (the eager
+    /// path), not by a rendezvous: the engine's plan, or on a native path
+    /// the library's eager limit as the plan assumes it (see
+    /// [`Self::data_ops`]).
+    pub fn is_eager(&self, len: usize) -> bool {
+        self.data_ops(len).iter().all(|o| o.0 == RawOp::Send)
+    }
+
     /// The data transfers of one message of `len` bytes as the overlap
     /// bounds count them, as (operation, bytes): an eager message is one
     /// transfer, a train of packets when it exceeds one (see the engine's
@@ -117,59 +119,18 @@ impl EngineShape {
     }
 
     /// The bare operations one message of `len` bytes moves its data
-    /// with, as (operation, bytes, count), in the order the engine posts
-    /// them — the operations whose post→completion time is xfer_time for
-    /// the overlap bounds: one packet per bounce buffer for eager, one
-    /// write or read for the rendezvous protocols, the first packet then
-    /// one write per fragment for pipelined.
+    /// with, as (operation, bytes, count), in the order they are posted:
+    /// the engine's plan ([`Plan::data_ops`]); on a native path, what the
+    /// library is taken to do — a send as one bounce buffer allows up to
+    /// the plan's eager limit, a one-sided write above.
     pub fn data_ops(&self, len: usize) -> Vec<(RawOp, usize, usize)> {
-        let packets = |len: usize| {
-            let max = self.max_payload.max(1);
-            let mut v = Vec::new();
-            if len >= max {
-                v.push((RawOp::Send, max, len / max));
-            }
-            if len % max != 0 || len == 0 {
-                v.push((RawOp::Send, len % max, 1));
-            }
-            v
-        };
-        let rendezvous = |op| {
-            if len == 0 {
-                packets(0)
-            } else {
-                vec![(op, len, 1)]
-            }
-        };
-        if self.native {
-            // The library's eager path up to its eager limit (a raw send,
-            // as one bounce buffer allows), a one-sided write above.
-            return if len <= self.eager_limit.min(self.max_payload) {
-                vec![(RawOp::Send, len, 1)]
-            } else {
-                vec![(RawOp::Write, len, 1)]
-            };
+        if !self.native {
+            return self.plan.data_ops(len);
         }
-        match self.protocol {
-            Protocol::Raw(op) => vec![(op, len, 1)],
-            Protocol::Eager => packets(len),
-            Protocol::RdmaWrite => rendezvous(RawOp::Write),
-            Protocol::RdmaRead => rendezvous(RawOp::Read),
-            Protocol::Auto if len <= self.eager_limit => packets(len),
-            Protocol::Auto if self.prefer_read => rendezvous(RawOp::Read),
-            Protocol::Auto => rendezvous(RawOp::Write),
-            Protocol::Pipelined => {
-                let first = self.max_payload.min(len);
-                let mut v = vec![(RawOp::Send, first, 1)];
-                let (rest, frag) = (len - first, self.frag_size.max(1));
-                if rest >= frag {
-                    v.push((RawOp::Write, frag, rest / frag));
-                }
-                if rest % frag != 0 {
-                    v.push((RawOp::Write, rest % frag, 1));
-                }
-                v
-            }
+        if len <= self.plan.eager_limit().min(self.plan.max_payload()) {
+            vec![(RawOp::Send, len, 1)]
+        } else {
+            vec![(RawOp::Write, len, 1)]
         }
     }
 }
@@ -189,52 +150,17 @@ mod shape_tests {
     }
 
     #[test]
-    fn data_ops_follow_the_engine_split() {
-        let s = EngineShape {
+    fn a_native_shape_guesses_the_library_and_an_engine_one_reads_the_plan() {
+        let plan = Plan::new(Protocol::Eager).fitted(1000);
+        let e = EngineShape {
             native: false,
-            protocol: Protocol::Eager,
-            eager_limit: 16384,
-            max_payload: 1000,
-            frag_size: 300,
-            prefer_read: true,
+            plan,
         };
-        assert_eq!(s.data_ops(10), vec![(RawOp::Send, 10, 1)]);
-        assert_eq!(
-            s.data_ops(2500),
-            vec![(RawOp::Send, 1000, 2), (RawOp::Send, 500, 1)]
-        );
-        assert_eq!(s.data_ops(0), vec![(RawOp::Send, 0, 1)]);
-        let p = EngineShape {
-            protocol: Protocol::Pipelined,
-            ..s
-        };
-        assert_eq!(
-            p.data_ops(1700),
-            vec![
-                (RawOp::Send, 1000, 1),
-                (RawOp::Write, 300, 2),
-                (RawOp::Write, 100, 1)
-            ]
-        );
-        let a = EngineShape {
-            protocol: Protocol::Auto,
-            ..s
-        };
-        assert_eq!(a.data_ops(20000), vec![(RawOp::Read, 20000, 1)]);
-        assert_eq!(
-            EngineShape {
-                prefer_read: false,
-                ..a
-            }
-            .data_ops(20000),
-            vec![(RawOp::Write, 20000, 1)]
-        );
-        let n = EngineShape {
-            native: true,
-            eager_limit: 16384,
-            ..s
-        };
+        assert_eq!(e.data_ops(2500), plan.data_ops(2500));
+        assert_eq!(e.transfers(2500), vec![(RawOp::Send, 2500)]);
+        let n = EngineShape { native: true, plan };
         assert_eq!(n.data_ops(8), vec![(RawOp::Send, 8, 1)]);
         assert_eq!(n.data_ops(20000), vec![(RawOp::Write, 20000, 1)]);
+        assert!(n.is_eager(1000) && !n.is_eager(1001));
     }
 }

@@ -88,8 +88,8 @@ impl EngineState {
                         self.sent_inline(s, ctx, at)?;
                     }
                 }
-                Op::Write(w) => post_one_sided(s, Rma::Write, w)?,
-                Op::Read(r) => post_one_sided(s, Rma::Read, r)?,
+                Op::Write(w) => post_one_sided(s, Rma::Write, *w)?,
+                Op::Read(r) => post_one_sided(s, Rma::Read, *r)?,
                 Op::Register { slice, token } => {
                     let Registered { mr, key: k } = s.t.register(ls(slice)).map_err(|e| TransportError::Local {
                         op: OpKind::Register,
@@ -293,7 +293,7 @@ impl EngineState {
         let mut progressed = true;
         loop {
             if progressed {
-                if let Some(r) = self.eng.take(req) {
+                if let Some(st) = self.eng.take(req) {
                     if s.instr.is_some() {
                         // Recording: completions the transport already
                         // holds (an eager send's, whose request finished
@@ -302,13 +302,11 @@ impl EngineState {
                         // request rather than in a later one.
                         self.poll_once(s)?;
                     }
-                    return r
-                        .map(|s| Status {
-                            source: s.source,
-                            tag: s.tag,
-                            len: s.len,
-                        })
-                        .map_err(proto_err);
+                    return Ok(Status {
+                        source: st.source,
+                        tag: st.tag,
+                        len: st.len,
+                    });
                 }
             }
             spins = spins.wrapping_add(1);

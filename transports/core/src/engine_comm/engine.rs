@@ -2,12 +2,12 @@
 //! of `ovbench_proto` over the transport. A native communicator runs its
 //! bare operations ([`crate::Communicator::set_bare_op`]) on it too.
 
-use ovbench_proto::{Engine, Mode, ReqId, Slice, Space};
+use ovbench_proto::{Engine, Mode, ReqId, Slice, Space, SHORT_LEN};
 
 use super::args::{RecvArgs, SendArgs};
 use super::drive::{self, proto_err};
 use super::shared::Shared;
-use super::{prefers_read, EngineShape, Protocol, RawOp, DEFAULT_FRAG_SIZE};
+use super::{prefers_read, EngineShape, Plan, Protocol, RawOp};
 use crate::{
     Buf, Msg, OpCounts, Rank, Req, Result, SendMode, Source, Span, Status, Tag, TagSel,
     TransportError,
@@ -16,9 +16,9 @@ use crate::{
 /// The protocol engine and what driving it keeps between calls.
 pub(crate) struct EngineState {
     pub(crate) eng: Engine,
-    /// The header of a send posted directly ([`Engine::isend_direct`]),
-    /// its allocation kept for the next.
-    direct_hdr: Vec<u8>,
+    /// The short header of a send posted directly
+    /// ([`Engine::isend_direct`]).
+    direct_hdr: [u8; SHORT_LEN],
 }
 
 fn mode_of(m: SendMode) -> Mode {
@@ -64,15 +64,12 @@ impl EngineState {
     pub(crate) fn new(s: &Shared) -> Result<EngineState> {
         let (cfg, caps) = (&s.cfg, &s.caps);
         let mut pc = ovbench_proto::Config::new(s.rank, s.size, caps.eager_buf_size);
-        pc.protocol = cfg.protocol;
-        pc.eager_limit = cfg.eager_limit;
-        pc.frag_size = cfg.frag_size.unwrap_or(DEFAULT_FRAG_SIZE);
-        pc.prefer_read = prefers_read(caps);
+        pc.plan = cfg.plan.with_prefer_read(prefers_read(caps));
         pc.reg_cache = cfg.reg_cache;
         pc.instrument = false;
         Ok(EngineState {
             eng: Engine::new(pc).map_err(proto_err)?,
-            direct_hdr: Vec::new(),
+            direct_hdr: [0; SHORT_LEN],
         })
     }
 
@@ -107,10 +104,7 @@ impl EngineState {
         if !self.eng.is_done(ReqId(req.0)) {
             self.poll_once(s)?;
         }
-        match self.eng.take(ReqId(req.0)) {
-            Some(r) => r.map(|st| Some(status(st))).map_err(proto_err),
-            None => Ok(None),
-        }
+        Ok(self.eng.take(ReqId(req.0)).map(status))
     }
 
     /// Post a send of the user's `buf[off..off + len]`.
@@ -140,27 +134,24 @@ impl EngineState {
         mode: Mode,
         space: Space,
     ) -> Result<ReqId> {
-        let now = s.stamp();
         // A one-packet eager send is posted here and now, past the
-        // engine's operation queue.
+        // engine's operation queue, with its short header; it records
+        // nothing, so it reads no clock.
         // The header buffer is borrowed in place, not moved out and back
         // (a move is a store reloaded at once).
-        let direct =
-            self.eng
-                .isend_direct(now, sl, whole, dst, tag, mode, space, &mut self.direct_hdr);
-        if let Ok(Some(d)) = direct {
-            let posted = s.t.post_send(
-                d.peer,
-                Msg::new(&self.direct_hdr, d.payload.map(drive::ls)),
-                d.ctx,
-            )?;
+        let direct = self
+            .eng
+            .isend_direct(sl, whole, dst, tag, mode, space, &mut self.direct_hdr);
+        if let Some(d) = direct {
+            let payload = (sl.len > 0).then(|| drive::ls(sl));
+            let posted =
+                s.t.post_send(dst, Msg::new(&self.direct_hdr, payload), d.ctx)?;
             if let crate::Posted::Done(at) = posted {
                 self.sent_inline(s, d.ctx, at)?;
             }
-            self.drain_events(s);
             return Ok(d.req);
         }
-        direct.map_err(proto_err)?;
+        let now = s.stamp();
         let r = self
             .eng
             .isend_in(now, sl, whole, dst, tag, mode, space)
@@ -197,25 +188,29 @@ impl EngineState {
             tagged_sends: 0,
             bytes: c.bytes,
             registrations: c.registrations,
+            fast_sends: c.fast_sends,
+            fast_recvs: c.fast_recvs,
         }
     }
 
-    /// How the engine moves a message under `s`'s settings.
-    pub(crate) fn shape(&self, s: &Shared, native: bool) -> EngineShape {
+    /// How the engine moves a message: its plan as it stands (under a
+    /// bare operation while xfer_time is timed).
+    pub(crate) fn shape(&self, native: bool) -> EngineShape {
         EngineShape {
             native,
-            protocol: self.eng.protocol(),
-            eager_limit: s.cfg.eager_limit,
-            max_payload: self.eng.max_payload(),
-            frag_size: s.cfg.frag_size.unwrap_or(DEFAULT_FRAG_SIZE),
-            prefer_read: prefers_read(&s.caps),
+            plan: *self.eng.plan(),
         }
+    }
+
+    /// The plan under `s`'s protocol, whatever bare operation runs now.
+    pub(crate) fn plan(&self, s: &Shared) -> Plan {
+        self.eng.plan().with_protocol(s.cfg.plan.protocol())
     }
 
     /// Run later messages as the bare `op`, or with `None` as `s`'s
     /// protocol again.
     pub(crate) fn set_bare_op(&mut self, s: &Shared, op: Option<RawOp>) -> Result<()> {
-        let p = op.map_or(s.cfg.protocol, Protocol::Raw);
+        let p = op.map_or(s.cfg.plan.protocol(), Protocol::Raw);
         self.eng.set_protocol(p).map_err(proto_err)
     }
 }

@@ -22,8 +22,8 @@ mod shared;
 use std::sync::Arc;
 
 pub use config::{
-    native_unavailable, prefers_read, protocols_but, EngineConfig, EngineShape, Protocol, RawOp,
-    DEFAULT_FRAG_SIZE, PROTOCOLS,
+    native_unavailable, prefers_read, protocols_but, EngineConfig, EngineShape, Plan, Protocol,
+    RawOp, Route, DEFAULT_EAGER_LIMIT, DEFAULT_FRAG_SIZE, PROTOCOLS,
 };
 pub use ovbench_proto::QUIET_CTX;
 

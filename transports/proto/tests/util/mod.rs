@@ -9,8 +9,8 @@
 use std::collections::{HashMap, VecDeque};
 
 use ovbench_proto::{
-    Config, Engine, Event, Key, Mode, MrId, Op, ProtoError, Protocol, Rank, ReqId, Slice, Space,
-    Status,
+    Config, Engine, Event, Key, Mode, MrId, Op, Plan, ProtoError, Protocol, Rank, ReqId, Slice,
+    Space, Status,
 };
 
 pub const BUF: usize = 1024;
@@ -69,9 +69,7 @@ pub struct Sim {
 
 pub fn config(rank: Rank, size: u32, proto: Protocol) -> Config {
     let mut c = Config::new(rank, size, BUF);
-    c.protocol = proto;
-    c.frag_size = 3000;
-    c.eager_limit = 2048;
+    c.plan = Plan::new(proto).with_frag_size(3000).with_eager_limit(2048);
     c.instrument = true;
     c
 }
@@ -172,10 +170,11 @@ impl Sim {
                 // The packet: the header, then the payload copied after it.
                 Op::Send {
                     peer,
-                    header: mut bytes,
+                    header,
                     payload,
                     ctx,
                 } => {
+                    let mut bytes = header.to_vec();
                     if let Some(p) = payload {
                         bytes.extend_from_slice(
                             &n.mem[p.region as usize][p.offset..p.offset + p.len],
@@ -383,13 +382,13 @@ impl Sim {
         self.done(1, rr)
     }
 
-    pub fn take(&mut self, rank: Rank, r: ReqId) -> Option<Result<Status, ProtoError>> {
+    pub fn take(&mut self, rank: Rank, r: ReqId) -> Option<Status> {
         self.nodes[rank as usize].eng.take(r)
     }
 
     pub fn done(&mut self, rank: Rank, r: ReqId) -> Status {
         match self.take(rank, r) {
-            Some(Ok(s)) => s,
+            Some(s) => s,
             other => panic!(
                 "rank {rank} request {r:?} not done: {other:?} ({})",
                 self.nodes[rank as usize].eng.describe(r)

@@ -1,19 +1,74 @@
 //! The sender's side of every protocol, and the registration dispatch.
 
-use crate::engine::{CtxUse, Engine, Proto, Token, Wire, QUIET_CTX};
-use crate::state::{ReadStage, WriteStage};
-use crate::wire::{self, Header, Kind, FLAG_INTERNAL, FLAG_READY, FLAG_SYNC};
+use super::{Engine, QUIET_CTX};
+use crate::flight::{CtxUse, Token};
+use crate::plan::Route;
+use crate::state::{Proto, Req, WriteStage};
+use crate::wire::{Header, Kind, FLAG_INTERNAL, FLAG_READY, FLAG_SYNC};
 use crate::{
-    Direct, EventKind, Key, Mode, MrId, OneSided, Op, ProtoError, Rank, ReqId, Slice, Space,
-    Status, Tag,
+    EventKind, Key, Mode, MrId, OneSided, Op, ProtoError, Rank, RawOp, ReqId, Slice, Space, Status,
+    Tag,
 };
 
 impl Engine {
+    /// [`Engine::isend_in`] of a message the fast path does not take.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    pub(super) fn isend_general(
+        &mut self,
+        now: u64,
+        src: Slice,
+        whole: Slice,
+        peer: Rank,
+        tag: Tag,
+        mode: Mode,
+        space: Space,
+    ) -> Result<ReqId, ProtoError> {
+        if !whole.contains(&src) {
+            return Err(ProtoError::Invalid(format!(
+                "send slice {src:?} lies outside its buffer {whole:?}"
+            )));
+        }
+        if peer >= self.cfg.size {
+            return Err(ProtoError::Invalid(format!(
+                "send of {} bytes to rank {peer}, but the job has only {} ranks",
+                src.len, self.cfg.size
+            )));
+        }
+        let route = self.route(src.len, mode, space);
+        let id = self.reqs.new_id();
+        // A raw write or read moves no packet of the message's own.
+        let seq = match route {
+            Route::Raw(RawOp::Write | RawOp::Read) => self.peers.of(peer).send,
+            _ => self.peers.next_send(peer),
+        };
+        if route == Route::Eager && mode != Mode::Synchronous {
+            self.send_now(now, id, src, (peer, tag, seq), mode, space);
+            return Ok(ReqId(id));
+        }
+        let flags = flags(mode, space);
+        let mut r = Req::new(
+            true,
+            Some(peer),
+            Some(tag),
+            src,
+            Proto::send(route, flags, whole),
+        );
+        r.seq = seq;
+        r.len = src.len;
+        self.reqs.insert(id, r);
+        let r = self.start_send(now, id, flags);
+        if r.is_err() {
+            self.reqs.remove(id);
+        }
+        r.map(|_| ReqId(id))
+    }
+
     /// An eager send that finishes as it is posted (no acknowledgement to
-    /// wait for): its packets go out and its status waits in `finished`
-    /// for [`Engine::take`] — no request state, so no request-table slot
-    /// of a few hundred bytes written and read back per message.
-    pub(crate) fn send_now(
+    /// wait for): its packets go out and its status waits for
+    /// [`Engine::take`] — no request state, so no request-table slot of a
+    /// few hundred bytes written and read back per message.
+    fn send_now(
         &mut self,
         now: u64,
         id: u64,
@@ -23,95 +78,28 @@ impl Engine {
         space: Space,
     ) {
         self.eager_packets(now, peer, tag, seq, src, flags(mode, space));
-        self.finished_as_posted(id, peer, tag, src.len);
-    }
-
-    /// Request `id` (a send to, or a receive from, `peer`; `tag`, `len`
-    /// bytes) finished as it was posted, with no request state: its status
-    /// waits for [`Engine::take`], the latest in plain fields.
-    pub(crate) fn finished_as_posted(&mut self, id: u64, peer: Rank, tag: Tag, len: usize) {
-        if self.last_id != 0 {
-            self.finished.insert(self.last_id, self.last_status);
-        }
-        self.last_id = id;
-        self.last_status = Status {
+        let st = Status {
             source: peer,
             tag,
-            len,
+            len: src.len,
         };
-    }
-
-    /// [`Engine::isend_in`] for a message that leaves as one eager packet
-    /// and waits for nothing back (not synchronous, one packet, nothing
-    /// queued ahead of it): its header is encoded into `header` and the
-    /// packet handed back to post at once, not queued as an [`Op::Send`]
-    /// (the queue's moves were a fifth of the engine's cost of a send).
-    /// The request is done as posted. `Ok(None)`, with nothing changed,
-    /// for any other message (bad ones included): use `isend_in`. The
-    /// driver reports the packet's completion with `ctx` as for any other.
-    #[allow(clippy::too_many_arguments)]
-    pub fn isend_direct(
-        &mut self,
-        now: u64,
-        src: Slice,
-        whole: Slice,
-        peer: Rank,
-        tag: Tag,
-        mode: Mode,
-        space: Space,
-        header: &mut Vec<u8>,
-    ) -> Result<Option<Direct>, ProtoError> {
-        if mode == Mode::Synchronous
-            || !self.ops.is_empty()
-            || src.len > self.max_payload()
-            || !whole.contains(&src)
-            || peer >= self.cfg.size
-            || self.choose(src.len, mode, space) != Wire::Eager
-        {
-            return Ok(None);
-        }
-        let id = self.new_id();
-        let seq = self.send_seq[peer as usize];
-        self.send_seq[peer as usize] = seq.wrapping_add(1);
-        let fl = flags(mode, space);
-        let xfer = if fl & FLAG_INTERNAL != 0 {
-            0
-        } else {
-            self.xfer_id()
-        };
-        self.event(EventKind::XferBegin, xfer, src.len, now);
-        let payload = (src.len > 0).then_some(src);
-        let u = CtxUse::Packet {
-            xfer,
-            bytes: src.len,
-            req: None,
-        };
-        let ctx = self.packet_ctx(fl, payload, u);
-        // One packet: its length fits the packet's u32 payload length.
-        wire::encode_eager_into(header, seq, tag, src.len as u32, fl);
-        self.finished_as_posted(id, peer, tag, src.len);
-        Ok(Some(Direct {
-            req: ReqId(id),
-            peer,
-            payload,
-            ctx,
-        }))
+        self.reqs.done_at_post(id, st);
     }
 
     /// The completion context of a packet standing for `u` (with header
     /// `flags`, carrying `payload`), its table entry where its completion
     /// does something, and the counts.
-    pub(crate) fn packet_ctx(&mut self, flags: u8, payload: Option<Slice>, u: CtxUse) -> u64 {
+    pub(super) fn packet_ctx(&mut self, flags: u8, payload: Option<Slice>, u: CtxUse) -> u64 {
         // Nothing waits on this completion and it records nothing: the
         // transport may deliver it late (see [`QUIET_CTX`]).
         let quiet = match &u {
             CtxUse::Ctrl { req: None } => true,
             CtxUse::Packet {
                 xfer, req: None, ..
-            } => *xfer == 0 || !self.cfg.instrument,
+            } => *xfer == 0 || !self.out.recording(),
             _ => false,
         };
-        let ctx = self.new_id() | if quiet { QUIET_CTX } else { 0 };
+        let ctx = self.reqs.new_id() | if quiet { QUIET_CTX } else { 0 };
         // A packet with no request and no transfer id, or a bare control
         // message, does nothing when it completes: no table entry for it.
         let inert = matches!(
@@ -124,12 +112,13 @@ impl Engine {
                 }
         );
         if !inert {
-            self.ctxs.insert(ctx, u);
+            self.flight.track(ctx, u);
         }
         // The communicator's own traffic (barrier) is not the protocol's work.
         if flags & FLAG_INTERNAL == 0 {
-            self.counts.sends += 1;
-            self.counts.bytes += payload.map_or(0, |p| p.len as u64);
+            let c = self.out.counts_mut();
+            c.sends += 1;
+            c.bytes += payload.map_or(0, |p| p.len as u64);
         }
         ctx
     }
@@ -148,7 +137,7 @@ impl Engine {
         } else {
             self.xfer_id()
         };
-        self.event(EventKind::XferBegin, xfer, len, now);
+        self.out.event(EventKind::XferBegin, xfer, len, now);
         let mut off = 0;
         loop {
             let n = max.min(len - off);
@@ -180,28 +169,28 @@ impl Engine {
     }
 
     /// The first step of send request `id`, whose header flags are `flags`.
-    pub(crate) fn start_send(&mut self, now: u64, id: u64, flags: u8) -> Result<(), ProtoError> {
-        let r = &self.reqs[&id];
-        let (peer, tag, seq, len, buf, wire) = (
+    fn start_send(&mut self, now: u64, id: u64, flags: u8) -> Result<(), ProtoError> {
+        let r = self.req(id)?;
+        let (peer, tag, seq, len, buf, route) = (
             r.peer.unwrap_or(0),
             r.tag.unwrap_or(0),
             r.seq,
             r.len,
             r.buf,
-            r.wire(),
+            r.route(),
         );
         let max = self.max_payload();
-        match wire {
-            Wire::Eager => {
+        match route {
+            Route::Eager => {
                 self.eager_packets(now, peer, tag, seq, buf, flags);
                 if flags & FLAG_SYNC != 0 {
                     // Waits for the receiver's ack.
-                    self.outgoing.insert((peer, seq), id);
+                    self.flight.awaiting(peer, seq, id);
                 } else {
-                    self.finish(id);
+                    self.reqs.finish(id);
                 }
             }
-            Wire::RawSend => {
+            Route::Raw(RawOp::Send) => {
                 if len > max {
                     return Err(ProtoError::Invalid(format!(
                         "raw send of {len} bytes to rank {peer} exceeds one bounce buffer ({max} bytes): use --proto eager (a packet train) for larger messages"
@@ -211,7 +200,7 @@ impl Engine {
                 h.payload_len = len as u32;
                 h.flags = flags & FLAG_INTERNAL;
                 let xfer = self.xfer_id();
-                self.event(EventKind::XferBegin, xfer, len, now);
+                self.out.event(EventKind::XferBegin, xfer, len, now);
                 let u = CtxUse::Packet {
                     xfer,
                     bytes: len,
@@ -219,43 +208,43 @@ impl Engine {
                 };
                 self.send_op(peer, &h, Some(buf), u);
             }
-            Wire::RdmaWrite => {
+            Route::RdmaWrite => {
                 let mut h = Header::ctrl(Kind::RtsWrite, seq, tag, len as u64);
                 h.flags = flags;
                 self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
                 // Its state starts at WaitCts.
-                self.outgoing.insert((peer, seq), id);
+                self.flight.awaiting(peer, seq, id);
             }
-            Wire::RdmaRead => {
+            Route::RdmaRead => {
                 // Its state starts at Registering.
-                self.outgoing.insert((peer, seq), id);
+                self.flight.awaiting(peer, seq, id);
                 self.register(now, buf, true, Token::Whole { req: id })?;
             }
-            Wire::Pipelined => {
+            Route::Pipelined => {
                 let first = max.min(len);
                 let mut h = Header::ctrl(Kind::PipeRts, seq, tag, len as u64);
                 h.payload_len = first as u32;
                 h.flags = flags;
                 let xfer = self.xfer_id();
-                self.event(EventKind::XferBegin, xfer, first, now);
+                self.out.event(EventKind::XferBegin, xfer, first, now);
                 let u = CtxUse::Packet {
                     xfer,
                     bytes: first,
                     req: None,
                 };
                 self.send_op(peer, &h, buf.sub(0, first), u);
-                if let Proto::Pipelined(p) = &mut self.reqs.get_mut(&id).expect("request").proto {
+                if let Proto::Pipelined(p) = &mut self.req_mut(id)?.proto {
                     p.first = first;
                 }
-                self.outgoing.insert((peer, seq), id);
+                self.flight.awaiting(peer, seq, id);
             }
-            Wire::RawWrite | Wire::RawRead => self.raw_send(now, id)?,
+            Route::Raw(_) => self.raw_send(now, id)?,
         }
         Ok(())
     }
 
     /// A registration asked for by `t` is ready.
-    pub(crate) fn registered(
+    pub(super) fn registered(
         &mut self,
         now: u64,
         t: Token,
@@ -271,56 +260,47 @@ impl Engine {
                 offset,
                 key: peer_key,
             } => {
-                let peer = self.req_peer(req)?;
+                let peer = self.req(req)?.peer.ok_or_else(|| gone(req))?;
                 let xfer = self.xfer_id();
-                self.event(EventKind::XferBegin, xfer, slice.len, now);
-                self.post_write(peer, slice, mr, peer_key, req, xfer, offset, cached);
+                self.out.event(EventKind::XferBegin, xfer, slice.len, now);
+                let w = Write {
+                    req,
+                    xfer,
+                    offset,
+                    cached,
+                    remote_offset: 0,
+                };
+                self.post_write(peer, slice, mr, peer_key, w);
                 Ok(())
             }
             Token::RecvFrag { req, offset } => {
-                let r = self.reqs.get(&req).ok_or_else(|| gone(req))?;
+                let r = self.req(req)?;
                 let (peer, seq, tag, len) = (r.peer.unwrap_or(0), r.seq, r.tag.unwrap_or(0), r.len);
                 let mut h = Header::ctrl(Kind::Put, seq, tag, len as u64);
                 h.offset = offset as u64;
                 h.key = Some(key);
                 let xfer = self.xfer_id();
-                self.event(EventKind::XferBegin, xfer, slice.len, now);
-                self.frags.insert((req, offset), (xfer, mr, slice.len));
+                self.out.event(EventKind::XferBegin, xfer, slice.len, now);
+                self.flight.frag_put(req, offset, (xfer, mr, slice.len));
                 self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
                 Ok(())
             }
         }
     }
 
-    fn req_peer(&self, req: u64) -> Result<Rank, ProtoError> {
-        self.reqs
-            .get(&req)
-            .and_then(|r| r.peer)
-            .ok_or_else(|| gone(req))
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn post_write(
-        &mut self,
-        peer: Rank,
-        local: Slice,
-        mr: MrId,
-        key: Key,
-        req: u64,
-        xfer: u64,
-        offset: usize,
-        cached: bool,
-    ) {
-        let ctx = self.new_id();
-        self.ctxs.insert(
+    /// Post a write of `local` (registered as `mr`) into `key` at the
+    /// write's `offset`, for `w`.
+    pub(super) fn post_write(&mut self, peer: Rank, local: Slice, mr: MrId, key: Key, w: Write) {
+        let ctx = self.reqs.new_id();
+        self.flight.track(
             ctx,
             CtxUse::Write {
-                req,
-                xfer,
-                offset,
+                req: w.req,
+                xfer: w.xfer,
+                offset: w.offset,
                 bytes: local.len,
                 mr,
-                cached,
+                cached: w.cached,
             },
         );
         let op = OneSided {
@@ -328,28 +308,29 @@ impl Engine {
             local,
             mr,
             key,
-            remote_offset: 0,
+            remote_offset: w.remote_offset,
             ctx,
         };
-        self.push_one_sided(req, true, op);
+        self.push_one_sided(w.req, true, op);
     }
 
     /// Queue one-sided `op` (a write, else a read) for request `req`:
     /// counted, and `req` known to have RDMA in flight.
-    pub(crate) fn push_one_sided(&mut self, req: u64, write: bool, op: OneSided) {
+    fn push_one_sided(&mut self, req: u64, write: bool, op: OneSided) {
         self.track_rdma(req);
-        self.counts.bytes += op.local.len as u64;
+        let c = self.out.counts_mut();
+        c.bytes += op.local.len as u64;
         if write {
-            self.counts.writes += 1;
-            self.ops.push_back(Op::Write(op));
+            c.writes += 1;
+            self.out.push(Op::Write(Box::new(op)));
         } else {
-            self.counts.reads += 1;
-            self.ops.push_back(Op::Read(op));
+            c.reads += 1;
+            self.out.push(Op::Read(Box::new(op)));
         }
     }
 
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn post_read(
+    pub(super) fn post_read(
         &mut self,
         peer: Rank,
         local: Slice,
@@ -359,8 +340,8 @@ impl Engine {
         req: u64,
         xfer: u64,
     ) {
-        let ctx = self.new_id();
-        self.ctxs.insert(ctx, CtxUse::Read { req, xfer });
+        let ctx = self.reqs.new_id();
+        self.flight.track(ctx, CtxUse::Read { req, xfer });
         let op = OneSided {
             peer,
             local,
@@ -382,7 +363,7 @@ impl Engine {
         cached: bool,
     ) -> Result<(), ProtoError> {
         let xfer = self.xfer_id();
-        let r = self.reqs.get_mut(&req).ok_or_else(|| gone(req))?;
+        let r = self.req_mut(req)?;
         if let Proto::Raw(_) = r.proto {
             return self.raw_registered(now, req, slice, mr, key);
         }
@@ -393,93 +374,100 @@ impl Engine {
             r.len,
             r.send,
         );
-        let reg = Some((mr, key.clone(), cached));
+        let reg = (mr, key.clone(), cached);
         // The side that does no RDMA hands its key over in a control
         // packet (its transfer runs from that post to the FIN); the other
-        // side starts the RDMA.
-        let next = match (send, &mut r.proto) {
-            (true, Proto::RdmaRead(s)) => {
-                (s.mr, s.xfer, s.stage) = (reg, xfer, ReadStage::WaitFin);
-                let mut h = Header::ctrl(Kind::RtsRead, seq, tag, len as u64);
-                (h.flags, h.key) = (s.flags, Some(key));
-                Next::Ctrl(h)
-            }
-            (true, Proto::RdmaWrite(s)) => {
-                (s.mr, s.xfer, s.stage) = (reg, xfer, WriteStage::Writing);
-                Next::Write(s.peer_key.take().ok_or_else(|| gone(req))?)
-            }
-            (false, Proto::RdmaWrite(s)) => {
-                (s.mr, s.xfer, s.stage) = (reg, xfer, WriteStage::WaitFin);
-                let mut h = Header::ctrl(Kind::Cts, seq, tag, len as u64);
-                h.key = Some(key);
-                Next::Ctrl(h)
-            }
-            (false, Proto::RdmaRead(s)) => {
-                (s.mr, s.xfer, s.stage) = (reg, xfer, ReadStage::Reading);
-                Next::Read(s.peer_key.take().ok_or_else(|| gone(req))?)
-            }
-            (s, _) => {
+        // side starts the RDMA with the peer's key.
+        let next = match &mut r.proto {
+            Proto::RdmaRead(s) => match s.on_registered(send, reg, xfer)? {
+                None => {
+                    let mut h = Header::ctrl(Kind::RtsRead, seq, tag, len as u64);
+                    (h.flags, h.key) = (s.flags, Some(key));
+                    Next::Ctrl(h)
+                }
+                Some(pk) => Next::Read(pk),
+            },
+            Proto::RdmaWrite(s) => match s.on_registered(send, reg, xfer)? {
+                None => {
+                    let mut h = Header::ctrl(Kind::Cts, seq, tag, len as u64);
+                    h.key = Some(key);
+                    Next::Ctrl(h)
+                }
+                Some(pk) => Next::Write(pk),
+            },
+            _ => {
                 return Err(ProtoError::Invalid(format!(
                     "internal: registration for a {} using {:?}",
-                    if s { "send" } else { "receive" },
-                    r.wire()
+                    if send { "send" } else { "receive" },
+                    r.route()
                 )))
             }
         };
-        self.event(EventKind::XferBegin, xfer, len, now);
+        self.out.event(EventKind::XferBegin, xfer, len, now);
         match next {
             Next::Ctrl(h) => {
                 self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
             }
-            Next::Write(pk) => self.post_write(peer, slice, mr, pk, req, xfer, 0, cached),
+            Next::Write(pk) => {
+                let w = Write {
+                    req,
+                    xfer,
+                    offset: 0,
+                    cached,
+                    remote_offset: 0,
+                };
+                self.post_write(peer, slice, mr, pk, w)
+            }
             Next::Read(pk) => self.post_read(peer, slice, mr, pk, 0, req, xfer),
         }
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn on_write_done(
+    /// A write of request `req` (transfer `xfer`, `bytes` at `offset`
+    /// of the message) is visible at its target.
+    pub(super) fn on_write_done(
         &mut self,
         now: u64,
         req: u64,
         xfer: u64,
-        offset: usize,
-        bytes: usize,
+        (offset, bytes): (usize, usize),
         mr: MrId,
         cached: bool,
     ) -> Result<(), ProtoError> {
-        self.event(EventKind::XferEnd, xfer, bytes, now);
+        self.out.event(EventKind::XferEnd, xfer, bytes, now);
         if !cached {
             self.dereg(mr);
         }
-        let r = self.reqs.get_mut(&req).ok_or_else(|| gone(req))?;
+        let r = self.req_mut(req)?;
         let (peer, seq, tag, len) = (r.peer.unwrap_or(0), r.seq, r.tag.unwrap_or(0), r.len);
+        let fin = |offset: usize| {
+            let mut h = Header::ctrl(Kind::FinWrite, seq, tag, len as u64);
+            h.offset = offset as u64;
+            h
+        };
         match &mut r.proto {
             Proto::RdmaWrite(s) => {
-                s.mr = None;
-                let h = Header::ctrl(Kind::FinWrite, seq, tag, len as u64);
-                self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
-                self.finish(req);
+                s.on_written()?;
+                self.send_op(peer, &fin(0), None, CtxUse::Ctrl { req: None });
+                self.reqs.finish(req);
             }
             Proto::Pipelined(p) => {
                 p.done_bytes += bytes;
                 let done = p.first + p.done_bytes == len;
-                let mut h = Header::ctrl(Kind::FinWrite, seq, tag, len as u64);
-                h.offset = offset as u64;
-                self.send_op(peer, &h, None, CtxUse::Ctrl { req: None });
+                self.send_op(peer, &fin(offset), None, CtxUse::Ctrl { req: None });
                 if done {
-                    self.finish(req);
+                    self.reqs.finish(req);
                 }
             }
-            _ => self.finish(req),
+            _ => self.reqs.finish(req),
         }
-        self.drop_if_retired(req);
+        self.reqs.drop_if_retired(req);
         Ok(())
     }
 
     /// Look up our message `seq` to `peer` that a control message refers to.
-    fn outgoing_req(&self, peer: Rank, h: &Header, want: Wire) -> Result<u64, ProtoError> {
-        let id = *self.outgoing.get(&(peer, h.seq)).ok_or_else(|| {
+    fn outgoing_req(&self, peer: Rank, h: &Header, want: Route) -> Result<u64, ProtoError> {
+        let id = self.flight.awaited(peer, h.seq).ok_or_else(|| {
             ProtoError::bad(
                 peer,
                 format!(
@@ -488,8 +476,8 @@ impl Engine {
                 ),
             )
         })?;
-        let r = self.reqs.get(&id).ok_or_else(|| gone(id))?;
-        if r.wire() != want || h.len != r.len as u64 || h.tag != r.tag.unwrap_or(0) {
+        let r = self.req(id)?;
+        if r.route() != want || h.len != r.len as u64 || h.tag != r.tag.unwrap_or(0) {
             return Err(ProtoError::bad(
                 peer,
                 format!(
@@ -498,7 +486,7 @@ impl Engine {
                     h.len,
                     h.tag,
                     h.seq,
-                    r.wire(),
+                    r.route(),
                     r.len,
                     r.tag.unwrap_or(0)
                 ),
@@ -507,70 +495,72 @@ impl Engine {
         Ok(id)
     }
 
-    pub(crate) fn on_cts(&mut self, now: u64, peer: Rank, h: Header) -> Result<(), ProtoError> {
-        let id = self.outgoing_req(peer, &h, Wire::RdmaWrite)?;
-        let r = self.reqs.get_mut(&id).expect("outgoing request");
-        let pending = r.pending();
-        let Proto::RdmaWrite(s) = &mut r.proto else {
-            unreachable!("outgoing_req checked the protocol");
-        };
-        if !pending || s.stage != WriteStage::WaitCts {
+    pub(super) fn on_cts(&mut self, now: u64, peer: Rank, h: Header) -> Result<(), ProtoError> {
+        let id = self.outgoing_req(peer, &h, Route::RdmaWrite)?;
+        let r = self.req_mut(id)?;
+        let (len, buf) = (r.len, r.buf);
+        let waits = r.pending()
+            && matches!(&r.proto, Proto::RdmaWrite(s) if s.stage() == WriteStage::WaitCts);
+        if !waits {
             return Err(ProtoError::bad(
                 peer,
                 format!("duplicate CTS for message {}", h.seq),
             ));
         }
-        let key = h.key.expect("decode checked the key");
-        if key.len < r.len as u64 {
+        let Some(key) = h.key else {
+            return Err(ProtoError::bad(peer, "CTS without a key"));
+        };
+        if key.len < len as u64 {
             return Err(ProtoError::key(
                 peer,
                 format!(
                     "CTS key covers {} bytes but message {} has {}",
-                    key.len, h.seq, r.len
+                    key.len, h.seq, len
                 ),
             ));
         }
-        (s.peer_key, s.stage) = (Some(key), WriteStage::Registering);
-        let buf = r.buf;
-        self.outgoing.remove(&(peer, h.seq));
+        if let Proto::RdmaWrite(s) = &mut r.proto {
+            s.on_cts(key)?;
+        }
+        self.flight.answered_all(peer, h.seq);
         self.register(now, buf, true, Token::Whole { req: id })
     }
 
-    pub(crate) fn on_fin_read(
+    pub(super) fn on_fin_read(
         &mut self,
         now: u64,
         peer: Rank,
         h: Header,
     ) -> Result<(), ProtoError> {
-        let id = self.outgoing_req(peer, &h, Wire::RdmaRead)?;
-        let r = self.reqs.get_mut(&id).expect("outgoing request");
+        let id = self.outgoing_req(peer, &h, Route::RdmaRead)?;
+        let r = self.req_mut(id)?;
         let (pending, len) = (r.pending(), r.len);
-        let Proto::RdmaRead(s) = &mut r.proto else {
-            unreachable!("outgoing_req checked the protocol");
+        let fin = match &mut r.proto {
+            Proto::RdmaRead(s) if pending => s.on_fin().ok(),
+            _ => None,
         };
-        if !pending || s.stage != ReadStage::WaitFin {
+        let Some((xfer, mr)) = fin else {
             return Err(ProtoError::bad(
                 peer,
                 format!("FIN for message {} before its RTS", h.seq),
             ));
-        }
-        let (xfer, mr) = (s.xfer, s.mr.take());
-        self.outgoing.remove(&(peer, h.seq));
+        };
+        self.flight.answered_all(peer, h.seq);
         self.end_at_fin(now, id, xfer, len, mr);
         Ok(())
     }
 
-    pub(crate) fn on_pipe_ack(
+    pub(super) fn on_pipe_ack(
         &mut self,
         _now: u64,
         peer: Rank,
         h: Header,
     ) -> Result<(), ProtoError> {
-        let id = self.outgoing_req(peer, &h, Wire::Pipelined)?;
-        let r = self.reqs.get_mut(&id).expect("outgoing request");
+        let id = self.outgoing_req(peer, &h, Route::Pipelined)?;
+        let r = self.req_mut(id)?;
         let len = r.len;
         let Proto::Pipelined(p) = &mut r.proto else {
-            unreachable!("outgoing_req checked the protocol");
+            return Err(gone(id));
         };
         if p.acked {
             return Err(ProtoError::bad(
@@ -580,18 +570,18 @@ impl Engine {
         }
         p.acked = true;
         if p.first == len {
-            self.outgoing.remove(&(peer, h.seq));
-            self.finish(id);
+            self.flight.answered_all(peer, h.seq);
+            self.reqs.finish(id);
         }
         Ok(())
     }
 
-    pub(crate) fn on_put(&mut self, now: u64, peer: Rank, h: Header) -> Result<(), ProtoError> {
-        let id = self.outgoing_req(peer, &h, Wire::Pipelined)?;
-        let r = self.reqs.get_mut(&id).expect("outgoing request");
+    pub(super) fn on_put(&mut self, now: u64, peer: Rank, h: Header) -> Result<(), ProtoError> {
+        let id = self.outgoing_req(peer, &h, Route::Pipelined)?;
+        let r = self.req_mut(id)?;
         let (len, buf) = (r.len, r.buf);
         let Proto::Pipelined(p) = &mut r.proto else {
-            unreachable!("outgoing_req checked the protocol");
+            return Err(gone(id));
         };
         if !p.acked {
             return Err(ProtoError::bad(
@@ -599,7 +589,9 @@ impl Engine {
                 format!("PUT for message {} before its acknowledgement", h.seq),
             ));
         }
-        let key = h.key.expect("decode checked the key");
+        let Some(key) = h.key else {
+            return Err(ProtoError::bad(peer, "PUT without a key"));
+        };
         let n = key.len;
         let want = (p.first + p.requested) as u64;
         if n == 0 || h.offset != want || h.offset.saturating_add(n) > len as u64 {
@@ -613,9 +605,10 @@ impl Engine {
         }
         let (offset, n) = (h.offset as usize, n as usize);
         p.requested += n;
+        let all_asked = p.first + p.requested == len;
         let slice = buf.sub(offset, n).ok_or_else(|| gone(id))?;
-        if p.first + p.requested == len {
-            self.outgoing.remove(&(peer, h.seq));
+        if all_asked {
+            self.flight.answered_all(peer, h.seq);
         }
         self.register(
             now,
@@ -629,15 +622,15 @@ impl Engine {
         )
     }
 
-    pub(crate) fn on_sync_ack(
+    pub(super) fn on_sync_ack(
         &mut self,
         _now: u64,
         peer: Rank,
         h: Header,
     ) -> Result<(), ProtoError> {
-        let id = self.outgoing_req(peer, &h, Wire::Eager)?;
-        self.outgoing.remove(&(peer, h.seq));
-        self.finish(id);
+        let id = self.outgoing_req(peer, &h, Route::Eager)?;
+        self.flight.answered_all(peer, h.seq);
+        self.reqs.finish(id);
         Ok(())
     }
 }
@@ -661,6 +654,17 @@ pub(crate) fn flags(mode: Mode, space: Space) -> u8 {
         f |= FLAG_INTERNAL;
     }
     f
+}
+
+/// A write's bookkeeping: its request and transfer, the offset in the
+/// message of the fragment it writes (for its FIN), whether its
+/// registration is cached, and where in the target's key it lands.
+pub(super) struct Write {
+    pub req: u64,
+    pub xfer: u64,
+    pub offset: usize,
+    pub cached: bool,
+    pub remote_offset: u64,
 }
 
 /// What a rendezvous side posts once its buffer is registered.

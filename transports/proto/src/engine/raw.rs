@@ -3,12 +3,14 @@
 //! Raw buffers stay registered (their keys are announced once and cached
 //! by the peer) until [`Engine::flush_cache`], whatever `--reg-cache` says.
 
-use crate::engine::{CtxUse, Engine, HashMap, Token};
-use crate::send::gone;
-use crate::state::{Raw, RawStage};
+use super::send::{gone, Write};
+use super::Engine;
+use crate::flight::{CtxUse, Token};
+use crate::hash::HashMap;
+use crate::state::{Proto, Raw, RawStage, Req};
 use crate::wire::{Header, Kind};
 use crate::{
-    EventKind, Key, MrId, OneSided, Op, ProtoError, Protocol, Rank, RawOp, ReqId, Slice, Tag, Watch,
+    EventKind, Key, MrId, Op, ProtoError, Protocol, Rank, RawOp, ReqId, Slice, Tag, Watch,
 };
 
 #[derive(Debug, Default)]
@@ -18,7 +20,7 @@ pub(crate) struct RawState {
     /// Buffers we announced, by (peer, tag).
     announced: HashMap<(Rank, Tag), Slice>,
     /// Our raw registrations, never dropped before `flush_cache`.
-    pub(crate) regs: HashMap<Slice, (MrId, Key)>,
+    regs: HashMap<Slice, (MrId, Key)>,
     send_marker: HashMap<(Rank, Tag), u8>,
     recv_marker: HashMap<(Rank, Tag), u8>,
     /// Requests waiting for a peer's key, in posting order.
@@ -35,9 +37,26 @@ fn next_marker(m: &mut HashMap<(Rank, Tag), u8>, k: (Rank, Tag)) -> u8 {
 }
 
 impl Engine {
+    /// A raw one-sided receive `id` of `op` into `dst` inside `whole`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn raw_receive(
+        &mut self,
+        now: u64,
+        id: u64,
+        dst: Slice,
+        whole: Slice,
+        src: Option<Rank>,
+        tag: Option<Tag>,
+        op: RawOp,
+    ) -> Result<(), ProtoError> {
+        let raw = Proto::Raw(Raw::new(op, whole));
+        self.reqs.insert(id, Req::new(false, src, tag, dst, raw));
+        self.raw_recv(now, id)
+    }
+
     /// Peer, tag, whole buffer and direction of a raw request.
     fn raw_ends(&self, id: u64) -> Result<(Rank, Tag, Slice, bool), ProtoError> {
-        let r = self.reqs.get(&id).ok_or_else(|| gone(id))?;
+        let r = self.req(id)?;
         let raw = r.raw().ok_or_else(|| gone(id))?;
         match (r.peer, r.tag) {
             (Some(p), Some(t)) => Ok((p, t, raw.whole, r.send)),
@@ -49,17 +68,17 @@ impl Engine {
     }
 
     /// The raw state of request `id`, which is a raw one.
-    fn raw_state(&mut self, id: u64) -> &mut Raw {
+    fn raw_state(&mut self, id: u64) -> Result<&mut Raw, ProtoError> {
         self.reqs
-            .get_mut(&id)
+            .get_mut(id)
             .and_then(|r| r.raw_mut())
-            .expect("a raw request")
+            .ok_or_else(|| gone(id))
     }
 
     /// Operation and slice of raw request `id`.
-    fn raw_op_buf(&self, id: u64) -> (RawOp, Slice) {
-        let r = &self.reqs[&id];
-        (r.raw().expect("a raw request").op, r.buf)
+    fn raw_op_buf(&self, id: u64) -> Result<(RawOp, Slice), ProtoError> {
+        let r = self.req(id)?;
+        Ok((r.raw().ok_or_else(|| gone(id))?.op, r.buf))
     }
 
     /// Register a raw buffer (once), then continue in [`Self::raw_registered`].
@@ -67,14 +86,13 @@ impl Engine {
         if let Some((mr, key)) = self.raw.regs.get(&buf).cloned() {
             return self.raw_continue(now, id, buf, mr, key);
         }
-        let r = self.reqs.get_mut(&id).ok_or_else(|| gone(id))?;
-        r.raw_mut().ok_or_else(|| gone(id))?.stage = RawStage::Registering;
+        self.raw_state(id)?.move_to_registering()?;
         self.register(now, buf, false, Token::Whole { req: id })
     }
 
-    pub(crate) fn raw_send(&mut self, now: u64, id: u64) -> Result<(), ProtoError> {
+    pub(super) fn raw_send(&mut self, now: u64, id: u64) -> Result<(), ProtoError> {
         let (peer, tag, whole, _) = self.raw_ends(id)?;
-        let (op, buf) = self.raw_op_buf(id);
+        let (op, buf) = self.raw_op_buf(id)?;
         if buf.len == 0 {
             return Err(ProtoError::Invalid(format!(
                 "raw {} of 0 bytes to rank {peer}: a raw one-sided message needs at least 1 byte (its last byte is the arrival marker); start --sizes at 1",
@@ -83,9 +101,9 @@ impl Engine {
         }
         if op == RawOp::Write {
             let marker = next_marker(&mut self.raw.send_marker, (peer, tag));
-            self.raw_state(id).marker = marker;
-            let at = buf.sub(buf.len - 1, 1).expect("non-empty");
-            self.ops.push_back(Op::StampByte { at, value: marker });
+            self.raw_state(id)?.marker = marker;
+            let at = buf.sub(buf.len - 1, 1).ok_or_else(|| gone(id))?;
+            self.out.push(Op::StampByte { at, value: marker });
             if self.raw.peer_keys.contains_key(&(peer, tag)) {
                 return self.raw_register(now, id, whole);
             }
@@ -95,7 +113,7 @@ impl Engine {
         // Raw read: the target only announces its buffer, once.
         match self.raw.announced.get(&(peer, tag)) {
             Some(s) if *s == whole => {
-                self.finish(id);
+                self.reqs.finish(id);
                 Ok(())
             }
             Some(s) => Err(announce_mismatch(peer, tag, *s, whole)),
@@ -106,18 +124,15 @@ impl Engine {
         }
     }
 
-    pub(crate) fn raw_recv(&mut self, now: u64, id: u64) -> Result<(), ProtoError> {
+    fn raw_recv(&mut self, now: u64, id: u64) -> Result<(), ProtoError> {
         let (peer, tag, whole, _) = self.raw_ends(id)?;
-        let (op, buf) = self.raw_op_buf(id);
+        let (op, buf) = self.raw_op_buf(id)?;
         if buf.len == 0 {
             return Err(ProtoError::Invalid(format!(
                 "raw receive of 0 bytes from rank {peer}: a raw one-sided message needs at least 1 byte; start --sizes at 1"
             )));
         }
-        {
-            let r = self.reqs.get_mut(&id).expect("request");
-            r.len = buf.len;
-        }
+        self.req_mut(id)?.len = buf.len;
         if op == RawOp::Read {
             if self.raw.peer_keys.contains_key(&(peer, tag)) {
                 return self.raw_register(now, id, whole);
@@ -126,11 +141,7 @@ impl Engine {
             return Ok(());
         }
         let marker = next_marker(&mut self.raw.recv_marker, (peer, tag));
-        {
-            let r = self.raw_state(id);
-            r.marker = marker;
-            r.stage = RawStage::RawWait;
-        }
+        self.raw_state(id)?.move_to_watching(marker)?;
         self.raw.watching.push(id);
         match self.raw.announced.get(&(peer, tag)) {
             Some(s) if *s == whole => Ok(()),
@@ -138,14 +149,14 @@ impl Engine {
             None => {
                 self.raw.announced.insert((peer, tag), whole);
                 self.raw_register(now, id, whole)?;
-                self.raw_state(id).stage = RawStage::RawWait;
+                self.raw_state(id)?.move_to_watching(marker)?;
                 Ok(())
             }
         }
     }
 
     /// A raw buffer registration finished.
-    pub(crate) fn raw_registered(
+    pub(super) fn raw_registered(
         &mut self,
         now: u64,
         id: u64,
@@ -166,7 +177,7 @@ impl Engine {
         key: Key,
     ) -> Result<(), ProtoError> {
         let (peer, tag, _, send) = self.raw_ends(id)?;
-        let (op, buf) = self.raw_op_buf(id);
+        let (op, buf) = self.raw_op_buf(id)?;
         // Mirrored buffers: the same offset on both sides.
         let off = (buf.offset - whole.offset) as u64;
         match (send, op) {
@@ -187,32 +198,19 @@ impl Engine {
                     ));
                 }
                 let xfer = self.xfer_id();
-                self.event(EventKind::XferBegin, xfer, buf.len, now);
+                self.out.event(EventKind::XferBegin, xfer, buf.len, now);
                 if send {
-                    self.raw_state(id).stage = RawStage::Writing;
-                    let ctx = self.new_id();
-                    self.ctxs.insert(
-                        ctx,
-                        CtxUse::Write {
-                            req: id,
-                            xfer,
-                            offset: 0,
-                            bytes: buf.len,
-                            mr,
-                            cached: true,
-                        },
-                    );
-                    let op = OneSided {
-                        peer,
-                        local: buf,
-                        mr,
-                        key: pk,
+                    self.raw_state(id)?.move_to_writing()?;
+                    let w = Write {
+                        req: id,
+                        xfer,
+                        offset: 0,
+                        cached: true,
                         remote_offset: off,
-                        ctx,
                     };
-                    self.push_one_sided(id, true, op);
+                    self.post_write(peer, buf, mr, pk, w);
                 } else {
-                    self.raw_state(id).stage = RawStage::Reading;
+                    self.raw_state(id)?.move_to_reading()?;
                     self.post_read(peer, buf, mr, pk, off, id, xfer);
                 }
             }
@@ -221,7 +219,8 @@ impl Engine {
                 h.key = Some(key);
                 let req = send.then_some(id);
                 if !send {
-                    self.raw_state(id).stage = RawStage::RawWait;
+                    let marker = self.raw_state(id)?.marker;
+                    self.raw_state(id)?.move_to_watching(marker)?;
                 }
                 self.send_op(peer, &h, None, CtxUse::Ctrl { req });
             }
@@ -230,14 +229,19 @@ impl Engine {
         Ok(())
     }
 
-    pub(crate) fn on_raw_key(&mut self, now: u64, peer: Rank, h: Header) -> Result<(), ProtoError> {
-        if !matches!(self.cfg.protocol, Protocol::Raw(RawOp::Write | RawOp::Read)) {
+    pub(super) fn on_raw_key(&mut self, now: u64, peer: Rank, h: Header) -> Result<(), ProtoError> {
+        if !matches!(self.protocol(), Protocol::Raw(RawOp::Write | RawOp::Read)) {
             return Err(ProtoError::bad(
                 peer,
-                format!("raw-buffer key, but this rank runs {:?}: every rank must use the same --proto and --op", self.cfg.protocol),
+                format!("raw-buffer key, but this rank runs {:?}: every rank must use the same --proto and --op", self.protocol()),
             ));
         }
-        let key = h.key.expect("decode checked the key");
+        let Some(key) = h.key else {
+            return Err(ProtoError::bad(
+                peer,
+                "raw-buffer key message without a key",
+            ));
+        };
         if key.len < h.len {
             return Err(ProtoError::key(
                 peer,
@@ -249,28 +253,28 @@ impl Engine {
             .into_iter()
             .partition(|id| {
                 self.reqs
-                    .get(id)
+                    .get(*id)
                     .is_some_and(|r| r.peer == Some(peer) && r.tag == Some(h.tag))
             });
         self.raw.parked = rest;
         for id in ready {
-            let whole = self.reqs[&id].raw().expect("a raw request").whole;
+            let whole = self.raw_state(id)?.whole;
             self.raw_register(now, id, whole)?;
         }
         Ok(())
     }
 
     #[inline]
-    pub(crate) fn raw_watching(&self) -> bool {
+    pub(super) fn raw_watching(&self) -> bool {
         !self.raw.watching.is_empty()
     }
 
-    pub(crate) fn raw_watches(&self) -> Vec<Watch> {
+    pub(super) fn raw_watches(&self) -> Vec<Watch> {
         self.raw
             .watching
             .iter()
             .filter_map(|id| {
-                let r = self.reqs.get(id)?;
+                let r = self.reqs.get(*id)?;
                 Some(Watch {
                     req: ReqId(*id),
                     at: r.buf.sub(r.buf.len - 1, 1)?,
@@ -290,7 +294,7 @@ impl Engine {
     #[inline]
     pub fn watch_at(&self, k: usize) -> Option<Watch> {
         let id = *self.raw.watching.get(k)?;
-        let r = self.reqs.get(&id)?;
+        let r = self.reqs.get(id)?;
         Some(Watch {
             req: ReqId(id),
             at: r.buf.sub(r.buf.len - 1, 1)?,
@@ -306,13 +310,13 @@ impl Engine {
         if byte == 0 {
             return false;
         }
-        let Some(r) = self.reqs.get(&req.0) else {
+        let Some(r) = self.reqs.get(req.0) else {
             return false;
         };
         let Some(raw) = r.raw().filter(|_| r.pending()) else {
             return false;
         };
-        raw.stage == RawStage::RawWait && (byte as u16 + 255 - raw.marker as u16) % 255 < 128
+        raw.stage() == RawStage::RawWait && (byte as u16 + 255 - raw.marker as u16) % 255 < 128
     }
 
     /// The watched last byte of raw-write receive `req` reads `byte`: the
@@ -321,17 +325,19 @@ impl Engine {
         if !self.raw_byte_arrived(req, byte) {
             return;
         }
-        let len = self.reqs[&req.0].len;
+        let Some(len) = self.reqs.get(req.0).map(|r| r.len) else {
+            return;
+        };
         let xfer = self.xfer_id();
-        self.event(EventKind::XferEnd, xfer, len, now);
+        self.out.event(EventKind::XferEnd, xfer, len, now);
         if let Some(i) = self.raw.watching.iter().position(|x| *x == req.0) {
             self.raw.watching.remove(i);
         }
-        self.finish(req.0);
+        self.reqs.finish(req.0);
     }
 
     /// Deregister raw buffers too (part of [`Engine::flush_cache`]).
-    pub(crate) fn flush_raw(&mut self) {
+    pub(super) fn flush_raw(&mut self) {
         for (_, (mr, _)) in std::mem::take(&mut self.raw.regs) {
             self.dereg(mr);
         }

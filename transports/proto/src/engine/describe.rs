@@ -1,17 +1,18 @@
 //! What a request waits for, in words: the engine's part of a timeout
 //! message.
 
-use crate::engine::{Engine, Proto, Req, Wire};
-use crate::state::{RawStage, ReadStage, WriteStage};
-use crate::ReqId;
+use super::Engine;
+use crate::plan::Route;
+use crate::state::{Proto, RawStage, ReadStage, Req, WriteStage};
+use crate::{RawOp, ReqId};
 
 impl Engine {
     /// A sentence saying what `req` waits for, for timeout messages.
     pub fn describe(&self, req: ReqId) -> String {
         // A posted receive nothing matched has no state: described from
         // what it would be given.
-        let unmatched = self.posted_receive(req).map(|p| p.request());
-        let Some(r) = unmatched.as_ref().or_else(|| self.reqs.get(&req.0)) else {
+        let unmatched = self.matching.posted(req.0).map(|p| p.request());
+        let Some(r) = unmatched.as_ref().or_else(|| self.reqs.get(req.0)) else {
             return format!("request {} (already retired)", req.0);
         };
         let who = match r.peer {
@@ -30,7 +31,7 @@ impl Engine {
         // A receive's protocol is known only once a message matched it.
         let proto = match r.proto {
             Proto::Unmatched => String::new(),
-            _ => format!(", {}", wire_name(r.wire())),
+            _ => format!(", {}", route_name(r.route())),
         };
         format!(
             "{} of {} bytes {} {who} ({tag}{proto}): {what}",
@@ -52,13 +53,13 @@ fn waits_for(r: &Req) -> String {
         Proto::Eager(e) => format!("{} of {} bytes arrived", e.arrived, r.len),
         // A raw send's receive is whole as it matches.
         Proto::RawSend => format!("{} of {} bytes arrived", r.len, r.len),
-        Proto::RdmaWrite(s) => match s.stage {
+        Proto::RdmaWrite(s) => match s.stage() {
             WriteStage::WaitCts => "RTS sent, waiting for CTS".into(),
             WriteStage::Registering => registering(),
             WriteStage::WaitFin => "waiting for FIN".into(),
             WriteStage::Writing => "RDMA write posted, waiting for its completion".into(),
         },
-        Proto::RdmaRead(s) => match s.stage {
+        Proto::RdmaRead(s) => match s.stage() {
             ReadStage::Registering => registering(),
             ReadStage::WaitFin => "waiting for FIN".into(),
             ReadStage::Reading => "RDMA read posted, waiting for its completion".into(),
@@ -69,7 +70,7 @@ fn waits_for(r: &Req) -> String {
             r.len,
             p.first
         ),
-        Proto::Raw(raw) => match raw.stage {
+        Proto::Raw(raw) => match raw.stage() {
             RawStage::Queued if r.send => "waiting for the receiver's raw-buffer key".into(),
             RawStage::Queued => "no matching message has arrived".into(),
             RawStage::Registering => registering(),
@@ -84,14 +85,14 @@ fn waits_for(r: &Req) -> String {
 }
 
 /// The `--proto` spelling of a message's protocol, for messages.
-fn wire_name(w: Wire) -> &'static str {
-    match w {
-        Wire::Eager => "eager",
-        Wire::RdmaWrite => "rdma-write",
-        Wire::RdmaRead => "rdma-read",
-        Wire::Pipelined => "pipelined",
-        Wire::RawSend => "raw send",
-        Wire::RawWrite => "raw write",
-        Wire::RawRead => "raw read",
+fn route_name(r: Route) -> &'static str {
+    match r {
+        Route::Eager => "eager",
+        Route::RdmaWrite => "rdma-write",
+        Route::RdmaRead => "rdma-read",
+        Route::Pipelined => "pipelined",
+        Route::Raw(RawOp::Send) => "raw send",
+        Route::Raw(RawOp::Write) => "raw write",
+        Route::Raw(RawOp::Read) => "raw read",
     }
 }

@@ -15,16 +15,23 @@
 //! | 34 | flags ([`FLAG_SYNC`], [`FLAG_READY`], [`FLAG_INTERNAL`]) |
 //! | 35 | reserved, zero |
 //!
+//! A one-packet eager message of the user's with no flags has a header
+//! of its own, [`short`], of 16 bytes; its fourth byte is
+//! [`Kind::Short`].
+//!
 //! [`decode`] checks every field against the packet's real length; the
 //! engine then checks sequence, state and ranges against what it knows.
+
+pub mod short;
 
 use crate::Key;
 
 /// First two bytes of every packet, little-endian; anything else is not an
 /// ovbench peer.
 pub const MAGIC: u16 = 0x4F56;
-/// Wire format version; both sides must speak the same one.
-pub const VERSION: u8 = 1;
+/// Wire format version; both sides must speak the same one (2: the
+/// short header).
+pub const VERSION: u8 = 2;
 /// Bytes of the fixed header.
 pub const HEADER_LEN: usize = 36;
 /// Largest opaque key blob accepted (as `ovbench_core::MAX_KEY_BLOB`).
@@ -68,6 +75,9 @@ pub enum Kind {
     RawSend = 12,
     /// either way: the key of the raw buffer for `tag`.
     RawKey = 13,
+    /// →R a one-packet eager message in the short header ([`short`]);
+    /// decoded, it is an [`Kind::Eager`] packet.
+    Short = 14,
 }
 
 impl Kind {
@@ -87,6 +97,7 @@ impl Kind {
             11 => SyncAck,
             12 => RawSend,
             13 => RawKey,
+            14 => Short,
             _ => return None,
         })
     }
@@ -98,7 +109,7 @@ impl Kind {
     fn has_payload(self) -> bool {
         matches!(
             self,
-            Kind::Eager | Kind::EagerFrag | Kind::PipeRts | Kind::RawSend
+            Kind::Eager | Kind::EagerFrag | Kind::PipeRts | Kind::RawSend | Kind::Short
         )
     }
 }
@@ -180,26 +191,6 @@ impl Header {
             self.flags,
         )
     }
-}
-
-/// The header of a one-packet eager message of `len` bytes, into `out`
-/// (cleared first): what `Header::encode_into` writes for it, built from
-/// the values themselves. A `Header` built for it on the stack was read
-/// back at once with wider loads than its byte fields were stored with,
-/// a store-forwarding stall on every message sent (seen with `perf`).
-#[inline]
-pub fn encode_eager_into(out: &mut Vec<u8>, seq: u32, tag: u32, len: u32, flags: u8) {
-    out.clear();
-    out.extend_from_slice(&fixed_bytes(
-        Kind::Eager,
-        seq,
-        tag,
-        u64::from(len),
-        0,
-        len,
-        0,
-        flags,
-    ));
 }
 
 /// The fixed part, built from whole words: built byte by byte, it was
@@ -300,13 +291,15 @@ pub struct Fixed {
     /// Bytes of the encoded key after the fixed header; 0 for a kind
     /// without one.
     pub key_len: usize,
+    /// Bytes of the fixed header: [`HEADER_LEN`], or [`short::SHORT_LEN`].
+    pub header_len: usize,
 }
 
 impl Fixed {
     /// Where the payload starts.
     #[inline]
     pub fn payload_start(&self) -> usize {
-        HEADER_LEN + self.key_len
+        self.header_len + self.key_len
     }
 
     /// The key that follows the fixed header in `b`, checked (`None` for a
@@ -337,9 +330,9 @@ impl Fixed {
 /// except the key's own fields).
 #[inline(always)]
 pub fn decode_fixed(b: &[u8]) -> Result<Fixed, String> {
-    if b.len() < HEADER_LEN {
+    if b.len() < 4 {
         return Err(format!(
-            "message of {} bytes is shorter than the {HEADER_LEN}-byte header",
+            "message of {} bytes is shorter than any header",
             b.len()
         ));
     }
@@ -356,6 +349,15 @@ pub fn decode_fixed(b: &[u8]) -> Result<Fixed, String> {
         ));
     }
     let kind = Kind::from_u8(b[3]).ok_or_else(|| format!("unknown message kind {}", b[3]))?;
+    if kind == Kind::Short {
+        return short::decode(b);
+    }
+    if b.len() < HEADER_LEN {
+        return Err(format!(
+            "{kind:?} message of {} bytes is shorter than the {HEADER_LEN}-byte header",
+            b.len()
+        ));
+    }
     let payload_len = u32_at(b, 28);
     let key_len = u16_at(b, 32) as usize;
     let flags = b[34];
@@ -394,6 +396,7 @@ pub fn decode_fixed(b: &[u8]) -> Result<Fixed, String> {
         payload_len,
         flags,
         key_len,
+        header_len: HEADER_LEN,
     };
     if f.offset
         .checked_add(payload_len as u64)
@@ -474,22 +477,6 @@ mod tests {
             &|b| b[HEADER_LEN..HEADER_LEN + 8].copy_from_slice(&u64::MAX.to_le_bytes()),
             "overflows",
         );
-    }
-
-    #[test]
-    fn eager_header_as_a_header_encodes_it() {
-        let mut h = Header::ctrl(Kind::Eager, 0x0102_0304, 0xa0b0_c0d0, 8);
-        h.payload_len = 8;
-        h.flags = FLAG_SYNC | FLAG_INTERNAL;
-        let mut b = Vec::new();
-        encode_eager_into(
-            &mut b,
-            0x0102_0304,
-            0xa0b0_c0d0,
-            8,
-            FLAG_SYNC | FLAG_INTERNAL,
-        );
-        assert_eq!(b, h.encode());
     }
 
     #[test]
