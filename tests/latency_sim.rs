@@ -62,3 +62,11 @@ fn instrument_adds_a_recorded_pass_that_costs_no_virtual_time() {
         }
     }
 }
+
+/// Under the simulator too, every message of an 8 B eager ping-pong takes
+/// the engine's fast path.
+#[test]
+fn an_eager_ping_pong_takes_the_fast_path() {
+    let dir = Scratch::new("fast-sim");
+    common::fast_path_ping_pong(&["--transport", "sim"], &dir.join("fast.json"), LIMIT);
+}

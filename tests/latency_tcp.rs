@@ -146,3 +146,11 @@ fn one_buffer_replies_from_the_receive_buffer_and_says_so() {
         r.stderr
     );
 }
+
+/// An 8 B eager ping-pong over TCP runs every timed message on the
+/// engine's fast path, both ways.
+#[test]
+fn an_eager_ping_pong_takes_the_fast_path() {
+    let dir = Scratch::new("fast-tcp");
+    common::fast_path_ping_pong(&["--transport", "tcp"], &dir.join("fast.json"), LIMIT);
+}

@@ -60,3 +60,12 @@ fn tcp_rxm_native_and_rdma_read() {
     ];
     check_ops("ofi-tcp", &cases, latency);
 }
+
+/// An 8 B eager ping-pong over libfabric shm runs every timed message on
+/// the engine's fast path, both ways.
+#[test]
+fn an_eager_ping_pong_takes_the_fast_path() {
+    let dir = common::Scratch::new("ofi-fast");
+    let fabric = ["--transport", "ofi", "--provider", "shm"];
+    common::fast_path_ping_pong(&fabric, &dir.join("fast.json"), LIMIT);
+}

@@ -162,3 +162,12 @@ fn sockaddr_path_runs_every_protocol_verified() {
         );
     }
 }
+
+/// An 8 B eager ping-pong over UCX shared memory runs every timed message
+/// on the engine's fast path, both ways.
+#[test]
+fn an_eager_ping_pong_takes_the_fast_path() {
+    let dir = Scratch::new("ucx-fast");
+    let fabric = ["--transport", "ucx", "--ucx-tls", "posix"];
+    common::fast_path_ping_pong(&fabric, &dir.join("fast.json"), LIMIT);
+}

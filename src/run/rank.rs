@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use ovbench_core::clock::best_clock;
-use ovbench_core::{watch, Clock, Link, Progress, WorkLoop};
+use ovbench_core::{announce, watch, Clock, Link, Progress, WorkLoop};
 use ovbench_launcher::route::{self, HostId, Reach};
 use ovbench_launcher::{JobSource, RankEnv};
 
@@ -46,10 +46,11 @@ pub fn run(env: RankEnv, cli: &Cli) -> Result<()> {
     let mut ctl = BootstrapControl::new(boot);
     let reach = reach(&mut ctl, rank)?;
     let mut transport = transport(common.transport, rank, size, cli, &reach)?;
-    let addrs = ctl
+    let announced = ctl
         .bootstrap()
-        .allgather(&transport.address())
+        .allgather(&announcement(rank, &transport.address()))
         .with_context(|| format!("rank {rank}: exchanging transport addresses"))?;
+    let addrs = announce::addresses(&announced).with_context(|| format!("rank {rank}"))?;
     transport
         .connect(&addrs)
         .with_context(|| format!("rank {rank}: connecting the {} transport", common.transport))?;
@@ -81,6 +82,26 @@ pub fn run(env: RankEnv, cli: &Cli) -> Result<()> {
     ctl.into_inner()
         .finish()
         .with_context(|| format!("rank {rank}: leaving the bootstrap service"))
+}
+
+/// What this rank announces at connect: its engine's wire version, then
+/// its transport's address.
+fn announcement(rank: u32, address: &[u8]) -> Vec<u8> {
+    // Test hook: OVBENCH_TEST_WIRE_VERSION=RANK=V makes rank RANK announce
+    // wire version V, as a rank of another build would
+    // (tests/wire_version.rs).
+    #[cfg(feature = "test-hooks")]
+    if let Some(v) = std::env::var("OVBENCH_TEST_WIRE_VERSION")
+        .ok()
+        .and_then(|s| {
+            let (r, v) = s.split_once('=')?;
+            (r.parse::<u32>().ok()? == rank).then(|| v.parse::<u8>().ok())?
+        })
+    {
+        return announce::announce_as(v, address);
+    }
+    let _ = rank;
+    announce::announce(address)
 }
 
 /// Where this rank's transport listens: every rank says where it runs,

@@ -211,6 +211,25 @@ pub fn fabric_latency_rows(
     rows
 }
 
+/// An 8 B eager ping-pong over `fabric` (200 timed round trips after 20
+/// of warm-up) into `out`: every message it timed, both ways, took the
+/// engine's fast path (`ops.fast_sends` and `ops.fast_recvs` are all of
+/// `ops.sends`). Returns the row.
+pub fn fast_path_ping_pong(fabric: &[&str], out: &Path, limit: Duration) -> serde_json::Value {
+    let mut args = vec!["latency"];
+    args.extend_from_slice(fabric);
+    args.extend_from_slice(&[
+        "--proto", "eager", "--sizes", "8", "--iters", "200", "--warmup", "20",
+    ]);
+    let (_, rows) = ovbench_rows(&args, out, limit);
+    let row = rows.into_iter().next().expect("one row");
+    let messages = 2 * (200 + 20);
+    assert_eq!(ops(&row, "sends"), messages, "{fabric:?}: {row}");
+    assert_eq!(ops(&row, "fast_sends"), messages, "{fabric:?}: {row}");
+    assert_eq!(ops(&row, "fast_recvs"), messages, "{fabric:?}: {row}");
+    row
+}
+
 /// One operation count of a row's `ops` object.
 pub fn ops(row: &serde_json::Value, key: &str) -> u64 {
     row["ops"][key]

@@ -34,6 +34,7 @@
 
 #![deny(missing_docs)]
 
+pub mod announce;
 mod bound;
 mod caps;
 pub mod clock;

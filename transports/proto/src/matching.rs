@@ -97,6 +97,9 @@ pub(crate) enum In {
     Req(u64),
     /// By an unexpected message (its uid).
     Unexp(u64),
+    /// By nobody: a train whose receive was too small; the rest of its
+    /// packets are dropped.
+    Dropped,
 }
 
 /// The receiving side's queues.

@@ -141,11 +141,21 @@ impl Engine {
         let (seq, tag, len, kind, flags) = (h.seq, h.tag, h.len, h.kind, h.flags);
         let r = self.req_mut(id)?;
         if len > r.buf.len as u64 {
+            let capacity = r.buf.len;
+            // The rest of a train has nowhere to go: its packets are
+            // dropped as they come, the error said once, here.
+            let arrived = match &data {
+                Data::Live { bytes, start } => (bytes.len() - start) as u64,
+                Data::Buffered(d) => d.len() as u64,
+            };
+            if matches!(kind, Kind::Eager) && arrived < len {
+                self.matching.expect_more(peer, seq, In::Dropped);
+            }
             return Err(ProtoError::Truncated {
                 peer,
                 tag,
                 len,
-                capacity: r.buf.len,
+                capacity,
             });
         }
         let len = len as usize;
@@ -293,6 +303,12 @@ impl Engine {
                     dst,
                     src_start: start,
                 }))
+            }
+            In::Dropped => {
+                if h.offset + n as u64 >= h.len {
+                    self.matching.no_more(peer, h.seq);
+                }
+                Ok(None)
             }
             In::Unexp(uid) => {
                 let part = &bytes[start..start + n];
