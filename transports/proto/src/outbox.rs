@@ -51,6 +51,12 @@ impl Outbox {
         self.first.is_none() && self.ops.is_empty()
     }
 
+    /// Whether an operation or an event waits.
+    #[inline(always)]
+    pub fn has_output(&self) -> bool {
+        !self.is_empty() || !self.events.is_empty()
+    }
+
     /// Queue `op` behind everything else.
     #[inline]
     pub fn push(&mut self, op: Op) {

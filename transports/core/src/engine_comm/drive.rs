@@ -71,8 +71,19 @@ fn post_one_sided(s: &mut Shared, op: Rma, a: OneSided) -> Result<()> {
 }
 
 impl EngineState {
-    /// Perform every operation the engine asks for, in order.
+    /// Perform every operation the engine asks for, in order (most
+    /// inputs leave none: checked here, inline).
+    #[inline(always)]
     pub(crate) fn exec_ops(&mut self, s: &mut Shared) -> Result<()> {
+        if !self.eng.has_output() {
+            return Ok(());
+        }
+        self.exec_queued(s)
+    }
+
+    /// [`Self::exec_ops`] with something to do.
+    #[inline(never)]
+    fn exec_queued(&mut self, s: &mut Shared) -> Result<()> {
         while let Some(op) = self.eng.poll_op() {
             match op {
                 Op::Send {
@@ -190,7 +201,9 @@ impl EngineState {
             self.feed_all(s)?;
         }
         // What arrived may have started a watch (a peer's key).
-        self.watch_raw(s)?;
+        if self.eng.has_watches() {
+            self.watch_raw(s)?;
+        }
         Ok(true)
     }
 

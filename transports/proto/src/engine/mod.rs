@@ -431,6 +431,14 @@ impl Engine {
         self.out.pop()
     }
 
+    /// Whether an operation or an event waits to be taken
+    /// ([`Self::poll_op`], [`Self::poll_event`]): a check for the caller
+    /// after every input, which most inputs leave with nothing to do.
+    #[inline(always)]
+    pub fn has_output(&self) -> bool {
+        self.out.has_output()
+    }
+
     /// The next instrumentation event; `None` when there is none.
     #[must_use]
     #[inline]
