@@ -13,7 +13,14 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use ovbench_core::{Completion, LocalSlice, Msg, OpKind, Progress, RmaOp, Transport};
+use std::sync::Arc;
+
+use ovbench_core::clock::best_clock;
+use ovbench_core::engine_comm::Protocol;
+use ovbench_core::{
+    Clock, Comm, Communicator, Completion, EngineConfig, LocalSlice, Msg, OpKind, Progress, RmaOp,
+    Transport, WorkLoop,
+};
 use ovbench_tcp::{TcpOptions, TcpTransport};
 
 mod util;
@@ -346,4 +353,122 @@ fn a_vanished_peer_fails_pending_work_quickly() {
             .to_string();
         assert!(e.contains("rank 1") && e.contains("gone"), "{e}");
     }
+}
+
+/// A short-header packet (the engine's one-packet eager message) from
+/// rank 1: version, sequence number, tag and length as given, then
+/// `body`, in one TCP message frame.
+fn short_packet(version: u8, seq: u32, tag: u32, len: u32, body: &[u8]) -> Vec<u8> {
+    let mut p = vec![0x56, 0x4f, version, 14];
+    p.extend_from_slice(&seq.to_le_bytes());
+    p.extend_from_slice(&tag.to_le_bytes());
+    p.extend_from_slice(&len.to_le_bytes());
+    p.extend_from_slice(body);
+    let mut f = frame(1, 0, 0, 0, p.len() as u64, 0, 0);
+    f.extend_from_slice(&p);
+    f
+}
+
+/// Rank 0 as the protocol engine over a real transport, its 8-byte
+/// receive from rank 1 posted in the last 8 bytes of a guarded region
+/// between canaried ones, meets `packet`: the receive's outcome (the
+/// error's text, or its bytes), and whether every other byte, guarded
+/// and canaried, is as it was.
+fn engine_meets(packet: &[u8]) -> (Result<Vec<u8>, String>, bool) {
+    let (mut t0, mut s) = pair(Progress::Poll);
+    let others_before = canaries(&mut t0, 2);
+    let region = t0.alloc(REGION).unwrap();
+    let others_after = canaries(&mut t0, 2);
+    let others: Vec<_> = others_before.into_iter().chain(others_after).collect();
+    let all = LocalSlice::new(region, 0, REGION);
+    t0.region(all, &mut |b| b.fill(0xAB)).unwrap();
+    let mut start = 0usize;
+    t0.region(all, &mut |b| start = b.as_ptr() as usize)
+        .unwrap();
+    let guards = GuardPages::around(start, REGION);
+    let clock: Arc<dyn Clock> = Arc::from(best_clock());
+    let work = WorkLoop::calibrate(clock.clone(), Duration::from_millis(2));
+    let cfg = EngineConfig {
+        timeout: Duration::from_secs(5),
+        ..EngineConfig::with_protocol(Protocol::Eager)
+    };
+    let mut comm = Comm::engine(Box::new(t0), clock, Box::new(work), cfg).unwrap();
+    // The engine sees the transport's regions as its buffers.
+    let buf = ovbench_core::Buf {
+        region,
+        len: REGION,
+    };
+    let room = buf.at(REGION - 8, 8);
+    let r = comm.irecv(room, Some(1), Some(5)).unwrap();
+    s.write_all(packet).unwrap();
+    let end = Instant::now() + Duration::from_secs(5);
+    let got = loop {
+        match comm.test(r) {
+            Ok(Some(_)) => {
+                let mut b = Vec::new();
+                comm.inspect(buf, &mut |m| b = m[REGION - 8..].to_vec())
+                    .unwrap();
+                break Ok(b);
+            }
+            Ok(None) if Instant::now() < end => continue,
+            Ok(None) => break Err("no outcome within 5 s".to_string()),
+            Err(e) => break Err(e.to_string()),
+        }
+    };
+    let mut intact = true;
+    comm.inspect(buf, &mut |m| {
+        intact &= m[..REGION - 8].iter().all(|&x| x == 0xAB);
+    })
+    .unwrap();
+    for &(slice, byte) in &others {
+        let b = ovbench_core::Buf {
+            region: slice.region,
+            len: slice.len,
+        };
+        comm.inspect(b, &mut |m| intact &= m.iter().all(|&x| x == byte))
+            .unwrap();
+    }
+    // The guards go first: freeing the region reads the allocator's
+    // header in the page before it.
+    drop(guards);
+    drop(comm);
+    (got, intact)
+}
+
+#[test]
+fn forged_short_headers_are_refused_naming_the_peer_and_never_touch_memory() {
+    mmap_each_region();
+    let body = [0x5A; 8];
+    let refused = [
+        // Says more bytes than follow (they would run past the receive).
+        (short_packet(2, 0, 5, 4096, &body), "4096 payload bytes"),
+        // More bytes than the receive holds.
+        (short_packet(2, 0, 5, 64, &[0x5A; 64]), "holds only 8"),
+        // Out of order.
+        (short_packet(2, 5, 5, 8, &body), "sequence 5"),
+        // Another build's wire version.
+        (short_packet(1, 0, 5, 8, &body), "version 1"),
+        // Cut short inside its header.
+        (
+            {
+                let mut f = frame(1, 0, 0, 0, 10, 0, 0);
+                f.extend_from_slice(&short_packet(2, 0, 5, 8, &body)[HDR..HDR + 10]);
+                f
+            },
+            "shorter",
+        ),
+    ];
+    for (i, (packet, why)) in refused.iter().enumerate() {
+        let (got, intact) = engine_meets(packet);
+        let e = got.expect_err(&format!("case {i} accepted"));
+        assert!(e.contains("rank 1") && e.contains(why), "case {i}: {e}");
+        assert!(intact, "case {i}: memory outside the receive changed");
+    }
+    // The honest packet lands, so the refusals were the forgeries'.
+    let (got, intact) = engine_meets(&short_packet(2, 0, 5, 8, &body));
+    assert_eq!(got, Ok(body.to_vec()));
+    assert!(
+        intact,
+        "the honest packet changed memory outside its receive"
+    );
 }
