@@ -317,7 +317,7 @@ impl Communicator for Comm {
 
     fn engine_shape(&self) -> Option<EngineShape> {
         let native = matches!(self.path, Path::Native(_));
-        Some(self.e.shape(native))
+        Some(self.e.shape(&self.s, native))
     }
 
     /// On the native path the bare operations run on the engine over the

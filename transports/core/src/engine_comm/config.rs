@@ -121,13 +121,14 @@ impl EngineShape {
     /// The bare operations one message of `len` bytes moves its data
     /// with, as (operation, bytes, count), in the order they are posted:
     /// the engine's plan ([`Plan::data_ops`]); on a native path, what the
-    /// library is taken to do — a send as one bounce buffer allows up to
-    /// the plan's eager limit, a one-sided write above.
+    /// library is taken to do — one send where the plan (auto, the
+    /// native path's) sends eagerly in one packet, a one-sided write
+    /// otherwise.
     pub fn data_ops(&self, len: usize) -> Vec<(RawOp, usize, usize)> {
         if !self.native {
             return self.plan.data_ops(len);
         }
-        if len <= self.plan.eager_limit().min(self.plan.max_payload()) {
+        if self.plan.is_eager(len) && len <= self.plan.max_payload() {
             vec![(RawOp::Send, len, 1)]
         } else {
             vec![(RawOp::Write, len, 1)]

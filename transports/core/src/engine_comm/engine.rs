@@ -200,12 +200,12 @@ impl EngineState {
         }
     }
 
-    /// How the engine moves a message: its plan as it stands (under a
-    /// bare operation while xfer_time is timed).
-    pub(crate) fn shape(&self, native: bool) -> EngineShape {
+    /// How the engine moves a message under `s`'s protocol (whatever
+    /// bare operation runs while xfer_time is timed).
+    pub(crate) fn shape(&self, s: &Shared, native: bool) -> EngineShape {
         EngineShape {
             native,
-            plan: *self.eng.plan(),
+            plan: self.plan(s),
         }
     }
 

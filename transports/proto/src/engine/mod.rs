@@ -23,8 +23,8 @@ use crate::requests::{Requests, FAST_ID};
 use crate::state::Req;
 use crate::wire::{self, Header, Kind};
 use crate::{
-    Config, Counts, Event, EventKind, HeaderBytes, Key, MrId, Op, Placement, ProtoError, Protocol,
-    RawOp, ReqId, Slice, Space, Status, Watch,
+    Config, Counts, Event, EventKind, HeaderBytes, Key, Mode, MrId, Op, Placement, ProtoError,
+    Protocol, Rank, RawOp, ReqId, Slice, Space, Status, Tag, Watch,
 };
 
 /// Set in the context of a two-sided send whose completion nothing waits
@@ -516,11 +516,6 @@ impl Engine {
             .map(|r| (r.send, r.peer, if r.send { r.len } else { r.buf.len }))
     }
 
-    /// Bytes of the per-peer sequence tables (for memory estimates).
-    pub fn peer_state_bytes(&self) -> usize {
-        self.peers.bytes()
-    }
-
     // ---- shared helpers ----
 
     /// A transfer id: 0 (never recorded) while instrumentation is off, so
@@ -628,5 +623,3 @@ impl Engine {
         self.cfg.plan.route(len, mode, space)
     }
 }
-
-use crate::{Mode, Rank, Tag};
