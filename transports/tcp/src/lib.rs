@@ -37,6 +37,8 @@ mod loopback;
 mod memory;
 mod mesh;
 mod rx;
+#[cfg(feature = "fault-inject")]
+mod stall;
 mod thread;
 mod transport;
 mod tx;

@@ -69,6 +69,9 @@ pub struct TcpTransport {
     shared: Arc<Shared>,
     epoll: Arc<Epoll>,
     worker: Option<Worker>,
+    /// The test hook armed by OVBENCH_TCP_STALL (test builds only).
+    #[cfg(feature = "fault-inject")]
+    stall: Option<crate::stall::Stall>,
 }
 
 impl std::fmt::Debug for TcpTransport {
@@ -131,7 +134,11 @@ impl TcpTransport {
             e.fault = crate::fault::Fault::from_env(rank)?;
             e
         };
+        #[cfg(feature = "fault-inject")]
+        let stall = crate::stall::Stall::from_env(rank)?;
         Ok(TcpTransport {
+            #[cfg(feature = "fault-inject")]
+            stall,
             rank,
             size,
             opts,
@@ -359,6 +366,11 @@ impl Transport for TcpTransport {
             crate::fault::apply(&mut e.fault, &e.mem, data, header.len())
         };
         g.enqueue(peer, TxItem::new(h, data, Some(Completion::Send { ctx })));
+        #[cfg(feature = "fault-inject")]
+        if let Some(s) = self.stall {
+            drop(g);
+            s.after_send(total);
+        }
         Ok(Posted::Queued)
     }
 
