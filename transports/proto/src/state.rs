@@ -28,22 +28,45 @@ impl From<Illegal> for ProtoError {
     }
 }
 
-/// Move `stage` to `to` if it is one of `from`, else say which move it was.
-fn step<S: Copy + PartialEq + std::fmt::Debug>(
-    stage: &mut S,
-    from: &[S],
-    to: S,
-    what: &'static str,
-    name: &'static str,
-) -> Result<(), Illegal> {
+/// A protocol's stages, named for [`Illegal`].
+trait Stage: Copy + PartialEq + std::fmt::Debug {
+    /// The protocol, as users spell it.
+    const PROTOCOL: &'static str;
+}
+
+/// Move `stage` to `to` if it is one of `from`, else say which move
+/// (`what`) it was.
+fn step<S: Stage>(stage: &mut S, from: &[S], to: S, what: &'static str) -> Result<(), Illegal> {
     if !from.contains(stage) {
         return Err(Illegal {
-            from: format!("{name} {stage:?}"),
+            from: format!("{} {stage:?}", S::PROTOCOL),
             step: what,
         });
     }
     *stage = to;
     Ok(())
+}
+
+/// What a rendezvous side's registration leads to: the peer's key for
+/// the side that does the RDMA, nothing for the other.
+type Registered = Result<Option<Key>, Illegal>;
+
+/// A rendezvous side's buffer registered as `reg` for transfer `xfer`:
+/// kept in `mr` and `at`, and for the side that does the RDMA (`rdma`)
+/// the peer's key handed out of `key`.
+fn registered(
+    (mr, at, key): (&mut Option<Reg>, &mut u64, &mut Option<Key>),
+    (reg, xfer): (Reg, u64),
+    rdma: bool,
+) -> Registered {
+    (*mr, *at) = (Some(reg), xfer);
+    if !rdma {
+        return Ok(None);
+    }
+    key.take().map(Some).ok_or(Illegal {
+        from: "a rendezvous without the peer's key".into(),
+        step: "start its RDMA",
+    })
 }
 
 /// A user request: what every protocol shares, and its protocol's state.
@@ -391,13 +414,7 @@ impl RdmaWrite {
     /// Registering (its own buffer, before the write).
     pub fn on_cts(&mut self, key: Key) -> Result<(), Illegal> {
         use WriteStage::*;
-        step(
-            &mut self.stage,
-            &[WaitCts],
-            Registering,
-            "take a CTS",
-            "rdma-write",
-        )?;
+        step(&mut self.stage, &[WaitCts], Registering, "take a CTS")?;
         self.peer_key = Some(key);
         Ok(())
     }
@@ -405,42 +422,19 @@ impl RdmaWrite {
     /// Its buffer is registered as `reg`, transfer `xfer`: a sender
     /// moves to Writing and hands back the receiver's key to write to, a
     /// receiver to WaitFin (its CTS goes out).
-    pub fn on_registered(
-        &mut self,
-        send: bool,
-        reg: Reg,
-        xfer: u64,
-    ) -> Result<Option<Key>, Illegal> {
+    pub fn on_registered(&mut self, send: bool, reg: Reg, xfer: u64) -> Registered {
         use WriteStage::*;
         let to = if send { Writing } else { WaitFin };
-        step(
-            &mut self.stage,
-            &[Registering],
-            to,
-            "finish registering",
-            "rdma-write",
-        )?;
-        (self.mr, self.xfer) = (Some(reg), xfer);
-        if !send {
-            return Ok(None);
-        }
-        self.peer_key.take().map(Some).ok_or(Illegal {
-            from: "rdma-write Writing without the receiver's key".into(),
-            step: "write",
-        })
+        step(&mut self.stage, &[Registering], to, "finish registering")?;
+        let slots = (&mut self.mr, &mut self.xfer, &mut self.peer_key);
+        registered(slots, (reg, xfer), send)
     }
 
     /// Receiver: the sender's FIN; its transfer and registration, from
     /// WaitFin only (where it stays: the request is finished).
     pub fn on_fin(&mut self) -> Result<(u64, Option<Reg>), Illegal> {
         use WriteStage::*;
-        step(
-            &mut self.stage,
-            &[WaitFin],
-            WaitFin,
-            "take a FIN",
-            "rdma-write",
-        )?;
+        step(&mut self.stage, &[WaitFin], WaitFin, "take a FIN")?;
         Ok((self.xfer, self.mr.take()))
     }
 
@@ -448,13 +442,7 @@ impl RdmaWrite {
     /// caller); from Writing only.
     pub fn on_written(&mut self) -> Result<(), Illegal> {
         use WriteStage::*;
-        step(
-            &mut self.stage,
-            &[Writing],
-            Writing,
-            "finish its write",
-            "rdma-write",
-        )?;
+        step(&mut self.stage, &[Writing], Writing, "finish its write")?;
         self.mr = None;
         Ok(())
     }
@@ -492,55 +480,26 @@ impl RdmaRead {
     /// Its buffer is registered as `reg`, transfer `xfer`: a sender
     /// moves to WaitFin (its RTS goes out), a receiver to Reading and
     /// hands back the sender's key to read from.
-    pub fn on_registered(
-        &mut self,
-        send: bool,
-        reg: Reg,
-        xfer: u64,
-    ) -> Result<Option<Key>, Illegal> {
+    pub fn on_registered(&mut self, send: bool, reg: Reg, xfer: u64) -> Registered {
         use ReadStage::*;
         let to = if send { WaitFin } else { Reading };
-        step(
-            &mut self.stage,
-            &[Registering],
-            to,
-            "finish registering",
-            "rdma-read",
-        )?;
-        (self.mr, self.xfer) = (Some(reg), xfer);
-        if send {
-            return Ok(None);
-        }
-        self.peer_key.take().map(Some).ok_or(Illegal {
-            from: "rdma-read Reading without the sender's key".into(),
-            step: "read",
-        })
+        step(&mut self.stage, &[Registering], to, "finish registering")?;
+        let slots = (&mut self.mr, &mut self.xfer, &mut self.peer_key);
+        registered(slots, (reg, xfer), !send)
     }
 
     /// Sender: the receiver's FIN; its transfer and registration, from
     /// WaitFin only.
     pub fn on_fin(&mut self) -> Result<(u64, Option<Reg>), Illegal> {
         use ReadStage::*;
-        step(
-            &mut self.stage,
-            &[WaitFin],
-            WaitFin,
-            "take a FIN",
-            "rdma-read",
-        )?;
+        step(&mut self.stage, &[WaitFin], WaitFin, "take a FIN")?;
         Ok((self.xfer, self.mr.take()))
     }
 
     /// Receiver: its read landed; its registration, from Reading only.
     pub fn on_read(&mut self) -> Result<Option<Reg>, Illegal> {
         use ReadStage::*;
-        step(
-            &mut self.stage,
-            &[Reading],
-            Reading,
-            "finish its read",
-            "rdma-read",
-        )?;
+        step(&mut self.stage, &[Reading], Reading, "finish its read")?;
         Ok(self.mr.take())
     }
 }
@@ -566,51 +525,40 @@ impl Raw {
     /// receiver already watching its last byte registers too).
     pub fn move_to_registering(&mut self) -> Result<(), Illegal> {
         use RawStage::*;
-        step(
-            &mut self.stage,
-            &[Queued, RawWait],
-            Registering,
-            "register",
-            "raw",
-        )
+        step(&mut self.stage, &[Queued, RawWait], Registering, "register")
     }
 
     /// Queued or Registering → Writing: the sender's write is posted.
     pub fn move_to_writing(&mut self) -> Result<(), Illegal> {
         use RawStage::*;
-        step(
-            &mut self.stage,
-            &[Queued, Registering],
-            Writing,
-            "write",
-            "raw",
-        )
+        step(&mut self.stage, &[Queued, Registering], Writing, "write")
     }
 
     /// Queued or Registering → Reading: the receiver's read is posted.
     pub fn move_to_reading(&mut self) -> Result<(), Illegal> {
         use RawStage::*;
-        step(
-            &mut self.stage,
-            &[Queued, Registering],
-            Reading,
-            "read",
-            "raw",
-        )
+        step(&mut self.stage, &[Queued, Registering], Reading, "read")
     }
 
     /// A write receiver (Queued, Registering or already watching) now
     /// watches its last byte for `marker`.
     pub fn move_to_watching(&mut self, marker: u8) -> Result<(), Illegal> {
         use RawStage::*;
-        step(
-            &mut self.stage,
-            &[Queued, Registering, RawWait],
-            RawWait,
-            "watch its last byte",
-            "raw",
-        )?;
+        let from = [Queued, Registering, RawWait];
+        step(&mut self.stage, &from, RawWait, "watch its last byte")?;
         self.marker = marker;
         Ok(())
     }
+}
+
+impl Stage for WriteStage {
+    const PROTOCOL: &'static str = "rdma-write";
+}
+
+impl Stage for ReadStage {
+    const PROTOCOL: &'static str = "rdma-read";
+}
+
+impl Stage for RawStage {
+    const PROTOCOL: &'static str = "raw";
 }

@@ -222,20 +222,34 @@ fn canaries_intact(t0: &mut TcpTransport, regions: &[(LocalSlice, u8)]) -> bool 
     })
 }
 
-#[test]
-fn forged_writes_and_reads_never_touch_memory() {
-    mmap_each_region();
-    let (mut t0, mut s) = pair(Progress::Poll);
-    let others_before = canaries(&mut t0, 2);
+/// A region of 0xAB bytes with guard pages on both sides, between two
+/// canaried regions on each side: the region, the canaries, the guards
+/// (drop them before the region is freed).
+fn guarded_region(
+    t0: &mut TcpTransport,
+) -> (
+    ovbench_core::RegionId,
+    Vec<(LocalSlice, u8)>,
+    Option<GuardPages>,
+) {
+    let before = canaries(t0, 2);
     let region = t0.alloc(REGION).unwrap();
-    let others_after = canaries(&mut t0, 2);
-    let others: Vec<_> = others_before.into_iter().chain(others_after).collect();
+    let after = canaries(t0, 2);
     let all = LocalSlice::new(region, 0, REGION);
     t0.region(all, &mut |b| b.fill(0xAB)).unwrap();
     let mut start = 0usize;
     t0.region(all, &mut |b| start = b.as_ptr() as usize)
         .unwrap();
     let guards = GuardPages::around(start, REGION);
+    (region, before.into_iter().chain(after).collect(), guards)
+}
+
+#[test]
+fn forged_writes_and_reads_never_touch_memory() {
+    mmap_each_region();
+    let (mut t0, mut s) = pair(Progress::Poll);
+    let (region, others, guards) = guarded_region(&mut t0);
+    let all = LocalSlice::new(region, 0, REGION);
     // The registration ends where the region does: a forged range that
     // got past the checks would run into the guard page after it.
     let tail = REGION - 128;
@@ -376,16 +390,7 @@ fn short_packet(version: u8, seq: u32, tag: u32, len: u32, body: &[u8]) -> Vec<u
 /// and canaried, is as it was.
 fn engine_meets(packet: &[u8]) -> (Result<Vec<u8>, String>, bool) {
     let (mut t0, mut s) = pair(Progress::Poll);
-    let others_before = canaries(&mut t0, 2);
-    let region = t0.alloc(REGION).unwrap();
-    let others_after = canaries(&mut t0, 2);
-    let others: Vec<_> = others_before.into_iter().chain(others_after).collect();
-    let all = LocalSlice::new(region, 0, REGION);
-    t0.region(all, &mut |b| b.fill(0xAB)).unwrap();
-    let mut start = 0usize;
-    t0.region(all, &mut |b| start = b.as_ptr() as usize)
-        .unwrap();
-    let guards = GuardPages::around(start, REGION);
+    let (region, others, guards) = guarded_region(&mut t0);
     let clock: Arc<dyn Clock> = Arc::from(best_clock());
     let work = WorkLoop::calibrate(clock.clone(), Duration::from_millis(2));
     let cfg = EngineConfig {

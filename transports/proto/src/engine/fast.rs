@@ -8,7 +8,7 @@
 //! Everything else, and every malformed packet, goes the general way,
 //! which decodes the short header field by field.
 
-use super::{Engine, QUIET_CTX};
+use super::{Engine, Outgoing, QUIET_CTX};
 use crate::requests::fast_id;
 use crate::wire::short::{self, SHORT_LEN};
 use crate::{Direct, Mode, Placement, Rank, ReqId, Slice, Space, Status, Tag};
@@ -33,7 +33,7 @@ impl Engine {
         space: Space,
         header: &mut [u8; SHORT_LEN],
     ) -> Option<Direct> {
-        let d = self.fast_send(src, whole, peer, tag, mode, space)?;
+        let d = self.fast_send(Outgoing::new(src, whole, peer, tag, mode, space))?;
         // The fast path's lengths are below 2^32.
         short::encode(header, d.ctx as u32, tag, src.len as u32);
         Some(d)
@@ -44,21 +44,14 @@ impl Engine {
     /// kept, its counts; its request and context (which carries the peer
     /// and the sequence number) handed back.
     #[inline(always)]
-    pub(super) fn fast_send(
-        &mut self,
-        src: Slice,
-        whole: Slice,
-        peer: Rank,
-        tag: Tag,
-        mode: Mode,
-        space: Space,
-    ) -> Option<Direct> {
+    pub(super) fn fast_send(&mut self, o: Outgoing) -> Option<Direct> {
+        let (src, peer, tag) = (o.src, o.peer, o.tag);
         // Synchronous and ready sends carry flags; internal traffic too.
-        let plain = matches!(mode, Mode::Standard | Mode::Buffered) && space == Space::User;
+        let plain = matches!(o.mode, Mode::Standard | Mode::Buffered) && o.space == Space::User;
         if src.len >= self.fast.send_below
             || !plain
             || peer >= self.cfg.size
-            || !whole.contains(&src)
+            || !o.whole.contains(&src)
             || !self.out.is_empty()
         {
             return None;

@@ -59,6 +59,43 @@ struct Fast {
     post: bool,
 }
 
+/// A send as the caller asked for it: `src` inside the user's buffer
+/// `whole`, to `peer` with `tag`, in `mode`, from `space`.
+#[derive(Clone, Copy, Debug)]
+struct Outgoing {
+    src: Slice,
+    whole: Slice,
+    peer: Rank,
+    tag: Tag,
+    mode: Mode,
+    space: Space,
+}
+
+impl Outgoing {
+    #[inline(always)]
+    fn new(src: Slice, whole: Slice, peer: Rank, tag: Tag, mode: Mode, space: Space) -> Outgoing {
+        Outgoing {
+            src,
+            whole,
+            peer,
+            tag,
+            mode,
+            space,
+        }
+    }
+}
+
+/// A receive as the caller asked for it: into `dst` inside the user's
+/// buffer `whole`, from `src` with `tag` (`None`: any), in `space`.
+#[derive(Clone, Copy, Debug)]
+struct Incoming {
+    dst: Slice,
+    whole: Slice,
+    src: Option<Rank>,
+    tag: Option<Tag>,
+    space: Space,
+}
+
 /// The protocol engine of one rank. See the crate docs for the driving rules.
 #[derive(Debug)]
 pub struct Engine {
@@ -202,11 +239,12 @@ impl Engine {
         mode: Mode,
         space: Space,
     ) -> Result<ReqId, ProtoError> {
-        if let Some(d) = self.fast_send(src, whole, peer, tag, mode, space) {
+        let o = Outgoing::new(src, whole, peer, tag, mode, space);
+        if let Some(d) = self.fast_send(o) {
             self.out.push_first(d.ctx, tag, src);
             return Ok(d.req);
         }
-        self.isend_general(now, src, whole, peer, tag, mode, space)
+        self.isend_general(now, o)
     }
 
     /// Start receiving up to `dst.len` bytes. Drain [`Self::poll_op`] afterwards.
@@ -242,36 +280,35 @@ impl Engine {
             self.matching.post(Posted::new(id, src, tag, space, dst));
             return Ok(ReqId(id));
         }
-        self.irecv_general(now, dst, whole, src, tag, space)
+        let i = Incoming {
+            dst,
+            whole,
+            src,
+            tag,
+            space,
+        };
+        self.irecv_general(now, i)
     }
 
     /// [`Self::irecv_in`] of a receive that cannot simply be queued: a
     /// bad one, a raw one-sided one, or one an unexpected message may
     /// match.
     #[inline(never)]
-    fn irecv_general(
-        &mut self,
-        now: u64,
-        dst: Slice,
-        whole: Slice,
-        src: Option<Rank>,
-        tag: Option<Tag>,
-        space: Space,
-    ) -> Result<ReqId, ProtoError> {
-        if !whole.contains(&dst) || src.is_some_and(|p| p >= self.cfg.size) {
-            return Err(self.bad_receive(dst, whole, src));
+    fn irecv_general(&mut self, now: u64, i: Incoming) -> Result<ReqId, ProtoError> {
+        if !i.whole.contains(&i.dst) || i.src.is_some_and(|p| p >= self.cfg.size) {
+            return Err(self.bad_receive(i));
         }
         let id = self.reqs.new_id();
         if let (Protocol::Raw(op @ (RawOp::Write | RawOp::Read)), Space::User) =
-            (self.protocol(), space)
+            (self.protocol(), i.space)
         {
-            let r = self.raw_receive(now, id, dst, whole, src, tag, op);
+            let r = self.raw_receive(now, id, i, op);
             if r.is_err() {
                 self.reqs.remove(id);
             }
             return r.map(|_| ReqId(id));
         }
-        let p = Posted::new(id, src, tag, space, dst);
+        let p = Posted::new(id, i.src, i.tag, i.space, i.dst);
         match self.matching.take_unexpected(&p) {
             // Its request state is made only when a message matches it.
             None => self.matching.post(p),
@@ -288,14 +325,15 @@ impl Engine {
 
     #[cold]
     #[inline(never)]
-    fn bad_receive(&self, dst: Slice, whole: Slice, src: Option<Rank>) -> ProtoError {
-        match src {
+    fn bad_receive(&self, i: Incoming) -> ProtoError {
+        match i.src {
             Some(p) if p >= self.cfg.size => ProtoError::Invalid(format!(
                 "receive of {} bytes from rank {p}, but the job has only {} ranks",
-                dst.len, self.cfg.size
+                i.dst.len, self.cfg.size
             )),
             _ => ProtoError::Invalid(format!(
-                "receive slice {dst:?} lies outside its buffer {whole:?}"
+                "receive slice {:?} lies outside its buffer {:?}",
+                i.dst, i.whole
             )),
         }
     }

@@ -37,20 +37,17 @@ fn next_marker(m: &mut HashMap<(Rank, Tag), u8>, k: (Rank, Tag)) -> u8 {
 }
 
 impl Engine {
-    /// A raw one-sided receive `id` of `op` into `dst` inside `whole`.
-    #[allow(clippy::too_many_arguments)]
+    /// A raw one-sided receive `id` of `op`, as `i` asks.
     pub(super) fn raw_receive(
         &mut self,
         now: u64,
         id: u64,
-        dst: Slice,
-        whole: Slice,
-        src: Option<Rank>,
-        tag: Option<Tag>,
+        i: super::Incoming,
         op: RawOp,
     ) -> Result<(), ProtoError> {
-        let raw = Proto::Raw(Raw::new(op, whole));
-        self.reqs.insert(id, Req::new(false, src, tag, dst, raw));
+        let raw = Proto::Raw(Raw::new(op, i.whole));
+        self.reqs
+            .insert(id, Req::new(false, i.src, i.tag, i.dst, raw));
         self.raw_recv(now, id)
     }
 

@@ -1,6 +1,6 @@
 //! The sender's side of every protocol, and the registration dispatch.
 
-use super::{Engine, QUIET_CTX};
+use super::{Engine, Outgoing, QUIET_CTX};
 use crate::flight::{CtxUse, Token};
 use crate::plan::Route;
 use crate::state::{Proto, Req, WriteStage};
@@ -12,18 +12,9 @@ use crate::{
 
 impl Engine {
     /// [`Engine::isend_in`] of a message the fast path does not take.
-    #[allow(clippy::too_many_arguments)]
     #[inline(never)]
-    pub(super) fn isend_general(
-        &mut self,
-        now: u64,
-        src: Slice,
-        whole: Slice,
-        peer: Rank,
-        tag: Tag,
-        mode: Mode,
-        space: Space,
-    ) -> Result<ReqId, ProtoError> {
+    pub(super) fn isend_general(&mut self, now: u64, o: Outgoing) -> Result<ReqId, ProtoError> {
+        let (src, whole, peer, tag, mode, space) = (o.src, o.whole, o.peer, o.tag, o.mode, o.space);
         if !whole.contains(&src) {
             return Err(ProtoError::Invalid(format!(
                 "send slice {src:?} lies outside its buffer {whole:?}"
