@@ -597,3 +597,69 @@ fn logp_with_a_large_min_size_still_reports_size_zero() {
         0.02
     ));
 }
+
+/// The overlap rows made with an `--xfer-table` are results only while
+/// the table's xfer_time is near what the run measures itself: the
+/// honest table (written by the same run) passes, the same table scaled
+/// by 100 or by 1/100 makes every step INVALID with the reason.
+#[test]
+fn overlap_flags_steps_run_with_a_table_far_from_the_transfer() {
+    static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let base = std::env::temp_dir().join(format!("ovbench-tampered-{}-{n}", std::process::id()));
+    let honest = base.with_extension("honest");
+    let p = honest.to_str().unwrap().to_string();
+    let write: overlap::Args = method_args(&["--sizes", "10K", "--write-xfer-table", &p]);
+    sim(2, "", EngineConfig::default(), |c, s| {
+        overlap::run(c, &write, s)
+    });
+    let text = std::fs::read_to_string(&honest).expect("table written");
+    let scaled = |k: f64| -> String {
+        text.lines()
+            .map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
+                [b, t] if !l.starts_with('#') => format!("{b} {}\n", t.parse::<f64>().unwrap() * k),
+                _ => format!("{l}\n"),
+            })
+            .collect()
+    };
+    for (name, k, valid) in [
+        ("honest", 1.0, true),
+        ("x100", 100.0, false),
+        ("div100", 0.01, false),
+    ] {
+        let file = base.with_extension(name);
+        std::fs::write(&file, scaled(k)).unwrap();
+        let f = file.to_str().unwrap().to_string();
+        let args: overlap::Args = method_args(&[
+            "--sizes",
+            "10K",
+            "--iters",
+            "4",
+            "--steps",
+            "2",
+            "--xfer-table",
+            &f,
+        ]);
+        let (_, sink) = sim(2, "", EngineConfig::default(), |c, s| {
+            overlap::run(c, &args, s)
+        });
+        let steps: Vec<_> = sink
+            .rows
+            .iter()
+            .filter(|(_, r)| r.get("receiver").is_some())
+            .collect();
+        assert_eq!(steps.len(), 3, "{name}");
+        for (_, row) in steps {
+            assert_eq!(row["valid"], valid, "{name}: {row}");
+            if !valid {
+                let why = row["reason"].as_str().unwrap();
+                assert!(
+                    why.contains("the table is not this transfer's"),
+                    "{name}: {why}"
+                );
+            }
+        }
+        std::fs::remove_file(&file).ok();
+    }
+    std::fs::remove_file(&honest).ok();
+}

@@ -35,6 +35,7 @@ use crate::xfer_time as xfer;
 use rows::{PathRow, StepRow, TotalRow};
 
 mod rows;
+mod validity;
 
 const TAG_DATA: Tag = 0x4f56_0501;
 /// Rank 1's per-transfer wait times of a step, sent to rank 0 after it.
@@ -396,6 +397,16 @@ pub fn run(
         ),
     };
     let measured = source.source != "table";
+    // A table's entries checked against bare operations timed here: one
+    // far from them is not this transfer's, and no bound made with it is
+    // a result.
+    let checked = match (&args.xfer_table, &shape) {
+        (Some(_), Some(sh)) => {
+            let reps = validity::TABLE_CHECK_REPS;
+            Some(xfer::measure(comm, &ctrl, sh, buf, &need, reps, xfer::TAG_RAW + 0x100)?.0)
+        }
+        _ => None,
+    };
     if let Some(path) = &args.write_xfer_table {
         if me == 0 {
             let mut text = format!(
@@ -511,6 +522,14 @@ pub fn run(
                         let peer_waits = recv_waits(comm, wait_buf, most_iters as usize)?;
                         let hists = [hist::encode(&waits_ns), hist::encode(&peer_waits)];
                         let (s, r) = (mine, peer);
+                        let here = checked.as_ref().map(|t| t.xfer_ns(size as u64));
+                        let check = validity::step_check(
+                            iters,
+                            (s.transfers, r.transfers),
+                            s.stretched + r.stretched,
+                            (xfer, here),
+                        );
+                        check.note(sink, &format!("{} {size} B step {k}", pair.name()));
                         let step = Step {
                             pair,
                             size,
@@ -520,7 +539,7 @@ pub fn run(
                             sender: s,
                             receiver: r,
                         };
-                        steps.add(sink, &StepRow::new(&step, iters, hists));
+                        steps.add(sink, &StepRow::new(&step, iters, hists, check));
                         for (name, side) in [("sender", &s), ("receiver", &r)] {
                             if side.stretched > 0 {
                                 sink.note(&format!(

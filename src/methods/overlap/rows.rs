@@ -3,8 +3,9 @@
 
 use serde::Serialize;
 
+use super::validity::StepCheck;
 use super::{Pair, Side, Step};
-use crate::methods::common::micros;
+use crate::methods::common::{micros, Marks};
 use crate::output::{fixed, us, Column, FixedRow};
 
 /// One step: both sides' figures and their overlap bounds in percent.
@@ -28,11 +29,17 @@ pub struct StepRow {
     /// (src/stats/hist.rs), for `ovbench compare`.
     pub sender_wait_histogram: Option<String>,
     pub receiver_wait_histogram: Option<String>,
+    /// `ok`, `stretched` (bracketed, not tight) or `INVALID`.
+    pub flag: &'static str,
+    /// Whether the bounds are results, and why not.
+    #[serde(flatten)]
+    pub marks: Marks,
 }
 
 impl StepRow {
-    /// `hists`: the sender's and the receiver's wait histograms.
-    pub fn new(s: &Step, samples: u64, hists: [Option<String>; 2]) -> StepRow {
+    /// `hists`: the sender's and the receiver's wait histograms; `check`:
+    /// whether its bounds are results.
+    pub fn new(s: &Step, samples: u64, hists: [Option<String>; 2], check: StepCheck) -> StepRow {
         let [sender_wait_histogram, receiver_wait_histogram] = hists;
         let (smin, smax) = s.sender.pct();
         let (rmin, rmax) = s.receiver.pct();
@@ -53,6 +60,8 @@ impl StepRow {
             receiver_wait_ns: s.receiver.wait_ns,
             sender_wait_histogram,
             receiver_wait_histogram,
+            flag: check.flag,
+            marks: check.marks,
         }
     }
 }
@@ -104,6 +113,9 @@ impl FixedRow for StepRow {
         ];
         c.extend(side_columns("sender"));
         c.extend(side_columns("receiver"));
+        c.push(Column::new("flag", "flag", |r: &StepRow| {
+            r.flag.to_string()
+        }));
         c
     }
 }
@@ -240,7 +252,8 @@ mod tests {
             sender: side,
             receiver: side,
         };
-        check_fields(&(), &StepRow::new(&step, 1, [None, None])).unwrap();
+        let check = super::super::validity::step_check(1, (1, 1), 0, (1.0, None));
+        check_fields(&(), &StepRow::new(&step, 1, [None, None], check)).unwrap();
         check_fields(&(), &TotalRow::new(step.pair, 8, "eager", 0, &side)).unwrap();
         check_fields(&(), &PathRow::new("eager", 1, &side)).unwrap();
     }
