@@ -663,3 +663,26 @@ fn overlap_flags_steps_run_with_a_table_far_from_the_transfer() {
     }
     std::fs::remove_file(&honest).ok();
 }
+
+/// Where the NIC's gap dwarfs everything and there is no per-byte cost
+/// (g = 12 µs, G = 0), g(m) is flat: G comes out 0, and is flagged, not
+/// printed as the per-byte gap.
+#[test]
+fn logp_flags_a_per_byte_gap_it_did_not_resolve() {
+    let args: logp::Args = method_args(&["--max-size", "4K"]);
+    let (out, sink) = sim(2, "g=12us,G=0ns", EngineConfig::default(), |c, s| {
+        logp::run(c, &args, s)
+    });
+    assert!(out.g_ns_per_byte <= 0.0, "{}", out.g_ns_per_byte);
+    let summary = sink.summaries.last().expect("a summary");
+    assert_eq!(summary["G_valid"], false, "{summary}");
+    assert!(summary["G_reason"]
+        .as_str()
+        .unwrap()
+        .contains("not positive"));
+    assert!(
+        sink.notes.iter().any(|n| n.starts_with("G: INVALID")),
+        "{:?}",
+        sink.notes
+    );
+}

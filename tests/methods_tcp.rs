@@ -115,7 +115,20 @@ fn logp_over_tcp() {
     } else {
         assert!(doc["summary"]["L_reason"].is_string());
     }
-    finite(&doc["summary"], "G_ns_per_byte");
+    // G ≤ 0 is never printed as a result: it is flagged with its reason.
+    let g = finite(&doc["summary"], "G_ns_per_byte");
+    assert_eq!(doc["summary"]["G_valid"], g > 0.0, "{}", doc["summary"]);
+    if g <= 0.0 {
+        assert!(doc["summary"]["G_reason"].is_string());
+        assert!(stdout.contains("INVALID"), "{stdout}");
+    }
+    // Rows stopped by --max-its before their interval was narrow enough
+    // say so.
+    for row in &r {
+        if row["converged"] == false {
+            assert!(stdout.contains("max-its"), "{stdout}");
+        }
+    }
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Statistics as pure code (criterion.rs style): [`Summary`] of a sample
 //! of latencies — HDR-histogram percentiles, exact min/max/mean/stddev and
-//! a Student-t confidence interval of the mean — and the [`Estimate`]
+//! a Student-t confidence interval of the mean — the least-squares
+//! [`slope::slope`] of a line with its interval, and the [`Estimate`]
 //! type every reported figure with an interval uses.
 //!
 //! Confidence intervals are two-sided Student-t intervals of the mean at
@@ -9,6 +10,7 @@
 
 mod estimate;
 pub mod hist;
+pub mod slope;
 pub mod student;
 mod summary;
 

@@ -48,6 +48,9 @@ pub struct SizeResult {
     pub remarks: Vec<String>,
     /// Impossible figures (a negative os, or or g, L not positive).
     pub verdict: Verdict,
+    /// The confidence rule was met; false where the repetitions stopped
+    /// at `--max-its` with the interval still wider than 2·eps.
+    pub converged: bool,
     /// Operations rank 0 posted for this size (control messages included).
     pub ops: OpCounts,
     /// The repetitions behind os, or and g (ns), kept for `ovbench
@@ -139,13 +142,14 @@ impl Measurer<'_, '_> {
 
     /// Rounds of `sample` (each one command to the mirror): a discarded
     /// warm-up round for sizes up to 64 KiB, then rounds of three until
-    /// `done` or the cap.
+    /// `done` or the cap; the samples, and whether `done` held (not only
+    /// the cap).
     fn rounds(
         &mut self,
         m: usize,
         mut sample: impl FnMut(&mut Peer, u64, &mut Vec<f64>, &mut Vec<f64>) -> anyhow::Result<()>,
         done: impl Fn(&[f64], &[f64]) -> bool,
-    ) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
+    ) -> anyhow::Result<(Vec<f64>, Vec<f64>, bool)> {
         let cap = self.cap(m);
         if !big(m) {
             sample(&mut self.p, WARM_UP, &mut Vec::new(), &mut Vec::new())?;
@@ -155,8 +159,9 @@ impl Measurer<'_, '_> {
             // deviation: rounds-capped — the last round is cut to the cap, not overshooting it, see docs/methods/logp.md
             let more = ROUND.min(cap - a.len()) as u64;
             sample(&mut self.p, more, &mut a, &mut b)?;
-            if a.len() >= cap || done(&a, &b) {
-                return Ok((a, b));
+            let converged = done(&a, &b);
+            if a.len() >= cap || converged {
+                return Ok((a, b, converged));
             }
         }
     }
@@ -165,7 +170,7 @@ impl Measurer<'_, '_> {
     pub(crate) fn measure(&mut self, m: usize, sink: &mut dyn Sink) -> anyhow::Result<SizeResult> {
         let (eps, lvl) = (self.args.eps, self.args.conf_int);
         let before = self.p.comm.op_counts();
-        let (os, rtt) = self.rounds(
+        let (os, rtt, rtt_converged) = self.rounds(
             m,
             |p, n, os, rtt| p.rtt(m, n, os, rtt),
             |os, rtt| Figure::of(os, lvl).narrow(eps) && Figure::of(rtt, lvl).narrow(eps),
@@ -173,7 +178,7 @@ impl Measurer<'_, '_> {
         let rtt_reps = rtt;
         let rtt = Figure::of(&rtt_reps, lvl);
         let spin = (1.2 * rtt.mean).max(self.floor_ns);
-        let (or, _) = self.rounds(
+        let (or, _, or_converged) = self.rounds(
             m,
             |p, n, or, _| p.or(m, n, spin, or),
             |or, _| Figure::of(or, lvl).narrow(eps),
@@ -220,6 +225,7 @@ impl Measurer<'_, '_> {
             extended: false,
             remarks,
             verdict,
+            converged: rtt_converged && or_converged,
             ops: self.p.comm.op_counts().since(&before),
             reps: Repetitions {
                 os: os_reps,

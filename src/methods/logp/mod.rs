@@ -146,6 +146,8 @@ pub struct Output {
     pub l_raw_ns: f64,
     #[serde(rename = "G_ns_per_byte")]
     pub g_ns_per_byte: f64,
+    /// G's interval at `--conf-int` (`None`: fewer than two sizes).
+    pub g_interval: Option<(f64, f64)>,
     /// The largest size measured (beyond --max-size when g was still
     /// decreasing there).
     pub k_max: usize,
@@ -189,6 +191,9 @@ pub struct LogpRow {
     pub l_ns: Option<Option<f64>>,
     #[serde(rename = "L_reason", skip_serializing_if = "Option::is_none")]
     pub l_reason: Option<String>,
+    /// Whether the repetitions met the confidence rule (false: they
+    /// stopped at `--max-its`; the flag reads `max-its`).
+    pub converged: bool,
     #[serde(flatten)]
     pub verdict: Marks,
 }
@@ -229,7 +234,18 @@ impl LogpRow {
             g_histogram: hist::encode(&r.reps.g),
             l_ns,
             l_reason,
+            converged: r.converged,
             verdict: r.verdict.marks(),
+        }
+    }
+
+    /// The flag cell: `INVALID` for an impossible figure, else `max-its`
+    /// where the confidence rule was not met, else `ok`.
+    fn flag_cell(&self) -> String {
+        if !self.verdict.valid || self.converged {
+            self.verdict.cell()
+        } else {
+            "max-its".into()
         }
     }
     /// The remarks cell: the rules' remarks, and how the size came about.
@@ -259,7 +275,7 @@ impl FixedRow for LogpRow {
                 Some(None) => "unknown".into(),
                 None => String::new(),
             }),
-            Column::new("flag", "valid", |r: &LogpRow| r.verdict.cell()),
+            Column::new("flag", "valid", LogpRow::flag_cell),
             Column::new("remarks", "remarks", LogpRow::remarks_cell),
         ]
     }
@@ -268,6 +284,12 @@ impl FixedRow for LogpRow {
 fn emit(r: &SizeResult, l: Option<(f64, &str)>, sink: &mut dyn Sink) {
     Table::quiet(&()).add(sink, &LogpRow::new(r, l));
     r.verdict.note(sink, &format!("size {}", r.size));
+    if !r.converged {
+        sink.note(&format!(
+            "size {}: the repetitions stopped at --max-its with the interval still wider than 2 x eps: its figures stand, less sure than asked (flag max-its)",
+            r.size
+        ));
+    }
 }
 
 /// The sizes of the initial sweep after 0: `--min-size` when it is no
@@ -351,6 +373,7 @@ pub fn run(
         l_ns: None,
         l_raw_ns: 0.0,
         g_ns_per_byte: 0.0,
+        g_interval: None,
         k_max: 0,
         sizes: Vec::new(),
     };
@@ -456,7 +479,9 @@ pub fn run(
         .take(4)
         .map(|r| (r.size as f64, r.g.mean))
         .collect();
-    out.g_ns_per_byte = rules::slope(&big);
+    let (g_big, g_verdict) = rules::per_byte_gap(&big, args.conf_int);
+    out.g_ns_per_byte = g_big.map_or(0.0, |e| e.point);
+    out.g_interval = g_big.map(|e| (e.ci.lower, e.ci.upper));
     out.sizes = results.into_values().collect();
     ms.p.command(OP_STOP, 0, 0)?;
     ms.p.comm.barrier()?;
@@ -465,11 +490,15 @@ pub fn run(
             Some(l) => format!("L = RTT(0)/2 - g(0) = {} us", us(l, 3)),
             None => format!("L unknown: {l_why}"),
         },
-        format!(
-            "G = {:.6} ns/byte ({} largest sizes)",
-            out.g_ns_per_byte,
-            big.len()
-        ),
+        match out.g_interval {
+            Some((lo, hi)) => format!(
+                "G = {:.6} ns/byte [{lo:.6}, {hi:.6}] ({} largest sizes){}",
+                out.g_ns_per_byte,
+                big.len(),
+                if g_verdict.valid() { "" } else { " INVALID" }
+            ),
+            None => format!("G unknown ({} sizes above 0)", big.len()),
+        },
         format!(
             "g(0) = {} us, RTT(0) = {} us",
             us(out.g0_ns, 3),
@@ -486,6 +515,9 @@ pub fn run(
         "L_ns": out.l_ns,
         "L_raw_ns": out.l_raw_ns,
         "G_ns_per_byte": out.g_ns_per_byte,
+        "G_lo_ns_per_byte": out.g_interval.map(|i| i.0),
+        "G_hi_ns_per_byte": out.g_interval.map(|i| i.1),
+        "G_valid": g_verdict.valid(),
         "g0_ns": out.g0_ns,
         "g0_lo_ns": g0.lo,
         "g0_hi_ns": g0.hi,
@@ -498,6 +530,10 @@ pub fn run(
     if out.l_ns.is_none() {
         summary["L_reason"] = l_why.into();
     }
+    if !g_verdict.valid() {
+        summary["G_reason"] = g_verdict.reason().into();
+    }
     sink.summary(summary, &lines);
+    g_verdict.note(sink, "G");
     Ok(out)
 }

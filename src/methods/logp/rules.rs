@@ -5,8 +5,8 @@
 
 use serde::Serialize;
 
-use super::super::common::{mean, stddev};
-use crate::stats::student;
+use super::super::common::{mean, stddev, Verdict};
+use crate::stats::{slope, student, Estimate};
 
 /// The saturation test's first train, as logp_mpi.c's START_RUNS.
 pub(crate) const START_RUNS: u64 = 10;
@@ -167,26 +167,73 @@ pub(crate) fn miss(m1: usize, v1: f64, m2: usize, v2: f64, m: usize, v: f64) -> 
     (v - ext) / scale
 }
 
-/// Least-squares slope of (x, y).
-pub(crate) fn slope(pts: &[(f64, f64)]) -> f64 {
-    let n = pts.len() as f64;
-    if pts.len() < 2 {
-        return 0.0;
+/// G, the per-byte gap: the least-squares slope of g(m) over `big` (the
+/// largest sizes' (m, g(m))), with its interval at `level`, and whether
+/// it can be a result: a per-byte gap is positive, so G ≤ 0 (g not
+/// growing with m, or falling) says the run did not resolve it, and two
+/// sizes or fewer leave it without an interval or unknown.
+pub(crate) fn per_byte_gap(big: &[(f64, f64)], level: f64) -> (Option<Estimate>, Verdict) {
+    let e = slope::slope(big, level);
+    let mut v = Verdict::default();
+    match e {
+        None => {
+            v.check(false, || {
+                format!(
+                    "G is unknown: {} sizes above 0, at least 2 are needed",
+                    big.len()
+                )
+            });
+        }
+        Some(e) => {
+            v.check(e.point > 0.0, || {
+                format!(
+                    "G = {:.6} ns/byte is not positive: g(m) does not grow over the {} largest sizes, so the run did not resolve the per-byte gap",
+                    e.point,
+                    big.len()
+                )
+            });
+        }
     }
-    let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
-    let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
-    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-    let sxx: f64 = pts.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
-    if sxx == 0.0 {
-        0.0
-    } else {
-        sxy / sxx
-    }
+    (e, v)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_per_byte_gap_that_does_not_grow_is_flagged() {
+        // g(m) falling with m (a rendezvous step, noise): G < 0.
+        let falling = [
+            (1024.0, 900.0),
+            (2048.0, 880.0),
+            (4096.0, 850.0),
+            (8192.0, 700.0),
+        ];
+        let (e, v) = per_byte_gap(&falling, 0.9);
+        assert!(e.unwrap().point < 0.0);
+        assert!(
+            !v.valid() && v.reason().contains("not positive"),
+            "{}",
+            v.reason()
+        );
+        // Flat (the NIC's g above everything): G = 0, flagged too.
+        let flat = [(1024.0, 12e3), (2048.0, 12e3), (4096.0, 12e3)];
+        assert!(!per_byte_gap(&flat, 0.9).1.valid());
+        // Growing by 0.1 ns/B: a result, its interval around it.
+        let rising: Vec<(f64, f64)> = [1024.0, 2048.0, 4096.0, 8192.0]
+            .iter()
+            .map(|&m| (m, 500.0 + 0.1 * m))
+            .collect();
+        let (e, v) = per_byte_gap(&rising, 0.9);
+        let e = e.unwrap();
+        assert!(v.valid() && (e.point - 0.1).abs() < 1e-9);
+        assert!(e.ci.lower <= 0.1 && 0.1 <= e.ci.upper);
+        assert!(
+            !per_byte_gap(&rising[..1], 0.9).1.valid(),
+            "one size: unknown"
+        );
+    }
 
     fn close(a: f64, b: f64, tol: f64) {
         assert!((a - b).abs() <= tol, "{a} vs {b}");
