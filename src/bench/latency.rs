@@ -63,9 +63,11 @@ pub struct LatencyRow {
     pub samples: u64,
     pub min_ns: Rounded2,
     pub p50_ns: Rounded2,
-    pub p90_ns: Rounded2,
-    pub p99_ns: Rounded2,
-    pub p999_ns: Rounded2,
+    /// `null` where the size has fewer samples than the percentile needs
+    /// (10, 100, 1000: see [`Summary::supports`]).
+    pub p90_ns: Option<Rounded2>,
+    pub p99_ns: Option<Rounded2>,
+    pub p999_ns: Option<Rounded2>,
     pub max_ns: Rounded2,
     pub mean_ns: Rounded2,
     pub stddev_ns: Rounded2,
@@ -91,9 +93,9 @@ impl LatencyRow {
             samples: s.samples,
             min_ns: Rounded2(s.min),
             p50_ns: Rounded2(s.p50),
-            p90_ns: Rounded2(s.p90),
-            p99_ns: Rounded2(s.p99),
-            p999_ns: Rounded2(s.p999),
+            p90_ns: s.supported(0.9, s.p90).map(Rounded2),
+            p99_ns: s.supported(0.99, s.p99).map(Rounded2),
+            p999_ns: s.supported(0.999, s.p999).map(Rounded2),
             max_ns: Rounded2(s.max),
             mean_ns: Rounded2(s.mean),
             stddev_ns: Rounded2(s.stddev),
@@ -113,14 +115,49 @@ impl FixedRow for LatencyRow {
             Column::new("iters", "samples", |r: &LatencyRow| r.samples.to_string()),
             Column::micros("min[us]", "min_ns", 2, |r| r.min_ns.0),
             Column::micros("p50[us]", "p50_ns", 2, |r| r.p50_ns.0),
-            Column::micros("p90[us]", "p90_ns", 2, |r| r.p90_ns.0),
-            Column::micros("p99[us]", "p99_ns", 2, |r| r.p99_ns.0),
-            Column::micros("p99.9[us]", "p999_ns", 2, |r| r.p999_ns.0),
+            percentile("p90[us]", "p90_ns", |r| r.p90_ns),
+            percentile("p99[us]", "p99_ns", |r| r.p99_ns),
+            percentile("p99.9[us]", "p999_ns", |r| r.p999_ns),
             Column::micros("max[us]", "max_ns", 2, |r| r.max_ns.0),
             Column::micros("mean[us]", "mean_ns", 2, |r| r.mean_ns.0),
             Column::micros("stddev[us]", "stddev_ns", 2, |r| r.stddev_ns.0),
         ]
     }
+}
+
+/// A percentile's cell: `n/a` where the sample is too small for it.
+fn percentile(
+    head: &'static str,
+    field: &'static str,
+    v: fn(&LatencyRow) -> Option<Rounded2>,
+) -> Column<LatencyRow> {
+    Column::new(head, field, move |r: &LatencyRow| {
+        v(r).map_or_else(|| "n/a".into(), |x| crate::output::us(x.0, 2))
+    })
+}
+
+/// Notes for `s`'s row of `len` bytes: percentiles left out, an interval
+/// cut at 0.
+fn summary_notes(len: usize, s: &Summary) -> Vec<String> {
+    let mut out = Vec::new();
+    let missing: Vec<&str> = [(0.9, "p90"), (0.99, "p99"), (0.999, "p99.9")]
+        .into_iter()
+        .filter(|&(p, _)| !s.supports(p))
+        .map(|(_, name)| name)
+        .collect();
+    if !missing.is_empty() {
+        out.push(format!(
+            "size {len}: {} n/a (n={}): p90 needs 10 samples, p99 100, p99.9 1000; with fewer it is the maximum or next to it",
+            missing.join(", "),
+            s.samples
+        ));
+    }
+    if s.ci_clamped {
+        out.push(format!(
+            "size {len}: the mean's t interval reached below 0 (a small or skewed sample) and is cut at 0"
+        ));
+    }
+    out
 }
 
 /// Run the sweep. Returns once every size is done on this rank.
@@ -240,6 +277,9 @@ fn one_size(
             line
         });
         table.add(cx.sink, &row);
+        for line in summary_notes(len, &s) {
+            cx.sink.note(&line);
+        }
         if let Some(line) = note {
             cx.sink.note(&line);
         }

@@ -23,8 +23,12 @@ pub struct Summary {
     pub max: f64,
     pub mean: f64,
     pub stddev: f64,
-    /// The mean with its Student-t interval (absent below two samples).
+    /// The mean with its Student-t interval (absent below two samples),
+    /// its lower bound never below 0: the values are times.
     pub mean_ci: Option<Estimate>,
+    /// The t interval reached below 0 (a small, skewed sample) and was
+    /// cut there.
+    pub ci_clamped: bool,
 }
 
 impl Summary {
@@ -51,6 +55,11 @@ impl Summary {
         let n = values_ns.len();
         let q = |p: f64| (h.value_at_quantile(p) as f64 / PS_PER_NS).clamp(min, max);
         let sample = Sample::new(values_ns);
+        let mut mean_ci = sample.map(|s| s.mean_estimate(level));
+        let ci_clamped = mean_ci.is_some_and(|e| e.ci.lower < 0.0);
+        if let Some(e) = mean_ci.as_mut() {
+            e.ci.lower = e.ci.lower.max(0.0);
+        }
         Some(Summary {
             samples: n as u64,
             min,
@@ -61,8 +70,21 @@ impl Summary {
             max,
             mean: sum / n as f64,
             stddev: sample.map_or(0.0, |s| s.std_dev()),
-            mean_ci: sample.map(|s| s.mean_estimate(level)),
+            mean_ci,
+            ci_clamped,
         })
+    }
+
+    /// Whether the sample supports quantile `p` as a figure of its own:
+    /// at least 1 / (1 − p) values (p99.9 needs 1000; below that it is
+    /// simply the maximum, or next to it).
+    pub fn supports(&self, p: f64) -> bool {
+        self.samples as f64 * (1.0 - p) >= 1.0 - 1e-9
+    }
+
+    /// Quantile `p`'s value `v` where the sample supports it.
+    pub fn supported(&self, p: f64, v: f64) -> Option<f64> {
+        self.supports(p).then_some(v)
     }
 }
 
@@ -98,6 +120,21 @@ mod tests {
         assert!((s.p99 - 250.5).abs() < 0.3);
         assert_eq!(s.max, 1e6);
         assert!(s.mean > 1000.0);
+    }
+
+    #[test]
+    fn percentiles_need_their_samples_and_the_interval_stays_at_0_or_above() {
+        let v: Vec<f64> = (0..200)
+            .map(|i| if i % 50 == 0 { 1e5 } else { 10.0 })
+            .collect();
+        let s = Summary::of(&v, 0.95).unwrap();
+        assert!(s.supports(0.99) && !s.supports(0.999));
+        assert!(Summary::of(&vec![1.0; 1000], 0.95).unwrap().supports(0.999));
+        assert!(!Summary::of(&vec![1.0; 999], 0.95).unwrap().supports(0.999));
+        // Two values far apart: the t interval reaches below 0.
+        let s = Summary::of(&[1.0, 30_000.0], 0.95).unwrap();
+        assert!(s.ci_clamped);
+        assert_eq!(s.mean_ci.unwrap().ci.lower, 0.0);
     }
 
     #[test]
