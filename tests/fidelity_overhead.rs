@@ -70,7 +70,7 @@ struct Model {
 }
 
 impl Model {
-    fn new(p: &LogGp, recv: bool) -> Model {
+    fn new(p: &LogGp, recv: bool, iters: u64) -> Model {
         let mg_ps = (SIZE * p.big_g_fs) / 1000;
         Model {
             os: p.os(),
@@ -79,7 +79,7 @@ impl Model {
             g: p.g(),
             mg: mg_ps as f64 / 1000.0,
             recv,
-            iters: ITERS as f64,
+            iters: iters as f64,
         }
     }
 
@@ -111,18 +111,26 @@ impl Model {
             ]
         };
         let period = both.into_iter().chain(own).fold(0.0, f64::max);
-        // The data outlasts the post: the next barrier message arrives
-        // with it and the answer waits for a second o_r.
-        let post = if self.recv { os } else { os + w };
-        if mg < g || post >= mg {
+        if !self.paired_at(w) {
             return period;
         }
-        let paired = 2.0 * os + 3.0 * or + 2.0 * l + mg;
         if self.recv {
-            period.max(paired) - or / self.iters
+            period.max(self.paired()) - or / self.iters
         } else {
-            period.max(paired)
+            period.max(self.paired())
         }
+    }
+
+    /// Whether the data outlasts the post at work `w`: the next barrier
+    /// message arrives with the data and the answer waits for a second o_r.
+    fn paired_at(&self, w: f64) -> bool {
+        let post = if self.recv { self.os } else { self.os + w };
+        self.mg >= self.g && post < self.mg
+    }
+
+    /// The round trip that pays the second o_r.
+    fn paired(&self) -> f64 {
+        2.0 * self.os + 3.0 * self.or + 2.0 * self.l + self.mg
     }
 
     /// work_t: the loop with barrier and work only.
@@ -132,17 +140,12 @@ impl Model {
             .max(self.os + self.or + self.l + w / 2.0)
     }
 
-    /// base_t at small work.
     /// base_t at small work: max(RTT, g + h), or the paired round trip
     /// where the data outlasts the post.
-    fn paired_at_small_work(&self) -> bool {
-        self.mg >= self.g && self.os + 1.0 < self.mg
-    }
-
     fn base0(&self) -> f64 {
         let base = self.rtt().max(self.g + self.h());
-        if self.paired_at_small_work() {
-            base.max(2.0 * self.os + 3.0 * self.or + 2.0 * self.l + self.mg)
+        if self.paired_at(1.0) {
+            base.max(self.paired())
         } else {
             base
         }
@@ -186,8 +189,7 @@ fn check(p: &LogGp, recv: bool) -> Result<(), String> {
 }
 
 fn check_with(p: &LogGp, recv: bool, iters: u64) -> Result<(), String> {
-    let mut m = Model::new(p, recv);
-    m.iters = iters as f64;
+    let m = Model::new(p, recv, iters);
     let iters = iters.to_string();
     let mut args = vec!["--msgsize", "8", "--iterations", &iters, "--repeats", "2"];
     if recv {
@@ -213,7 +215,7 @@ fn check_with(p: &LogGp, recv: bool, iters: u64) -> Result<(), String> {
     close("base_t", num(row, "base_ns"), base, 0.001)?;
     // Where the data outlasts the post, iter_t falls to the round trip
     // once o_s + w passes m·G, and those samples join base_t's mean.
-    if !m.paired_at_small_work() {
+    if !m.paired_at(1.0) {
         close("base_t (small work)", num(row, "base_ns"), m.base0(), 0.025)?;
     }
     close("iter_t", num(row, "iter_ns"), m.iter_t(w as f64), 0.002)?;
@@ -255,8 +257,7 @@ fn recv_overhead_is_o_r_with_base_t_and_availability() {
 
 /// Every --verbose row (work value: iter_t) of one repeat against iter_t(w).
 fn check_steps(p: &LogGp, recv: bool, iters: u64) -> Result<(), String> {
-    let mut m = Model::new(p, recv);
-    m.iters = iters as f64;
+    let m = Model::new(p, recv, iters);
     let iters = iters.to_string();
     let mut args = vec![
         "--msgsize",
@@ -310,7 +311,7 @@ fn nic_gap_sets_base_t_where_g_is_large() {
             g_ps: 2_000_000 + p.g_ps / 3,
             big_g_fs: p.big_g_fs,
         };
-        let m = Model::new(&q, false);
+        let m = Model::new(&q, false, ITERS);
         if m.g + m.h() <= m.rtt() {
             return Err(format!("not a gap-bound set: {}", q.sim_arg()));
         }
@@ -336,9 +337,8 @@ fn a_message_longer_than_the_post_pays_a_second_receive() {
                 big_g_fs: mg_ps * 1000 / SIZE,
                 ..*p
             };
-            let m = Model::new(&q, false);
-            let paired = 2.0 * m.os + 3.0 * m.or + 2.0 * m.l + m.mg;
-            if (m.base0() - paired).abs() > 1e-6 {
+            let m = Model::new(&q, false, 400);
+            if (m.base0() - m.paired()).abs() > 1e-6 {
                 return Err(format!("not a paired set: {}", q.sim_arg()));
             }
             let moved = |e: String| format!("moved to --sim {}: {e}", q.sim_arg());
