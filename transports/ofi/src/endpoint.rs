@@ -498,7 +498,8 @@ impl Drop for Endpoint {
     /// 2. the endpoint closed (field `fabric`, first): the provider
     ///    discards what is still posted (fi_endpoint(3)) and stops
     ///    touching our buffers and contexts; its completion queue and the
-    ///    address vector closed after it;
+    ///    address vector closed after it (verbs;ofi_rxm's are left open
+    ///    for the process's exit: `fabric::close_crashes`);
     /// 3. the registrations closed (field `mem`, second), while their
     ///    domain is open and the memory they cover still mapped (fi_mr(3));
     ///    then the domain (freeing the endpoint's receive slots once

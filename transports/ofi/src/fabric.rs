@@ -3,6 +3,7 @@
 //! completion queue for both directions (see [`crate::fi`]; each closes
 //! itself, children first).
 
+use std::mem::ManuallyDrop;
 use std::sync::OnceLock;
 
 use ovbench_core::{OpKind, TransportError};
@@ -105,13 +106,45 @@ pub(crate) struct Attrs {
 /// The libfabric objects of one rank, in the order they close (each
 /// keeps its parents open, so the order is libfabric's whatever it is).
 pub(crate) struct Libfabric {
-    /// The endpoint, with its completion queue.
-    pub ep: RdmEndpoint,
+    /// The endpoint, with its completion queue; closed by `Drop` unless
+    /// [`close_crashes`] says its provider's close does.
+    pub ep: ManuallyDrop<RdmEndpoint>,
     pub av: AddressVector,
     pub domain: Domain,
     pub fabric: Fabric,
     pub attrs: Attrs,
     pub address: Vec<u8>,
+}
+
+/// Whether closing this provider's endpoint can crash the process.
+/// verbs;ofi_rxm (libfabric 1.17, Debian 12's) dereferences a freed
+/// connection in `fi_close` of the endpoint when a completion (a credit
+/// message of its core provider) is still queued: rxm closes the
+/// connections' msg endpoints and only then flushes their shared
+/// completion queue (fixed upstream in 2026 by ofiwg/libfabric#12674).
+/// The 20 ms of progress before the close (`settle_rxm`) made it rare,
+/// not impossible: one ofi-rdma-write run of the soft-RoCE VM still
+/// crashed there after printing its results. Such an endpoint is left
+/// open, with the queue, address vector, domain and fabric it keeps
+/// open: the process's exit releases them (the kernel destroys the
+/// queue pairs, the peer sees the connection close), and a process
+/// opens one endpoint per run.
+fn close_crashes(provider: &str) -> bool {
+    let has = |layer: &str| provider.split(';').any(|p| p == layer);
+    has("verbs") && has("ofi_rxm")
+}
+
+impl Drop for Libfabric {
+    fn drop(&mut self) {
+        if self.left_open() {
+            // Never closed: its Arcs keep the address vector, domain and
+            // fabric open too (they close only after their last child).
+            return;
+        }
+        // SAFETY: `ep` is dropped only here, once, and `self` is never
+        // used after its drop.
+        unsafe { ManuallyDrop::drop(&mut self.ep) };
+    }
 }
 
 fn getinfo(provider: &str, node: Option<&str>, op_flags: u64) -> Result<Info, i32> {
@@ -193,13 +226,18 @@ impl Libfabric {
             .map_err(|rc| local(OpKind::Connect, "fi_getname", i64::from(rc), ""))?;
         attrs.addr_len = address.len();
         Ok(Libfabric {
-            ep,
+            ep: ManuallyDrop::new(ep),
             av,
             domain,
             fabric,
             attrs,
             address,
         })
+    }
+
+    /// Whether `Drop` leaves the endpoint open (see [`close_crashes`]).
+    pub fn left_open(&self) -> bool {
+        close_crashes(&self.attrs.provider)
     }
 
     /// Insert every rank's address; returns the fi_addr of each.
@@ -238,5 +276,25 @@ impl Libfabric {
     /// `fi_trywait` on the CQ: whether sleeping on its fd is safe now.
     pub fn trywait(&self) -> bool {
         self.fabric.trywait(self.ep.cq())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::close_crashes;
+
+    #[test]
+    fn only_verbs_under_rxm_is_left_open() {
+        assert!(close_crashes("verbs;ofi_rxm"));
+        for p in [
+            "tcp;ofi_rxm",
+            "shm",
+            "verbs",
+            "sockets",
+            "ofi_rxm",
+            "verbs;ofi_rxd",
+        ] {
+            assert!(!close_crashes(p), "{p}");
+        }
     }
 }
