@@ -100,38 +100,77 @@ impl MockComm {
         Req(self.next)
     }
 
-    /// Retire `id` if it finished.
-    fn take(&mut self, id: u64) -> Result<Option<Status>, TransportError> {
-        match self.pending.get(&id) {
-            Some(Pending::Recv(_)) => Ok(None),
-            Some(_) => {
-                let r = self.try_match(id)?;
-                if r.is_some() {
-                    self.pending.remove(&id);
-                }
-                Ok(r)
-            }
-            None => Err(TransportError::Invalid(format!("unknown request {id}"))),
-        }
-    }
-
-    /// Match every posted receive, oldest first, as an engine's progress
-    /// would while the rank waits for something else.
+    /// Match what has arrived, in arrival order, each message to the
+    /// oldest posted receive it fits (MPI's non-overtaking rule), as an
+    /// engine's progress would while the rank waits for something else.
+    /// The mailbox stays locked for the whole pass: a message arriving
+    /// between two receives' looks would otherwise go to the newer one
+    /// (commtest's reorganized ready protocol then deadlocked, each rank's
+    /// last packet landing in the other's receive of the packet after).
     fn progress_all(&mut self) -> Result<(), TransportError> {
-        let mut ids: Vec<u64> = self
+        let mut posted: Vec<(u64, Posted)> = self
             .pending
             .iter()
-            .filter(|(_, p)| matches!(p, Pending::Recv(_)))
-            .map(|(&id, _)| id)
+            .filter_map(|(&id, p)| match p {
+                Pending::Recv(r) => Some((id, *r)),
+                _ => None,
+            })
             .collect();
-        ids.sort_unstable();
-        for id in ids {
-            self.try_match(id)?;
+        if posted.is_empty() {
+            return Ok(());
+        }
+        posted.sort_unstable_by_key(|&(id, _)| id);
+        let boxes = Arc::clone(&self.boxes);
+        let mut q = boxes[self.rank as usize].q.lock().unwrap();
+        let mut i = 0;
+        while i < q.len() && !posted.is_empty() {
+            let m = &q[i];
+            let fits = |r: &Posted| {
+                r.src.map_or(true, |s| s == m.src) && r.tag.map_or(true, |t| t == m.tag)
+            };
+            match posted.iter().position(|(_, r)| fits(r)) {
+                Some(k) => {
+                    let (id, r) = posted.remove(k);
+                    let m = q.remove(i).expect("index in range");
+                    self.deliver(id, r, m)?;
+                }
+                None => i += 1,
+            }
         }
         Ok(())
     }
 
-    fn try_match(&mut self, id: u64) -> Result<Option<Status>, TransportError> {
+    /// Receive `m` into `r`, the posted receive `id`.
+    fn deliver(&mut self, id: u64, r: Posted, m: Msg) -> Result<(), TransportError> {
+        if m.data.len() > r.room.len {
+            return Err(TransportError::Invalid(format!(
+                "mock rank {}: {} bytes from rank {} into a {}-byte receive",
+                self.rank,
+                m.data.len(),
+                m.src,
+                r.room.len
+            )));
+        }
+        self.regions[r.room.buf.region.0 as usize][r.room.off..r.room.off + m.data.len()]
+            .copy_from_slice(&m.data);
+        if let Some(f) = m.matched {
+            f.store(true, Ordering::Release);
+            for b in self.boxes.iter() {
+                b.cv.notify_all();
+            }
+        }
+        let st = Status {
+            source: m.src,
+            tag: m.tag,
+            len: m.data.len(),
+        };
+        self.pending.insert(id, Pending::Done(st));
+        Ok(())
+    }
+
+    /// Retire `id` if it finished (a posted receive is matched only by
+    /// [`Self::progress_all`]).
+    fn take(&mut self, id: u64) -> Result<Option<Status>, TransportError> {
         let Some(p) = self.pending.get(&id) else {
             return Err(TransportError::Invalid(format!("unknown request {id}")));
         };
@@ -149,42 +188,7 @@ impl MockComm {
                 }
                 Ok(None)
             }
-            &Pending::Recv(r) => {
-                let mb = &self.boxes[self.rank as usize];
-                let mut q = mb.q.lock().unwrap();
-                let pos = q.iter().position(|m| {
-                    r.src.map_or(true, |s| s == m.src) && r.tag.map_or(true, |t| t == m.tag)
-                });
-                let Some(pos) = pos else {
-                    return Ok(None);
-                };
-                let m = q.remove(pos).unwrap();
-                drop(q);
-                if m.data.len() > r.room.len {
-                    return Err(TransportError::Invalid(format!(
-                        "mock rank {}: {} bytes from rank {} into a {}-byte receive",
-                        self.rank,
-                        m.data.len(),
-                        m.src,
-                        r.room.len
-                    )));
-                }
-                self.regions[r.room.buf.region.0 as usize][r.room.off..r.room.off + m.data.len()]
-                    .copy_from_slice(&m.data);
-                if let Some(f) = m.matched {
-                    f.store(true, Ordering::Release);
-                    for b in self.boxes.iter() {
-                        b.cv.notify_all();
-                    }
-                }
-                let st = Status {
-                    source: m.src,
-                    tag: m.tag,
-                    len: m.data.len(),
-                };
-                self.pending.insert(id, Pending::Done(st));
-                Ok(Some(st))
-            }
+            Pending::Recv(_) => Ok(None),
         }
     }
 }
