@@ -358,24 +358,34 @@ fn impossible(run: &serde_json::Value) -> bool {
     !(o >= 0.0 && (0.0..=100.0).contains(&a))
 }
 
-fn median_min_max(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    let med = if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    };
-    (med, v[0], v[n - 1])
+fn min_max(v: impl Iterator<Item = f64>) -> (f64, f64) {
+    v.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+        (lo.min(x), hi.max(x))
+    })
+}
+
+/// The repeat of median overhead: the middle one by overhead (the lower
+/// middle for an even count; ties to the earlier repeat).
+fn median_repeat(runs: &[serde_json::Value]) -> usize {
+    let mut order: Vec<usize> = (0..runs.len()).collect();
+    order.sort_by(|&a, &b| {
+        num(&runs[a], "overhead_ns")
+            .total_cmp(&num(&runs[b], "overhead_ns"))
+            .then(a.cmp(&b))
+    });
+    order[(runs.len() - 1) / 2]
 }
 
 #[test]
-fn noisy_runs_report_median_and_range_and_flag_impossible_rows() {
+fn noisy_runs_report_the_median_repeat_and_range_and_flag_the_row() {
     // A large jitter on L makes whole measurements disagree, and some
-    // impossible: the row is the median of the repeats kept, its range
-    // their min and max, and a row that kept an impossible one is flagged
-    // in the table, in JSON and in a note.
-    let (mut flagged, mut rejected) = (0, 0);
+    // impossible: the row's figures are one repeat's, the one of median
+    // overhead, so they agree with each other (overhead = iter_t - work_t,
+    // availability = 1 - overhead/base_t); its ranges are the repeats'
+    // min and max; a row whose repeats' overheads are more than --thresh
+    // apart is `noisy`, one that kept an impossible repeat INVALID, in
+    // the table, in JSON and in a note.
+    let (mut flagged, mut rejected, mut noisy) = (0, 0, 0);
     for seed in 1..=3 {
         let sim = format!("L=1us,jitter=30us,seed={seed}");
         let (stdout, doc) = sim_truth::ovbench_out(&[
@@ -401,15 +411,32 @@ fn noisy_runs_report_median_and_range_and_flag_impossible_rows() {
         for (row, line) in rows.iter().zip(&lines) {
             let runs = row["runs"].as_array().expect("runs kept in JSON");
             assert_eq!(runs.len(), 5);
+            let pick = median_repeat(runs);
+            assert_eq!(row["median_repeat"], pick, "seed {seed}: {row}");
+            for key in ["iter_ns", "work_ns", "overhead_ns", "base_ns", "avail_pct"] {
+                assert_eq!(num(row, key), num(&runs[pick], key), "{key}: {row}");
+            }
+            let (iter, work, base) = (
+                num(row, "iter_ns"),
+                num(row, "work_ns"),
+                num(row, "base_ns"),
+            );
+            let ovh = num(row, "overhead_ns");
+            assert!(
+                (ovh - (iter - work)).abs() <= 1e-9 * iter.abs().max(1.0),
+                "{row}"
+            );
+            let avail = 100.0 * (1.0 - ovh / base);
+            assert!((num(row, "avail_pct") - avail).abs() < 1e-9, "{row}");
             for (key, lo, hi) in [
                 ("overhead_ns", "overhead_lo_ns", "overhead_hi_ns"),
                 ("avail_pct", "avail_lo_pct", "avail_hi_pct"),
                 ("base_ns", "base_lo_ns", "base_hi_ns"),
             ] {
-                let (med, min, max) = median_min_max(runs.iter().map(|r| num(r, key)).collect());
+                let range = min_max(runs.iter().map(|r| num(r, key)));
                 assert_eq!(
-                    (num(row, key), num(row, lo), num(row, hi)),
-                    (med, min, max),
+                    (num(row, lo), num(row, hi)),
+                    range,
                     "{key} of seed {seed}: {row}"
                 );
             }
@@ -419,23 +446,49 @@ fn noisy_runs_report_median_and_range_and_flag_impossible_rows() {
                 rejected += 1;
             }
             let bad = runs.iter().any(impossible);
+            let (lo, hi) = min_max(runs.iter().map(|r| num(r, "overhead_ns")));
+            // --thresh's default: 1.5.
+            let apart = if lo > 0.0 { hi / lo > 1.5 } else { hi > lo };
             assert_eq!(row["valid"], !bad, "seed {seed}: {row}");
             let cell = line.split_whitespace().last();
+            let size = &row["size"];
             if bad {
                 flagged += 1;
-                assert_eq!(cell, Some("INVALID"), "{line}");
+                assert_eq!(
+                    (cell, &row["flag"]),
+                    (Some("INVALID"), &"INVALID".into()),
+                    "{line}"
+                );
                 assert!(row["reason"]
                     .as_str()
                     .is_some_and(|r| r.contains("likely cause")));
-                let note = format!("msgsize {}: INVALID", row["size"]);
-                assert!(stdout.contains(&note), "{stdout}");
+                assert!(
+                    stdout.contains(&format!("msgsize {size}: INVALID")),
+                    "{stdout}"
+                );
+            } else if apart {
+                noisy += 1;
+                assert_eq!(
+                    (cell, &row["flag"]),
+                    (Some("noisy"), &"noisy".into()),
+                    "{line}"
+                );
+                assert!(
+                    stdout.contains(&format!("msgsize {size}: noisy:")),
+                    "{stdout}"
+                );
             } else {
-                assert_eq!(cell, Some("ok"), "{line}");
+                assert_eq!((cell, &row["flag"]), (Some("ok"), &"ok".into()), "{line}");
+            }
+            if lo > 0.0 {
+                assert!((num(row, "spread_ratio") - hi / lo).abs() < 1e-9, "{row}");
+            } else {
+                assert!(row["spread_ratio"].is_null(), "{row}");
             }
         }
     }
     assert!(
-        flagged > 0 && rejected > 0,
-        "the seeds must exercise the flags"
+        flagged > 0 && rejected > 0 && noisy > 0,
+        "the seeds must exercise the flags ({flagged} INVALID, {rejected} rejected, {noisy} noisy)"
     );
 }

@@ -111,12 +111,15 @@ fn above_one(s: &str) -> Result<f64, String> {
     }
 }
 
-/// The result for one message size: medians and min–max over the repeats.
+/// The result for one message size: the median repeat's figures and the
+/// min–max over the repeats.
 #[derive(Debug, Clone, Serialize)]
 pub struct SizeResult {
     pub size: usize,
     pub iterations: u64,
-    /// Medians of the repeats (the figures printed).
+    /// Which of `runs` the figures are (the repeat of median overhead).
+    pub median_repeat: usize,
+    /// The median repeat's figures (the ones printed).
     pub iter_ns: f64,
     pub work_ns: f64,
     pub overhead_ns: f64,
@@ -129,10 +132,28 @@ pub struct SizeResult {
     pub runs: Vec<Run>,
     pub rejected: Vec<Run>,
     pub verdict: Verdict,
-    /// Operations this rank posted in the first repeat's final loop.
+    /// The repeats' overhead max/min (none where the min is not above 0).
+    pub spread_ratio: Option<f64>,
+    /// The repeats' overheads disagree by more than `--thresh`.
+    pub noisy: bool,
+    /// Operations this rank posted in the median repeat's final loop.
     pub ops: OpCounts,
-    /// The first repeat's work values.
+    /// The median repeat's work values.
     pub steps: Vec<WorkStep>,
+}
+
+impl SizeResult {
+    /// The `flag` cell: `INVALID` (an impossible repeat), `noisy` (the
+    /// repeats disagree beyond `--thresh`; still a result) or `ok`.
+    pub fn flag(&self) -> &'static str {
+        if !self.verdict.valid() {
+            "INVALID"
+        } else if self.noisy {
+            "noisy"
+        } else {
+            "ok"
+        }
+    }
 }
 
 /// What `run` returns (rank 0's pair; other ranks' own pair).
@@ -257,7 +278,7 @@ pub fn run(
             }
             runs.push(r);
         }
-        let res = summarize(size, iters, runs, rejected, &cause);
+        let res = summarize(size, iters, runs, rejected, &cause, args.thresh);
         if args.verbose {
             table.heading(sink, &title);
         }
@@ -266,6 +287,9 @@ pub fn run(
             &OverheadRow::new(&res, direction, args.repeats, level),
         );
         res.verdict.note(sink, &format!("msgsize {}", res.size));
+        if res.verdict.valid() && res.noisy {
+            sink.note(&noise_note(&res, args.thresh));
+        }
         out.sizes.push(res);
     }
     lp.comm.barrier().context("final barrier")?;
@@ -325,13 +349,15 @@ fn header(
     ));
 }
 
-/// Medians, ranges and the verdict of one size's repeats.
+/// The median repeat's figures, the ranges and the verdicts of one size's
+/// repeats.
 fn summarize(
     size: usize,
     iters: u64,
     runs: Vec<Run>,
     rejected: Vec<Run>,
     cause: &str,
+    thresh: f64,
 ) -> SizeResult {
     let of = |f: fn(&Run) -> f64| Spread::of(&runs.iter().map(f).collect::<Vec<_>>());
     let (overhead, avail, base) = (
@@ -341,26 +367,49 @@ fn summarize(
     );
     let per: Vec<Vec<String>> = runs.iter().map(Run::problems).collect();
     let verdict = rules::verdict(&per, RETRIES, cause);
+    // deviation: median-repeat — the row is the repeat of median overhead, see docs/methods/overhead.md
+    let pick = rules::median_repeat(&runs.iter().map(|r| r.overhead_ns).collect::<Vec<_>>());
+    let shown = runs.get(pick).cloned().unwrap_or_default();
     SizeResult {
         size,
         iterations: iters,
-        iter_ns: of(|r| r.iter_ns).median,
-        work_ns: of(|r| r.work_ns).median,
-        overhead_ns: overhead.median,
-        base_ns: base.median,
-        avail_pct: avail.median,
+        median_repeat: pick,
+        iter_ns: shown.iter_ns,
+        work_ns: shown.work_ns,
+        overhead_ns: shown.overhead_ns,
+        base_ns: shown.base_ns,
+        avail_pct: shown.avail_pct,
+        spread_ratio: rules::spread_ratio(&overhead),
+        noisy: rules::noisy(&overhead, thresh),
         overhead,
         avail,
         base,
-        ops: runs.first().map(|r| r.ops).unwrap_or_default(),
-        steps: runs.first().map(|r| r.steps.clone()).unwrap_or_default(),
+        ops: shown.ops,
+        steps: shown.steps,
         runs,
         rejected,
         verdict,
     }
 }
 
-/// One size's row: the medians of the repeats, their min-max ranges, and
+/// Why a row is marked `noisy`, and what it shows.
+fn noise_note(r: &SizeResult, thresh: f64) -> String {
+    let ratio = r
+        .spread_ratio
+        .map_or("no ratio (min not above 0)".into(), |x| {
+            format!("max/min {x:.2}")
+        });
+    format!(
+        "msgsize {}: noisy: the {} repeats' overheads span {:.3}-{:.3} us, {ratio} > --thresh {thresh}; the row is repeat {} (median overhead), its columns one measurement's; rerun on an idle machine, one rank per core, or with more --iterations",
+        r.size,
+        r.runs.len(),
+        r.overhead.lo / 1000.0,
+        r.overhead.hi / 1000.0,
+        r.median_repeat + 1
+    )
+}
+
+/// One size's row: the median repeat, the repeats' min-max ranges, and
 /// every repeat.
 #[derive(Serialize)]
 pub struct OverheadRow {
@@ -369,6 +418,8 @@ pub struct OverheadRow {
     pub samples: u64,
     pub repeats: u32,
     pub direction: &'static str,
+    /// Which of `runs` the figures are (0-based).
+    pub median_repeat: usize,
     pub iter_ns: f64,
     pub work_ns: f64,
     pub overhead_ns: f64,
@@ -385,6 +436,11 @@ pub struct OverheadRow {
     pub runs: Vec<measure::Run>,
     pub rejected: Vec<measure::Run>,
     pub ops: OpCounts,
+    /// The repeats' overhead max/min (null where the min is not above 0).
+    pub spread_ratio: Option<f64>,
+    /// `ok`, `noisy` (repeats apart by more than `--thresh`, still valid)
+    /// or `INVALID`.
+    pub flag: &'static str,
     #[serde(flatten)]
     pub verdict: Marks,
 }
@@ -397,6 +453,7 @@ impl OverheadRow {
             samples: r.iterations,
             repeats,
             direction,
+            median_repeat: r.median_repeat,
             iter_ns: r.iter_ns,
             work_ns: r.work_ns,
             overhead_ns: r.overhead_ns,
@@ -413,6 +470,8 @@ impl OverheadRow {
             runs: r.runs.clone(),
             rejected: r.rejected.clone(),
             ops: r.ops,
+            spread_ratio: r.spread_ratio,
+            flag: r.flag(),
             verdict: r.verdict.marks(),
         }
     }
@@ -437,7 +496,7 @@ impl FixedRow for OverheadRow {
             pct("avail(%)", "avail_pct", |r| r.avail_pct),
             pct("avail_min", "avail_lo_pct", |r| r.avail_lo_pct),
             pct("avail_max", "avail_hi_pct", |r| r.avail_hi_pct),
-            Column::new("flag", "valid", |r: &OverheadRow| r.verdict.cell()),
+            Column::new("flag", "flag", |r: &OverheadRow| r.flag.to_string()),
         ]
     }
 }
@@ -448,7 +507,7 @@ mod tests {
 
     #[test]
     fn columns_show_json_keys() {
-        let r = summarize(8, 10, vec![measure::Run::default()], Vec::new(), "");
+        let r = summarize(8, 10, vec![measure::Run::default()], Vec::new(), "", 1.5);
         let row = OverheadRow::new(&r, "send", 1, 1.0);
         crate::output::check_fields(&(), &row).unwrap();
     }

@@ -89,6 +89,29 @@ impl Spread {
     }
 }
 
+/// The repeat a row shows: the one with the median of `x` (the lower of
+/// the middle two for an even count), so the row's columns come from one
+/// measurement and agree with each other (a median per column need not).
+pub(crate) fn median_repeat(x: &[f64]) -> usize {
+    let mut order: Vec<usize> = (0..x.len()).collect();
+    order.sort_by(|&a, &b| x[a].total_cmp(&x[b]).then(a.cmp(&b)));
+    order
+        .get(x.len().saturating_sub(1) / 2)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// How far the repeats' overheads spread: max/min, where min is above 0.
+pub(crate) fn spread_ratio(s: &Spread) -> Option<f64> {
+    (s.lo > 0.0).then(|| s.hi / s.lo)
+}
+
+/// Whether the repeats disagree by more than `thresh` (max/min above it;
+/// a min of 0 or less under a larger max is no ratio at all, and noisy).
+pub(crate) fn noisy(s: &Spread, thresh: f64) -> bool {
+    spread_ratio(s).map_or(s.hi > s.lo, |r| r > thresh)
+}
+
 /// How often the min–max of `n` independent repeats covers the true
 /// median: every repeat falls on one side of it with probability 2·0.5^n.
 pub fn coverage(n: usize) -> f64 {
@@ -219,6 +242,30 @@ mod tests {
         let s = Spread::of(&[4.0, 1.0, 2.0, 3.0]);
         assert_eq!((s.median, s.lo, s.hi), (2.5, 1.0, 4.0));
         assert_eq!(Spread::of(&[]), Spread::default());
+    }
+
+    #[test]
+    fn the_row_is_the_median_repeat() {
+        assert_eq!(median_repeat(&[3.0, 1.0, 2.0, 10.0, -1.0]), 2);
+        // Even count: the lower middle (2.0, repeat 2), not a mean.
+        assert_eq!(median_repeat(&[4.0, 1.0, 2.0, 3.0]), 2);
+        // Ties keep the earlier repeat.
+        assert_eq!(median_repeat(&[5.0, 5.0, 5.0]), 1);
+        assert_eq!(median_repeat(&[7.0]), 0);
+        assert_eq!(median_repeat(&[]), 0);
+    }
+
+    #[test]
+    fn repeats_apart_by_more_than_thresh_are_noisy() {
+        let s = |lo, hi| Spread { median: lo, lo, hi };
+        assert!(!noisy(&s(1.0, 1.5), 1.5));
+        assert!(noisy(&s(1.0, 1.51), 1.5));
+        assert_eq!(spread_ratio(&s(2.0, 3.0)), Some(1.5));
+        // A min of 0 under a larger max has no ratio and is noisy; all
+        // equal is not.
+        assert_eq!(spread_ratio(&s(0.0, 3.0)), None);
+        assert!(noisy(&s(0.0, 3.0), 1.5));
+        assert!(!noisy(&s(0.0, 0.0), 1.5));
     }
 
     #[test]
