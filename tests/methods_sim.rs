@@ -520,6 +520,58 @@ fn commtest_global_clock_sees_through_skew_and_drift() {
 }
 
 #[test]
+fn commtest_marks_a_row_whose_mean_is_far_above_its_time() {
+    // A jitter on L of 30 times L makes the iterations of one experiment
+    // unlike each other: `time` (the fastest) alone would hide it. A row
+    // is `noisy` exactly where the iterations' mean exceeds twice the
+    // fastest, with a note; without jitter every iteration is alike.
+    let args: commtest::Args = method_args(&[
+        "--total",
+        "8K",
+        "--min-packet",
+        "4K",
+        "--iterations",
+        "5",
+        "--protocol",
+        "1,0",
+        "--protocol",
+        "0,3",
+    ]);
+    let mut noisy = 0;
+    for (params, jitter) in [
+        ("L=1us,jitter=30us,seed=1", true),
+        ("L=1us,jitter=30us,seed=2", true),
+        ("L=1us", false),
+    ] {
+        let (out, sink) = sim(2, params, EngineConfig::default(), |c, s| {
+            commtest::run(c, &args, s)
+        });
+        assert_eq!(out.rows.len(), 4);
+        for (r, (cells, json)) in out.rows.iter().zip(&sink.rows) {
+            let (t, m) = (r.time_ns.unwrap(), r.mean_ns.unwrap());
+            let far = m > 2.0 * t;
+            assert!(jitter || !far, "{params}: {r:?}");
+            let want = if far { "noisy" } else { "ok" };
+            assert_eq!(
+                (cells.last().map(String::as_str), &json["flag"]),
+                (Some(want), &want.into()),
+                "{params}: {r:?}"
+            );
+            assert_eq!(json["valid"], true, "{r:?}");
+            let note = format!("{} with {} packets: noisy:", r.protocol, r.packets);
+            assert_eq!(
+                sink.notes.iter().any(|n| n.starts_with(&note)),
+                far,
+                "{params}: {:?}",
+                sink.notes
+            );
+            noisy += usize::from(far);
+        }
+    }
+    assert!(noisy > 0, "the jittered runs must exercise the mark");
+}
+
+#[test]
 fn logp_flood_measures_g_m_by_saturation() {
     // Flooded, the per-message gap at every size is the NIC's injection
     // spacing max(g, m·G) (o_s and o_r are below g): 500 ns up to 4K,

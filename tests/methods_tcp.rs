@@ -184,6 +184,11 @@ fn commtest_over_tcp() {
         // The synchronisation's error bound is printed beside it (0 when
         // rank 0, on its own clock, both began first and ended last).
         assert!(finite(row, "sync_error_ns") >= 0.0, "{row}");
+        // A mean more than twice the time is never shown as plainly ok.
+        let far = finite(row, "mean_ns") > 2.0 * finite(row, "time_ns");
+        if row["valid"] == true {
+            assert_eq!(row["flag"] == "noisy", far, "{row}");
+        }
     }
     assert!(stdout.contains("sync±[us]"));
 }

@@ -306,6 +306,21 @@ fn global_span(begins: &[f64], ends: &[f64], errs: &[f64]) -> Option<(f64, f64)>
     (last.1 > first.1).then_some((last.1 - first.1, err))
 }
 
+/// Why a row is `noisy`: its iterations' mean against its time.
+fn noisy_note(row: &Row, times: &[f64]) -> String {
+    let slowest = times.iter().copied().fold(0.0, f64::max);
+    format!(
+        "{} with {} packets: noisy: mean {} us is {:.1}x time {} us (over {} iterations, the slowest {} us): time is the fastest iteration, and the others were not like it; rerun on an idle machine, one rank per core, or with more --iterations",
+        row.protocol,
+        row.packets,
+        us(row.mean_ns.unwrap_or(f64::NAN), 3),
+        row.mean_ratio.unwrap_or(f64::NAN),
+        us(row.time_ns.unwrap_or(f64::NAN), 3),
+        times.len(),
+        us(slowest, 3)
+    )
+}
+
 fn gcd(a: u32, b: u32) -> u32 {
     if b == 0 {
         a
@@ -518,6 +533,7 @@ pub fn run(
                 calls: p.calls(args.reorganized),
                 time_ns: None,
                 mean_ns: None,
+                mean_ratio: None,
                 global_ns: None,
                 sync_error_ns: None,
                 bytes_per_sec: None,
@@ -526,6 +542,7 @@ pub fn run(
                 error: (!measured)
                     .then(|| error.unwrap_or_else(|| "not defined for this protocol".into())),
                 ops,
+                flag: "n/a",
                 verdict: Verdict::default().marks(),
             };
             if measured {
@@ -534,12 +551,14 @@ pub fn run(
                 row.time_ns = Some(best);
                 row.histogram = crate::stats::hist::encode(&times);
                 row.mean_ns = Some(mean(&times));
+                row.mean_ratio = (best > 0.0).then(|| mean(&times) / best);
                 row.global_ns = global.map(|g| g.0);
                 row.sync_error_ns = global.map(|g| g.1);
                 row.bytes_per_sec = (best > 0.0).then(|| moved as f64 / (best * 1e-9));
             }
             let verdict = row_verdict(&row);
             row.verdict = verdict.marks();
+            row.flag = row.flag_of();
             if let (Some(g), Some(t)) = (row.global_ns, row.time_ns) {
                 if args.global_clock && (g - t).abs() > 0.1 * t {
                     sink.note(&format!(
@@ -552,6 +571,9 @@ pub fn run(
             }
             table.add(sink, &row);
             verdict.note(sink, &format!("{} with {packets} packets", row.protocol));
+            if row.flag == "noisy" {
+                sink.note(&noisy_note(&row, &times));
+            }
             out.rows.push(row);
             packets *= 2;
         }
@@ -574,6 +596,7 @@ mod tests {
             calls: String::new(),
             time_ns: Some(time),
             mean_ns: Some(time),
+            mean_ratio: Some(1.0),
             global_ns: global.map(|g| g.0),
             sync_error_ns: global.map(|g| g.1),
             total_bytes: 8,
@@ -583,8 +606,23 @@ mod tests {
             histogram: None,
             error: None,
             ops: OpCounts::default(),
+            flag: "ok",
             verdict: Verdict::default().marks(),
         }
+    }
+
+    #[test]
+    fn a_mean_far_above_the_time_is_noisy() {
+        let mut r = row(100.0, None);
+        assert_eq!(r.flag_of(), "ok");
+        r.mean_ratio = Some(2.0);
+        assert_eq!(r.flag_of(), "ok");
+        r.mean_ratio = Some(2.01);
+        assert_eq!(r.flag_of(), "noisy");
+        r.verdict.valid = false;
+        assert_eq!(r.flag_of(), "INVALID");
+        r.time_ns = None;
+        assert_eq!(r.flag_of(), "n/a");
     }
 
     #[test]

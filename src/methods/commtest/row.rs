@@ -23,6 +23,8 @@ pub struct Row {
     pub calls: String,
     pub time_ns: Option<f64>,
     pub mean_ns: Option<f64>,
+    /// mean / time: how far the iterations' mean is above the fastest.
+    pub mean_ratio: Option<f64>,
     /// First begin to last end over ranks (`--global-clock`), minimum over iterations.
     pub global_ns: Option<f64>,
     /// The error bound of `global_ns` from the clock synchronisation.
@@ -36,8 +38,29 @@ pub struct Row {
     pub error: Option<String>,
     /// Operations rank 0 posted in one iteration (the last).
     pub ops: OpCounts,
+    /// `ok`, `noisy` (the mean is more than [`MEAN_LIMIT`] times the time;
+    /// still a result), `INVALID`, or `n/a` (not run).
+    pub flag: &'static str,
     #[serde(flatten)]
     pub verdict: Marks,
+}
+
+/// The most the iterations' mean may exceed their minimum (`time`) by
+/// before the row is `noisy`: beyond it the fastest iteration is no
+/// typical one (one or more iterations lost the CPU or waited for a
+/// late partner), and a reader of `time` alone should know.
+pub const MEAN_LIMIT: f64 = 2.0;
+
+impl Row {
+    /// The `flag` cell for the row's figures and verdict.
+    pub(crate) fn flag_of(&self) -> &'static str {
+        match (self.time_ns, self.verdict.valid) {
+            (None, _) => "n/a",
+            (Some(_), false) => "INVALID",
+            _ if self.mean_ratio.is_some_and(|r| r > MEAN_LIMIT) => "noisy",
+            _ => "ok",
+        }
+    }
 }
 
 /// A figure's cell, `n/a` where the experiment has none.
@@ -69,11 +92,8 @@ impl TableRow for Row {
             c.push(t("global[us]", "global_ns", |r| r.global_ns));
             c.push(t("sync±[us]", "sync_error_ns", |r| r.sync_error_ns));
         }
-        // An experiment that did not run has no verdict to show.
-        c.push(Column::new("flag", "valid", |r: &Row| match r.time_ns {
-            Some(_) => r.verdict.cell(),
-            None => "n/a".into(),
-        }));
+        // An experiment that did not run has no verdict to show (n/a).
+        c.push(Column::new("flag", "flag", |r: &Row| r.flag.to_string()));
         c
     }
 }
