@@ -12,6 +12,7 @@ mod instrumented;
 pub mod latency;
 mod pingpong;
 mod rankreport;
+mod rate_note;
 pub(crate) mod verify;
 pub mod window;
 

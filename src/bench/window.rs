@@ -253,6 +253,24 @@ fn one_size(
             row.per_pair = Some(per_pair(&all, args.pairs, each, len));
         }
         table.add(cx.sink, &row);
+        let (slowest_rank, rank0) = (
+            all.iter()
+                .max_by(|a, b| a.elapsed_ns.total_cmp(&b.elapsed_ns))
+                .map_or(0, |r| r.rank),
+            all.iter()
+                .find(|r| r.rank == 0)
+                .map_or(slowest, |r| r.elapsed_ns),
+        );
+        let measured = super::rate_note::Measured {
+            bytes_per_sec: rates.bytes_per_sec,
+            bytes_per_window: per_window * f64::from(args.pairs),
+            rank0_elapsed_ns: rank0,
+            slowest_elapsed_ns: slowest,
+            slowest_rank,
+        };
+        if let Some(note) = super::rate_note::disagreement(len, &measured, &s) {
+            cx.sink.note(&note);
+        }
     }
     Ok(())
 }
