@@ -572,6 +572,35 @@ fn commtest_marks_a_row_whose_mean_is_far_above_its_time() {
 }
 
 #[test]
+fn bcast_oli_o_i_and_g_i_carry_their_spread() {
+    // OL_i = E_i - RTL_i/2 from two series measured apart: its standard
+    // deviation is sqrt(sd(E_i)^2 + sd(RTL_i)^2/4), from the series'
+    // own spreads. A jitter on L spreads every series; without one every
+    // measurement is alike.
+    let args: bcast::Args = method_args(&["--method", "oli"]);
+    for (params, jitter) in [("L=1us,jitter=2us,seed=1", true), ("L=1us", false)] {
+        let (out, _) = sim(4, params, EngineConfig::default(), |c, s| {
+            bcast::run(c, &args, s)
+        });
+        assert_eq!(out.oli.len(), 3);
+        for o in &out.oli {
+            let sd = |pct: f64, mean: f64| pct / 100.0 * mean;
+            let want = (sd(o.e_stddev_pct, o.e_ns).powi(2)
+                + sd(o.rtl_stddev_pct, o.rtl_ns).powi(2) / 4.0)
+                .sqrt();
+            assert!((o.ol_stddev_ns - want).abs() < 1e-9, "{params}: {o:?}");
+            assert_eq!(o.ol_stddev_ns > 0.0, jitter, "{params}: {o:?}");
+        }
+        // The root forwards at once, so its o_i and g_i are exact; every
+        // other rank's receive sees the jitter.
+        for p in out.per_processor.iter().filter(|p| p.rank != 0) {
+            assert_eq!(p.g_stddev_pct > 0.0, jitter, "{params}: {p:?}");
+            assert!(p.o_stddev_pct >= 0.0, "{p:?}");
+        }
+    }
+}
+
+#[test]
 fn logp_flood_measures_g_m_by_saturation() {
     // Flooded, the per-message gap at every size is the NIC's injection
     // spacing max(g, m·G) (o_s and o_r are below g): 500 ns up to 4K,

@@ -159,6 +159,12 @@ pub struct Oli {
     pub rtl_ns: f64,
     pub e_ns: f64,
     pub ol_ns: f64,
+    /// The standard deviations of RTL_i's and E_i's measurements, % of
+    /// their means, and OL_i's from them (the two series are measured
+    /// apart: sqrt(sd(E_i)² + sd(RTL_i)²/4)).
+    pub rtl_stddev_pct: f64,
+    pub e_stddev_pct: f64,
+    pub ol_stddev_ns: f64,
     pub measurements: usize,
     pub tries: usize,
     /// The ranks from the root to i, where known.
@@ -174,6 +180,10 @@ pub struct PerProcessor {
     pub children: usize,
     pub o_ns: f64,
     pub g_ns: f64,
+    /// The standard deviations of o_i's and g_i's measurements, % of their
+    /// means.
+    pub o_stddev_pct: f64,
+    pub g_stddev_pct: f64,
     pub measurements: usize,
     pub verdict: Verdict,
 }
@@ -214,6 +224,13 @@ fn figure_verdict(m: &Measured, args: &Args) -> Verdict {
 /// path (the root's included, i's own too: its forwarding sends come
 /// before its acknowledgement).
 // deviation: assumption-checked — E_i > g_j checked on i's path, see docs/methods/bcast.md
+/// OL_i = E_i − RTL_i/2 from two series measured apart: its standard
+/// deviation is sqrt(sd(E_i)² + sd(RTL_i)²/4).
+fn ol_stddev(rtl: &Measured, e: &Measured) -> f64 {
+    let sd = |m: &Measured| m.stddev_pct / 100.0 * m.mean;
+    (sd(e).powi(2) + sd(rtl).powi(2) / 4.0).sqrt()
+}
+
 fn assumption(e_ns: f64, path: Option<&[Rank]>, gaps: &[PerProcessor]) -> Assumption {
     let Some(path) = path else {
         return Assumption::NotChecked;
@@ -352,6 +369,8 @@ pub fn run(
                 children: algo::children(args.algorithm, r, 0, n).len(),
                 o_ns: o.mean,
                 g_ns: g.mean,
+                o_stddev_pct: o.stddev_pct,
+                g_stddev_pct: g.stddev_pct,
                 measurements: o.measurements.max(g.measurements),
                 verdict: v,
             });
@@ -373,6 +392,9 @@ pub fn run(
                 rtl_ns: rtl.mean,
                 e_ns: e.mean,
                 ol_ns: ol,
+                rtl_stddev_pct: rtl.stddev_pct,
+                e_stddev_pct: e.stddev_pct,
+                ol_stddev_ns: ol_stddev(&rtl, &e),
                 measurements: rtl.measurements.max(e.measurements),
                 tries: rtl.tries.max(e.tries),
                 path,
@@ -495,6 +517,8 @@ mod tests {
                 children: 0,
                 o_ns: 0.0,
                 g_ns: g,
+                o_stddev_pct: 0.0,
+                g_stddev_pct: 0.0,
                 measurements: 1,
                 verdict: Verdict::default(),
             })

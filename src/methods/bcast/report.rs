@@ -35,6 +35,8 @@ pub struct PerProcessorRow {
     pub children: usize,
     pub o_ns: f64,
     pub g_ns: f64,
+    pub o_stddev_pct: f64,
+    pub g_stddev_pct: f64,
     pub measurements: usize,
     #[serde(flatten)]
     pub verdict: Marks,
@@ -46,7 +48,13 @@ impl FixedRow for PerProcessorRow {
             rank_i(|r: &Self| r.rank),
             Column::new("children", "children", |r: &Self| r.children.to_string()),
             micros("o_i[us]", "o_ns", |r: &Self| r.o_ns),
+            Column::new("o_i sd%", "o_stddev_pct", |r: &Self| {
+                fixed(r.o_stddev_pct, 2)
+            }),
             micros("g_i[us]", "g_ns", |r: &Self| r.g_ns),
+            Column::new("g_i sd%", "g_stddev_pct", |r: &Self| {
+                fixed(r.g_stddev_pct, 2)
+            }),
             measurements(|r: &Self| r.measurements),
             flag(|r: &Self| &r.verdict),
         ]
@@ -63,6 +71,8 @@ pub(super) fn per_processor(sink: &mut dyn Sink, title: &str, rows: &[PerProcess
             children: p.children,
             o_ns: p.o_ns,
             g_ns: p.g_ns,
+            o_stddev_pct: p.o_stddev_pct,
+            g_stddev_pct: p.g_stddev_pct,
             measurements: p.measurements,
             verdict: p.verdict.marks(),
         };
@@ -85,6 +95,9 @@ pub struct OliRow {
     pub rtl_ns: f64,
     pub e_ns: f64,
     pub ol_ns: f64,
+    pub rtl_stddev_pct: f64,
+    pub e_stddev_pct: f64,
+    pub ol_stddev_ns: f64,
     pub measurements: usize,
     pub samples: u64,
     pub tries: usize,
@@ -102,6 +115,7 @@ impl FixedRow for OliRow {
             micros("RTL_i[us]", "rtl_ns", |r: &Self| r.rtl_ns),
             micros("E_i[us]", "e_ns", |r: &Self| r.e_ns),
             micros("OL_i[us]", "ol_ns", |r: &Self| r.ol_ns),
+            micros("OL_i sd[us]", "ol_stddev_ns", |r: &Self| r.ol_stddev_ns),
             measurements(|r: &Self| r.measurements),
             Column::new("E_i>g_j on path", "assumption", |r: &Self| {
                 r.assumption.clone()
@@ -132,6 +146,9 @@ pub(super) fn oli_row(sink: &mut dyn Sink, o: &Oli, size: usize, reps: u64) {
         rtl_ns: o.rtl_ns,
         e_ns: o.e_ns,
         ol_ns: o.ol_ns,
+        rtl_stddev_pct: o.rtl_stddev_pct,
+        e_stddev_pct: o.e_stddev_pct,
+        ol_stddev_ns: o.ol_stddev_ns,
         measurements: o.measurements,
         samples: o.measurements as u64 * reps,
         tries: o.tries,
@@ -379,6 +396,8 @@ mod tests {
             children: 0,
             o_ns: 1.0,
             g_ns: 2.0,
+            o_stddev_pct: 0.5,
+            g_stddev_pct: 0.25,
             measurements: 3,
             verdict: ok.clone(),
         };
@@ -389,6 +408,9 @@ mod tests {
             rtl_ns: 1.0,
             e_ns: 2.0,
             ol_ns: 1.5,
+            rtl_stddev_pct: 1.0,
+            e_stddev_pct: 2.0,
+            ol_stddev_ns: 0.04,
             measurements: 3,
             samples: 6,
             tries: 1,
