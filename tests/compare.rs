@@ -101,6 +101,52 @@ fn refusals_say_what_is_wrong_in_one_line() {
     assert!(r.stderr.contains("holds one run"), "{}", r.stderr);
 }
 
+/// A damaged file is refused by compare and plot alike, in one line
+/// naming `file:tables[t].rows[r]:field` and exit 2: a figure that is no
+/// number, one beyond any measurement (a 309-digit number), a histogram
+/// that does not decode. A histogram that is absent is no damage: its
+/// size reads "no samples stored".
+#[test]
+fn damaged_rows_are_refused_by_where_they_are() {
+    let d = Scratch::new("compare-damaged");
+    let lat = sim(&d, "lat", &["latency", "--sizes", "8,16", "--iters", "20"]);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&lat).unwrap()).unwrap();
+    let huge: serde_json::Value = serde_json::from_str(&format!("1{}", "0".repeat(308))).unwrap();
+    let damage: [(&str, serde_json::Value, &str); 3] = [
+        ("p50_ns", "fast".into(), "where a number or null belongs"),
+        ("p50_ns", huge, "beyond any measurement"),
+        ("histogram", "AAAA".into(), "does not decode"),
+    ];
+    for (i, (field, value, says)) in damage.into_iter().enumerate() {
+        let mut bad = doc.clone();
+        bad["tables"][0]["rows"][1][field] = value;
+        let path = d.join(format!("bad{i}.json"));
+        std::fs::write(&path, bad.to_string()).unwrap();
+        let at = format!("{}:tables[0].rows[1]:{field}: ", path.display());
+        let fig = d.join(format!("bad{i}.svg"));
+        for args in [
+            vec!["compare", s(&lat), s(&path)],
+            vec!["plot", s(&path), "-o", s(&fig)],
+        ] {
+            let r = ovbench(&args, LIMIT);
+            assert_eq!(r.code, Some(2), "{args:?}: {}", r.stderr);
+            assert!(
+                r.stderr.contains(&at) && r.stderr.contains(says),
+                "{args:?}: {}",
+                r.stderr
+            );
+            assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+        }
+    }
+    let mut none = doc.clone();
+    none["tables"][0]["rows"][1]["histogram"] = serde_json::Value::Null;
+    let path = d.join("none.json");
+    std::fs::write(&path, none.to_string()).unwrap();
+    let r = ovbench(&["compare", s(&lat), s(&path)], LIMIT).expect_ok();
+    assert!(r.stdout.contains("no samples stored"), "{}", r.stdout);
+}
+
 /// The table's cells of the row whose key starts with `key`: the key,
 /// then per run its figure and, after A, its ratio and verdict (cells
 /// are separated by two spaces or more, a cell holds single ones).

@@ -73,6 +73,7 @@ impl RunFile {
             .and_then(Value::as_str)
             .with_context(|| format!("{}: the header names no command", path.display()))?
             .to_string();
+        check_rows(path, doc)?;
         let mut invalid = 0;
         let tables = doc
             .get("tables")
@@ -131,6 +132,26 @@ impl RunFile {
             .and_then(Value::as_str)
             .unwrap_or("?")
     }
+}
+
+/// Every row of `doc`, against the schema's rules for a row
+/// ([`super::row_check`]): the first that breaks one is refused, named
+/// `file:tables[t].rows[r]:field`.
+fn check_rows(path: &Path, doc: &Value) -> Result<()> {
+    let tables = doc.get("tables").and_then(Value::as_array);
+    for (t, table) in tables.into_iter().flatten().enumerate() {
+        let rows = table.get("rows").and_then(Value::as_array);
+        for (r, row) in rows.into_iter().flatten().enumerate() {
+            if let Some((field, what)) = super::row_check::problem(row) {
+                let title = table.get("title").and_then(Value::as_str).unwrap_or("");
+                bail!(
+                    "{}:tables[{t}].rows[{r}]:{field}: {what} (table \"{title}\"); the file is not as ovbench --json writes it (docs/json.md): rerun the benchmark, or restore the file",
+                    path.display()
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// "tcp eager": the transport and the protocol the communicator ran.

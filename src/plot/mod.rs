@@ -6,6 +6,7 @@ pub mod figure;
 pub mod kinds;
 pub mod load;
 pub mod render;
+mod row_check;
 
 use std::path::PathBuf;
 
