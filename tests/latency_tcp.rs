@@ -176,3 +176,55 @@ fn an_eager_ping_pong_takes_the_fast_path() {
     let dir = Scratch::new("fast-tcp");
     common::fast_path_ping_pong(&["--transport", "tcp"], &dir.join("fast.json"), LIMIT);
 }
+
+/// Ranks that share CPUs never print a row as `ok`: two ranks confined to
+/// one CPU (taskset) mark every row `shared`, in the table (a flag column
+/// added where the table has none) and in JSON, and say why once. The
+/// same run with a CPU per rank carries no mark.
+#[test]
+fn rows_of_ranks_sharing_a_cpu_are_marked() {
+    let dir = Scratch::new("lat-cpu-mark");
+    let bin = env!("CARGO_BIN_EXE_ovbench");
+    let run = |confine: bool, name: &str| {
+        let out = dir.join(name);
+        let mut cmd = if confine {
+            let mut c = std::process::Command::new("taskset");
+            c.args(["-c", "0", bin]);
+            c
+        } else {
+            std::process::Command::new(bin)
+        };
+        cmd.args(words("latency --np 2 --sizes 8,64 --iters 20"))
+            .args(["--json", out.to_str().unwrap()])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let r = common::run(&mut cmd, LIMIT).expect_ok();
+        (r.stdout, json(&out))
+    };
+    let (stdout, doc) = run(true, "confined.json");
+    let t = &doc["tables"][0];
+    assert_eq!(
+        t["columns"].as_array().unwrap().last().unwrap(),
+        "flag",
+        "{t}"
+    );
+    let lines: Vec<&str> = stdout.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert!(lines.iter().all(|l| l.ends_with(" shared")), "{stdout}");
+    assert!(rows(&doc).iter().all(|r| r["shared_cpus"] == true), "{doc}");
+    assert!(
+        stdout.contains("so they share them: every row reads `shared`"),
+        "{stdout}"
+    );
+    if std::thread::available_parallelism().map_or(0, |n| n.get()) >= 2 {
+        let (stdout, doc) = run(false, "own.json");
+        assert!(!stdout.contains("reads `shared`"), "{stdout}");
+        let lines: Vec<&str> = stdout.lines().filter(|l| !l.starts_with('#')).collect();
+        assert!(lines.iter().all(|l| !l.ends_with(" shared")), "{stdout}");
+        assert!(
+            rows(&doc).iter().all(|r| r.get("shared_cpus").is_none()),
+            "{doc}"
+        );
+    }
+}

@@ -29,6 +29,13 @@ pub struct ReportSink {
     out: Box<dyn Write>,
     error: Option<anyhow::Error>,
     progress: SweepProgress,
+    /// Why the ranks share CPUs, when they do: every row is then marked.
+    shared: Option<String>,
+    /// Where the current table's `flag` cell is, and whether this sink
+    /// added that column (a table of its own has none).
+    flag: Option<(usize, bool)>,
+    /// The `shared` note has been printed.
+    shared_noted: bool,
 }
 
 impl ReportSink {
@@ -48,6 +55,9 @@ impl ReportSink {
             out,
             error: None,
             progress: SweepProgress::off(),
+            shared: None,
+            flag: None,
+            shared_noted: false,
         };
         for l in header_lines {
             s.print(&format!("# {l}"));
@@ -60,6 +70,16 @@ impl ReportSink {
         self.progress = progress;
         self
     }
+    /// The ranks share CPUs (`why`): no row of this run reads `ok`. Its
+    /// `flag` cell reads `shared` instead (a table without a flag column
+    /// gets one), its JSON `"shared_cpus": true` (and a `flag` of `ok`
+    /// becomes `shared`), and the first table says why once: the figures
+    /// include the scheduler's delays, which no method subtracts.
+    pub fn with_shared_cpus(mut self, why: &str) -> ReportSink {
+        self.shared = Some(why.to_string());
+        self
+    }
+
     fn print(&mut self, line: &str) {
         // stdout closed (e.g. `| head`): keep measuring, files still written.
         // The bar is erased meanwhile, as stdout and stderr may share a terminal.
@@ -97,6 +117,18 @@ impl ReportSink {
 
 impl Sink for ReportSink {
     fn table(&mut self, title: &str, columns: &[&str]) {
+        let mut columns = columns.to_vec();
+        self.flag = None;
+        if self.shared.is_some() {
+            self.flag = match columns.iter().position(|c| *c == "flag") {
+                Some(i) => Some((i, false)),
+                None => {
+                    columns.push("flag");
+                    Some((columns.len() - 1, true))
+                }
+            };
+        }
+        let columns = &columns[..];
         self.table = TableFormat::new(columns);
         self.print("#");
         if !title.is_empty() {
@@ -106,9 +138,29 @@ impl Sink for ReportSink {
         self.print(&heading);
         self.doc.start_table(title, columns);
         self.save();
+        if let (Some(why), false) = (self.shared.clone(), self.shared_noted) {
+            self.shared_noted = true;
+            self.note(&format!(
+                "{why}: every row reads `shared` where it would read `ok` (JSON shared_cpus: true): its figures include scheduling delays, which no method subtracts; rerun with one rank per core"
+            ));
+        }
     }
-    fn row(&mut self, cells: &[String], json: Value) {
-        let line = self.table.row(cells);
+    fn row(&mut self, cells: &[String], mut json: Value) {
+        let mut cells = cells.to_vec();
+        if let Some((i, added)) = self.flag {
+            if added {
+                cells.push("shared".into());
+            } else if cells.get(i).is_some_and(|c| c == "ok") {
+                cells[i] = "shared".into();
+            }
+            if let Some(o) = json.as_object_mut() {
+                o.insert("shared_cpus".into(), Value::Bool(true));
+                if o.get("flag").and_then(Value::as_str) == Some("ok") {
+                    o.insert("flag".into(), "shared".into());
+                }
+            }
+        }
+        let line = self.table.row(&cells);
         self.print(&line);
         self.progress.row(&json);
         self.doc.push_row(json);
@@ -189,6 +241,40 @@ mod tests {
             "{text}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn rows_of_ranks_sharing_cpus_never_read_ok() {
+        let out = Shared::default();
+        let mut s = ReportSink::new(
+            json!({}),
+            &[],
+            FileExports::new(None, None),
+            Box::new(out.clone()),
+        )
+        .unwrap()
+        .with_shared_cpus("4 ranks on 2 cores");
+        s.table("latency", &["size[B]", "p50[us]"]);
+        s.row(&["8".into(), "1.50".into()], json!({"size": 8}));
+        s.table("overhead", &["msgsize", "flag"]);
+        s.row(&["8".into(), "ok".into()], json!({"size": 8, "flag": "ok"}));
+        s.row(
+            &["16".into(), "INVALID".into()],
+            json!({"size": 16, "valid": false}),
+        );
+        let d = s.document();
+        assert_eq!(d.tables[0].columns, ["size[B]", "p50[us]", "flag"]);
+        assert_eq!(d.tables[0].rows[0]["shared_cpus"], true);
+        assert_eq!(d.tables[1].rows[0]["flag"], "shared");
+        assert_eq!(d.notes.len(), 1);
+        assert!(d.notes[0].starts_with("4 ranks on 2 cores: every row reads `shared`"));
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        let rows: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        assert!(
+            rows[0].ends_with("shared") && rows[1].ends_with("shared"),
+            "{text}"
+        );
+        assert!(rows[2].ends_with("INVALID"), "{text}");
     }
 
     #[test]

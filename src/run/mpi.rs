@@ -161,12 +161,13 @@ fn run_rank(cli: &Cli, job: &Arc<MpiJob>) -> Result<()> {
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(size as usize);
     let cpus = crate::env::core_map().len().max(1);
+    let shared = local > cpus;
     let mut comm = comm::build(
         common,
         Link::Tagged(Box::new(transport)),
         clock.clone(),
         Box::new(work),
-        local > cpus,
+        shared,
     )?;
     let mut ctl = MpiControl::new(job.gather_channel()?, rank, size);
     deposit_value(&mut ctl, &RankFacts::here(rank))?;
@@ -176,7 +177,12 @@ fn run_rank(cli: &Cli, job: &Arc<MpiJob>) -> Result<()> {
         .map(|facts| {
             let (mut json, mut lines) = rank0_header(cli, facts, comm.as_ref(), size, &[], true);
             add_mpi_header(job, &mut json, &mut lines);
-            rank0_sink(cli, (json, lines))
+            let sink = rank0_sink(cli, (json, lines))?;
+            Ok::<_, anyhow::Error>(if shared {
+                sink.with_shared_cpus(super::rank::SHARED_CPUS)
+            } else {
+                sink
+            })
         })
         .transpose()?;
     let mut null = NullSink;

@@ -57,13 +57,8 @@ pub fn run(env: RankEnv, cli: &Cli) -> Result<()> {
     let clock: Arc<dyn Clock> = Arc::from(best_clock());
     let work = WorkLoop::calibrate(clock.clone(), WORK_CALIBRATION);
     let threads = u32::from(common.progress == Progress::Thread);
-    let mut comm = comm::build(
-        common,
-        transport,
-        clock.clone(),
-        Box::new(work),
-        env.oversubscribed(threads),
-    )?;
+    let shared = env.oversubscribed(threads);
+    let mut comm = comm::build(common, transport, clock.clone(), Box::new(work), shared)?;
 
     watch::set_phase("start-up, gathering the ranks' facts");
     deposit_value(&mut ctl, &RankFacts::here(rank))?;
@@ -73,7 +68,12 @@ pub fn run(env: RankEnv, cli: &Cli) -> Result<()> {
         .map(|facts| {
             let mut header = rank0_header(cli, facts, comm.as_ref(), size, &[], !launched);
             super::launch_report::add(&mut header, &env, ctl.bootstrap(), &reach);
-            rank0_sink(cli, header)
+            let sink = rank0_sink(cli, header)?;
+            Ok::<_, anyhow::Error>(if shared {
+                sink.with_shared_cpus(SHARED_CPUS)
+            } else {
+                sink
+            })
         })
         .transpose()?;
     execute_rank(cli, comm.as_mut(), &mut ctl, rank, sink, true)?;
@@ -83,6 +83,10 @@ pub fn run(env: RankEnv, cli: &Cli) -> Result<()> {
         .finish()
         .with_context(|| format!("rank {rank}: leaving the bootstrap service"))
 }
+
+/// Why rows are marked when the ranks share CPUs.
+pub(crate) const SHARED_CPUS: &str =
+    "the ranks (and their progress threads) on this host outnumber its CPUs, so they share them";
 
 /// What this rank announces at connect: its engine's wire version, then
 /// its transport's address.
