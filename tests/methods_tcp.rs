@@ -14,6 +14,17 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// Run `ovbench COMMAND --json FILE` (`command` as a user types it);
 /// returns (stdout, JSON document).
 fn ovbench(command: &str) -> (String, serde_json::Value) {
+    ovbench_in(Command::new(env!("CARGO_BIN_EXE_ovbench")), command)
+}
+
+/// As [`ovbench`], every rank confined to CPU 0 (`taskset -c 0`).
+fn ovbench_on_one_cpu(command: &str) -> (String, serde_json::Value) {
+    let mut c = Command::new("taskset");
+    c.args(["-c", "0", env!("CARGO_BIN_EXE_ovbench")]);
+    ovbench_in(c, command)
+}
+
+fn ovbench_in(mut cmd: Command, command: &str) -> (String, serde_json::Value) {
     let args: Vec<&str> = command.split_whitespace().collect();
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let json = std::env::temp_dir().join(format!(
@@ -21,7 +32,7 @@ fn ovbench(command: &str) -> (String, serde_json::Value) {
         std::process::id(),
         args[0]
     ));
-    let out = Command::new(env!("CARGO_BIN_EXE_ovbench"))
+    let out = cmd
         .args(&args)
         .args(["--timeout", "120", "--json"])
         .arg(&json)
@@ -218,4 +229,19 @@ fn overlap_over_tcp() {
         }
     }
     assert_eq!(rows(&doc, 1).len(), 4);
+}
+
+/// Ranks that share a CPU cannot bring bcast's spread under --max-cv (the
+/// scheduler sets it): each series stops at --min-measurements and is not
+/// measured again, and every row is marked.
+#[test]
+fn bcast_on_a_shared_cpu_stops_at_its_cap() {
+    let (stdout, doc) = ovbench_on_one_cpu("bcast --np 3 --method ack --reps 10");
+    let r = rows(&doc, 0);
+    assert!(!r.is_empty(), "{stdout}");
+    for row in &r {
+        assert!(row["measurements"].as_u64().unwrap() <= 8, "{row}");
+        assert_eq!(row["tries"], 1, "{row}");
+        assert_eq!(row["shared_cpus"], true, "{row}");
+    }
 }

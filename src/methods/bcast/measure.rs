@@ -46,6 +46,8 @@ pub(super) struct Bc<'a> {
     /// The root's per-repetition stamps of the measurement under way,
     /// allocated once for M repetitions.
     pub ticks: Vec<u64>,
+    /// This rank shares its CPU (rank 0's view decides every stop).
+    pub shared: bool,
 }
 
 impl Bc<'_> {
@@ -204,7 +206,7 @@ impl Bc<'_> {
             let mut s = Series::default();
             let ops = loop {
                 let (v, steady, ops) = me.once(what, args.reps)?;
-                let stop = s.add(v, steady, args);
+                let stop = s.add(v, steady, args, me.cap(args));
                 if me.rank0_says(stop)? {
                     break ops;
                 }
@@ -232,10 +234,23 @@ impl Bc<'_> {
     }
 
     /// Whether rank 0's series is final: it converged, or this was its
-    /// second try. Every rank learns rank 0's answer.
+    /// second try, or its ranks share CPUs (a second series would chase
+    /// the same unreachable cutoff). Every rank learns rank 0's answer.
     fn settled(&mut self, converged: bool, tries: usize) -> anyhow::Result<bool> {
         // deviation: second-series-then-flag — one more series, then flagged, see docs/methods/bcast.md
-        self.rank0_says(converged || tries >= 2)
+        self.rank0_says(converged || tries >= 2 || self.shared)
+    }
+
+    /// The most measurements a series takes: `--max-measurements`, or
+    /// where the ranks share CPUs `--min-measurements`: the scheduler's
+    /// delays, not the broadcast, then set the spread, and more
+    /// measurements would not bring it under the cutoff.
+    fn cap(&self, args: &Args) -> usize {
+        if self.shared {
+            args.min_measurements.max(2).min(args.max_measurements)
+        } else {
+            args.max_measurements
+        }
     }
 
     /// Rank 0's `yes`, learnt by every rank (the others' is not used).
@@ -259,11 +274,11 @@ impl Bc<'_> {
                 let mut stop = [1u64; 2];
                 if more_rtl {
                     let (v, steady, _) = me.once(What::Rtl(i), args.reps)?;
-                    stop[0] = u64::from(rtl.add(v, steady, args));
+                    stop[0] = u64::from(rtl.add(v, steady, args, me.cap(args)));
                 }
                 if more_e {
                     let (v, steady, _) = me.once(What::Ei(i), args.reps)?;
-                    stop[1] = u64::from(e.add(v, steady, args));
+                    stop[1] = u64::from(e.add(v, steady, args, me.cap(args)));
                 }
                 let verdict = me.ctrl.bcast(me.comm, &stop)?;
                 more_rtl = verdict.first().copied().unwrap_or(1) == 0;
@@ -297,11 +312,12 @@ impl Bc<'_> {
                 let gs = this.ctrl.gather(this.comm, my_g)?;
                 let mut stop = true;
                 if let (Some(os), Some(gs)) = (os, gs) {
+                    let cap = this.cap(args);
                     for r in 0..n {
                         // Timed at each rank by its own clock: no
                         // repetition-level stamps, so never "steady".
-                        stop &= o[r].add(os[r], false, args);
-                        stop &= g[r].add(gs[r], false, args);
+                        stop &= o[r].add(os[r], false, args, cap);
+                        stop &= g[r].add(gs[r], false, args, cap);
                     }
                 }
                 if this.rank0_says(stop)? {
@@ -385,13 +401,13 @@ pub(super) struct Series {
 }
 
 impl Series {
-    /// Add a measurement; true when no more are needed.
-    pub fn add(&mut self, v: f64, steady: bool, args: &Args) -> bool {
+    /// Add a measurement; true when no more are needed (at most `cap`).
+    pub fn add(&mut self, v: f64, steady: bool, args: &Args, cap: usize) -> bool {
         self.vals.push(v);
         let n = self.vals.len();
         // deviation: deterministic-stop — a repeatable system stops early, see docs/methods/bcast.md
         self.deterministic |= (n == 1 && steady) || (n == 2 && self.vals[0] == self.vals[1]);
-        self.met(args) || n >= args.max_measurements
+        self.met(args) || n >= cap
     }
 
     /// Whether the series met the cutoff.

@@ -204,6 +204,16 @@ pub struct Output {
     pub max_ol_verdict: Option<Verdict>,
 }
 
+/// How often a figure missed the cutoff: twice, or in the one series
+/// ranks that share CPUs get.
+fn missed(tries: usize) -> &'static str {
+    if tries >= 2 {
+        "twice"
+    } else {
+        "in its one series (ranks sharing CPUs are not measured again)"
+    }
+}
+
 /// Why a figure is no result: a negative time, or a series that missed
 /// the cutoff twice.
 fn figure_verdict(m: &Measured, args: &Args) -> Verdict {
@@ -211,26 +221,27 @@ fn figure_verdict(m: &Measured, args: &Args) -> Verdict {
     v.check(m.mean >= 0.0, || "time < 0".into());
     v.check(m.converged, || {
         format!(
-            "stddev {:.2}% of the mean after {} measurements, twice (cutoff {:.2}%)",
+            "stddev {:.2}% of the mean after {} measurements, {} (cutoff {:.2}%)",
             m.stddev_pct,
             m.measurements,
+            missed(m.tries),
             args.max_cv * 100.0
         )
     });
     v
 }
 
-/// Whether OL_i's assumption holds at `i`: E_i above every gap on its
-/// path (the root's included, i's own too: its forwarding sends come
-/// before its acknowledgement).
-// deviation: assumption-checked — E_i > g_j checked on i's path, see docs/methods/bcast.md
-/// OL_i = E_i − RTL_i/2 from two series measured apart: its standard
-/// deviation is sqrt(sd(E_i)² + sd(RTL_i)²/4).
+/// OL_i = E_i − RTL_i/2 from two series measured apart: its spread (one
+/// standard deviation) is sqrt(sd(E_i)² + sd(RTL_i)²/4).
 fn ol_stddev(rtl: &Measured, e: &Measured) -> f64 {
     let sd = |m: &Measured| m.stddev_pct / 100.0 * m.mean;
     (sd(e).powi(2) + sd(rtl).powi(2) / 4.0).sqrt()
 }
 
+/// Whether OL_i's assumption holds at `i`: E_i above every gap on its
+/// path (the root's included, i's own too: its forwarding sends come
+/// before its acknowledgement).
+// deviation: assumption-checked — E_i > g_j checked on i's path, see docs/methods/bcast.md
 fn assumption(e_ns: f64, path: Option<&[Rank]>, gaps: &[PerProcessor]) -> Assumption {
     let Some(path) = path else {
         return Assumption::NotChecked;
@@ -269,9 +280,10 @@ fn oli_verdict(
     }
     v.check(rtl.converged && e.converged, || {
         format!(
-            "stddev {:.2}% (RTL_i), {:.2}% (E_i) of the mean, twice (cutoff {:.2}%)",
+            "stddev {:.2}% (RTL_i), {:.2}% (E_i) of the mean, {} (cutoff {:.2}%)",
             rtl.stddev_pct,
             e.stddev_pct,
+            missed(rtl.tries.max(e.tries)),
             args.max_cv * 100.0
         )
     });
@@ -319,6 +331,7 @@ pub fn run(
     let buf = comm.alloc(size.max(1))?;
     let ctrl = Ctrl::new(comm)?;
     let mut bc = Bc {
+        shared: comm.shares_cpu(),
         comm,
         buf,
         size,
@@ -358,9 +371,10 @@ pub fn run(
             v.check(o.mean >= 0.0 && g.mean >= 0.0, || "time < 0".into());
             v.check(o.converged && g.converged, || {
                 format!(
-                    "stddev {:.2}% (o_i), {:.2}% (g_i) of the mean, twice (cutoff {:.2}%)",
+                    "stddev {:.2}% (o_i), {:.2}% (g_i) of the mean, {} (cutoff {:.2}%)",
                     o.stddev_pct,
                     g.stddev_pct,
+                    missed(o.tries.max(g.tries)),
                     args.max_cv * 100.0
                 )
             });

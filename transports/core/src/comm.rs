@@ -220,6 +220,12 @@ pub trait Communicator {
     fn work(&mut self, units: u64);
     /// Nanoseconds one work unit takes (calibrated; exact under sim).
     fn work_unit_ns(&self) -> f64;
+    /// Whether this rank shares its CPU with other ranks or threads (its
+    /// waits then yield): its timings then carry the scheduler's delays,
+    /// and a repetition rule's spread cutoff may be out of reach.
+    fn shares_cpu(&self) -> bool {
+        false
+    }
     /// Spin for `ns` nanoseconds without calling any communication function.
     fn delay(&mut self, ns: f64);
 

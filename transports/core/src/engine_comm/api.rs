@@ -112,6 +112,9 @@ impl Communicator for Comm {
     fn work_unit_ns(&self) -> f64 {
         self.s.work.unit_ns()
     }
+    fn shares_cpu(&self) -> bool {
+        self.s.cfg.oversubscribed
+    }
     fn delay(&mut self, ns: f64) {
         self.s.work.delay(ns)
     }
