@@ -3,7 +3,6 @@
 //! completion queue for both directions (see [`crate::fi`]; each closes
 //! itself, children first).
 
-use std::mem::ManuallyDrop;
 use std::sync::OnceLock;
 
 use ovbench_core::{OpKind, TransportError};
@@ -106,9 +105,9 @@ pub(crate) struct Attrs {
 /// The libfabric objects of one rank, in the order they close (each
 /// keeps its parents open, so the order is libfabric's whatever it is).
 pub(crate) struct Libfabric {
-    /// The endpoint, with its completion queue; closed by `Drop` unless
-    /// [`close_crashes`] says its provider's close does.
-    pub ep: ManuallyDrop<RdmEndpoint>,
+    /// The endpoint, with its completion queue; left open at drop where
+    /// [`close_crashes`] says its provider's close crashes.
+    pub ep: RdmEndpoint,
     pub av: AddressVector,
     pub domain: Domain,
     pub fabric: Fabric,
@@ -125,26 +124,13 @@ pub(crate) struct Libfabric {
 /// The 20 ms of progress before the close (`settle_rxm`) made it rare,
 /// not impossible: one ofi-rdma-write run of the soft-RoCE VM still
 /// crashed there after printing its results. Such an endpoint is left
-/// open, with the queue, address vector, domain and fabric it keeps
-/// open: the process's exit releases them (the kernel destroys the
-/// queue pairs, the peer sees the connection close), and a process
-/// opens one endpoint per run.
+/// open (`RdmEndpoint::leave_open_at_drop`), with the queue, address
+/// vector, domain and fabric it keeps open: the process's exit releases
+/// them (the kernel destroys the queue pairs, the peer sees the
+/// connection close), and a process opens one endpoint per run.
 fn close_crashes(provider: &str) -> bool {
     let has = |layer: &str| provider.split(';').any(|p| p == layer);
     has("verbs") && has("ofi_rxm")
-}
-
-impl Drop for Libfabric {
-    fn drop(&mut self) {
-        if self.left_open() {
-            // Never closed: its Arcs keep the address vector, domain and
-            // fabric open too (they close only after their last child).
-            return;
-        }
-        // SAFETY: `ep` is dropped only here, once, and `self` is never
-        // used after its drop.
-        unsafe { ManuallyDrop::drop(&mut self.ep) };
-    }
 }
 
 fn getinfo(provider: &str, node: Option<&str>, op_flags: u64) -> Result<Info, i32> {
@@ -219,25 +205,23 @@ impl Libfabric {
         attrs.wait_fd = cq.wait_fd();
         let av = AddressVector::open(&domain).map_err(|rc| opening("fi_av_open", rc))?;
         let name = (attrs.provider == "shm").then(shm_name::unique);
-        let ep = RdmEndpoint::open(&domain, &info, cq, &av, name)
+        let mut ep = RdmEndpoint::open(&domain, &info, cq, &av, name)
             .map_err(|(call, rc)| opening(call, rc))?;
+        if close_crashes(&attrs.provider) {
+            ep.leave_open_at_drop();
+        }
         let address = ep
             .name()
             .map_err(|rc| local(OpKind::Connect, "fi_getname", i64::from(rc), ""))?;
         attrs.addr_len = address.len();
         Ok(Libfabric {
-            ep: ManuallyDrop::new(ep),
+            ep,
             av,
             domain,
             fabric,
             attrs,
             address,
         })
-    }
-
-    /// Whether `Drop` leaves the endpoint open (see [`close_crashes`]).
-    pub fn left_open(&self) -> bool {
-        close_crashes(&self.attrs.provider)
     }
 
     /// Insert every rank's address; returns the fi_addr of each.

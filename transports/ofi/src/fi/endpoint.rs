@@ -92,6 +92,9 @@ pub(crate) struct RdmEndpoint {
     cq: CompletionQueue,
     _av: Arc<AvInner>,
     _domain: Arc<DomainInner>,
+    /// Drop leaves the endpoint (and what it keeps open) to the process's
+    /// exit instead of closing it (see [`RdmEndpoint::leave_open_at_drop`]).
+    leave_open: bool,
 }
 
 // SAFETY: the domain is FI_THREAD_DOMAIN and the endpoint is used through
@@ -101,6 +104,16 @@ unsafe impl Send for RdmEndpoint {}
 
 impl Drop for RdmEndpoint {
     fn drop(&mut self) {
+        if self.leave_open {
+            // Never closed: one more count on each parent that is never
+            // given back keeps the queue, address vector and domain (and
+            // through it the fabric) open too; the receive slots the
+            // provider still holds are never freed.
+            std::mem::forget(Arc::clone(&self.cq.inner));
+            std::mem::forget(Arc::clone(&self._av));
+            std::mem::forget(Arc::clone(&self._domain));
+            return;
+        }
         // SAFETY: raw is open and closed once; afterwards the provider
         // discards what is posted and touches no context or buffer.
         unsafe { sys::fi_close(&mut (*self.raw).fid) };
@@ -138,6 +151,13 @@ fn post(
 }
 
 impl RdmEndpoint {
+    /// Leave this endpoint open when it is dropped: for a provider whose
+    /// close crashes the process (`fabric::close_crashes`); its process's
+    /// exit releases it.
+    pub(crate) fn leave_open_at_drop(&mut self) {
+        self.leave_open = true;
+    }
+
     /// Open the endpoint `info` describes, bind `cq` (both directions) and
     /// `av`, name it `name` (NUL-terminated, for shm) and enable it. On
     /// failure: the call that failed and its code.
@@ -164,6 +184,7 @@ impl RdmEndpoint {
             _av: Arc::clone(&av.inner),
             _domain: Arc::clone(&domain.inner),
             cq,
+            leave_open: false,
         };
         let cq_fid = ep.cq.fid();
         // SAFETY: ep, cq and av are open objects of this domain; name is
