@@ -69,7 +69,7 @@ fn side(row: &serde_json::Value, side: &str, key: &str) -> f64 {
 }
 
 #[test]
-fn overlap_native_is_call_bounded_and_rdma_read_has_true_bounds() {
+fn overlap_native_is_call_bounded_and_rdma_read_brackets_its_steps() {
     let dir = Scratch::new("ucx-overlap");
     // Native: UCX gives call events only, so each transfer spans its
     // posting call's entry to its completing call's exit and the bounds
@@ -87,32 +87,28 @@ fn overlap_native_is_call_bounded_and_rdma_read_has_true_bounds() {
     let last = native.last().unwrap();
     assert!(last["comp_ns"].as_f64().unwrap() > 0.0, "{last}");
     assert!(side(last, "sender", "max_overlap_ns") > 0.0, "{last}");
-    // rdma-read: the engine stamps the real transfer, so some transfer
-    // with computation beside it has a positive lower bound. Five
-    // transfers per step are few: a run on a loaded machine may show none,
-    // so up to three runs are asked for one that does.
-    let positive_min = |rows: &[serde_json::Value]| {
-        rows.iter()
-            .filter(|r| r["comp_ns"].as_f64().unwrap() > 0.0)
-            .any(|r| {
-                side(r, "sender", "min_overlap_ns") > 0.0
-                    || side(r, "receiver", "min_overlap_ns") > 0.0
-            })
-    };
-    let mut runs = Vec::new();
-    while runs.len() < 3 {
-        let read = overlap(&dir, "rdma-read");
-        let found = positive_min(&read);
-        runs.push(read);
-        if found {
-            break;
+    // rdma-read: the engine stamps the real transfer, so its bounds are
+    // the transfer's own, no longer the calls'. Whether a transfer lands
+    // inside the computation (a positive lower bound) is the schedule's
+    // doing: a loaded machine delays the sender past the receiver's
+    // computation (three runs in a row showed none while a VM ran beside
+    // this test). That claim is proved under the sim
+    // (tests/fidelity_overlap.rs, bounds_bracket_the_truth_...); here
+    // every row must be a bracket of its step: every transfer recorded,
+    // 0 <= min <= max <= min(computation, transfer time).
+    let read = overlap(&dir, "rdma-read");
+    for row in &read {
+        for s in ["sender", "receiver"] {
+            let (min, max) = (
+                side(row, s, "min_overlap_ns"),
+                side(row, s, "max_overlap_ns"),
+            );
+            assert!((0.0..=max).contains(&min), "rdma-read {s}: {row}");
+            assert!(max <= side(row, s, "computation_ns") + 1.0, "{s}: {row}");
+            assert!(max <= side(row, s, "data_transfer_ns") + 1.0, "{s}: {row}");
+            assert_eq!(side(row, s, "transfers"), 5.0, "{s}: {row}");
         }
     }
-    assert!(
-        positive_min(runs.last().unwrap()),
-        "rdma-read never reported a positive lower bound in {} runs: {runs:?}",
-        runs.len()
-    );
 }
 
 /// The value of the transport setting `key` in a run's JSON header.
