@@ -192,15 +192,15 @@ fn methods_run_over_mpi_point_to_point_and_own_protocols() {
 /// The must-show commands, as a user types them.
 #[test]
 fn must_show_overhead_bcast_and_overlap_tables() {
-    let _dir = Scratch::new("mpi-must-show");
+    let dir = Scratch::new("mpi-must-show");
     let r = mpirun(2, &["overhead", "--transport", "mpi"], &[]).expect_ok();
     assert!(
         r.stdout.contains("send overhead") && r.stdout.contains("avail(%)"),
         "{}",
         r.stdout
     );
-    let bcast = words("bcast --transport mpi --method all --reps 20");
-    let r = mpirun(4, &bcast, &[]).expect_ok();
+    let bcast = words("bcast --method all --reps 20");
+    let (r, doc) = mpirun_json(4, &bcast, &[], &dir.join("bcast.json"));
     for m in [
         "send-latency",
         "rounds-forward",
@@ -211,6 +211,30 @@ fn must_show_overhead_bcast_and_overlap_tables() {
         assert!(r.stdout.contains(m), "{m} missing:\n{}", r.stdout);
     }
     assert!(r.stdout.contains("library broadcast"), "{}", r.stdout);
+    // The library's tree is unknown: nothing that needs it is given.
+    let table = |t: &str| {
+        doc["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["title"].as_str().unwrap().starts_with(t))
+            .unwrap_or_else(|| panic!("no {t} table"))["rows"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    for row in table("per-processor") {
+        let root = row["rank"] == 0;
+        assert!(row["children"].is_null(), "{row}");
+        assert_eq!(row["o_ns"].is_number(), root, "o_i only at the root: {row}");
+    }
+    for row in table("OL_i") {
+        assert!(
+            row["path"].is_null() && row["forward_ns"].is_null(),
+            "{row}"
+        );
+        assert!(row["gap0_ns"].as_f64().is_some_and(|g| g > 0.0), "{row}");
+    }
     let overlap =
         words("overlap --transport mpi --proto rdma-read --verify --sizes 1M --iters 20 --steps 4");
     let r = mpirun(2, &overlap, &[]).expect_ok();

@@ -13,6 +13,7 @@ use crate::methods::common::{mean, ns, stddev, Ctrl};
 
 const TAG_ACK: Tag = 0x4f56_0303;
 const TAG_PING: Tag = 0x4f56_0304;
+const TAG_STREAM: Tag = 0x4f56_0305;
 
 /// What one measurement times.
 #[derive(Debug, Clone, Copy)]
@@ -289,6 +290,52 @@ impl Bc<'_> {
         })
     }
 
+    /// The 0-byte message gap between the root and i: `reps` + 1 messages
+    /// sent back to back each way, timed by the receiver from the first
+    /// to the last; the larger period of the two directions reaches the
+    /// root (0 elsewhere). A ping-pong first, so each receiver waits in
+    /// its receive before the stream starts and times arrivals, not a
+    /// queue of messages already there.
+    pub fn stream_gap(&mut self, i: Rank, reps: u64) -> anyhow::Result<f64> {
+        let (me, b) = (self.me(), self.buf.first(0));
+        if me != 0 && me != i {
+            return Ok(0.0);
+        }
+        let peer = if me == 0 { i } else { 0 };
+        let receive = |this: &mut Self| -> anyhow::Result<f64> {
+            this.comm.recv(b, Some(peer), Some(TAG_STREAM))?;
+            let t0 = this.comm.now();
+            for _ in 0..reps {
+                this.comm.recv(b, Some(peer), Some(TAG_STREAM))?;
+            }
+            Ok(ns(this.comm, this.comm.now() - t0) / reps as f64)
+        };
+        let send = |this: &mut Self| -> anyhow::Result<()> {
+            for _ in 0..=reps {
+                this.comm.send(b, peer, TAG_STREAM)?;
+            }
+            Ok(())
+        };
+        if me == 0 {
+            self.comm.send(b, i, TAG_PING)?;
+            self.comm.recv(b, Some(i), Some(TAG_PING))?;
+            send(self)?;
+            let theirs = self.ctrl.recv(self.comm, i)?;
+            let theirs = f64::from_bits(theirs.first().copied().unwrap_or(0));
+            self.comm.send(b, i, TAG_PING)?;
+            let mine = receive(self)?;
+            Ok(mine.max(theirs))
+        } else {
+            self.comm.recv(b, Some(0), Some(TAG_PING))?;
+            self.comm.send(b, 0, TAG_PING)?;
+            let mine = receive(self)?;
+            self.ctrl.send(self.comm, 0, &[mine.to_bits()])?;
+            self.comm.recv(b, Some(0), Some(TAG_PING))?;
+            send(self)?;
+            Ok(0.0)
+        }
+    }
+
     /// The per-processor figures of the reference's §2, at every rank:
     /// o_i, the time i spends in one broadcast call once its data is there
     /// (a rank at depth k of the tree waits k·`delay_ns` after a barrier
@@ -301,8 +348,12 @@ impl Bc<'_> {
         &mut self,
         args: &Args,
         delay_ns: f64,
-    ) -> anyhow::Result<(Vec<Measured>, Vec<Measured>)> {
+    ) -> anyhow::Result<(Vec<Option<Measured>>, Vec<Measured>)> {
         let (me, n) = (self.me(), self.np() as usize);
+        // o_i needs i's depth: under the library's broadcast only the
+        // root's is known (0), so only its o_0 is measured.
+        let known = |alg: Algorithm, r: usize| alg != Algorithm::Library || r == 0;
+        let alg = self.alg;
         let (om, gm) = self.until_settled(|this, tries| {
             let mut o = vec![Series::default(); n];
             let mut g = vec![Series::default(); n];
@@ -316,7 +367,9 @@ impl Bc<'_> {
                     for r in 0..n {
                         // Timed at each rank by its own clock: no
                         // repetition-level stamps, so never "steady".
-                        stop &= o[r].add(os[r], false, args, cap);
+                        if known(alg, r) {
+                            stop &= o[r].add(os[r], false, args, cap);
+                        }
                         stop &= g[r].add(gs[r], false, args, cap);
                     }
                 }
@@ -324,9 +377,11 @@ impl Bc<'_> {
                     break;
                 }
             }
-            let om: Vec<Measured> = o.iter().map(|s| s.measured(args, tries)).collect();
+            let om: Vec<Option<Measured>> = (0..n)
+                .map(|r| known(alg, r).then(|| o[r].measured(args, tries)))
+                .collect();
             let gm: Vec<Measured> = g.iter().map(|s| s.measured(args, tries)).collect();
-            let all = om.iter().chain(&gm).all(|m| m.converged);
+            let all = om.iter().flatten().chain(&gm).all(|m| m.converged);
             Ok((all, (om, gm)))
         })?;
         if me != 0 {
@@ -343,8 +398,14 @@ impl Bc<'_> {
         // next barrier, whose messages would otherwise reach a slow rank
         // inside its timed call and cost it a receive there.
         let (me, n) = (self.me(), self.np());
-        let depth = algo::path(self.alg, 0, me, n).len() - 1;
-        let deepest = algo::height(self.alg, n);
+        let (depth, deepest) = if self.alg == Algorithm::Library {
+            (0, 0)
+        } else {
+            (
+                algo::path(self.alg, 0, me, n).len() - 1,
+                algo::height(self.alg, n),
+            )
+        };
         let span = delay_ns * (deepest + 1) as f64;
         let mut inside = 0u64;
         for _ in 0..reps {

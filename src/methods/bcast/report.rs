@@ -32,10 +32,10 @@ fn measurements<R: 'static>(n: fn(&R) -> usize) -> Column<R> {
 #[derive(Debug, Clone, Serialize)]
 pub struct PerProcessorRow {
     pub rank: Rank,
-    pub children: usize,
-    pub o_ns: f64,
+    pub children: Option<usize>,
+    pub o_ns: Option<f64>,
     pub g_ns: f64,
-    pub o_stddev_pct: f64,
+    pub o_stddev_pct: Option<f64>,
     pub g_stddev_pct: f64,
     pub measurements: usize,
     #[serde(flatten)]
@@ -46,10 +46,14 @@ impl FixedRow for PerProcessorRow {
     fn columns() -> Vec<Column<Self>> {
         vec![
             rank_i(|r: &Self| r.rank),
-            Column::new("children", "children", |r: &Self| r.children.to_string()),
-            micros("o_i[us]", "o_ns", |r: &Self| r.o_ns),
+            Column::new("children", "children", |r: &Self| {
+                r.children.map_or("?".into(), |c| c.to_string())
+            }),
+            Column::new("o_i[us]", "o_ns", |r: &Self| {
+                r.o_ns.map_or("n/a".into(), |o| us(o, 3))
+            }),
             Column::new("o_i sd%", "o_stddev_pct", |r: &Self| {
-                fixed(r.o_stddev_pct, 2)
+                r.o_stddev_pct.map_or("n/a".into(), |sd| fixed(sd, 2))
             }),
             micros("g_i[us]", "g_ns", |r: &Self| r.g_ns),
             Column::new("g_i sd%", "g_stddev_pct", |r: &Self| {
@@ -82,6 +86,9 @@ pub(super) fn per_processor(sink: &mut dyn Sink, title: &str, rows: &[PerProcess
         "o_i: time in one broadcast call once the data is there (a rank at depth k of the tree enters k·{} us after a barrier); g_i: interval between successive broadcasts at i",
         us(delay, 3)
     ));
+    if rows.iter().any(|p| p.children.is_none()) {
+        sink.note("library broadcast: its tree is unknown, so children are `?` and o_i, which needs a rank's depth, is measured at the root only (n/a elsewhere)");
+    }
     for p in rows {
         p.verdict.note(sink, &format!("o_{0}, g_{0}", p.rank));
     }
@@ -104,6 +111,9 @@ pub struct OliRow {
     pub path: Option<Vec<Rank>>,
     /// As its cell reads.
     pub assumption: String,
+    pub forward_ns: Option<f64>,
+    pub gap0_ns: f64,
+    pub in_max: bool,
     #[serde(flatten)]
     pub verdict: Marks,
 }
@@ -154,6 +164,9 @@ pub(super) fn oli_row(sink: &mut dyn Sink, o: &Oli, size: usize, reps: u64) {
         tries: o.tries,
         path: o.path.clone(),
         assumption: assumption_cell(&o.assumption),
+        forward_ns: o.forward_ns,
+        gap0_ns: o.gap0_ns,
+        in_max: o.in_max,
         verdict: o.verdict.marks(),
     };
     Table::quiet(&()).add(sink, &row);
@@ -236,6 +249,18 @@ impl FixedRow for MaxOliRow {
 
 /// The max OL_i row under the methods' table, and the run's summary.
 pub(super) fn max_oli_row(sink: &mut dyn Sink, out: &Output) {
+    if !out.max_ol_excluded.is_empty() {
+        let ranks: Vec<String> = out.max_ol_excluded.iter().map(|r| r.to_string()).collect();
+        sink.note(&format!(
+            "max OL_i leaves out i = {}: their OL_i may be overstated (see their notes), so none of them can stand for OL{}",
+            ranks.join(", "),
+            if out.max_ol_excluded.len() == out.oli.len() {
+                " (all of them: the max below is their largest, flagged)"
+            } else {
+                ""
+            }
+        ));
+    }
     let (Some(ol), Some(rank)) = (out.max_ol_ns, out.max_ol_rank) else {
         return;
     };
@@ -249,7 +274,7 @@ pub(super) fn max_oli_row(sink: &mut dyn Sink, out: &Output) {
     };
     Table::quiet(&()).add(sink, &row);
     if out.algorithm == Algorithm::Library {
-        sink.note("library broadcast (MPI_Bcast): the library chooses its tree; depths and paths above assume a binomial tree rooted at 0");
+        sink.note("library broadcast (MPI_Bcast): the library chooses its tree, unknown here: E_i > g_j is checked against every rank's g_j (`not checked` where some g_j ≥ E_i), and whether i's acknowledgement queued behind its forwards is not checked");
     }
     if out.algorithm == Algorithm::Flat {
         sink.note("flat broadcast: the root's gap exceeds E_i for early ranks, breaking OL_i's assumption (de Supinski and Karonis, §4); those rows are flagged");
@@ -393,10 +418,10 @@ mod tests {
         let bad = Verdict::of(false, || "time < 0".into()).marks();
         let pp = PerProcessorRow {
             rank: 1,
-            children: 0,
-            o_ns: 1.0,
+            children: Some(0),
+            o_ns: Some(1.0),
             g_ns: 2.0,
-            o_stddev_pct: 0.5,
+            o_stddev_pct: Some(0.5),
             g_stddev_pct: 0.25,
             measurements: 3,
             verdict: ok.clone(),
@@ -416,6 +441,9 @@ mod tests {
             tries: 1,
             path: None,
             assumption: "holds".into(),
+            forward_ns: Some(3.0),
+            gap0_ns: 0.5,
+            in_max: false,
             verdict: bad.clone(),
         };
         check_fields(&(), &oli).unwrap();
