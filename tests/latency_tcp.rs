@@ -226,5 +226,8 @@ fn rows_of_ranks_sharing_a_cpu_are_marked() {
             rows(&doc).iter().all(|r| r.get("shared_cpus").is_none()),
             "{doc}"
         );
+        // Ranks on their own CPUs never yield in a wait.
+        let cpu = doc["summary"]["cpu"].as_array().expect("summary cpu list");
+        assert!(cpu.iter().all(|c| c.get("yielded_ns").is_none()), "{cpu:?}");
     }
 }

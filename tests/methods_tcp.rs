@@ -244,4 +244,25 @@ fn bcast_on_a_shared_cpu_stops_at_its_cap() {
         assert_eq!(row["tries"], 1, "{row}");
         assert_eq!(row["shared_cpus"], true, "{row}");
     }
+    // Three ranks on one CPU: some wait polls long enough to yield, and
+    // the summary says how long.
+    let cpu = doc["summary"]["cpu"].as_array().expect("summary cpu list");
+    let yielded: u64 = cpu.iter().filter_map(|c| c["yielded_ns"].as_u64()).sum();
+    assert!(yielded > 0, "{cpu:?}");
+}
+
+/// logp on one CPU: each figure stops after two rounds of three (the
+/// scheduler, not more repetitions, sets its spread), where a loaded
+/// machine would otherwise run to --max-its ×4 at every small size.
+#[test]
+fn logp_on_a_shared_cpu_stops_at_its_cap() {
+    let (stdout, doc) = ovbench_on_one_cpu("logp --max-size 256 --max-its 30 --max-diff 100");
+    let r = rows(&doc, 0);
+    assert!(r.len() >= 3, "{stdout}");
+    for row in &r {
+        for k in ["os_samples", "or_samples"] {
+            assert!(row[k].as_u64().unwrap() <= 6, "{k}: {row}");
+        }
+        assert_eq!(row["shared_cpus"], true, "{row}");
+    }
 }

@@ -48,15 +48,24 @@ pub struct CpuRow {
     pub user_pct: Rounded2,
     pub sys_pct: Rounded2,
     pub wall_ns: u64,
+    /// Of the wall time, what the rank's waits spent yielding its CPU
+    /// (only ranks that share CPUs yield; absent where none did).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub yielded_ns: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl CpuRow {
-    fn new(rank: u32, c: &CpuUse) -> CpuRow {
+    fn new(rank: u32, c: &CpuUse, yielded_ns: u64) -> CpuRow {
         CpuRow {
             rank,
             user_pct: Rounded2(c.user_pct),
             sys_pct: Rounded2(c.sys_pct),
             wall_ns: c.wall_ns,
+            yielded_ns,
         }
     }
 }
@@ -73,6 +82,9 @@ pub struct RankReport {
     /// `--instrument`: what the instrumented pass recorded on this rank.
     #[serde(default)]
     pub instrument: Option<super::instrumented::RankPass>,
+    /// Nanoseconds its waits spent yielding the CPU.
+    #[serde(default)]
+    pub yielded_ns: u64,
 }
 
 /// Started before a size's timed region, finished after it.
@@ -80,6 +92,7 @@ pub struct RankReport {
 pub struct Meter {
     cpu: CpuSnapshot,
     ops: OpCounts,
+    yielded_ns: u64,
 }
 
 impl Meter {
@@ -87,6 +100,7 @@ impl Meter {
         Meter {
             cpu: CpuSnapshot::now(),
             ops: comm.op_counts(),
+            yielded_ns: comm.yielded_ns(),
         }
     }
     pub fn finish(&self, comm: &dyn Communicator, elapsed_ns: f64) -> RankReport {
@@ -96,6 +110,7 @@ impl Meter {
             ops: comm.op_counts().since(&self.ops),
             elapsed_ns,
             instrument: None,
+            yielded_ns: comm.yielded_ns().saturating_sub(self.yielded_ns),
         }
     }
 }
@@ -112,7 +127,10 @@ pub fn collect(ctl: &mut dyn Control) -> Result<Option<Vec<RankReport>>> {
 
 /// The `ops` (summed over ranks) and `cpu` (per rank) of a row.
 pub fn row_fields(all: &[RankReport]) -> (OpCounts, Vec<CpuRow>) {
-    let cpu = all.iter().map(|r| CpuRow::new(r.rank, &r.cpu)).collect();
+    let cpu = all
+        .iter()
+        .map(|r| CpuRow::new(r.rank, &r.cpu, r.yielded_ns))
+        .collect();
     (sum_ops(all), cpu)
 }
 
@@ -121,15 +139,18 @@ pub fn row_fields(all: &[RankReport]) -> (OpCounts, Vec<CpuRow>) {
 #[derive(Debug, Default)]
 pub struct CpuTotals {
     per_rank: Vec<CpuUse>,
+    yielded_ns: Vec<u64>,
 }
 
 impl CpuTotals {
     pub fn add(&mut self, all: &[RankReport]) {
         if self.per_rank.len() < all.len() {
             self.per_rank.resize(all.len(), CpuUse::default());
+            self.yielded_ns.resize(all.len(), 0);
         }
-        for (t, r) in self.per_rank.iter_mut().zip(all) {
+        for ((t, y), r) in self.per_rank.iter_mut().zip(&mut self.yielded_ns).zip(all) {
             *t = t.add(&r.cpu);
+            *y = y.saturating_add(r.yielded_ns);
         }
     }
     /// The summary object and lines (nothing if no size ran).
@@ -140,19 +161,28 @@ impl CpuTotals {
         let lines = self
             .per_rank
             .iter()
+            .zip(&self.yielded_ns)
             .enumerate()
-            .map(|(r, c)| {
+            .map(|(r, (c, &y))| {
+                let wall = c.wall_ns as f64 / 1e9;
+                let yielded = if y > 0 {
+                    format!(
+                        "; communication waits yielded the CPU {:.3} s ({:.1}% of wall)",
+                        y as f64 / 1e9,
+                        100.0 * y as f64 / c.wall_ns.max(1) as f64
+                    )
+                } else {
+                    String::new()
+                };
                 format!(
-                    "cpu use rank {r}: user {:.1}%, sys {:.1}% of {:.3} s wall",
-                    c.user_pct,
-                    c.sys_pct,
-                    c.wall_ns as f64 / 1e9
+                    "cpu use rank {r}: user {:.1}%, sys {:.1}% of {wall:.3} s wall{yielded}",
+                    c.user_pct, c.sys_pct,
                 )
             })
             .collect();
         let cpu: Vec<CpuRow> = (0u32..)
-            .zip(&self.per_rank)
-            .map(|(r, c)| CpuRow::new(r, c))
+            .zip(self.per_rank.iter().zip(&self.yielded_ns))
+            .map(|(r, (c, &y))| CpuRow::new(r, c, y))
             .collect();
         Some((serde_json::json!({ "cpu": cpu }), lines))
     }
@@ -175,6 +205,7 @@ mod tests {
             },
             elapsed_ns: 5.0,
             instrument: None,
+            yielded_ns: 0,
         };
         let (ops, cpu) = row_fields(&[r(0, 0), r(1, 3)]);
         assert_eq!((ops.sends, ops.reads, ops.bytes), (4, 3, 20));
@@ -202,6 +233,29 @@ mod tests {
             lines[1],
             "cpu use rank 1: user 50.0%, sys 0.0% of 2.000 s wall"
         );
+        assert!(json["cpu"][1].get("yielded_ns").is_none(), "{json}");
+    }
+
+    #[test]
+    fn yielded_waits_are_summed_and_said() {
+        let r = |rank, yielded_ns| RankReport {
+            rank,
+            cpu: CpuUse::new(1_000_000_000, 0, 0),
+            yielded_ns,
+            ..Default::default()
+        };
+        let mut t = CpuTotals::default();
+        t.add(&[r(0, 0), r(1, 250_000_000)]);
+        t.add(&[r(0, 0), r(1, 250_000_000)]);
+        let (json, lines) = t.summary().unwrap();
+        assert_eq!(json["cpu"][1]["yielded_ns"], 500_000_000);
+        assert!(json["cpu"][0].get("yielded_ns").is_none(), "{json}");
+        assert!(
+            lines[1].ends_with("; communication waits yielded the CPU 0.500 s (25.0% of wall)"),
+            "{}",
+            lines[1]
+        );
+        assert!(!lines[0].contains("yielded"), "{}", lines[0]);
     }
 
     #[test]

@@ -21,6 +21,9 @@ use crate::report::Sink;
 const WARM_UP: u64 = 2;
 /// Round trips per round (logp_mpi.c: its minimum iterations, 3).
 const ROUND: usize = 3;
+/// Where the ranks share CPUs the scheduler sets the spread, and more
+/// repetitions do not narrow it: each figure stops after this many rounds.
+pub(crate) const SHARED_ROUNDS: usize = 2;
 /// Non-linearity probes per run, at most.
 const MAX_PROBES: usize = 64;
 
@@ -76,11 +79,23 @@ pub(crate) struct Measurer<'a, 'b> {
     /// RTT(0) and g(0), once measured.
     pub rtt0: Figure,
     pub g0: Figure,
+    /// The ranks share CPUs ([`SHARED_ROUNDS`] caps the repetitions).
+    pub shared: bool,
 }
 
 impl Measurer<'_, '_> {
-    /// Most repetitions for size m: --max-its, ×4 up to 1 KiB, ×2 up to 64 KiB.
+    /// Most repetitions for size m: --max-its, ×4 up to 1 KiB, ×2 up to
+    /// 64 KiB; no more than [`SHARED_ROUNDS`] rounds where ranks share CPUs.
     pub(crate) fn cap(&self, m: usize) -> usize {
+        let cap = self.unshared_cap(m);
+        if self.shared {
+            cap.min(SHARED_ROUNDS * ROUND)
+        } else {
+            cap
+        }
+    }
+
+    fn unshared_cap(&self, m: usize) -> usize {
         let f = if small(m) {
             4
         } else if !big(m) {

@@ -281,12 +281,20 @@ impl FixedRow for LogpRow {
     }
 }
 
-fn emit(r: &SizeResult, l: Option<(f64, &str)>, sink: &mut dyn Sink) {
+fn emit(r: &SizeResult, l: Option<(f64, &str)>, shared: bool, sink: &mut dyn Sink) {
     Table::quiet(&()).add(sink, &LogpRow::new(r, l));
     r.verdict.note(sink, &format!("size {}", r.size));
     if !r.converged {
+        let cap = if shared {
+            format!(
+                "{} rounds (the ranks share CPUs: the scheduler, not more repetitions, sets the spread)",
+                measure::SHARED_ROUNDS
+            )
+        } else {
+            "--max-its".to_string()
+        };
         sink.note(&format!(
-            "size {}: the repetitions stopped at --max-its with the interval still wider than 2 x eps: its figures stand, less sure than asked (flag max-its)",
+            "size {}: the repetitions stopped at {cap} with the interval still wider than 2 x eps: its figures stand, less sure than asked (flag max-its)",
             r.size
         ));
     }
@@ -359,6 +367,7 @@ pub fn run(
         bail!("logp needs at least 2 ranks (rank 0 measures, rank 1 mirrors)");
     }
     check_args(args)?;
+    let shared = comm.shares_cpu();
     let min_size = args.min_size.bytes();
     let max_size = args.max_size.bytes();
     // k_max may grow to 8× --max-size (logp_mpi.c's LOGP_MAX_BUF_EXT).
@@ -407,6 +416,7 @@ pub fn run(
         floor_ns: 100.0 * clock_ns,
         rtt0: Figure::default(),
         g0: Figure::default(),
+        shared,
     };
     let g0 = ms.saturation(0, sink)?;
     ms.g0 = g0;
@@ -445,12 +455,12 @@ pub fn run(
     };
     // deviation: no-clamp — an L not positive flags size 0's row, see docs/methods/logp.md
     r0.verdict.check(l_why.is_empty(), || l_why.clone());
-    emit(&r0, Some((out.l_raw_ns, &l_why)), sink);
+    emit(&r0, Some((out.l_raw_ns, &l_why)), shared, sink);
     results.insert(0, r0);
 
     for m in sweep(min_size, max_size) {
         let r = ms.measure(m, sink)?;
-        emit(&r, None, sink);
+        emit(&r, None, shared, sink);
         results.insert(m, r);
     }
 
@@ -464,12 +474,12 @@ pub fn run(
         ));
         let mut r = ms.measure(next, sink)?;
         r.extended = true;
-        emit(&r, None, sink);
+        emit(&r, None, shared, sink);
         results.insert(next, r);
     }
     out.k_max = results.keys().next_back().copied().unwrap_or(0);
 
-    probe_nonlinear(&mut ms, &mut results, sink, |r, s| emit(r, None, s))?;
+    probe_nonlinear(&mut ms, &mut results, sink, |r, s| emit(r, None, shared, s))?;
 
     // G: the least-squares slope of g(m) over the largest swept sizes.
     let big: Vec<(f64, f64)> = results

@@ -226,6 +226,11 @@ pub trait Communicator {
     fn shares_cpu(&self) -> bool {
         false
     }
+    /// Nanoseconds this rank's waits have spent yielding its CPU so far
+    /// (0 where waits never yield).
+    fn yielded_ns(&self) -> u64 {
+        0
+    }
     /// Spin for `ns` nanoseconds without calling any communication function.
     fn delay(&mut self, ns: f64);
 

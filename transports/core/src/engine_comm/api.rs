@@ -115,6 +115,9 @@ impl Communicator for Comm {
     fn shares_cpu(&self) -> bool {
         self.s.cfg.oversubscribed
     }
+    fn yielded_ns(&self) -> u64 {
+        self.s.yielded_ns
+    }
     fn delay(&mut self, ns: f64) {
         self.s.work.delay(ns)
     }

@@ -1,7 +1,7 @@
 //! The driver loop: performs the engine's operations on the transport,
 //! feeds completions and arrivals back, and waits with a deadline.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ovbench_proto::{Engine, EventKind, Key, MrId, OneSided, Op, ProtoError, ReqId, Slice};
 
@@ -335,7 +335,7 @@ impl EngineState {
             }
             idle = idle.saturating_add(1);
             if s.cfg.oversubscribed && idle > SPIN_BEFORE_BLOCK {
-                s.t.idle(Idle::Block(Duration::from_millis(1)))?;
+                s.block()?;
             } else {
                 // Nothing came and this wait polls on until something
                 // does (a simulated rank then sleeps at its next poll).
@@ -374,7 +374,7 @@ impl EngineState {
             }
             if !self.poll_once(s)? {
                 if s.cfg.oversubscribed {
-                    s.t.idle(Idle::Block(Duration::from_millis(1)))?;
+                    s.block()?;
                 } else {
                     s.t.idle(Idle::EmptyPoll)?;
                 }

@@ -9,7 +9,7 @@
 //! matching has no separate space, so a user receive with `ANY_TAG`
 //! must not be pending across a barrier on this path.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ovbench_proto::IdMap;
 
@@ -17,8 +17,8 @@ use super::args::{RecvArgs, SendArgs};
 use super::engine::range;
 use super::shared::{Shared, CHECK_EVERY, SPIN_BEFORE_BLOCK};
 use crate::{
-    Completion, Idle, LocalSlice, OpKind, Posted, Rank, Req, Result, SendMode, Source, Span,
-    Status, Tag, TagRecv, TagSel, TagSend, Tagged, TransportError, Waited,
+    Completion, LocalSlice, OpKind, Posted, Rank, Req, Result, SendMode, Source, Span, Status, Tag,
+    TagRecv, TagSel, TagSend, Tagged, TransportError, Waited,
 };
 
 /// First tag the native barrier uses (user tags must stay below it).
@@ -369,7 +369,7 @@ impl NativeState {
                 idle = idle.saturating_add(1);
                 if s.cfg.oversubscribed {
                     if idle > SPIN_BEFORE_BLOCK {
-                        s.t.idle(Idle::Block(Duration::from_millis(1)))?;
+                        s.block()?;
                     } else {
                         std::hint::spin_loop();
                     }

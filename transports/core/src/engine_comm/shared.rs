@@ -34,6 +34,8 @@ pub(crate) struct Shared {
     /// A small region for barrier messages (zero-length slices of it).
     scratch: Option<Buf>,
     pub(crate) barrier_epoch: u32,
+    /// Wall nanoseconds the waits spent yielding the CPU ([`Shared::block`]).
+    pub(crate) yielded_ns: u64,
 }
 
 impl Shared {
@@ -57,7 +59,22 @@ impl Shared {
             instr: None,
             scratch: None,
             barrier_epoch: 0,
+            yielded_ns: 0,
         }
+    }
+
+    /// A wait with nothing to do gives its CPU away for up to 1 ms (only
+    /// where ranks share CPUs), and counts how long that took: the run's
+    /// summary says how much of its time went there.
+    pub(crate) fn block(&mut self) -> Result<()> {
+        let t = std::time::Instant::now();
+        let r = self
+            .t
+            .idle(crate::Idle::Block(std::time::Duration::from_millis(1)));
+        self.yielded_ns = self
+            .yielded_ns
+            .saturating_add(u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX));
+        r
     }
 
     /// CALL_ENTER at the clock's current tick, when instrumenting; the
