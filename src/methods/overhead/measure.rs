@@ -1,5 +1,5 @@
 //! One whole measurement of one message size: the post-work-wait loop with
-//! work doubling from 1 until `iter_t > thresh·base_t`, then the same loop
+//! work doubling from 1 ns until `iter_t > thresh·base_t`, then the same loop
 //! without messaging (`work_t`). Loop shape and partner roles follow
 //! Sandia SMB's mpi_overhead.c.
 
@@ -13,7 +13,7 @@ use crate::output::{us, Column, FixedRow, Table};
 use crate::report::Sink;
 
 const TAG_DATA: Tag = 0x4f56_0101;
-/// Work never doubles past this (2^40 units); reaching it is an error.
+/// Work never doubles past this (2^40 ns); reaching it is an error.
 const MAX_WORK: u64 = 1 << 40;
 
 /// One work value of the doubling loop (the `--verbose` rows).
@@ -46,7 +46,8 @@ impl FixedRow for StepRow {
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Run {
-    /// Work units of the last loop, the one that crossed thresh·base_t.
+    /// Work value (ns of computation) of the last loop, the one that
+    /// crossed thresh·base_t.
     pub work: u64,
     pub iter_ns: f64,
     pub work_ns: f64,
@@ -79,10 +80,11 @@ pub(crate) struct Loop<'a> {
 }
 
 impl Loop<'_> {
-    /// `iters` post-work-wait iterations with `work` units, timed whole,
-    /// barrier included (the original's timed loop).
+    /// `iters` post-work-wait iterations with work value `work`, timed
+    /// whole, barrier included (the original's timed loop).
     fn messaging(&mut self, size: usize, iters: u64, work: u64) -> anyhow::Result<(f64, OpCounts)> {
         let c = &mut *self.comm;
+        let work = units(work, c.work_unit_ns());
         let (buf, p) = (self.buf, self.partner);
         let mut before = c.op_counts();
         let mut t0 = c.now();
@@ -126,6 +128,7 @@ impl Loop<'_> {
     /// The same loop without messaging: barrier and work only.
     fn work_only(&mut self, iters: u64, work: u64) -> anyhow::Result<f64> {
         let c = &mut *self.comm;
+        let work = units(work, c.work_unit_ns());
         let mut t0 = c.now();
         for i in 0..=iters {
             if i == 1 {
@@ -201,7 +204,7 @@ impl Loop<'_> {
             }
             if work >= MAX_WORK {
                 bail!(
-                    "msgsize {size}: iter_t never exceeded {}·base_t up to {MAX_WORK} work units; raise --iterations or lower --thresh",
+                    "msgsize {size}: iter_t never exceeded {}·base_t up to {MAX_WORK} ns of work; raise --iterations or lower --thresh",
                     self.thresh
                 );
             }
@@ -227,9 +230,38 @@ impl Loop<'_> {
     }
 }
 
+/// The whole units of the work loop that work value `w` runs: `w` counts
+/// nanoseconds of computation, as the original's loop turns do (one turn
+/// of `y = a*x + b` on globals, about a nanosecond), rounded down to units
+/// of `unit_ns`.
+// deviation: work-in-nanoseconds — the work value is ns, done in whole units, see docs/methods/overhead.md
+pub(crate) fn units(w: u64, unit_ns: f64) -> u64 {
+    if unit_ns > 0.0 && unit_ns.is_finite() {
+        (w as f64 / unit_ns) as u64
+    } else {
+        w
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn work_values_are_nanoseconds_in_whole_units() {
+        // Over an 85 ns unit the first work values run no computation, as
+        // the original's first turns (~1 ns each) hardly do: base_t is
+        // then the mean of several samples at (near) zero work.
+        let u: Vec<u64> = [1, 2, 64, 85, 128, 256, 1024]
+            .iter()
+            .map(|&w| units(w, 85.0))
+            .collect();
+        assert_eq!(u, [0, 0, 0, 1, 1, 3, 12]);
+        // A 1 ns unit (the sim's) runs the work value itself.
+        assert_eq!(units(4096, 1.0), 4096);
+        assert_eq!(units(1 << 40, 1.0), 1 << 40);
+        assert_eq!(units(7, 0.0), 7);
+    }
 
     #[test]
     fn columns_show_json_keys() {

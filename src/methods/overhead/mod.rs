@@ -3,7 +3,7 @@
 //! Overhead", D. Doerfler, Sandia National Laboratories).
 //!
 //! For each message size the measuring rank posts a transfer, does `work`
-//! units of computation, and waits; `work` doubles from 1. `iter_t`, the
+//! ns of computation, and waits; `work` doubles from 1. `iter_t`, the
 //! loop time per iteration, stays at `base_t` while the work hides behind
 //! the transfer and grows once it dominates. `base_t` is the running mean
 //! of the `iter_t` samples below `bthresh·base_t` (the original's low-pass
