@@ -64,6 +64,7 @@ pub fn build(
                 .with_context(|| format!("rank {rank}: --proto native"))?,
         )
     } else {
+        // deviation: proto-auto-over-mpi — the default runs ovbench's own protocol over MPI, see docs/methods/overhead.md
         Box::new(
             Comm::engine(transport.into_transport(), clock, work, cfg)
                 .with_context(|| format!("rank {rank}: starting the protocol engine"))?,

@@ -46,6 +46,7 @@ pub(crate) fn init_funneled() -> Result<Initialized, String> {
     if mpi::environment::is_initialized() {
         return Err("MPI is already initialised in this process".into());
     }
+    // deviation: mpi-funneled — FUNNELED, not mpi_overhead's MPI_Init (SINGLE), see docs/methods/overhead.md
     let (universe, provided) = mpi::initialize_with_threading(Threading::Funneled)
         .ok_or_else(|| "MPI_Init_thread failed".to_string())?;
     let provided = match provided {
