@@ -78,6 +78,7 @@ impl NativeState {
         id
     }
 
+    // deviation: per-call-layers — ovbench's request table and checks around each MPI call, see docs/methods/overhead.md
     pub(super) fn lib_isend(
         &mut self,
         s: &mut Shared,
