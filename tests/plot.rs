@@ -1,15 +1,21 @@
-//! `ovbench plot` for every command's JSON (from sim runs): the PNG
-//! decodes and is not blank; the SVG parses, holds one line per series
-//! (in the series' colour), and the line's points are where the JSON's
-//! values map under the axes (within a pixel); the axis titles carry units.
+//! `ovbench plot` for every command's JSON (from sim runs, and the real
+//! runs kept in docs/figures/json/): the PNG decodes and is not blank;
+//! the SVG parses, holds one line per series (in the series' colour), and
+//! the line's points are where the JSON's values map under the axes
+//! (within a pixel); the axis titles carry units. Every line, band and
+//! mark lies inside its plot area (the SVG's elements, the PNG's pixels
+//! apart from text), and every band is drawn at the row fields it names.
 
 mod common;
+mod plot_checks;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::{ovbench, Scratch};
-use ovbench::plot::{plot_files, PanelLayout};
+use ovbench::plot::kinds::MAX_SERIES;
+use ovbench::plot::{plot_files, Layout, PanelLayout};
+use plot_checks::{bands_are_their_fields, pixel, png_inside, svg_inside};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -22,16 +28,6 @@ fn sim_json(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
     a.extend(["--transport", "sim", "-q", "--json", &p]);
     ovbench(&a, LIMIT).expect_ok();
     path
-}
-
-/// Where `v` lands between the pixel ends `px` of an axis spanning `range`.
-fn pixel(v: f64, range: (f64, f64), log: bool, px: (i32, i32)) -> f64 {
-    let f = if log {
-        (v.log10() - range.0.log10()) / (range.1.log10() - range.0.log10())
-    } else {
-        (v - range.0) / (range.1 - range.0)
-    };
-    px.0 as f64 + f * (px.1 - px.0) as f64
 }
 
 /// The `points` of every `<polyline>` drawn in `color`.
@@ -151,13 +147,39 @@ fn png_not_blank(path: &Path) {
     );
 }
 
+/// Plot `files` as SVG and PNG and check that nothing is drawn outside
+/// the plot areas and that bands are their fields; the SVG's text, its
+/// layout and the figure.
+fn plot_checked(dir: &Path, files: &[PathBuf]) -> (String, Layout, ovbench::plot::Figure) {
+    let svg_path = dir.join("fig.svg");
+    let png_path = dir.join("lib.png");
+    let (fig, layout) = plot_files(files, &svg_path).unwrap();
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    svg_inside(&svg, &layout);
+    let docs: Vec<Value> = files
+        .iter()
+        .map(|f| serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap())
+        .collect();
+    bands_are_their_fields(&svg, &layout, &fig, &docs);
+    let (_, png_layout) = plot_files(files, &png_path).unwrap();
+    png_inside(&png_path, &png_layout);
+    for p in &fig.panels {
+        assert!(
+            p.series.len() <= MAX_SERIES,
+            "{}: {}",
+            p.title,
+            p.series.len()
+        );
+    }
+    (svg, layout, fig)
+}
+
 /// Plot `json` as SVG and PNG; check the common rules; the SVG text and
 /// the panels' layout for the command's own checks.
 fn plot_both(dir: &Path, json: &Path) -> (String, Vec<PanelLayout>, Value) {
-    let svg_path = dir.join("fig.svg");
     let png_path = dir.join("fig.png");
-    let (fig, layout) = plot_files(&[json.to_path_buf()], &svg_path).unwrap();
-    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    let (svg, layout, fig) = plot_checked(dir, &[json.to_path_buf()]);
+    let layout = layout.panels;
     one_line_per_series(&svg, &layout, &fig);
     let t = texts(&svg);
     for p in &fig.panels {
@@ -188,6 +210,11 @@ fn plot_both(dir: &Path, json: &Path) -> (String, Vec<PanelLayout>, Value) {
     .expect_ok();
     assert!(r.stderr.is_empty(), "{}", r.stderr);
     png_not_blank(&png_path);
+    assert_eq!(
+        std::fs::read(&png_path).unwrap(),
+        std::fs::read(dir.join("lib.png")).unwrap(),
+        "the command draws the PNG the library drew"
+    );
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
     (svg, layout, doc)
 }
@@ -237,6 +264,8 @@ fn method_figures() {
 
     let j = sim_json(&d, "commtest", &["commtest"]);
     let (svg, l, doc) = plot_both(&d, &j);
+    // Faceted: more than one panel pair, each of at most 8 series.
+    assert!(l.len() >= 4, "{} panels", l.len());
     let all = first_table(&doc);
     let first = &all[0];
     let same = all
@@ -248,6 +277,13 @@ fn method_figures() {
     let (svg, l, doc) = plot_both(&d, &j);
     let oli = rows(&doc, "OL_i, binomial broadcast of 256 B over 8 ranks");
     check_series(&svg, &l, 1, in_us(&oli, "rank", "ol_ns"));
+    // Rank counts on a log axis, ticked at the counts; destination ranks
+    // as categories, the axis not reaching back to 0.
+    assert!(l[0].x_log, "{:?}", l[0]);
+    assert!(l[0].x_range.0 > 2.0 && l[0].x_range.1 < 16.0, "{:?}", l[0]);
+    let t = texts(&svg);
+    assert!(t.iter().any(|s| s == "4") && t.iter().any(|s| s == "8"));
+    assert!(!l[1].x_log && l[1].x_range.0 > 0.0, "{:?}", l[1]);
 
     let j = sim_json(&d, "overlap", &["overlap"]);
     let (svg, l, doc) = plot_both(&d, &j);
@@ -284,7 +320,7 @@ fn files_overlay_as_labelled_series() {
     assert!(labels[0].contains("sim auto (a)"), "{labels:?}");
     assert!(labels[2].contains("sim auto (b)"), "{labels:?}");
     let svg = std::fs::read_to_string(&out).unwrap();
-    one_line_per_series(&svg, &layout, &fig);
+    one_line_per_series(&svg, &layout.panels, &fig);
     assert!(texts(&svg).iter().any(|t| t.contains("(b)")));
 }
 
@@ -315,4 +351,75 @@ fn bad_plots_are_refused_in_one_line() {
     let r = ovbench(&["plot", old.to_str().unwrap(), "-o", "x.svg"], LIMIT);
     assert_eq!(r.code, Some(2));
     assert!(r.stderr.contains("rerun the benchmark"), "{}", r.stderr);
+}
+
+/// The real runs of docs/figures/json/, overlaid as ci/figures overlays
+/// them: TCP's spiky logp (probed sizes a pixel apart) and bw's interval
+/// are where drawing went wrong.
+#[test]
+fn docs_figures_stay_inside_and_bands_are_their_fields() {
+    let d = Scratch::new("plot-docs");
+    let json = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/figures/json");
+    for c in [
+        "latency", "bw", "overhead", "overlap", "logp", "bcast", "commtest",
+    ] {
+        let mut files = vec![
+            json.join(format!("{c}-tcp.json")),
+            json.join(format!("{c}-sim.json")),
+        ];
+        if c == "overhead" {
+            files.push(json.join("overhead-sim-recv.json"));
+        }
+        let (svg, _, fig) = plot_checked(&d, &files);
+        if c == "bw" {
+            let t = texts(&svg);
+            let banded: Vec<_> = fig.panels[0]
+                .series
+                .iter()
+                .filter(|s| !s.band.is_empty())
+                .collect();
+            assert_eq!(banded.len(), 2, "one band per run");
+            for s in banded {
+                let of = s.band_of.as_ref().unwrap();
+                assert!(of.brackets && of.lo.pointer.starts_with("/window_bytes_per_sec/"));
+                assert!(
+                    t.iter().any(|x| *x == format!("band: {}", of.name)),
+                    "{t:?}"
+                );
+            }
+        }
+    }
+}
+
+/// A line through sizes a pixel apart that leaps between the axis' ends
+/// (logp's probed sizes over TCP): plotters' bitmap outline of it as one
+/// polyline put vertices 200 px past the turns, through the title.
+#[test]
+fn spikes_stay_inside_the_png() {
+    use ovbench::plot::figure::{Axis, Figure, Panel, Series};
+    let d = Scratch::new("plot-spikes");
+    let mut p = Panel::new("spikes", Axis::sizes("size [B]"), Axis::log("time [µs]"));
+    let mut s = Series::new("leaps");
+    // Deterministic leaps: a fixed pattern of lows and highs.
+    let mut v: u32 = 7;
+    for k in 0..60 {
+        v = v.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        let y = if k % 2 == 0 {
+            5.0
+        } else {
+            50.0 + f64::from(v % 5000) / 10.0
+        };
+        s.push(Some(900.0 + 4.0 * f64::from(k)), Some(y));
+    }
+    s.push(Some(1.0), Some(5.0));
+    s.push(Some(262_144.0), Some(20.0));
+    p.series.push(s);
+    p.drop_unplottable();
+    let fig = Figure {
+        title: "spikes".into(),
+        panels: vec![p],
+    };
+    let png = d.join("spikes.png");
+    let layout = ovbench::plot::render::render(&fig, &png).unwrap();
+    png_inside(&png, &layout);
 }

@@ -22,11 +22,24 @@ pub struct Panel {
     pub notes: Vec<String>,
 }
 
-/// An axis: its title (with the unit) and scale.
+/// An axis: its title (with the unit), scale and where its ticks go.
 #[derive(Clone, Debug)]
 pub struct Axis {
     pub title: String,
     pub log: bool,
+    pub ticks: Ticks,
+}
+
+/// Where an axis' ticks go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ticks {
+    /// Round numbers (1, 2, 5 times powers of ten on a log axis).
+    Round,
+    /// Powers of two, labelled as sizes (1K, 64K): message sizes.
+    Pow2,
+    /// At the values the data holds, nothing between: counts such as
+    /// ranks, where only the measured ones mean anything.
+    Data,
 }
 
 impl Axis {
@@ -34,14 +47,74 @@ impl Axis {
         Axis {
             title: title.into(),
             log: false,
+            ticks: Ticks::Round,
         }
     }
     pub fn log(title: impl Into<String>) -> Axis {
         Axis {
             title: title.into(),
             log: true,
+            ticks: Ticks::Round,
         }
     }
+    /// A log axis of sizes in bytes, ticked at powers of two.
+    pub fn sizes(title: impl Into<String>) -> Axis {
+        Axis {
+            ticks: Ticks::Pow2,
+            ..Axis::log(title)
+        }
+    }
+    /// A log axis of counts, ticked at the counts measured (4, 8, 16 ranks).
+    pub fn counts(title: impl Into<String>) -> Axis {
+        Axis {
+            ticks: Ticks::Data,
+            ..Axis::log(title)
+        }
+    }
+    /// A linear axis of categories that are numbered (destination ranks):
+    /// one tick each, no zero unless one is drawn.
+    pub fn categories(title: impl Into<String>) -> Axis {
+        Axis {
+            ticks: Ticks::Data,
+            ..Axis::linear(title)
+        }
+    }
+}
+
+/// Which field of a row a drawn value comes from: the value is
+/// `row[pointer] / per` (`per` 1000 draws ns in µs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Field {
+    /// A JSON pointer into the row, e.g. `/window_bytes_per_sec/lower`.
+    pub pointer: String,
+    pub per: f64,
+}
+
+impl Field {
+    pub fn new(pointer: impl Into<String>, per: f64) -> Field {
+        Field {
+            pointer: pointer.into(),
+            per,
+        }
+    }
+    /// The drawn value of `row`'s field.
+    pub fn of(&self, row: &serde_json::Value) -> Option<f64> {
+        super::load::num_at(row, &self.pointer).map(|v| v / self.per)
+    }
+}
+
+/// What a series' band is: an interval of the plotted quantity whose
+/// ends are two fields of each row, named in the legend.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BandOf {
+    /// The legend's words for it, e.g. "p99 to p99.9".
+    pub name: String,
+    pub x: Field,
+    pub lo: Field,
+    pub hi: Field,
+    /// Whether the line lies inside the band (an estimate's interval, a
+    /// minimum's min..max) rather than beside it (latency's tail).
+    pub brackets: bool,
 }
 
 /// A labelled line through points, with an optional band (an interval
@@ -52,6 +125,8 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
     /// (x, low, high) per point; drawn as a shaded band.
     pub band: Vec<(f64, f64, f64)>,
+    /// Where the band's values come from (set with the first band point).
+    pub band_of: Option<BandOf>,
     /// Points drawn as circles on the line.
     pub marked: Vec<(f64, f64)>,
     /// Drawn dashed-looking (thin), e.g. a minimum under a median.
@@ -73,8 +148,10 @@ impl Series {
             }
         }
     }
-    pub fn push_band(&mut self, x: Option<f64>, lo: Option<f64>, hi: Option<f64>) {
-        if let (Some(x), Some(lo), Some(hi)) = (x, lo, hi) {
+    /// Add `row`'s band point, its values read from the fields `of` names.
+    pub fn push_band(&mut self, row: &serde_json::Value, of: &BandOf) {
+        self.band_of.get_or_insert_with(|| of.clone());
+        if let (Some(x), Some(lo), Some(hi)) = (of.x.of(row), of.lo.of(row), of.hi.of(row)) {
             if x.is_finite() && lo.is_finite() && hi.is_finite() {
                 self.band.push((x, lo.min(hi), hi.max(lo)));
             }

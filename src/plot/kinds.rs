@@ -8,14 +8,26 @@
 use anyhow::{bail, Result};
 use serde_json::Value;
 
-use super::figure::{Axis, Figure, Panel, Series};
+use super::figure::{Axis, BandOf, Field, Figure, Panel, Series};
 use super::load::{num, num_at, text, RunFile};
 
 const SIZE_AXIS: &str = "message size [B]";
 
 /// A panel of a figure against the message size (a log axis).
 fn size_panel(title: impl Into<String>, y: Axis) -> Panel {
-    Panel::new(title, Axis::log(SIZE_AXIS), y)
+    Panel::new(title, Axis::sizes(SIZE_AXIS), y)
+}
+
+/// A band of `name` between the row fields `lo` and `hi` (pointers),
+/// against the row field `x`; `per` divides each into the axis unit.
+fn band(name: impl Into<String>, x: (&str, f64), lo: &str, hi: &str, per: f64) -> BandOf {
+    BandOf {
+        name: name.into(),
+        x: Field::new(x.0, x.1),
+        lo: Field::new(lo, per),
+        hi: Field::new(hi, per),
+        brackets: true,
+    }
 }
 
 fn us(ns: Option<f64>) -> Option<f64> {
@@ -75,14 +87,25 @@ fn latency(runs: &[RunFile]) -> Figure {
         "one-way latency (round trip / 2)",
         Axis::log("latency [µs]"),
     );
+    // The tail above the median: beside its line, not around it.
+    let tail = BandOf {
+        brackets: false,
+        ..band(
+            "p99 to p99.9",
+            ("/size", 1.0),
+            "/p99_ns",
+            "/p999_ns",
+            1000.0,
+        )
+    };
     for r in runs {
-        let mut med = Series::new(label(r, many, "p50 (band: p99 to p99.9)"));
+        let mut med = Series::new(label(r, many, "p50"));
         let mut min = Series::new(label(r, many, "min"));
         min.thin = true;
         for row in r.main_rows() {
             let x = num(row, "size");
             med.push(x, us(num(row, "p50_ns")));
-            med.push_band(x, us(num(row, "p99_ns")), us(num(row, "p999_ns")));
+            med.push_band(row, &tail);
             min.push(x, us(num(row, "min_ns")));
         }
         p.series.extend([med, min]);
@@ -93,8 +116,8 @@ fn latency(runs: &[RunFile]) -> Figure {
     }
 }
 
-/// bw, bibw: MB/s vs size, with the per-window interval; msgrate:
-/// messages per second.
+/// bw, bibw: MB/s vs size, and the mean window rate with its interval;
+/// msgrate: messages per second.
 fn window(runs: &[RunFile], command: &str) -> Figure {
     let many = runs.len() > 1;
     let (title, y) = match command {
@@ -104,19 +127,42 @@ fn window(runs: &[RunFile], command: &str) -> Figure {
     };
     let mut p = size_panel(title, Axis::log(y));
     for r in runs {
-        let mut s = Series::new(label(r, many, ""));
+        if command == "msgrate" {
+            let mut s = Series::new(label(r, many, ""));
+            for row in r.main_rows() {
+                s.push(num(row, "size"), num(row, "msgs_per_sec").map(|v| v / 1e6));
+            }
+            p.series.push(s);
+            continue;
+        }
+        // MB/s counts every message over the slowest rank's interval; the
+        // interval in the JSON is of rank 0's mean window rate, another
+        // figure, so it gets its own line (it lay beside MB/s's before).
+        let mut all = Series::new(label(r, many, "MB/s (all messages)"));
+        let mut win = Series::new(label(r, many, "mean window rate"));
+        win.thin = true;
+        let level = r
+            .main_rows()
+            .iter()
+            .find_map(|row| num_at(row, "/window_bytes_per_sec/level"))
+            .map_or(String::new(), |l| format!("{:.0} % ", l * 100.0));
+        let ci = band(
+            format!("its {level}confidence interval"),
+            ("/size", 1.0),
+            "/window_bytes_per_sec/lower",
+            "/window_bytes_per_sec/upper",
+            1e6,
+        );
         for row in r.main_rows() {
             let x = num(row, "size");
-            if command == "msgrate" {
-                s.push(x, num(row, "msgs_per_sec").map(|v| v / 1e6));
-            } else {
-                s.push(x, num(row, "bytes_per_sec").map(|v| v / 1e6));
-                let ci =
-                    |k: &str| num_at(row, &format!("/window_bytes_per_sec/{k}")).map(|v| v / 1e6);
-                s.push_band(x, ci("lower"), ci("upper"));
-            }
+            all.push(x, num(row, "bytes_per_sec").map(|v| v / 1e6));
+            win.push(
+                x,
+                num_at(row, "/window_bytes_per_sec/mean").map(|v| v / 1e6),
+            );
+            win.push_band(row, &ci);
         }
-        p.series.push(s);
+        p.series.extend([all, win]);
     }
     Figure {
         title: format!("ovbench {command}"),
@@ -149,26 +195,30 @@ fn overhead(runs: &[RunFile]) -> Figure {
         };
         let mut o = Series::new(name.clone());
         let mut a = Series::new(name);
+        let what = r
+            .main_rows()
+            .first()
+            .and_then(|row| text(row, "interval"))
+            .unwrap_or("interval")
+            .to_string();
+        let ob = band(
+            what.clone(),
+            ("/size", 1.0),
+            "/overhead_lo_ns",
+            "/overhead_hi_ns",
+            1000.0,
+        );
+        let ab = band(what, ("/size", 1.0), "/avail_lo_pct", "/avail_hi_pct", 1.0);
         for row in r.main_rows() {
             let x = num(row, "size");
             o.push(x, us(num(row, "overhead_ns")));
-            o.push_band(
-                x,
-                us(num(row, "overhead_lo_ns")),
-                us(num(row, "overhead_hi_ns")),
-            );
+            o.push_band(row, &ob);
             a.push(x, num(row, "avail_pct"));
-            a.push_band(x, num(row, "avail_lo_pct"), num(row, "avail_hi_pct"));
+            a.push_band(row, &ab);
         }
         ovh.series.push(o);
         avail.series.push(a);
     }
-    let level = runs
-        .first()
-        .and_then(|r| r.main_rows().first())
-        .and_then(|row| text(row, "interval"))
-        .map(|i| format!("bands: {i}"));
-    ovh.notes.extend(level);
     Figure {
         title: "ovbench overhead".into(),
         panels: vec![ovh, avail],
@@ -193,7 +243,7 @@ fn overlap(runs: &[RunFile]) -> Figure {
     let mut panels = Vec::new();
     for size in sizes {
         let sz = crate::sizes::format_bytes(size as usize);
-        let mut band = Panel::new(
+        let mut ranged = Panel::new(
             format!("overlap, {sz} messages (line: min, band: min to max)"),
             Axis::linear("computation per message [µs]"),
             Axis::linear("overlap [% of the transfer time]"),
@@ -225,19 +275,26 @@ fn overlap(runs: &[RunFile]) -> Figure {
                     };
                     let mut b = Series::new(what.clone());
                     let mut w = Series::new(what);
+                    let range = band(
+                        "min to max",
+                        ("/comp_ns", 1000.0),
+                        &format!("/{side}_min_overlap_pct"),
+                        &format!("/{side}_max_overlap_pct"),
+                        1.0,
+                    );
                     for row in rows.iter().filter(|row| text(row, "pair") == Some(pair)) {
                         let x = us(num(row, "comp_ns"));
                         let lo = num(row, &format!("{side}_min_overlap_pct"));
                         b.push(x, lo);
-                        b.push_band(x, lo, num(row, &format!("{side}_max_overlap_pct")));
+                        b.push_band(row, &range);
                         w.push(x, us(num(row, &format!("{side}_wait_ns"))));
                     }
-                    band.series.push(b);
+                    ranged.series.push(b);
                     wait.series.push(w);
                 }
             }
         }
-        panels.extend([band, wait]);
+        panels.extend([ranged, wait]);
     }
     Figure {
         title: "ovbench overlap".into(),
@@ -249,26 +306,37 @@ fn overlap(runs: &[RunFile]) -> Figure {
 /// marked, L and G written in the corner.
 fn logp(runs: &[RunFile]) -> Figure {
     let mut p = size_panel(
-        "LogP parameters (bands: confidence intervals; circles: probed sizes)",
+        "LogP parameters (circles: probed sizes)",
         Axis::log("time [µs]"),
     );
     let many = runs.len() > 1;
     for r in runs {
+        // "LogP parameters (Send/Recv), 90% confidence": the level.
+        let level = r.tables.first().map_or(String::new(), |t| {
+            t.title
+                .rsplit(", ")
+                .next()
+                .and_then(|l| l.strip_suffix(" confidence"))
+                .map_or(String::new(), |l| format!("{l} "))
+        });
         for (key, name) in [
             ("os", "os (send overhead)"),
             ("or", "or (receive overhead)"),
             ("g", "g (gap)"),
         ] {
             let mut s = Series::new(label(r, many, name));
+            let ci = band(
+                format!("{key}_lo to {key}_hi ({level}confidence)"),
+                ("/size", 1.0),
+                &format!("/{key}_lo_ns"),
+                &format!("/{key}_hi_ns"),
+                1000.0,
+            );
             for row in r.main_rows() {
                 let x = num(row, "size");
                 let y = us(num(row, &format!("{key}_ns")));
                 s.push(x, y);
-                s.push_band(
-                    x,
-                    us(num(row, &format!("{key}_lo_ns"))),
-                    us(num(row, &format!("{key}_hi_ns"))),
-                );
+                s.push_band(row, &ci);
                 if row.get("probed").and_then(Value::as_bool) == Some(true) {
                     if let (Some(x), Some(y)) = (x, y) {
                         s.marked.push((x, y));
@@ -300,14 +368,16 @@ fn logp(runs: &[RunFile]) -> Figure {
 /// destination rank (of the largest rank count).
 fn bcast(runs: &[RunFile]) -> Figure {
     // Log time axes: a real fabric and the model differ by decades.
+    // Rank counts double (4, 8, 16): a log axis ticked at those measured;
+    // destination ranks are names, one tick each.
     let mut methods = Panel::new(
         "broadcast time by method",
-        Axis::linear("ranks"),
+        Axis::counts("ranks"),
         Axis::log("time [µs]"),
     );
     let mut ol = Panel::new(
         "OL_i per destination (largest rank count)",
-        Axis::linear("destination rank"),
+        Axis::categories("destination rank"),
         Axis::log("OL_i [µs]"),
     );
     let many = runs.len() > 1;
@@ -365,20 +435,24 @@ fn ranks_in(title: &str) -> Option<u64> {
     title[at..].split_whitespace().next()?.parse().ok()
 }
 
-/// commtest: time and MB/s vs packet count, per protocol.
+/// The most series a panel holds: past that, colours and legend rows
+/// stop telling lines apart.
+pub const MAX_SERIES: usize = 8;
+
+/// commtest: time and MB/s vs packet count, per protocol; the protocols
+/// faceted into panels of at most [`MAX_SERIES`] series (all files'), by
+/// variant (unordered `(0,k)`, ordered `(1,k)`) and then in runs of
+/// consecutive numbers.
 fn commtest(runs: &[RunFile]) -> Figure {
-    let mut time = Panel::new(
-        "time to move the volume",
-        Axis::log("packets"),
-        Axis::log("time [µs]"),
-    );
-    let mut rate = Panel::new("rate", Axis::log("packets"), Axis::log("MB/s (10^6 B/s)"));
     let many = runs.len() > 1;
+    // (table kind, protocol, name) in the order first met.
+    let mut keys: Vec<(String, String, String)> = Vec::new();
     for r in runs {
         for t in &r.tables {
-            let mut keys: Vec<(String, String)> = Vec::new();
+            let kind = t.title.trim_start_matches("commtest ").to_string();
             for row in &t.rows {
                 let k = (
+                    kind.clone(),
                     text(row, "protocol").unwrap_or("?").to_string(),
                     text(row, "name").unwrap_or("").to_string(),
                 );
@@ -386,14 +460,35 @@ fn commtest(runs: &[RunFile]) -> Figure {
                     keys.push(k);
                 }
             }
-            let kind = t.title.trim_start_matches("commtest ");
-            for (proto, name) in keys {
-                let what = format!("{kind} {proto} {name}");
-                let mut a = Series::new(label(r, many, &what));
-                let mut b = Series::new(label(r, many, &what));
-                for row in t.rows.iter().filter(|row| {
-                    text(row, "protocol") == Some(&proto) && text(row, "name") == Some(&name)
-                }) {
+        }
+    }
+    let per_panel = (MAX_SERIES / runs.len().max(1)).max(1);
+    let mut panels = Vec::new();
+    for (kind, variant, group) in facets(&keys, per_panel) {
+        let what = format!("{kind}, {variant} {}", span_of(&group));
+        let mut time = Panel::new(
+            format!("time to move the volume: {what}"),
+            Axis::log("packets"),
+            Axis::log("time [µs]"),
+        );
+        let mut rate = Panel::new(
+            format!("rate: {what}"),
+            Axis::log("packets"),
+            Axis::log("MB/s (10^6 B/s)"),
+        );
+        for r in runs {
+            for (_, proto, name) in &group {
+                let rows = r
+                    .tables
+                    .iter()
+                    .filter(|t| t.title.trim_start_matches("commtest ") == kind)
+                    .flat_map(|t| t.rows.iter())
+                    .filter(|row| {
+                        text(row, "protocol") == Some(proto) && text(row, "name") == Some(name)
+                    });
+                let mut a = Series::new(label(r, many, &format!("{proto} {name}")));
+                let mut b = a.clone();
+                for row in rows {
                     let x = num(row, "packets");
                     a.push(x, us(num(row, "time_ns")));
                     b.push(x, num(row, "bytes_per_sec").map(|v| v / 1e6));
@@ -402,16 +497,73 @@ fn commtest(runs: &[RunFile]) -> Figure {
                 rate.series.push(b);
             }
         }
+        panels.extend([time, rate]);
     }
     Figure {
         title: "ovbench commtest".into(),
-        panels: vec![time, rate],
+        panels,
+    }
+}
+
+type Key = (String, String, String);
+
+/// `keys` grouped by table and variant (a protocol's first number: 0
+/// unordered, 1 ordered), each group split into as few consecutive runs
+/// of at most `per` as fit, their lengths a step apart at most.
+fn facets(keys: &[Key], per: usize) -> Vec<(String, &'static str, Vec<Key>)> {
+    let mut groups: Vec<(String, &'static str, Vec<Key>)> = Vec::new();
+    for k in keys {
+        let variant = if k.1.starts_with("(1,") {
+            "ordered"
+        } else {
+            "unordered"
+        };
+        match groups.iter_mut().find(|g| g.0 == k.0 && g.1 == variant) {
+            Some(g) => g.2.push(k.clone()),
+            None => groups.push((k.0.clone(), variant, vec![k.clone()])),
+        }
+    }
+    let mut out = Vec::new();
+    for (kind, variant, all) in groups {
+        // The first `len % parts` facets take one more.
+        let parts = all.len().div_ceil(per);
+        let (base, extra) = (all.len() / parts, all.len() % parts);
+        let mut rest = all.as_slice();
+        for i in 0..parts {
+            let (chunk, tail) = rest.split_at(base + usize::from(i < extra));
+            out.push((kind.clone(), variant, chunk.to_vec()));
+            rest = tail;
+        }
+    }
+    out
+}
+
+/// "(0,0) to (0,3)": the protocols of a facet.
+fn span_of(group: &[Key]) -> String {
+    match (group.first(), group.last()) {
+        (Some(a), Some(b)) if group.len() > 1 => format!("{} to {}", a.1, b.1),
+        (Some(a), _) => a.1.clone(),
+        _ => String::new(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commtest_facets_hold_at_most_their_share() {
+        let keys: Vec<Key> = (0..10)
+            .map(|k| ("basic swap".into(), format!("(0,{k})"), "p".into()))
+            .chain((0..3).map(|k| ("basic swap".into(), format!("(1,{k})"), "q".into())))
+            .collect();
+        let f = facets(&keys, 4);
+        let sizes: Vec<usize> = f.iter().map(|g| g.2.len()).collect();
+        assert_eq!(sizes, vec![4, 3, 3, 3]);
+        assert_eq!(f[3].1, "ordered");
+        assert_eq!(span_of(&f[0].2), "(0,0) to (0,3)");
+        assert_eq!(facets(&keys, 8).len(), 3);
+    }
 
     #[test]
     fn bcast_titles_give_the_rank_count() {
