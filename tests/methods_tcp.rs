@@ -271,3 +271,20 @@ fn logp_on_a_shared_cpu_stops_at_its_cap() {
         assert_eq!(row["shared_cpus"], true, "{row}");
     }
 }
+
+/// overhead on one CPU: an impossible repeat is not measured again (the
+/// scheduler made it), where on CPUs of their own the ranks retry 3 times.
+#[test]
+fn overhead_on_a_shared_cpu_does_not_retry() {
+    let args = "overhead --sizes 8 --iterations 50 --repeats 2";
+    let (stdout, doc) = ovbench_on_one_cpu(args);
+    assert_eq!(doc["summary"]["retries"], 0, "{stdout}");
+    for row in rows(&doc, 0) {
+        assert!(row["rejected"].as_array().is_some_and(|r| r.is_empty()), "{row}");
+        assert_eq!(row["shared_cpus"], true, "{row}");
+    }
+    if std::thread::available_parallelism().map_or(0, |n| n.get()) >= 2 {
+        let (_, doc) = ovbench(args);
+        assert_eq!(doc["summary"]["retries"], 3, "{doc}");
+    }
+}

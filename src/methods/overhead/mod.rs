@@ -29,7 +29,8 @@
 //! Beyond the original: the whole measurement is repeated (`--repeats`,
 //! default 5) and reported as the median with the min–max of the repeats;
 //! a repeat with an impossible figure (overhead < 0, availability outside
-//! 0–100 %) is measured again up to [`RETRIES`] times, and a row that
+//! 0–100 %) is measured again up to [`RETRIES`] times (not at all where
+//! ranks share CPUs), and a row that
 //! still has one is flagged (a `flag` cell, `"valid": false` and a
 //! reason in JSON), never printed as a plain result. The two loops are
 //! timed apart, so noise that hits one of them (a rank losing its core)
@@ -211,6 +212,9 @@ pub fn run(
     let level = coverage(args.repeats as usize);
     let virtual_clock = comm.clock().info().source == "virtual";
     let cause = rules::likely_cause(virtual_clock, load_start, cpus, n);
+    // Where ranks share CPUs an impossible figure is the scheduler's, and
+    // measuring it again only chases it: such a row is flagged at once.
+    let retries = if comm.shares_cpu() { 0 } else { RETRIES };
 
     if !args.nohdr {
         header(comm, args, sink, direction, half, load_start, cpus, level);
@@ -219,6 +223,7 @@ pub fn run(
         serde_json::json!({
             "base_t": BASE_T_IS,
             "repeats": args.repeats,
+            "retries": retries,
             "interval": "min-max of the repeats",
             "interval_level": level,
             "load1_start": load_start,
@@ -266,7 +271,7 @@ pub fn run(
             // An impossible figure is measured again (every pair, so the
             // barriers stay matched); a pair keeps its first possible one.
             // deviation: retry-impossible — an impossible repeat is measured again, then flagged, see docs/methods/overhead.md
-            for _ in 0..RETRIES {
+            for _ in 0..retries {
                 let possible = !measuring || r.problems().is_empty();
                 if lp.all(possible)? {
                     break;
@@ -278,7 +283,7 @@ pub fn run(
             }
             runs.push(r);
         }
-        let res = summarize(size, iters, runs, rejected, &cause, args.thresh);
+        let res = summarize(size, iters, (runs, rejected), retries, &cause, args.thresh);
         if args.verbose {
             table.heading(sink, &title);
         }
@@ -354,8 +359,8 @@ fn header(
 fn summarize(
     size: usize,
     iters: u64,
-    runs: Vec<Run>,
-    rejected: Vec<Run>,
+    (runs, rejected): (Vec<Run>, Vec<Run>),
+    retries: u32,
     cause: &str,
     thresh: f64,
 ) -> SizeResult {
@@ -366,7 +371,7 @@ fn summarize(
         of(|r| r.base_ns),
     );
     let per: Vec<Vec<String>> = runs.iter().map(Run::problems).collect();
-    let verdict = rules::verdict(&per, RETRIES, cause);
+    let verdict = rules::verdict(&per, retries, cause);
     // deviation: median-repeat — the row is the repeat of median overhead, see docs/methods/overhead.md
     let pick = rules::median_repeat(&runs.iter().map(|r| r.overhead_ns).collect::<Vec<_>>());
     let shown = runs.get(pick).cloned().unwrap_or_default();
@@ -507,7 +512,14 @@ mod tests {
 
     #[test]
     fn columns_show_json_keys() {
-        let r = summarize(8, 10, vec![measure::Run::default()], Vec::new(), "", 1.5);
+        let r = summarize(
+            8,
+            10,
+            (vec![measure::Run::default()], Vec::new()),
+            RETRIES,
+            "",
+            1.5,
+        );
         let row = OverheadRow::new(&r, "send", 1, 1.0);
         crate::output::check_fields(&(), &row).unwrap();
     }
