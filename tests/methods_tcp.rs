@@ -280,7 +280,10 @@ fn overhead_on_a_shared_cpu_does_not_retry() {
     let (stdout, doc) = ovbench_on_one_cpu(args);
     assert_eq!(doc["summary"]["retries"], 0, "{stdout}");
     for row in rows(&doc, 0) {
-        assert!(row["rejected"].as_array().is_some_and(|r| r.is_empty()), "{row}");
+        assert!(
+            row["rejected"].as_array().is_some_and(|r| r.is_empty()),
+            "{row}"
+        );
         assert_eq!(row["shared_cpus"], true, "{row}");
     }
     if std::thread::available_parallelism().map_or(0, |n| n.get()) >= 2 {

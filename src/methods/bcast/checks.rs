@@ -147,21 +147,17 @@ mod tests {
         a: Args,
     }
 
-    fn fine(mean: f64) -> Measured {
-        Measured {
-            mean,
-            measurements: 8,
-            stddev_pct: 1.0,
-            converged: true,
-            tries: 1,
-        }
-    }
-
     #[test]
     fn impossible_and_unsupported_figures_are_flagged() {
         let args = T::try_parse_from(["x"]).unwrap().a;
         let v = |ol, a: &Assumption, over: &[String], rtl, e| {
-            oli_verdict(ol, a, over, (&fine(rtl), &fine(e)), &args)
+            oli_verdict(
+                ol,
+                a,
+                over,
+                (&Measured::fine(rtl), &Measured::fine(e)),
+                &args,
+            )
         };
         assert!(v(10.0, &Assumption::Holds, &[], 4.0, 12.0).valid());
         let neg = v(-1.0, &Assumption::Holds, &[], 30.0, 14.0);
@@ -179,9 +175,15 @@ mod tests {
         );
         let unsure = Measured {
             converged: false,
-            ..fine(12.0)
+            ..Measured::fine(12.0)
         };
-        let u = oli_verdict(10.0, &Assumption::Holds, &[], (&fine(4.0), &unsure), &args);
+        let u = oli_verdict(
+            10.0,
+            &Assumption::Holds,
+            &[],
+            (&Measured::fine(4.0), &unsure),
+            &args,
+        );
         assert!(!u.valid());
     }
 

@@ -38,6 +38,20 @@ pub(super) struct Measured {
     pub tries: usize,
 }
 
+#[cfg(test)]
+impl Measured {
+    /// A settled series of 8 measurements with mean `mean` (unit tests).
+    pub(super) fn fine(mean: f64) -> Measured {
+        Measured {
+            mean,
+            measurements: 8,
+            stddev_pct: 1.0,
+            converged: true,
+            tries: 1,
+        }
+    }
+}
+
 pub(super) struct Bc<'a> {
     pub comm: &'a mut dyn Communicator,
     pub buf: Buf,

@@ -467,25 +467,15 @@ mod tests {
         a: Args,
     }
 
-    fn fine(mean: f64) -> Measured {
-        Measured {
-            mean,
-            measurements: 8,
-            stddev_pct: 1.0,
-            converged: true,
-            tries: 1,
-        }
-    }
-
     #[test]
     fn impossible_and_unsettled_figures_are_flagged() {
         let args = T::try_parse_from(["x"]).unwrap().a;
         let unsure = Measured {
             converged: false,
-            ..fine(12.0)
+            ..Measured::fine(12.0)
         };
-        assert!(!figure_verdict(&fine(-3.0), &args).valid());
+        assert!(!figure_verdict(&Measured::fine(-3.0), &args).valid());
         assert!(!figure_verdict(&unsure, &args).valid());
-        assert!(figure_verdict(&fine(3.0), &args).valid());
+        assert!(figure_verdict(&Measured::fine(3.0), &args).valid());
     }
 }
