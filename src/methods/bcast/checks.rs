@@ -139,17 +139,9 @@ pub(super) fn oli_verdict(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct T {
-        #[command(flatten)]
-        a: Args,
-    }
-
     #[test]
     fn impossible_and_unsupported_figures_are_flagged() {
-        let args = T::try_parse_from(["x"]).unwrap().a;
+        let args = Args::defaults();
         let v = |ol, a: &Assumption, over: &[String], rtl, e| {
             oli_verdict(
                 ol,

@@ -457,19 +457,25 @@ pub fn run(
 }
 
 #[cfg(test)]
+impl Args {
+    /// The options as a bare `ovbench bcast` gives them (unit tests).
+    pub(super) fn defaults() -> Args {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            a: Args,
+        }
+        T::parse_from(["bcast"]).a
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct T {
-        #[command(flatten)]
-        a: Args,
-    }
-
     #[test]
     fn impossible_and_unsettled_figures_are_flagged() {
-        let args = T::try_parse_from(["x"]).unwrap().a;
+        let args = Args::defaults();
         let unsure = Measured {
             converged: false,
             ..Measured::fine(12.0)
