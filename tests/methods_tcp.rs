@@ -195,10 +195,15 @@ fn commtest_over_tcp() {
         // The synchronisation's error bound is printed beside it (0 when
         // rank 0, on its own clock, both began first and ended last).
         assert!(finite(row, "sync_error_ns") >= 0.0, "{row}");
-        // A mean more than twice the time is never shown as plainly ok.
+        // How far apart the ranks started, with its error.
+        assert!(finite(row, "skew_ns") >= 0.0 && finite(row, "skew_error_ns") >= 0.0);
+        // A mean more than twice the time is never shown as plainly ok
+        // (a skewed start reads before it).
         let far = finite(row, "mean_ns") > 2.0 * finite(row, "time_ns");
         if row["valid"] == true {
-            assert_eq!(row["flag"] == "noisy", far, "{row}");
+            let skewed = row["flag"] == "skewed";
+            assert_eq!(row["flag"] == "noisy", far && !skewed, "{row}");
+            assert!(!(far && row["flag"] == "ok"), "{row}");
         }
     }
     assert!(stdout.contains("sync±[us]"));

@@ -34,7 +34,7 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     ),
     (
         "commtest",
-        "  ovbench commtest --total 1M --iters 5\n  ovbench commtest --distance 2 --np 4",
+        "  ovbench commtest --total 1M --iters 5\n  ovbench commtest --distance 2 --np 4\n  ovbench commtest --start sync --protocol 0,0 --protocol 1,4",
     ),
     (
         "overlap",

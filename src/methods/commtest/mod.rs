@@ -22,16 +22,21 @@
 //!   cannot run (the transport refuses a send mode) is printed as n/a and
 //!   leaves nothing behind to match later.
 //! * `--global-clock`: every rank maps its begin and end onto rank 0's
-//!   clock (the communicator's `sync_clock`: offset re-measured before
-//!   each experiment, drift from how it moved since the first), and the
+//!   clock ([`start`]'s round trips: offset re-measured before each
+//!   experiment, drift from how it moved since the first), and the
 //!   row adds first-begin to last-end over ranks, with a note where it
 //!   departs by more than 10% from the slowest rank's own time, and beside
 //!   it the synchronisation's error bound: half the round trip each offset
 //!   came from, for the rank that began first plus the rank that ended last.
+//! * `--start barrier` (COMMTEST's, the default) starts each rank's timing
+//!   as it leaves the barrier, `--start sync` at an instant of the
+//!   synchronised clock; either way the row shows how far apart the ranks
+//!   started (the skew, with its error: [`start`]) and reads `skewed` where
+//!   that exceeds [`row::SKEW_LIMIT`] of its time.
 //! * (1,6) is left out: see [`protocols::WHY_NO_1_6`].
 
 use anyhow::bail;
-use ovbench_core::{Buf, ClockSync, Communicator, OpCounts, Rank, Req, Tag, TransportError};
+use ovbench_core::{Buf, Communicator, OpCounts, Rank, Req, Tag, TransportError};
 use serde::Serialize;
 
 use super::common::{mean, ns, Ctrl, Verdict};
@@ -39,11 +44,13 @@ use crate::output::{us, Table};
 
 mod protocols;
 mod row;
+mod start;
 use crate::report::Sink;
 use crate::sizes::ByteSize;
 use protocols::{parse_protocol, send_op};
 pub use protocols::{Op, Protocol, PROTOCOLS, WHY_NO_1_6};
 pub use row::Row;
+pub use start::Start;
 use Op::*;
 
 /// SWAP or SENDRECV.
@@ -83,6 +90,10 @@ pub struct Args {
     /// synchronised to rank 0 (offset and drift).
     #[arg(long)]
     pub global_clock: bool,
+    /// When each iteration's timing starts: as each rank leaves the
+    /// barrier (COMMTEST's), or at an instant of the synchronised clock.
+    #[arg(long, value_enum, default_value = "barrier")]
+    pub start: Start,
     /// Timed repetitions of each experiment (the row shows the fastest).
     #[arg(
         long = "iters",
@@ -249,22 +260,6 @@ fn partners(args: &Args, me: Rank, n: u32) -> anyhow::Result<(Rank, Rank, bool, 
     }
 }
 
-/// Round trips per rank of each clock synchronisation.
-const SYNC_ROUNDS: u32 = 8;
-
-/// This rank's clock on rank 0's, measured again now: the offset of this
-/// measurement, the drift from how it moved since `first`.
-// deviation: global-clock-sync — synchronised clocks stand in for a global one, see docs/methods/commtest.md
-fn resync(comm: &mut dyn Communicator, first: &ClockSync) -> anyhow::Result<ClockSync> {
-    let now = comm.sync_clock(SYNC_ROUNDS)?;
-    let d = ClockSync::with_drift(*first, now);
-    Ok(ClockSync {
-        offset_ns: now.offset_ns,
-        at_ns: now.at_ns,
-        ..d
-    })
-}
-
 /// Why a row's figures are no result: a negative time, or a first-begin to
 /// last-end span shorter than the slowest rank's own time by more than the
 /// synchronisation's error (each rank's span lies within the global one).
@@ -304,6 +299,19 @@ fn global_span(begins: &[f64], ends: &[f64], errs: &[f64]) -> Option<(f64, f64)>
         .max_by(|a, b| a.1.total_cmp(b.1))?;
     let err = errs.get(first.0).copied().unwrap_or(0.0) + errs.get(last.0).copied().unwrap_or(0.0);
     (last.1 > first.1).then_some((last.1 - first.1, err))
+}
+
+/// The largest round trip and offset error of the ranks' synchronisations
+/// (collective; `Some` on rank 0).
+fn worst_sync(
+    comm: &mut dyn Communicator,
+    ctrl: &Ctrl,
+    sync: &start::Synced,
+) -> anyhow::Result<Option<(f64, f64)>> {
+    let rtts = ctrl.gather(comm, sync.map.rtt_ns)?;
+    let errs = ctrl.gather(comm, sync.err_ns)?;
+    let max = |v: Vec<f64>| v.into_iter().fold(0.0, f64::max);
+    Ok(rtts.zip(errs).map(|(r, e)| (max(r), max(e))))
 }
 
 /// Why a row is `noisy`: its iterations' mean against its time.
@@ -405,6 +413,14 @@ pub fn run(
     if args.protocols.is_empty() {
         sink.note(WHY_NO_1_6);
     }
+    // Rank 0's clock (offset and drift), for the skew of the starts, the
+    // sync start and the global span: a first synchronisation now,
+    // another before every experiment.
+    let first_sync = start::first(ex.comm)?;
+    let worst = worst_sync(ex.comm, &ctrl, &first_sync)?;
+    if let Some((rtt, err)) = worst {
+        sink.note(&start::about(args.start, err, rtt / 2.0));
+    }
     let table = Table::<Row>::start(
         sink,
         &format!("commtest {variant} {:?}", args.exchange).to_lowercase(),
@@ -416,13 +432,6 @@ pub fn run(
         participants,
         rows: Vec::new(),
     };
-    // Global time (offset and drift to rank 0, by the communicator): a
-    // first synchronisation now, another before every experiment.
-    let first_sync = if args.global_clock {
-        Some(ex.comm.sync_clock(SYNC_ROUNDS)?)
-    } else {
-        None
-    };
     let mut experiment = 0u32;
     for p in protocols {
         let mut packets = 1usize;
@@ -433,10 +442,10 @@ pub fn run(
             let runnable = !args.reorganized || send_op(p).is_some_and(|_| p.number != 6);
             let mut times = Vec::new();
             let mut globals = Vec::new();
-            let sync = match &first_sync {
-                Some(f) => Some(resync(ex.comm, f)?),
-                None => None,
-            };
+            let sync = start::again(ex.comm, &first_sync)?;
+            let lead = worst_sync(ex.comm, &ctrl, &sync)?
+                .map_or(0.0, |(rtt, err)| start::lead_ns(n, rtt, err));
+            let mut skews = Vec::new();
             let mut ops = OpCounts::default();
             let mut error = None;
             for it in 0..args.iterations {
@@ -447,6 +456,7 @@ pub fn run(
                 ex.ready_tag = 0x5000_0000 | k;
                 let mut t = 0.0;
                 let mut span = (f64::NAN, f64::NAN);
+                let mut began = (f64::NAN, f64::NAN);
                 let mut failed = None;
                 if active && runnable && error.is_none() {
                     let ready = matches!(send_op(p), Some(Rsend | Irsend));
@@ -455,10 +465,12 @@ pub fn run(
                             failed = Some(e);
                         }
                     }
-                    ex.comm.barrier()?;
+                    start::start(ex.comm, &ctrl, args.start, &sync, lead)?;
                     if failed.is_none() {
                         let before = ex.comm.op_counts();
                         let t0 = ex.comm.now();
+                        let at = ns(ex.comm, t0);
+                        began = (sync.to_global(at), sync.err_at(at));
                         let r = if args.reorganized {
                             ex.reorganized(send_op(p).unwrap_or(Send), ready, packets, psize)
                         } else {
@@ -470,19 +482,17 @@ pub fn run(
                         match r {
                             Ok(()) => {
                                 t = ns(ex.comm, t1 - t0);
-                                if let Some(c) = &sync {
-                                    span = (
-                                        c.to_global(ns(ex.comm, t0)),
-                                        c.to_global(ns(ex.comm, t1)),
-                                    );
-                                }
+                                span = (
+                                    sync.to_global(ns(ex.comm, t0)),
+                                    sync.to_global(ns(ex.comm, t1)),
+                                );
                                 ops = ex.comm.op_counts().since(&before);
                             }
                             Err(e) => failed = Some(e),
                         }
                     }
                 } else {
-                    ex.comm.barrier()?;
+                    start::start(ex.comm, &ctrl, args.start, &sync, lead)?;
                 }
                 let mine = if failed.is_some() { -1.0 } else { t };
                 if let Some(e) = failed {
@@ -497,7 +507,7 @@ pub fn run(
                 if args.global_clock {
                     let begins = ctrl.gather(ex.comm, span.0)?;
                     let ends = ctrl.gather(ex.comm, span.1)?;
-                    let err = sync.as_ref().map_or(0.0, |c| c.rtt_ns / 2.0);
+                    let err = sync.map.rtt_ns / 2.0;
                     let errs = ctrl.gather(ex.comm, err)?;
                     if let (Some(b), Some(e), Some(err)) = (begins, ends, errs) {
                         if let Some(g) = global_span(&b, &e, &err) {
@@ -505,6 +515,12 @@ pub fn run(
                         }
                     }
                 }
+                let starts = ctrl.gather(ex.comm, began.0)?;
+                let errs = ctrl.gather(ex.comm, began.1)?;
+                let skewed = match (starts, errs) {
+                    (Some(s), Some(e)) => start::skew(&s, &e),
+                    _ => None,
+                };
                 let all = ctrl.gather(ex.comm, mine)?;
                 let verdict = all.map(|v| {
                     if v.iter().any(|&x| x < 0.0) {
@@ -519,6 +535,7 @@ pub fn run(
                     error.get_or_insert_with(|| "a rank's transport refused this send mode".into());
                 } else if runnable {
                     times.push(max);
+                    skews.push(skewed);
                 }
             }
             let measured = runnable && error.is_none() && !times.is_empty();
@@ -536,6 +553,8 @@ pub fn run(
                 mean_ratio: None,
                 global_ns: None,
                 sync_error_ns: None,
+                skew_ns: None,
+                skew_error_ns: None,
                 bytes_per_sec: None,
                 samples: times.len(),
                 histogram: None,
@@ -547,6 +566,12 @@ pub fn run(
             };
             if measured {
                 let best = times.iter().copied().fold(f64::INFINITY, f64::min);
+                // The skew of the iteration the time comes from: the one
+                // that biased the figure shown.
+                let fastest = times.iter().position(|&t| t == best);
+                let skew = fastest.and_then(|i| skews.get(i).copied().flatten());
+                row.skew_ns = skew.map(|s| s.0);
+                row.skew_error_ns = skew.map(|s| s.1);
                 let global = globals.iter().copied().min_by(|a, b| a.0.total_cmp(&b.0));
                 row.time_ns = Some(best);
                 row.histogram = crate::stats::hist::encode(&times);
@@ -571,7 +596,10 @@ pub fn run(
             }
             table.add(sink, &row);
             verdict.note(sink, &format!("{} with {packets} packets", row.protocol));
-            if row.flag == "noisy" {
+            if let Some(why) = row.skew_note() {
+                sink.note(&why);
+            }
+            if row.mean_ratio.is_some_and(|r| r > row::MEAN_LIMIT) && row.verdict.valid {
                 sink.note(&noisy_note(&row, &times));
             }
             out.rows.push(row);
@@ -599,6 +627,8 @@ mod tests {
             mean_ratio: Some(1.0),
             global_ns: global.map(|g| g.0),
             sync_error_ns: global.map(|g| g.1),
+            skew_ns: None,
+            skew_error_ns: None,
             total_bytes: 8,
             bytes_moved: 8,
             bytes_per_sec: None,
@@ -623,6 +653,25 @@ mod tests {
         assert_eq!(r.flag_of(), "INVALID");
         r.time_ns = None;
         assert_eq!(r.flag_of(), "n/a");
+    }
+
+    #[test]
+    fn a_skew_beyond_five_percent_is_flagged() {
+        let mut r = row(100.0, None);
+        (r.skew_ns, r.skew_error_ns) = (Some(4.0), Some(1.0));
+        assert_eq!((r.flag_of(), r.skew_note()), ("ok", None));
+        r.skew_error_ns = Some(1.01);
+        assert_eq!(r.flag_of(), "skewed");
+        let why = r.skew_note().unwrap();
+        assert!(
+            why.contains("0.004 us apart (± 0.001 us), more than 5%"),
+            "{why}"
+        );
+        // Skewed before noisy; not over an invalid row's.
+        r.mean_ratio = Some(3.0);
+        assert_eq!(r.flag_of(), "skewed");
+        r.verdict.valid = false;
+        assert_eq!((r.flag_of(), r.skew_note()), ("INVALID", None));
     }
 
     #[test]

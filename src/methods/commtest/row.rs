@@ -29,6 +29,12 @@ pub struct Row {
     pub global_ns: Option<f64>,
     /// The error bound of `global_ns` from the clock synchronisation.
     pub sync_error_ns: Option<f64>,
+    /// The latest rank's start minus the earliest's, on rank 0's clock, in
+    /// the iteration `time_ns` comes from.
+    pub skew_ns: Option<f64>,
+    /// The error of `skew_ns` (the clocks' synchronisation, assuming each
+    /// fastest round trip took as long each way).
+    pub skew_error_ns: Option<f64>,
     pub bytes_per_sec: Option<f64>,
     /// Iterations timed.
     pub samples: usize,
@@ -38,8 +44,9 @@ pub struct Row {
     pub error: Option<String>,
     /// Operations rank 0 posted in one iteration (the last).
     pub ops: OpCounts,
-    /// `ok`, `noisy` (the mean is more than [`MEAN_LIMIT`] times the time;
-    /// still a result), `INVALID`, or `n/a` (not run).
+    /// `ok`, `skewed` (the skew and its error exceed [`SKEW_LIMIT`] of the
+    /// time; still a result), `noisy` (the mean is more than [`MEAN_LIMIT`]
+    /// times the time; still a result), `INVALID`, or `n/a` (not run).
     pub flag: &'static str,
     #[serde(flatten)]
     pub verdict: Marks,
@@ -51,12 +58,49 @@ pub struct Row {
 /// late partner), and a reader of `time` alone should know.
 pub const MEAN_LIMIT: f64 = 2.0;
 
+/// The most the ranks' starts may lie apart, skew plus its error, as a
+/// share of the row's time before the row is `skewed`: a rank that starts
+/// early waits for its partner inside its timed region (or a late one
+/// finds its partner's message there already), and the figure is that
+/// much off a synchronised start's.
+pub const SKEW_LIMIT: f64 = 0.05;
+
 impl Row {
+    /// Whether skew plus its error exceeds [`SKEW_LIMIT`] of the time.
+    fn skewed(&self) -> bool {
+        match (self.time_ns, self.skew_ns, self.skew_error_ns) {
+            (Some(t), Some(s), Some(e)) => s.abs() + e > SKEW_LIMIT * t,
+            _ => false,
+        }
+    }
+
+    /// Why the row is `skewed`, for a note under the table.
+    pub(crate) fn skew_note(&self) -> Option<String> {
+        if !self.skewed() || !self.verdict.valid {
+            return None;
+        }
+        let (t, s, e) = (
+            self.time_ns.unwrap_or(f64::NAN),
+            self.skew_ns.unwrap_or(f64::NAN),
+            self.skew_error_ns.unwrap_or(f64::NAN),
+        );
+        Some(format!(
+            "{} with {} packets: skewed: the ranks started {} us apart (± {} us), more than {:.0}% of time {} us (an early rank waits for its partner inside its timed region; compare --start sync)",
+            self.protocol,
+            self.packets,
+            us(s, 3),
+            us(e, 3),
+            100.0 * SKEW_LIMIT,
+            us(t, 3)
+        ))
+    }
+
     /// The `flag` cell for the row's figures and verdict.
     pub(crate) fn flag_of(&self) -> &'static str {
         match (self.time_ns, self.verdict.valid) {
             (None, _) => "n/a",
             (Some(_), false) => "INVALID",
+            _ if self.skewed() => "skewed",
             _ if self.mean_ratio.is_some_and(|r| r > MEAN_LIMIT) => "noisy",
             _ => "ok",
         }
@@ -92,6 +136,8 @@ impl TableRow for Row {
             c.push(t("global[us]", "global_ns", |r| r.global_ns));
             c.push(t("sync±[us]", "sync_error_ns", |r| r.sync_error_ns));
         }
+        c.push(t("skew[us]", "skew_ns", |r| r.skew_ns));
+        c.push(t("skew±[us]", "skew_error_ns", |r| r.skew_error_ns));
         // An experiment that did not run has no verdict to show (n/a).
         c.push(Column::new("flag", "flag", |r: &Row| r.flag.to_string()));
         c
