@@ -159,3 +159,87 @@ fn bandwidth_counts_the_bytes_moved() {
     let notes = doc["notes"].to_string();
     assert!(notes.contains("one direction"), "{notes}");
 }
+
+/// One 64-byte packet, `--start sync`: every rank starts at the same
+/// instant, so each protocol's row is its synchronised closed form, with
+/// H = o_s + L + p·G + o_r one way (the NICs idle since the barrier, the
+/// agreed instant lies at least two round trips after it):
+///
+/// * (0,0)–(0,3): each sends at once, its partner's packet is there at H.
+/// * (1,0): processor 1's packet there and back, 2H.
+/// * (0,8) synchronous: each ssend waits for its partner's
+///   acknowledgement, sent (o_s) when the partner has consumed the packet
+///   (H) and consumed (o_r) after one more L: 2(o_s + L + o_r) + p·G.
+/// * (1,4) ready: the ready messages cross (o_s + L + o_r), processor 1
+///   sends (H), processor 2 answers (H): 3(o_s + L + o_r) + 2p·G.
+/// * (1,10) synchronous: processor 1's packet (H) and its
+///   acknowledgement (o_s + L + o_r), then processor 2's packet — its
+///   NIC keeps max(o_s, g) after the acknowledgement — and its
+///   acknowledgement: 3L + 3o_s + max(o_s, g) + 3o_r + 2p·G.
+///
+/// Under `--start barrier` the ranks leave the barrier about L apart, and
+/// the rows read otherwise: (0,0) near 2H.
+#[test]
+fn sync_start_rows_are_the_synchronised_closed_forms() {
+    let protocols = ["0,0", "0,1", "0,2", "0,3", "1,0", "0,8", "1,4", "1,10"];
+    let run = |p: &LogGp, start: &str| {
+        let mut args = vec!["--total", "64", "--min-packet", "64", "--iterations", "2"];
+        args.extend(["--start", start]);
+        for q in &protocols {
+            args.extend(["--protocol", q]);
+        }
+        sim_json("commtest", p, 2, &args)
+    };
+    let forms = |p: &LogGp| {
+        let pg = 64.0 * p.big_g();
+        let one = p.os() + p.l() + p.or();
+        let h = one + pg;
+        vec![
+            ("(0,0)", h),
+            ("(0,1)", h),
+            ("(0,2)", h),
+            ("(0,3)", h),
+            ("(1,0)", 2.0 * h),
+            ("(0,8)", 2.0 * one + pg),
+            ("(1,4)", 3.0 * one + 2.0 * pg),
+            (
+                "(1,10)",
+                3.0 * p.l() + 3.0 * p.os() + p.os().max(p.g()) + 3.0 * p.or() + 2.0 * pg,
+            ),
+        ]
+    };
+    let check = |p: &LogGp| {
+        let doc = run(p, "sync");
+        let mut why = Vec::new();
+        for (label, want) in forms(p) {
+            if let Err(w) = close(&format!("{label} sync"), time(&doc, label, 1), want, 0.02) {
+                why.push(w);
+            }
+        }
+        none_failed(why, "; ")
+    };
+    // The case, L = 250 µs, and the barrier start beside it.
+    let l250 = LogGp {
+        l_ps: 250_000_000,
+        ..LogGp::DEFAULTS
+    };
+    check(&l250).unwrap();
+    let barrier = run(&l250, "barrier");
+    let h = l250.os() + l250.l() + 64.0 * l250.big_g() + l250.or();
+    let t = time(&barrier, "(0,0)", 1);
+    assert!(t > 1.9 * h, "barrier (0,0) {t} ns, H {h} ns");
+    // Long wires, L 100–500 µs, the rest from the ranges.
+    over_draws(
+        "sync_start_rows_are_the_synchronised_closed_forms",
+        6,
+        0xc5,
+        |p| {
+            let long = LogGp {
+                // The draw's 0.2–5 µs stretched onto 100–500 µs.
+                l_ps: 100_000_000 + (p.l_ps - 200_000) * 83,
+                ..*p
+            };
+            check(&long)
+        },
+    );
+}
