@@ -79,7 +79,7 @@ const CASES: &[Case] = &[
     c("name", &["bcast", "--barrier", "fast"], "--barrier", "dissemination"),
     c("name", &["overlap", "--pair", "isend-rcv"], "--pair", "isend-recv"),
     c("name", &["commtest", "--exchange", "swp"], "--exchange", "swap"),
-    c("name", &["commtest", "--start", "synch"], "--start", "sync"),
+    c("name", &["commtest", "--start", "barier"], "--start", "barrier"),
     c("name", &["commtest", "--transport", "sim", "--protocol", "9,9"], "--protocol", ""),
     c("name", &["commtest", "--transport", "sim", "--protocol", "abc"], "--protocol", ""),
     c("name", &["logp", "--send-mode", "bsend"], "--send-mode", "isend"),
