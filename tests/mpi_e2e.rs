@@ -478,3 +478,29 @@ fn tcp_btl_alone_runs_the_own_protocols_on_pt2pt() {
         assert_eq!(common::rows(&doc).len(), 2);
     }
 }
+
+/// Every buffer a run registers stays attached to osc rdma's dynamic
+/// window, and the window takes a bounded number (`osc_rdma_max_attach`).
+/// commtest synchronises the clocks before each of its ~100 experiments:
+/// that must reuse one buffer, not attach one more each time (which ran
+/// out at the default bound of 64, and the failed rank's teardown then hid
+/// its error behind the others' timeouts).
+#[test]
+fn commtest_attaches_a_bounded_number_of_buffers() {
+    if !open_mpi() {
+        return;
+    }
+    let _s = common::serial();
+    let args = words("commtest --total 16K --proto rdma-read --transport mpi --timeout 20");
+    let t0 = Instant::now();
+    let r = mpirun(2, &args, &[("OMPI_MCA_osc_rdma_max_attach", "40")]);
+    assert!(
+        r.ok(),
+        "after {:?} ({:?}):\n{}",
+        t0.elapsed(),
+        r.code,
+        r.stderr
+    );
+    let rows = r.stdout.lines().filter(|l| l.contains("(1,10)")).count();
+    assert_eq!(rows, 5, "{}", r.stdout);
+}

@@ -3,7 +3,7 @@
 //! statistics the stopping rules need (mean, standard deviation), and
 //! the [`Verdict`] that flags impossible figures.
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use ovbench_core::{Buf, Communicator, Rank, Tag};
 use serde::Serialize;
 
@@ -108,14 +108,34 @@ impl Ctrl {
         comm: &mut dyn Communicator,
         value: f64,
     ) -> anyhow::Result<Option<Vec<f64>>> {
+        Ok(self
+            .gather_each(comm, &[value])?
+            .map(|all| all.into_iter().map(|v| v[0]).collect()))
+    }
+
+    /// Every rank's `values` (up to sixteen, as many on every rank) arrive
+    /// at rank 0 in one message a rank: `Some` there, one list a rank.
+    pub(crate) fn gather_each(
+        &self,
+        comm: &mut dyn Communicator,
+        values: &[f64],
+    ) -> anyhow::Result<Option<Vec<Vec<f64>>>> {
+        let words: Vec<u64> = values.iter().map(|v| v.to_bits()).collect();
         if comm.rank() != 0 {
-            self.send(comm, 0, &[value.to_bits()])?;
+            self.send(comm, 0, &words)?;
             return Ok(None);
         }
-        let mut all = vec![value];
+        let mut all = vec![values.to_vec()];
         for r in 1..comm.size() {
             let w = self.recv(comm, r)?;
-            all.push(f64::from_bits(*w.first().context("empty gather message")?));
+            if w.len() != values.len() {
+                bail!(
+                    "gather: rank {r} sent {} values where {} were due",
+                    w.len(),
+                    values.len()
+                );
+            }
+            all.push(w.into_iter().map(f64::from_bits).collect());
         }
         Ok(Some(all))
     }

@@ -190,8 +190,14 @@ fn run_rank(cli: &Cli, job: &Arc<MpiJob>) -> Result<()> {
         Some(s) => s,
         None => &mut null,
     };
-    command::execute(&cli.command, common, comm.as_mut(), &mut ctl, out, true)
-        .with_context(|| format!("rank {rank}"))?;
+    if let Err(e) = command::execute(&cli.command, common, comm.as_mut(), &mut ctl, out, true) {
+        // Tearing the communicator down deregisters its memory, which
+        // under osc rdma waits on peers that may themselves wait on this
+        // rank: the error would not be told until the watchdog fired.
+        // The job is aborted next, so nothing is lost by skipping it.
+        std::mem::forget(comm);
+        return Err(e);
+    }
     report_calls(comm.as_ref(), &calls, &mut ctl, out)?;
     drop(comm);
     sink.map_or(Ok(()), crate::output::ReportSink::finish)

@@ -308,10 +308,9 @@ fn worst_sync(
     ctrl: &Ctrl,
     sync: &start::Synced,
 ) -> anyhow::Result<Option<(f64, f64)>> {
-    let rtts = ctrl.gather(comm, sync.map.rtt_ns)?;
-    let errs = ctrl.gather(comm, sync.err_ns)?;
-    let max = |v: Vec<f64>| v.into_iter().fold(0.0, f64::max);
-    Ok(rtts.zip(errs).map(|(r, e)| (max(r), max(e))))
+    let all = ctrl.gather_each(comm, &[sync.map.rtt_ns, sync.err_ns])?;
+    let max = |v: &[Vec<f64>], i: usize| v.iter().map(|x| x[i]).fold(0.0, f64::max);
+    Ok(all.map(|v| (max(&v, 0), max(&v, 1))))
 }
 
 /// Why a row is `noisy`: its iterations' mean against its time.
@@ -504,25 +503,23 @@ pub fn run(
                     }
                     error = Some(e.to_string());
                 }
+                let col = |v: &[Vec<f64>], i: usize| v.iter().map(|x| x[i]).collect::<Vec<_>>();
                 if args.global_clock {
-                    let begins = ctrl.gather(ex.comm, span.0)?;
-                    let ends = ctrl.gather(ex.comm, span.1)?;
                     let err = sync.map.rtt_ns / 2.0;
-                    let errs = ctrl.gather(ex.comm, err)?;
-                    if let (Some(b), Some(e), Some(err)) = (begins, ends, errs) {
-                        if let Some(g) = global_span(&b, &e, &err) {
+                    let each = ctrl.gather_each(ex.comm, &[span.0, span.1, err])?;
+                    if let Some(v) = each {
+                        if let Some(g) = global_span(&col(&v, 0), &col(&v, 1), &col(&v, 2)) {
                             globals.push(g);
                         }
                     }
                 }
-                let starts = ctrl.gather(ex.comm, began.0)?;
-                let errs = ctrl.gather(ex.comm, began.1)?;
-                let skewed = match (starts, errs) {
-                    (Some(s), Some(e)) => start::skew(&s, &e),
-                    _ => None,
-                };
-                let all = ctrl.gather(ex.comm, mine)?;
-                let verdict = all.map(|v| {
+                // One message a rank: its start, the start's error and its time.
+                let each = ctrl.gather_each(ex.comm, &[began.0, began.1, mine])?;
+                let skewed = each
+                    .as_ref()
+                    .and_then(|v| start::skew(&col(v, 0), &col(v, 1)));
+                let verdict = each.map(|v| {
+                    let v = col(&v, 2);
                     if v.iter().any(|&x| x < 0.0) {
                         -1.0
                     } else {

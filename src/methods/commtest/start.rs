@@ -24,7 +24,7 @@
 
 use anyhow::Context;
 use ovbench_core::clock_sync::CLOCK_SYNC_TAG;
-use ovbench_core::{ClockSync, Communicator};
+use ovbench_core::{Buf, ClockSync, Communicator};
 use serde::Serialize;
 
 use super::super::common::{ns, Ctrl};
@@ -53,6 +53,11 @@ pub(super) struct Synced {
     pub err_ns: f64,
     /// The first measurement's: the drift's error comes from both.
     first: (f64, f64),
+    /// The round trips' buffer, allocated once: the communicator frees
+    /// nothing before it is dropped, and under an RMA protocol every
+    /// buffer is registered (Open MPI's osc rdma attaches a bounded
+    /// number, so one per experiment ran out after about a hundred).
+    buf: Buf,
 }
 
 impl Synced {
@@ -84,8 +89,7 @@ impl Synced {
 
 /// One measurement: the fastest round's offset and round trip, and how
 /// far the best half of the rounds' offsets stray from it.
-fn measure(comm: &mut dyn Communicator) -> anyhow::Result<(ClockSync, f64)> {
-    let buf = comm.alloc(8)?;
+fn measure(comm: &mut dyn Communicator, buf: Buf) -> anyhow::Result<(ClockSync, f64)> {
     let tag = Some(CLOCK_SYNC_TAG);
     if comm.rank() == 0 {
         for r in 1..comm.size() {
@@ -144,11 +148,13 @@ fn stray(rounds: &[ClockSync]) -> f64 {
 
 /// The first synchronisation of a run (collective).
 pub(super) fn first(comm: &mut dyn Communicator) -> anyhow::Result<Synced> {
-    let (map, err_ns) = measure(comm).context("clock synchronisation")?;
+    let buf = comm.alloc(8)?;
+    let (map, err_ns) = measure(comm, buf).context("clock synchronisation")?;
     Ok(Synced {
         map,
         err_ns,
         first: (map.at_ns, err_ns),
+        buf,
     })
 }
 
@@ -156,7 +162,7 @@ pub(super) fn first(comm: &mut dyn Communicator) -> anyhow::Result<Synced> {
 /// moved since `first`.
 // deviation: global-clock-sync — synchronised clocks stand in for a global one, see docs/methods/commtest.md
 pub(super) fn again(comm: &mut dyn Communicator, first: &Synced) -> anyhow::Result<Synced> {
-    let (now, err_ns) = measure(comm).context("clock synchronisation")?;
+    let (now, err_ns) = measure(comm, first.buf).context("clock synchronisation")?;
     let d = ClockSync::with_drift(first.map, now);
     Ok(Synced {
         map: ClockSync {
@@ -166,6 +172,7 @@ pub(super) fn again(comm: &mut dyn Communicator, first: &Synced) -> anyhow::Resu
         },
         err_ns,
         first: first.first,
+        buf: first.buf,
     })
 }
 
@@ -305,6 +312,10 @@ mod tests {
             },
             err_ns: 2.0,
             first: (0.0, 2.0),
+            buf: Buf {
+                region: ovbench_core::RegionId(0),
+                len: 8,
+            },
         };
         let g = s.to_global(3e6);
         assert!((s.to_local(g) - 3e6).abs() < 1e-6);
