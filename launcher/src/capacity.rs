@@ -12,6 +12,9 @@ use nix::sys::resource::{getrlimit, Resource};
 const THREADS_PER_RANK: u64 = 4;
 /// Tasks left for everything else on the host.
 const SPARE_TASKS: u64 = 256;
+/// Tasks of the launching process itself (its threads) inside a pids
+/// cgroup, beside its ranks.
+const SELF_TASKS: u64 = 8;
 
 fn read_u64(path: &str) -> Option<u64> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
@@ -50,10 +53,19 @@ pub fn max_local_ranks() -> Option<(u64, String)> {
     }
     let (limit, why) = limits.into_iter().min_by_key(|l| l.0)?;
     let free = limit.saturating_sub(now + SPARE_TASKS);
-    Some((
+    let host = (
         free / THREADS_PER_RANK,
         format!("{why}, {now} tasks running"),
-    ))
+    );
+    // A pids cgroup (a batch job's, a container's) binds its own tasks:
+    // what is left of it is all the ranks get, less this process's own.
+    let cgroup = ovbench_core::host_limits::HostLimits::default()
+        .tasks()
+        .map(|l| (l.left.saturating_sub(SELF_TASKS) / THREADS_PER_RANK, l.what));
+    Some(match cgroup {
+        Some(c) if c.0 < host.0 => c,
+        _ => host,
+    })
 }
 
 /// An error naming the limit when `np` local ranks do not fit.

@@ -180,30 +180,32 @@ fn message_memory(cmd: &Command) -> (&'static str, usize, usize) {
     }
 }
 
-/// The memory this host has available now (MemAvailable), if known.
-fn available_memory() -> Option<usize> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib.saturating_mul(1024))
-}
-
-/// The messages of `np` ranks on this host fit in its memory: an
-/// oversized `--sizes 1024G` is refused here rather than by a rank's
-/// failed (or, under sim, aborting) allocation.
+/// The messages of `np` ranks fit in the memory this process may take:
+/// an oversized `--sizes 1024G` is refused here rather than by a rank's
+/// failed (or, under sim, aborting) allocation or the OOM killer. The
+/// limits are the host's MemAvailable, the memory cgroups' and RLIMIT_AS
+/// (per process: every simulated rank shares this one).
 fn check_memory(cli: &Cli, np: u32) -> Result<()> {
     let (flag, largest, per_rank) = message_memory(&cli.command);
-    let need = per_rank.saturating_mul(np as usize);
-    let Some(avail) = available_memory() else {
-        return Ok(());
-    };
-    if need > avail {
+    let need = per_rank.saturating_mul(np as usize) as u64;
+    let limits = ovbench_core::host_limits::HostLimits::default();
+    let one_process = cli.common.transport == TransportKind::Sim;
+    let process_need = if one_process { need } else { per_rank as u64 };
+    let binding = [
+        limits.memory().map(|l| (need, l)),
+        limits.address_space().map(|l| (process_need, l)),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|(n, l)| *n > l.left);
+    if let Some((n, l)) = binding {
         bail!(
-            "{flag}: messages of {} need about {} MiB on this host ({np} ranks × {} MiB of buffers) and {} MiB are available: use smaller {flag} or fewer ranks",
+            "{flag}: messages of {} need about {} MiB ({np} ranks × {} MiB of buffers) and {} MiB are left under {}: use smaller {flag} or fewer ranks",
             crate::sizes::format_bytes(largest),
-            need >> 20,
+            n >> 20,
             per_rank >> 20,
-            avail >> 20
+            l.left >> 20,
+            l.what
         );
     }
     Ok(())

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod cage;
 mod shell;
 
 // Each test crate uses some of these (as with dead_code above).

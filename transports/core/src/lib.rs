@@ -43,6 +43,7 @@ mod comm;
 pub mod engine_comm;
 mod error;
 pub mod fabric;
+pub mod host_limits;
 pub mod instrument;
 mod key;
 mod library;
