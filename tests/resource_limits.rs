@@ -48,6 +48,25 @@ fn sim_np_30000_in_a_4_gib_cage_is_refused_before_start() {
     );
     assert!(out.trim().is_empty(), "{out}");
     assert!(secs < 5.0, "refused only after {secs:.1} s");
+    // Messages too: two ranks' 2 GiB buffers, and commtest's 1 GiB ones.
+    for args in [
+        &["latency", "--sizes", "2G", "--iters", "1"][..],
+        &["commtest", "--total", "1G"][..],
+    ] {
+        let (code, out, err, secs) = caged(&cage, args);
+        println!("{args:?}: {secs:.2} s: {err}");
+        assert_eq!(code, Some(2), "{err}");
+        assert!(
+            err.lines()
+                .next()
+                .unwrap_or_default()
+                .contains("memory.limit_in_bytes")
+                || err.contains("memory.max")
+                || err.contains("RLIMIT_AS"),
+            "{err}"
+        );
+        assert!(out.trim().is_empty() && secs < 5.0, "{out}");
+    }
 }
 
 #[test]
