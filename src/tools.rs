@@ -51,25 +51,13 @@ pub enum Shell {
     Fish,
 }
 
-/// The tools' own options (clap ids); any other option the user gave is
-/// a benchmark's, with no effect here.
-const OWN: &[&str] = &["files", "output", "fail_if_slower", "shell"];
-
-/// A benchmark option given to a tool is pointed out, not ignored.
+/// A benchmark option given to a tool is pointed out, not ignored (the
+/// table of where each option acts, `cli::effects`, says).
 pub fn check_options(cli: &Cli) -> Result<()> {
-    // (clap also reports the argument groups of derived structs, named
-    // after their type: `CompareArgs`; those are no option.)
-    let benchmark_option = |g: &&String| {
-        !OWN.contains(&g.as_str()) && !g.starts_with(|c: char| c.is_ascii_uppercase())
-    };
-    if let Some(id) = cli.given.iter().find(benchmark_option) {
-        anyhow::bail!(
-            "--{} is an option of the benchmarks and has no effect on `ovbench {}`: drop it",
-            id.replace('_', "-"),
-            cli.command.name()
-        );
+    match crate::cli::effects::refusal(cli, None) {
+        Some(why) => Err(anyhow::anyhow!(why)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Run a tool subcommand; the exit code.

@@ -4,6 +4,7 @@
 //! method.
 
 pub mod common;
+pub mod effects;
 pub mod examples;
 pub mod fabric_args;
 pub mod launch_args;

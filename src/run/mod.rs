@@ -32,6 +32,7 @@ pub use command::execute;
 use command::execute_rank;
 
 use crate::cli::common::{ProtoArg, TransportKind};
+use crate::cli::effects::Launch;
 use crate::cli::{Cli, Command};
 use crate::env::{Environment, RankFacts};
 use crate::export::FileExports;
@@ -110,11 +111,13 @@ pub fn run(cli: &Cli) -> Result<i32> {
     }
     match job::decide(cli).map_err(usage)? {
         job::Start::Local(np) => {
+            check_flags(cli, Some(Launch::Local)).map_err(usage)?;
             preflight(cli, np).map_err(usage)?;
             local_capacity(cli, np).map_err(usage)?;
             launch(cli, np)
         }
         job::Start::Ssh(hosts) => {
+            check_flags(cli, Some(Launch::Ssh)).map_err(usage)?;
             preflight(cli, hosts.len() as u32).map_err(usage)?;
             launch_ssh(cli, &hosts)
         }
@@ -122,6 +125,7 @@ pub fn run(cli: &Cli) -> Result<i32> {
             if env.source != ovbench_launcher::JobSource::Launcher {
                 // mpirun/srun started the ranks: each checks what the
                 // launcher would have, and exits 2 the same way.
+                check_flags(cli, Some(Launch::Job)).map_err(usage)?;
                 preflight(cli, env.size).map_err(usage)?;
             }
             rank::run(env, cli).map(|()| 0)
@@ -211,73 +215,19 @@ fn check_memory(cli: &Cli, np: u32) -> Result<()> {
     Ok(())
 }
 
-/// The options that belong to one transport, by clap id and flag.
-const TRANSPORT_FLAGS: &[(TransportKind, &[(&str, &str)])] = &[
-    (
-        TransportKind::Verbs,
-        &[
-            ("device", "--device"),
-            ("port", "--port"),
-            ("gid_index", "--gid-index"),
-            ("cm", "--cm"),
-            ("tx_depth", "--tx-depth"),
-            ("rx_depth", "--rx-depth"),
-            ("inline_size", "--inline-size"),
-            ("mtu", "--mtu"),
-            ("sl", "--sl"),
-            ("tclass", "--tclass"),
-            ("eager_buf", "--eager-buf"),
-        ],
-    ),
-    (
-        TransportKind::Ucx,
-        &[
-            ("ucx_tls", "--ucx-tls"),
-            ("ucx_net_devices", "--ucx-net-devices"),
-            ("ucx_connect", "--ucx-connect"),
-        ],
-    ),
-    (
-        TransportKind::Ofi,
-        &[("provider", "--provider"), ("ofi_node", "--ofi-node")],
-    ),
-    (TransportKind::Sim, &[("sim", "--sim")]),
-];
-
 /// An option that has no effect in this run is a mistake to point out,
-/// not to ignore: a fabric's option on another transport, `--op` without
-/// `--proto raw`, `--frag-size` without pipelined.
-fn check_flags(cli: &Cli) -> Result<()> {
-    let c = &cli.common;
-    for (kind, flags) in TRANSPORT_FLAGS {
-        if *kind == c.transport {
-            continue;
-        }
-        if let Some((_, flag)) = flags.iter().find(|(id, _)| cli.gave(id)) {
-            bail!(
-                "{flag} is an option of --transport {kind}, but this run uses --transport {}: add --transport {kind} or drop {flag}",
-                c.transport
-            );
-        }
+/// not to ignore: the table of where each acts (`cli::effects`) says.
+/// `launch` is how the ranks start, where that is known.
+fn check_flags(cli: &Cli, launch: Option<Launch>) -> Result<()> {
+    match crate::cli::effects::refusal(cli, launch) {
+        Some(why) => Err(anyhow::anyhow!(why)),
+        None => Ok(()),
     }
-    if cli.gave("op") && c.proto != ProtoArg::Raw {
-        bail!(
-            "--op chooses the operation of --proto raw, but this run uses --proto {}: add --proto raw or drop --op",
-            c.proto.name()
-        );
-    }
-    if cli.gave("frag_size") && c.proto != ProtoArg::Pipelined {
-        bail!(
-            "--frag-size sets the fragments of --proto pipelined, but this run uses --proto {}: add --proto pipelined or drop --frag-size",
-            c.proto.name()
-        );
-    }
-    Ok(())
 }
 
 /// Errors that need no rank to find, reported once before any starts.
 pub fn preflight(cli: &Cli, np: u32) -> Result<()> {
-    check_flags(cli)?;
+    check_flags(cli, None)?;
     let c = &cli.common;
     if c.proto == ProtoArg::Native && matches!(c.transport, TransportKind::Tcp | TransportKind::Sim)
     {

@@ -105,6 +105,7 @@ pub fn run(cli: &Cli) -> Result<i32> {
     let (_, size) = check_launch(cli, &var).map_err(usage)?;
     let filled = with_mpi_defaults(cli).map_err(usage)?;
     let cli = filled.as_ref().unwrap_or(cli);
+    super::check_flags(cli, Some(crate::cli::effects::Launch::Job)).map_err(usage)?;
     if let Some(np) = size {
         super::preflight(cli, np).map_err(usage)?;
     }
