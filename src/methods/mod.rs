@@ -114,10 +114,15 @@ pub fn preflight(cmd: &MethodCommand, np: u32) -> anyhow::Result<()> {
         MethodCommand::Commtest(a) => {
             commtest::check_args(a)?;
             need(np >= 2, "commtest needs at least 2 ranks")?;
-            need(
-                a.distance >= 1 && a.distance < np,
-                &format!("commtest --distance {} needs more ranks", a.distance),
-            )
+            if a.distance >= np {
+                anyhow::bail!(
+                    "commtest --distance {d}: rank 0's partner is rank {d}, which --np {np} does not have: use --np {} or more, or --distance {} or less",
+                    u64::from(a.distance) + 1,
+                    np - 1,
+                    d = a.distance
+                );
+            }
+            Ok(())
         }
         MethodCommand::Overlap(a) => {
             overlap::check_args(a)?;

@@ -80,8 +80,9 @@ pub struct Args {
     /// previous send late (unordered protocols).
     #[arg(long)]
     pub reorganized: bool,
-    /// Distance between communicating ranks.
-    #[arg(long, default_value_t = 1)]
+    /// Distance between communicating ranks (1 or more: a rank's partner
+    /// is rank r+d).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub distance: u32,
     /// Every rank takes part (default: rank 0 and its partners only).
     #[arg(long)]
