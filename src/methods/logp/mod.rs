@@ -346,6 +346,11 @@ pub fn check_args(args: &Args) -> anyhow::Result<()> {
         bail!("--max-its 0: give at least 1 repetition, e.g. --max-its 18");
     }
     let (min_size, max_size) = (args.min_size.bytes(), args.max_size.bytes());
+    // 0 asks for the 0-byte parameters alone (G is then reported unknown);
+    // 1 measures one size above 0, from which no slope can be fitted.
+    if max_size == 1 {
+        bail!("--max-size 1: logp fits the per-byte gap G over the message sizes above 0 up to it and needs at least 2 of them: give --max-size 2 or more (e.g. 64K), or 0 for the 0-byte parameters alone");
+    }
     if min_size > max_size {
         bail!(
             "--min-size {min_size} is above --max-size {max_size}: give --min-size at most --max-size"
