@@ -11,7 +11,8 @@
 //!   write results to a [`report::Sink`].
 //! * [`stats`] — percentiles and confidence intervals, pure code.
 //! * [`output`] (the `#` header and tables on stdout, the progress bar on stderr)
-//!   and [`export`] (JSON and CSV files rewritten after every row).
+//!   and [`export`] (JSON and CSV files rewritten after every row);
+//!   [`files`] — every input file read, every output file placed.
 //! * [`env`](mod@env), [`header`], [`cpu`] — what every header records; [`control`]
 //!   — the side channel that brings per-rank figures to rank 0;
 //!   [`sizes`] — sizes and durations as users type them.
@@ -27,6 +28,7 @@ pub mod cpu;
 pub mod devices;
 pub mod env;
 pub mod export;
+pub mod files;
 pub mod header;
 pub mod methods;
 pub mod output;

@@ -15,7 +15,7 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use ovbench_core::engine_comm::{EngineShape, Protocol, RawOp};
 use ovbench_core::{Buf, Communicator, Tag, XferTable};
 use serde::Serialize;
@@ -74,6 +74,17 @@ pub fn needed(shape: &EngineShape, sizes: &[usize]) -> Vec<(RawOp, usize)> {
         }
     }
     v
+}
+
+/// `--xfer-table FILE`, read ([`crate::files::input`]) and parsed.
+pub fn read_table(path: &Path) -> anyhow::Result<XferTable> {
+    let text = crate::files::input::read_text("--xfer-table", path, crate::files::input::TEXT_CAP)?;
+    XferTable::parse(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: {e} (write it with overlap --write-xfer-table)",
+            crate::files::input::named("--xfer-table", path)
+        )
+    })
 }
 
 /// Time each of `ops` as the bare operation on rank 0 (rank 0 sends or
@@ -219,13 +230,7 @@ pub(crate) fn from_file(
     need: &[(RawOp, usize)],
 ) -> anyhow::Result<(XferTable, XferSource)> {
     let mine = if comm.rank() == 0 {
-        std::fs::read_to_string(path)
-            .with_context(|| format!("reading --xfer-table {}", path.display()))
-            .and_then(|text| {
-                XferTable::parse(&text)
-                    .map_err(|e| anyhow::anyhow!("--xfer-table {}: {e}", path.display()))
-            })
-            .and_then(|t| {
+        read_table(path).and_then(|t| {
                 let pts = t.points().to_vec();
                 for &(op, bytes) in need {
                     if !pts.iter().any(|&(b, _)| b == bytes as u64) {

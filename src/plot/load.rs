@@ -39,14 +39,7 @@ impl RunFile {
     /// ovbench JSON or one of another schema version is refused with a
     /// sentence saying so.
     pub fn read_all_in(path: &Path) -> Result<Vec<RunFile>> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("{}: cannot read it", path.display()))?;
-        let doc: Value = serde_json::from_str(&text).map_err(|e| {
-            anyhow::anyhow!(
-                "{}: not JSON ({e}): give a file written by ovbench --json",
-                path.display()
-            )
-        })?;
+        let doc = crate::files::input::read_json("", path)?;
         let top = RunFile::from_doc(path, &doc)?;
         match doc.get("protocols").and_then(Value::as_array) {
             Some(each) => each.iter().map(|d| RunFile::from_doc(path, d)).collect(),
@@ -170,6 +163,14 @@ fn base_label(header: &Value) -> String {
 /// distinct: the host is added where hosts differ, then the file name.
 pub fn read_all(paths: &[PathBuf]) -> Result<Vec<RunFile>> {
     let mut runs: Vec<RunFile> = Vec::new();
+    if paths
+        .iter()
+        .filter(|p| crate::files::input::is_stdin(p))
+        .count()
+        > 1
+    {
+        bail!("- (stdin) is given more than once, and stdin can be read once: give it once");
+    }
     for p in paths {
         runs.extend(RunFile::read_all_in(p)?);
     }

@@ -3,7 +3,7 @@
 //! Everything wrong with that choice is found here, before any rank
 //! starts, and reported as a usage error (exit 2).
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use ovbench_launcher::{BootstrapUse, JobSource, LauncherChoice, RankEnv, Role};
 
 use crate::cli::launch_args::LauncherArg;
@@ -27,8 +27,8 @@ fn hosts(cli: &Cli) -> Result<Option<Vec<String>>> {
         return ovbench_launcher::ssh::parse_hosts(list).map(Some);
     }
     if let Some(path) = &l.hostfile {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("--hostfile {}: cannot read it", path.display()))?;
+        let text =
+            crate::files::input::read_text("--hostfile", path, crate::files::input::TEXT_CAP)?;
         return ovbench_launcher::ssh::parse_hostfile(&text, path).map(Some);
     }
     Ok(None)
@@ -45,19 +45,26 @@ pub fn bootstrap_use(cli: &Cli) -> BootstrapUse {
 /// Decides how this run starts; errors are the user's to fix.
 pub fn decide(cli: &Cli) -> Result<Start> {
     let l = &cli.common.launch;
-    let hosts = hosts(cli)?;
+    // A rank this launcher started never reads the host list: its stdin
+    // (`--hostfile -`) is the launcher's channel, its host may lack the file.
+    let hosts = if std::env::var_os("OVBENCH_RANK").is_some() {
+        None
+    } else {
+        hosts(cli)?
+    };
     let choice = match l.launcher {
         LauncherArg::Auto => LauncherChoice::Auto,
         LauncherArg::Local => LauncherChoice::Local,
         LauncherArg::Env => LauncherChoice::Env,
         LauncherArg::Ssh => LauncherChoice::Ssh,
     };
-    if hosts.is_some() && matches!(choice, LauncherChoice::Local | LauncherChoice::Env) {
+    let gave_hosts = l.hosts.is_some() || l.hostfile.is_some();
+    if gave_hosts && matches!(choice, LauncherChoice::Local | LauncherChoice::Env) {
         bail!(
             "--hosts/--hostfile start ranks over ssh: drop them, or use --launcher ssh (or auto)"
         );
     }
-    if choice == LauncherChoice::Ssh && hosts.is_none() {
+    if choice == LauncherChoice::Ssh && !gave_hosts {
         bail!("--launcher ssh needs the hosts: add --hosts HOST,HOST,… or --hostfile FILE");
     }
     if let Some(b) = l.bootstrap.as_deref().filter(|b| *b != "off") {
@@ -98,7 +105,7 @@ pub fn decide(cli: &Cli) -> Result<Start> {
                     env.launcher_name()
                 );
             }
-            if hosts.is_some() {
+            if gave_hosts {
                 bail!(
                     "--hosts/--hostfile: this process is already rank {} of {} started by {}; start ovbench outside the job to launch over ssh, or drop them",
                     env.rank,

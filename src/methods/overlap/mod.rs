@@ -121,31 +121,18 @@ impl Args {
 /// the run moves is known only to the ranks), the output is no directory
 /// and its directory exists.
 pub fn check_args(args: &Args) -> anyhow::Result<()> {
+    if let (Some(r), Some(w)) = (&args.xfer_table, &args.write_xfer_table) {
+        anyhow::bail!(
+            "--write-xfer-table {} measures the table and --xfer-table {} reads one: give one of them (measure with --proto raw --write-xfer-table, then run with --xfer-table)",
+            w.display(),
+            r.display()
+        );
+    }
     if let Some(path) = &args.xfer_table {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("--xfer-table {}: cannot read it", path.display()))?;
-        ovbench_core::XferTable::parse(&text).map_err(|e| {
-            anyhow::anyhow!(
-                "--xfer-table {}: {e} (write it with overlap --write-xfer-table)",
-                path.display()
-            )
-        })?;
+        crate::xfer_time::read_table(path)?;
     }
-    if let Some(path) = &args.write_xfer_table {
-        if path.is_dir() {
-            anyhow::bail!(
-                "--write-xfer-table {} is a directory: give a file name in it",
-                path.display()
-            );
-        }
-        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-        if dir.is_some_and(|d| !d.is_dir()) {
-            anyhow::bail!(
-                "--write-xfer-table {}: its directory does not exist: create it or give another path",
-                path.display()
-            );
-        }
-    }
+    // --write-xfer-table is checked with the run's other files
+    // (crate::files::run_files).
     Ok(())
 }
 
