@@ -115,17 +115,32 @@ fn slug(title: &str) -> String {
 
 /// The file of each table: the first at `base`, table k after it at
 /// `base`'s stem `.<slug of its title>.csv`, made unique by its index
-/// where two titles give one name.
+/// where two titles give one name. The slug is cut so that the name
+/// stays within `NAME_MAX` (`--csv`'s own name leaves room for it,
+/// [`crate::files::run_files::CSV_TABLE_ROOM`]); non-UTF-8 names are kept
+/// byte for byte.
 pub fn table_paths(base: &Path, titles: &[&str]) -> Vec<PathBuf> {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
     let stem = base.with_extension("");
+    let stem_name = stem.file_name().map_or(&[][..], |n| n.as_bytes());
+    let name = |slug: &str, suffix: &str| {
+        let room =
+            crate::files::output::NAME_MAX.saturating_sub(stem_name.len() + 5 + suffix.len());
+        let mut n = stem_name.to_vec();
+        n.push(b'.');
+        n.extend_from_slice(&slug.as_bytes()[..slug.len().min(room)]);
+        n.extend_from_slice(suffix.as_bytes());
+        n.extend_from_slice(b".csv");
+        stem.with_file_name(std::ffi::OsString::from_vec(n))
+    };
     let mut out: Vec<PathBuf> = Vec::new();
     for (k, t) in titles.iter().enumerate() {
         let p = if k == 0 {
             base.to_path_buf()
         } else {
-            let mut p = PathBuf::from(format!("{}.{}.csv", stem.display(), slug(t)));
+            let mut p = name(&slug(t), "");
             if out.contains(&p) || p == base {
-                p = PathBuf::from(format!("{}.{}-{k}.csv", stem.display(), slug(t)));
+                p = name(&slug(t), &format!("-{k}"));
             }
             p
         };

@@ -36,6 +36,8 @@ pub struct ReportSink {
     flag: Option<(usize, bool)>,
     /// The `shared` note has been printed.
     shared_noted: bool,
+    /// Under `--json -`, the document went to stdout (once, at the end).
+    stdout_done: bool,
 }
 
 impl ReportSink {
@@ -58,6 +60,7 @@ impl ReportSink {
             shared: None,
             flag: None,
             shared_noted: false,
+            stdout_done: false,
         };
         for l in header_lines {
             s.print(&format!("# {l}"));
@@ -104,14 +107,36 @@ impl ReportSink {
         self.progress.finish();
         self.doc.complete = true;
         self.save();
+        if let Err(e) = self.json_to_stdout() {
+            self.error.get_or_insert(e);
+        }
         match self.error.take() {
             Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+    /// Under `--json -`, write the document to stdout, once.
+    fn json_to_stdout(&mut self) -> anyhow::Result<()> {
+        if self.stdout_done {
+            return Ok(());
+        }
+        self.stdout_done = true;
+        match self.files.stdout_json(&self.doc) {
+            Some(text) => crate::files::stdout::write_json(&mut std::io::stdout(), &text),
             None => Ok(()),
         }
     }
     /// The document so far.
     pub fn document(&self) -> &Document {
         &self.doc
+    }
+}
+
+/// A run that stopped early (an error, a signal) still gives `--json -`
+/// its document so far, `"complete": false`, as a file keeps it.
+impl Drop for ReportSink {
+    fn drop(&mut self) {
+        let _ = self.json_to_stdout();
     }
 }
 

@@ -64,9 +64,7 @@ pub fn run(cli: &Cli) -> Result<i32> {
         return crate::tools::run(t);
     }
     features::check(cli.common.transport).map_err(usage)?;
-    crate::export::check_distinct(cli.common.json.as_deref(), cli.common.csv.as_deref())
-        .map_err(usage)?;
-    check_outputs(cli).map_err(usage)?;
+    crate::files::run_files::check(cli).map_err(usage)?;
     if cli.protos.len() > 1 {
         return protocols::run(cli);
     }
@@ -131,29 +129,6 @@ pub fn run(cli: &Cli) -> Result<i32> {
             rank::run(env, cli).map(|()| 0)
         }
     }
-}
-
-/// `--json` and `--csv` name files that can be written: not a directory,
-/// in a directory that exists and takes new files. Checked before any rank
-/// starts, so that no run is measured and then lost.
-fn check_outputs(cli: &Cli) -> Result<()> {
-    for (flag, path) in [("--json", &cli.common.json), ("--csv", &cli.common.csv)] {
-        let Some(path) = path else { continue };
-        if path.is_dir() {
-            bail!(
-                "{flag} {} is a directory: give a file name in it, e.g. {flag} {}",
-                path.display(),
-                path.join(if flag == "--json" {
-                    "out.json"
-                } else {
-                    "out.csv"
-                })
-                .display()
-            );
-        }
-        crate::export::check_writable(path).map_err(|e| anyhow::anyhow!("{flag} {e:#}"))?;
-    }
-    Ok(())
 }
 
 /// What a rank of `cmd` allocates for its messages, and the option that
@@ -355,7 +330,9 @@ pub(crate) fn rank0_sink(cli: &Cli, header: (Value, Vec<String>)) -> Result<Repo
         && c.progress_bar
             .shows(crate::output::stderr_reaches_terminal());
     let progress = SweepProgress::new(&cli.command.name(), shown);
-    Ok(ReportSink::new(json, &lines, files, Box::new(std::io::stdout()))?.with_progress(progress))
+    // Under --json -, stdout carries the JSON alone: the tables go to stderr.
+    let out = crate::files::stdout::tables(c.json.as_deref());
+    Ok(ReportSink::new(json, &lines, files, out)?.with_progress(progress))
 }
 
 /// Rank 0's environment and run header: its JSON and the lines to print.

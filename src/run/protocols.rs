@@ -20,6 +20,14 @@ use crate::cli::Cli;
 pub(super) fn run(cli: &Cli) -> Result<i32> {
     let protos = &cli.protos;
     check(cli).map_err(usage)?;
+    // --json -: each protocol's run prints its tables on the stdout it
+    // inherits, which is stderr from here on; the JSON alone goes to
+    // the real stdout.
+    let mut real_stdout = if crate::files::stdout::is_stdout(cli.common.json.as_deref()) {
+        Some(crate::files::stdout::divert()?)
+    } else {
+        None
+    };
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let dir = scratch_dir(cli.common.json.as_deref());
     let mut files: Vec<PathBuf> = Vec::new();
@@ -45,7 +53,7 @@ pub(super) fn run(cli: &Cli) -> Result<i32> {
         }
     }
     let merged = if code == 0 {
-        side_by_side(cli, &files)
+        side_by_side(cli, &files, real_stdout.as_mut())
     } else {
         Ok(())
     };
@@ -163,7 +171,7 @@ fn run_one(cli: &Cli, args: &[OsString]) -> Result<i32> {
 }
 
 /// Print the side-by-side table and write the one JSON file.
-fn side_by_side(cli: &Cli, files: &[PathBuf]) -> Result<()> {
+fn side_by_side(cli: &Cli, files: &[PathBuf], stdout: Option<&mut std::fs::File>) -> Result<()> {
     let runs = crate::plot::load::read_all(files)?;
     let mut cmp = crate::compare::compare(&runs)?;
     // The per-protocol files are gone after this: name the runs instead.
@@ -182,10 +190,7 @@ fn side_by_side(cli: &Cli, files: &[PathBuf]) -> Result<()> {
     };
     let docs: Vec<Value> = files
         .iter()
-        .map(|f| {
-            let text = std::fs::read_to_string(f)?;
-            Ok(serde_json::from_str(&text)?)
-        })
+        .map(|f| crate::files::input::read_json("", f))
         .collect::<Result<_>>()?;
     let rows: Vec<Value> = cmp
         .rows
@@ -222,10 +227,10 @@ fn side_by_side(cli: &Cli, files: &[PathBuf]) -> Result<()> {
         "complete": true,
     });
     let text = serde_json::to_string_pretty(&doc)?;
-    let tmp = out.with_extension("json.tmp");
-    std::fs::write(&tmp, text + "\n")
-        .and_then(|()| std::fs::rename(&tmp, out))
-        .with_context(|| format!("--json {}: writing the combined file", out.display()))
+    match stdout {
+        Some(real) => crate::files::stdout::write_json(real, &text),
+        None => crate::files::output::write_atomic("--json", out, &(text + "\n")),
+    }
 }
 
 #[cfg(test)]

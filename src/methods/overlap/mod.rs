@@ -403,8 +403,7 @@ pub fn run(
             for (b, t) in table.points() {
                 text.push_str(&format!("{b} {t}\n"));
             }
-            std::fs::write(path, text)
-                .with_context(|| format!("writing --write-xfer-table {}", path.display()))?;
+            crate::files::output::write_atomic("--write-xfer-table", path, &text)?;
             sink.note(&format!("xfer_time table written to {}", path.display()));
         }
         comm.barrier()?;
