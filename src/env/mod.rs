@@ -64,7 +64,7 @@ impl Environment {
     pub fn capture(ranks: Vec<RankFacts>) -> Environment {
         let map = core_map();
         Environment {
-            command_line: shell_words(std::env::args()),
+            command_line: shell_words(std::env::args_os()),
             version: env!("CARGO_PKG_VERSION").to_string(),
             git_commit: git_commit().to_string(),
             date: utc_now(),
@@ -188,16 +188,30 @@ pub fn warnings(
 }
 
 /// The command line as a shell would need it (arguments with spaces or
-/// quotes single-quoted).
-fn shell_words(args: impl Iterator<Item = String>) -> String {
-    args.map(|a| {
-        if !a.is_empty()
-            && a.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_=.,:/+@%".contains(c))
+/// quotes single-quoted; one that is no UTF-8, as a non-UTF-8 file name,
+/// in bash's `$'…'` with its other bytes as `\xNN`).
+fn shell_words(args: impl Iterator<Item = std::ffi::OsString>) -> String {
+    args.map(|a| match a.into_string() {
+        Ok(a)
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_=.,:/+@%".contains(c)) =>
         {
             a
-        } else {
-            format!("'{}'", a.replace('\'', "'\\''"))
+        }
+        Ok(a) => format!("'{}'", a.replace('\'', "'\\''")),
+        Err(raw) => {
+            use std::os::unix::ffi::OsStrExt;
+            let mut s = String::from("$'");
+            for &b in raw.as_bytes() {
+                match b {
+                    b'\'' | b'\\' => s.push_str(&format!("\\{}", b as char)),
+                    0x20..=0x7e => s.push(b as char),
+                    _ => s.push_str(&format!("\\x{b:02x}")),
+                }
+            }
+            s.push('\'');
+            s
         }
     })
     .collect::<Vec<_>>()
@@ -252,12 +266,21 @@ mod tests {
         assert!(w.is_empty(), "{w:?}");
     }
 
+    use std::ffi::OsString;
+
     #[test]
     fn command_line_quoting() {
-        let args = ["ovbench", "latency", "--sim", "L=1us,os=300ns", "it's"].map(String::from);
+        let args = ["ovbench", "latency", "--sim", "L=1us,os=300ns", "it's"].map(OsString::from);
         assert_eq!(
             shell_words(args.into_iter()),
             "ovbench latency --sim L=1us,os=300ns 'it'\\''s'"
+        );
+        // A file name that is no UTF-8 (the panic): bash's $'…'.
+        use std::os::unix::ffi::OsStringExt;
+        let odd = OsString::from_vec(b"r\xe9s'\\.json".to_vec());
+        assert_eq!(
+            shell_words([OsString::from("--json"), odd].into_iter()),
+            "--json $'r\\xe9s\\'\\\\.json'"
         );
     }
 
