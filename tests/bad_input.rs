@@ -8,11 +8,12 @@
 //! process is left running.
 
 mod common;
+mod file_kit;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{ovbench, Scratch};
+use common::{command, run, Scratch};
 
 /// One run's deadline: a case that hangs fails instead of stalling the suite.
 const LIMIT: Duration = Duration::from_secs(20);
@@ -65,7 +66,8 @@ const fn at_run(
     }
 }
 
-// Placeholders replaced at run time: `@DIR` by the scratch directory.
+// Placeholders replaced at run time: `@DIR` by the scratch directory
+// (and, for the c: and d: cases, those of tests/file_kit).
 #[rustfmt::skip]
 const CASES: &[Case] = &[
     // ---- unknown or misspelled names --------------------------------
@@ -241,6 +243,42 @@ const CASES: &[Case] = &[
     c("value", &["latency", "--gid-index", "-1"], "--gid-index", ""),
     c("value", &["latency", "--inline-size", "x"], "--inline-size", ""),
     c("value", &["latency", "--eager-buf", "-1"], "--eager-buf", ""),
+    // ---- c: input files (docs/files.md): one reader, a cap, no device --
+    c("c: input", &["plot", "/dev/zero", "-o", "@DIR/p.svg"], "/dev/zero is a character device", "regular file"),
+    c("c: input", &["overlap", "--transport", "sim", "--xfer-table", "/dev/zero"], "--xfer-table /dev/zero", "regular file"),
+    c("c: input", &["latency", "--hostfile", "/dev/zero"], "--hostfile /dev/zero", "regular file"),
+    c("c: input", &["latency", "--hostfile", "@DIR/fifo-in"], "--hostfile", "larger than the 1024 KiB"),
+    c("c: input", &["plot", "@DIR/sub", "-o", "@DIR/p.svg"], "is a directory", "- for stdin"),
+    c("c: input", &["plot", "-", "-o", "@DIR/p.svg"], "- (stdin): empty", "ovbench --json"),
+    c("c: input", &["compare", "-", "-"], "more than once", "give it once"),
+    c("c: input", &["plot", "@DIR/big.json", "-o", "@DIR/p.svg"], "big.json: larger than the 65536 KiB", ""),
+    c("c: input", &["overlap", "--transport", "sim", "--xfer-table", "@DIR/big.txt"], "--xfer-table", "larger than the 1024 KiB"),
+    c("c: input", &["plot", "@DIR/deep.json", "-o", "@DIR/p.svg"], "deep.json:1:33: nested deeper than 32", ""),
+    c("c: input", &["plot", "@DIR/nul.json", "-o", "@DIR/p.svg"], "NUL byte at offset 23, line 2", ""),
+    c("c: input", &["compare", "@DIR/latin1.json", "@DIR/latin1.json"], "byte 0xe9 at offset 16, line 2", ""),
+    c("c: input", &["plot", "@DIR/bad.json", "-o", "@DIR/p.svg"], "bad.json:3:3: not JSON", "ovbench --json"),
+    c("c: input", &["overlap", "--transport", "sim", "--xfer-table", "@DIR/nul.txt"], "--xfer-table", "NUL byte at offset 8, line 2"),
+    c("c: input", &["latency", "--hostfile", "@DIR/hosts-latin1.txt"], "--hostfile", "offset 7, line 2"),
+    c("c: input", &["overlap", "--xfer-table", "-"], "--xfer-table -", "save the table to a file"),
+    c("c: input", &["plot", "@DIR/missing.json", "-o", "@DIR/p.svg"], "missing.json: cannot read it", "check the name"),
+    // ---- d: output files: no output an input or another output, ------
+    // ---- every name creatable before the run, links kept --------------
+    c("d: output", &["overlap", "--transport", "sim", "--xfer-table", "@DIR/t8.txt", "--json", "@DIR/t8.txt"], "--json", "would destroy the input"),
+    c("d: output", &["overlap", "--transport", "sim", "--xfer-table", "@DIR/t8.txt", "--json", "@DIR/t8-link.txt"], "--json", "would destroy the input"),
+    c("d: output", &["overlap", "--transport", "sim", "--xfer-table", "@DIR/t8.txt", "--csv", "@DIR/t8-hard.txt"], "--csv", "would destroy the input"),
+    c("d: output", &["overlap", "--transport", "sim", "--xfer-table", "@DIR/t8.txt", "--json", "@DIR/sub/../t8.txt"], "--json", "would destroy the input"),
+    c("d: output", &["overlap", "--transport", "sim", "--proto", "raw", "--write-xfer-table", "@DIR/t8.txt", "--xfer-table", "@DIR/t8.txt"], "--write-xfer-table", "give"),
+    c("d: output", &["overlap", "--transport", "sim", "--proto", "raw", "--write-xfer-table", "@DIR/w.txt", "--json", "@DIR/w.txt"], "--json", "one output would overwrite the other"),
+    c("d: output", &["latency", "--hostfile", "@DIR/hosts.txt", "--json", "@DIR/hosts.txt"], "--json", "would destroy the input"),
+    c("d: output", &["latency", "--transport", "sim", "--sizes", "8", "--csv", "@DIR/r.csv", "--json", "@DIR/r.totals.csv"], "--csv", "different names"),
+    c("d: output", &["latency", "--transport", "sim", "--sizes", "8", "--json", "@DIR/@LONG"], "--json", "at most 255"),
+    c("d: output", &["latency", "--transport", "sim", "--sizes", "8", "--csv", "@DIR/@CSVLONG"], "--csv", "shorter name"),
+    c("d: output", &["latency", "--transport", "sim", "--sizes", "8", "--csv", "/dev/null"], "--csv /dev/null is no regular file", "regular file"),
+    c("d: output", &["latency", "--transport", "sim", "--sizes", "8", "--json", "@DIR/fifo-out"], "--json", "or - for stdout"),
+    c("d: output", &["latency", "--transport", "sim", "--sizes", "8", "--csv", "-"], "--csv -", "only --json -"),
+    c("d: output", &["overlap", "--transport", "sim", "--proto", "raw", "--write-xfer-table", "-"], "--write-xfer-table -", "give a file name"),
+    c("d: output", &["latency", "--transport", "sim", "--sizes", "8", "--json", "@DIR/loop.json"], "--json", "a loop of symlinks"),
+    c("d: output", &["latency", "--transport", "sim", "--sizes", "8", "--json", "@DIR/@NONUTF8/out.json"], "--json", "does not exist"),
 ];
 
 /// The ovbench processes still alive (ranks a launcher left behind).
@@ -266,6 +304,7 @@ fn every_bad_input_is_refused_naming_its_flag() {
     std::fs::write(dir.join("garbage.txt"), "8 100\nnot a line\n1K ns\n").unwrap();
     std::fs::write(dir.join("empty.txt"), "").unwrap();
     std::fs::write(dir.join("t16.txt"), "16 100\n").unwrap();
+    file_kit::make(&dir);
     let dir_s = dir.to_str().expect("utf-8 scratch path").to_string();
     let t0 = Instant::now();
     let mut failures = Vec::new();
@@ -285,15 +324,15 @@ fn every_bad_input_is_refused_naming_its_flag() {
             Some((_, n)) => *n += 1,
             None => kinds.push((case.kind, 1)),
         }
-        let args: Vec<String> = case
+        let args: Vec<std::ffi::OsString> = case
             .args
             .iter()
-            .map(|a| a.replace("@DIR", &dir_s))
+            .map(|a| file_kit::expand(a, &dir_s))
             .collect();
-        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let files_before = file_kit::snapshot(&dir);
         let started = Instant::now();
         // A run past its deadline is killed and reported with the others.
-        let r = match std::panic::catch_unwind(|| ovbench(&argv, LIMIT)) {
+        let r = match std::panic::catch_unwind(|| run(command(&[]).args(&args), LIMIT)) {
             Ok(r) => r,
             Err(e) => {
                 let why = e.downcast_ref::<String>().map_or("hung".to_string(), |s| {
@@ -332,6 +371,10 @@ fn every_bad_input_is_refused_naming_its_flag() {
         }
         if case.code == 1 && case.why.is_empty() {
             wrong.push("exit 1 without the reason no preflight can find it".into());
+        }
+        wrong.extend(file_kit::damage(&files_before, &file_kit::snapshot(&dir)));
+        if case.kind.contains(':') && took > Duration::from_secs(5) {
+            wrong.push(format!("took {took:.1?}, over 5 s"));
         }
         let left = ovbench_processes();
         if !left.is_empty() {
