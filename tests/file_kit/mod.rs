@@ -30,7 +30,7 @@ pub fn expand(arg: &str, dir: &str) -> OsString {
     let mut b = Vec::new();
     let mut rest = s.as_str();
     while let Some(at) = rest.find("@NONUTF8") {
-        b.extend_from_slice(rest[..at].as_bytes());
+        b.extend_from_slice(&rest.as_bytes()[..at]);
         b.extend_from_slice(b"d\xe9j\xe0");
         rest = &rest[at + "@NONUTF8".len()..];
     }
