@@ -273,12 +273,17 @@ const CASES: &[Case] = &[
     c("d: output", &["latency", "--transport", "sim", "--sizes", "8", "--csv", "@DIR/r.csv", "--json", "@DIR/r.totals.csv"], "--csv", "different names"),
     c("d: output", &["latency", "--transport", "sim", "--sizes", "8", "--json", "@DIR/@LONG"], "--json", "at most 255"),
     c("d: output", &["latency", "--transport", "sim", "--sizes", "8", "--csv", "@DIR/@CSVLONG"], "--csv", "shorter name"),
-    c("d: output", &["latency", "--transport", "sim", "--sizes", "8", "--csv", "/dev/null"], "--csv /dev/null is no regular file", "regular file"),
+    // A FIFO of the scratch directory, never /dev/null: with this guard
+    // broken the run renames its file over the target.
+    c("d: output", &["latency", "--transport", "sim", "--sizes", "8", "--csv", "@DIR/fifo-out"], "is no regular file", "regular file"),
     c("d: output", &["latency", "--transport", "sim", "--sizes", "8", "--json", "@DIR/fifo-out"], "--json", "or - for stdout"),
     c("d: output", &["latency", "--transport", "sim", "--sizes", "8", "--csv", "-"], "--csv -", "only --json -"),
     c("d: output", &["overlap", "--transport", "sim", "--proto", "raw", "--write-xfer-table", "-"], "--write-xfer-table -", "give a file name"),
     c("d: output", &["latency", "--transport", "sim", "--sizes", "8", "--json", "@DIR/loop.json"], "--json", "a loop of symlinks"),
     c("d: output", &["latency", "--transport", "sim", "--sizes", "8", "--json", "@DIR/@NONUTF8/out.json"], "--json", "does not exist"),
+    // Files that do not exist yet: only their canonical paths can meet.
+    c("d: output", &["overlap", "--transport", "sim", "--proto", "raw", "--write-xfer-table", "@DIR/w2.txt", "--json", "@DIR/sub/../w2.txt"], "--json", "one output would overwrite the other"),
+    c("d: output", &["latency", "--transport", "sim", "--sizes", "8", "--json", "@DIR/dangling.json", "--csv", "@DIR/sub/made.csv"], "--csv", "one output would overwrite the other"),
 ];
 
 /// The ovbench processes still alive (ranks a launcher left behind).

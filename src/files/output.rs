@@ -231,11 +231,14 @@ mod tests {
             check("--json", &d.join("y".repeat(300)), true).unwrap_err()
         );
         assert!(e.contains("300 bytes") && e.contains("at most 255"), "{e}");
-        let e = format!(
-            "{:#}",
-            check("--csv", Path::new("/dev/null"), false).unwrap_err()
-        );
+        // A FIFO here, never /dev/null: were the guard broken, the
+        // rename would replace the device.
+        let fifo = d.join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()));
+        let e = format!("{:#}", check("--csv", &fifo, false).unwrap_err());
         assert!(e.contains("no regular file"), "{e}");
+        std::fs::remove_file(&fifo).unwrap();
         let e = format!("{:#}", check("--csv", Path::new("-"), false).unwrap_err());
         assert!(e.contains("only --json -"), "{e}");
         assert_eq!(

@@ -56,6 +56,7 @@ pub fn make(dir: &Path) {
     std::os::unix::fs::symlink("loop.json", dir.join("loop.json")).unwrap();
     std::fs::hard_link(dir.join("t8.txt"), dir.join("t8-hard.txt")).unwrap();
     std::fs::create_dir(dir.join("sub")).unwrap();
+    std::os::unix::fs::symlink("sub/made.csv", dir.join("dangling.json")).unwrap();
     // Sparse: over the caps of a table (1 MiB) and a result (64 MiB).
     let sparse = |name: &str, len: u64| {
         std::fs::File::create(dir.join(name))
