@@ -313,9 +313,9 @@ impl LibraryCalls for MpiTransport {
             OpKind::TaggedRecv
         };
         let env = req
-            .wait(&self.job.watch, op.peer, op.len)
+            .wait(&self.job.watch, op.peer, op.len, !op.send)
             .map_err(peer_err(op.peer.unwrap_or(0), kind))?;
-        Ok(result_of(&op, env))
+        Ok(env.and_then(|e| result_of(&op, e)))
     }
 
     fn waitall(&mut self, ctxs: &[Ctx], out: &mut Vec<Option<Status>>) -> Result<()> {
