@@ -18,7 +18,9 @@ fn main() -> ExitCode {
             None => {
                 // Not eprintln!, which panics (exit 101) when stderr is
                 // gone, as a remote rank's is once its ssh connection is.
-                let _ = writeln!(std::io::stderr(), "ovbench: error: {e:#}");
+                // What it echoes of the user's input is cut and escaped.
+                let m = ovbench_core::shown::message(&format!("{e:#}"));
+                let _ = writeln!(std::io::stderr(), "ovbench: error: {m}");
                 // 2 for a command line that cannot run (found before any
                 // rank starts), 1 for a failure at run time.
                 if e.is::<ovbench::run::UsageError>() {

@@ -65,8 +65,10 @@ impl Cli {
     /// Parse the process's arguments (exiting as clap does on an error),
     /// noting which options were given on the command line.
     pub fn parse_args() -> Cli {
-        let m = Cli::command_checked().get_matches();
-        Cli::from_matches(&m).unwrap_or_else(|e| e.exit())
+        let m = Cli::command_checked()
+            .try_get_matches()
+            .unwrap_or_else(|e| exit_on(e));
+        Cli::from_matches(&m).unwrap_or_else(|e| exit_on(e))
     }
 
     /// The command line from clap's matches, with what the derive cannot
@@ -133,6 +135,29 @@ impl Cli {
     pub fn np(&self) -> u32 {
         self.nps().first().copied().unwrap_or(2)
     }
+}
+
+/// Exit as clap does on `e`, but with what it echoes of a huge or binary
+/// argument cut and escaped ([`ovbench_core::shown::message`]); clap's own rendering,
+/// colours and all, where nothing needed that.
+fn exit_on(e: clap::Error) -> ! {
+    use clap::error::{ContextKind, ContextValue};
+    use std::io::Write;
+    let plain = e.render().to_string();
+    // clap quotes the value it refused as given: escaped and cut here.
+    let quoted = match e.get(ContextKind::InvalidValue) {
+        Some(ContextValue::String(v)) => plain.replace(
+            &format!("'{v}'"),
+            &format!("'{}'", ovbench_core::shown::value(v)),
+        ),
+        _ => plain.clone(),
+    };
+    let safe = ovbench_core::shown::message(&quoted);
+    if safe == plain || !e.use_stderr() {
+        e.exit()
+    }
+    let _ = write!(std::io::stderr(), "{safe}");
+    std::process::exit(2)
 }
 
 /// The ids of the options given on the command line, at the top level and

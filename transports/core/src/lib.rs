@@ -48,6 +48,7 @@ pub mod instrument;
 mod key;
 mod library;
 mod link;
+pub mod shown;
 pub mod stop;
 mod transport;
 pub mod watch;
