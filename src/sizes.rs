@@ -6,6 +6,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use ovbench_core::shown::value;
+
 /// A byte count parsed from `123`, `16K`, `4M`, `1G` (K = 1024).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ByteSize(pub usize);
@@ -30,36 +32,52 @@ impl fmt::Display for ByteSize {
 }
 
 /// Parse one size token: digits with an optional `K`, `M`, `G`, `T` or `P` suffix
-/// (either case, optionally followed by `B`/`iB`).
+/// (either case, optionally followed by `B`/`iB`). An error names the part
+/// that is wrong (no number, an unknown unit) and the spellings accepted.
 pub fn parse_bytes(token: &str) -> Result<usize, String> {
+    let shown = value(token);
     let t = token.trim();
-    let bad = || {
-        format!("bad size `{token}`: use bytes with an optional K, M, G, T or P suffix (K = 1024), e.g. 64, 16K, 4M")
-    };
     if t.is_empty() {
-        return Err(bad());
+        return Err("a size is empty: give bytes with an optional K, M, G, T or P suffix (K = 1024), e.g. 64, 16K, 4M".into());
     }
-    let upper = t.to_ascii_uppercase();
-    let body = upper
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    if digits.is_empty() {
+        return Err(format!(
+            "bad size `{shown}`: no number: give bytes with an optional K, M, G, T or P suffix (K = 1024), e.g. 64, 16K, 4M"
+        ));
+    }
+    if unit.starts_with('.') {
+        return Err(format!(
+            "bad size `{shown}`: a size is a whole number of bytes: write it in a smaller unit, e.g. 1536 for 1.5K"
+        ));
+    }
+    let upper = unit.to_ascii_uppercase();
+    let prefix = upper
         .strip_suffix("IB")
         .or_else(|| upper.strip_suffix('B'))
         .unwrap_or(&upper);
-    let (digits, mult) = match body.chars().last() {
-        Some('K') => (&body[..body.len() - 1], 1usize << 10),
-        Some('M') => (&body[..body.len() - 1], 1 << 20),
-        Some('G') => (&body[..body.len() - 1], 1 << 30),
+    let mult: usize = match prefix {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
         // Never a size to run, but one to refuse as too large for memory
         // (the preflight's check) rather than as a typo.
-        Some('T') => (&body[..body.len() - 1], 1 << 40),
-        Some('P') => (&body[..body.len() - 1], 1 << 50),
-        _ => (body, 1),
+        "T" => 1 << 40,
+        "P" => 1 << 50,
+        _ => {
+            return Err(format!(
+                "bad size `{shown}`: `{}` is not a unit: use K, M, G, T or P (K = 1024), optionally followed by B or iB, e.g. 16K or 16KiB",
+                value(unit)
+            ))
+        }
     };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(bad());
-    }
-    let n: usize = digits.parse().map_err(|_| bad())?;
+    let n: usize = digits
+        .parse()
+        .map_err(|_| format!("size `{shown}` is too large"))?;
     n.checked_mul(mult)
-        .ok_or_else(|| format!("size `{token}` is too large"))
+        .ok_or_else(|| format!("size `{shown}` is too large"))
 }
 
 /// The shortest exact spelling of a byte count: `0`, `8`, `16K`, `4M`.
@@ -94,24 +112,52 @@ impl FromStr for Sizes {
     /// after MIN, not above MAX); `8,1K,1M` → as listed. Lists may contain
     /// ranges: `0,64:1K`.
     fn from_str(s: &str) -> Result<Self, String> {
-        let mut out = Vec::new();
-        for part in s.split(',') {
-            match part.split_once(':') {
-                Some((lo, hi)) => {
-                    let lo = parse_bytes(lo)?;
-                    let hi = parse_bytes(hi)?;
-                    if lo > hi {
-                        return Err(format!(
-                            "bad size range `{part}`: MIN is above MAX (write MIN:MAX, e.g. 0:4M)"
-                        ));
-                    }
-                    out.extend(pow2_range(lo, hi));
+        let list = value(s);
+        let mut out: Vec<usize> = Vec::new();
+        for (i, part) in s.split(',').enumerate() {
+            if part.trim().is_empty() {
+                return Err(format!(
+                    "bad size list `{list}`: item {} is empty: give sizes between the commas, e.g. 8,1K,1M",
+                    i + 1
+                ));
+            }
+            let sizes = match part.split_once(':') {
+                Some((lo, hi)) => range(part, lo, hi)?,
+                None => vec![parse_bytes(part)?],
+            };
+            for n in sizes {
+                if out.contains(&n) {
+                    return Err(format!(
+                        "bad size list `{list}`: {} comes twice: give each size once (MIN:MAX holds MIN and the powers of two above it up to MAX)",
+                        format_bytes(n)
+                    ));
                 }
-                None => out.push(parse_bytes(part)?),
+                out.push(n);
             }
         }
         Ok(Sizes(out))
     }
+}
+
+/// The sizes of one `MIN:MAX` item, its missing or inverted ends named.
+fn range(part: &str, lo: &str, hi: &str) -> Result<Vec<usize>, String> {
+    let shown = value(part);
+    let missing = |end: &str, e: &str| {
+        format!("bad size range `{shown}`: {end} is missing: write MIN:MAX, e.g. {e}")
+    };
+    match (lo.trim().is_empty(), hi.trim().is_empty()) {
+        (true, true) => return Err(missing("MIN and MAX", "0:4M")),
+        (true, false) => return Err(missing("MIN", &format!("0:{}", value(hi.trim())))),
+        (false, true) => return Err(missing("MAX", &format!("{}:4M", value(lo.trim())))),
+        _ => {}
+    }
+    let (lo, hi) = (parse_bytes(lo)?, parse_bytes(hi)?);
+    if lo > hi {
+        return Err(format!(
+            "bad size range `{shown}`: MIN is above MAX (write MIN:MAX, e.g. 0:4M)"
+        ));
+    }
+    Ok(pow2_range(lo, hi))
 }
 
 /// MIN, then every power of two above MIN up to MAX.
@@ -159,26 +205,31 @@ impl FromStr for Seconds {
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .unwrap_or(t.len());
         let (num, unit) = t.split_at(split);
-        let bad = || {
-            format!("bad duration `{s}`: use seconds (60, 0.5) or a number with ns, us, ms, s or m")
-        };
-        let v: f64 = num.parse().map_err(|_| bad())?;
+        let shown = value(s);
+        let v: f64 = num.parse().map_err(|_| {
+            format!("bad duration `{shown}`: no number: use seconds (60, 0.5) or a number with ns, us, ms, s or m")
+        })?;
         let scale = match unit.trim() {
             "" | "s" => 1.0,
             "ms" => 1e-3,
             "us" => 1e-6,
             "ns" => 1e-9,
             "m" | "min" => 60.0,
-            _ => return Err(bad()),
+            u => {
+                return Err(format!(
+                    "bad duration `{shown}`: `{}` is not a unit: use ns, us, ms, s, m or min (µs is written us), or no unit for seconds",
+                    value(u)
+                ))
+            }
         };
         let secs = v * scale;
         if !secs.is_finite() || secs <= 0.0 {
-            return Err(format!("bad duration `{s}`: it must be positive"));
+            return Err(format!("bad duration `{shown}`: it must be positive"));
         }
         // A duration past Duration's range (~584 billion years) is an
         // error, not a panic (found by the `parsers` fuzz target).
         Duration::try_from_secs_f64(secs).map(Seconds).map_err(|_| {
-            format!("bad duration `{s}`: too long (at most a few centuries make sense)")
+            format!("bad duration `{shown}`: too long (at most a few centuries make sense)")
         })
     }
 }
@@ -232,7 +283,30 @@ mod tests {
         let e = "4M:1K".parse::<Sizes>().unwrap_err();
         assert!(e.contains("4M:1K") && e.contains("MIN is above MAX"), "{e}");
         let e = "8,,16".parse::<Sizes>().unwrap_err();
-        assert!(e.contains("bad size"), "{e}");
+        assert!(e.contains("item 2 is empty"), "{e}");
+        let e = "8,16,".parse::<Sizes>().unwrap_err();
+        assert!(e.contains("item 3 is empty"), "{e}");
+        let e = "8:".parse::<Sizes>().unwrap_err();
+        assert!(e.contains("MAX is missing") && e.contains("8:4M"), "{e}");
+        let e = ":8".parse::<Sizes>().unwrap_err();
+        assert!(e.contains("MIN is missing") && e.contains("0:8"), "{e}");
+        let e = "16X".parse::<Sizes>().unwrap_err();
+        assert!(
+            e.contains("`X` is not a unit") && e.contains("K, M, G"),
+            "{e}"
+        );
+        let e = "K".parse::<Sizes>().unwrap_err();
+        assert!(e.contains("no number"), "{e}");
+        let e = "8,8,16".parse::<Sizes>().unwrap_err();
+        assert!(e.contains("8 comes twice"), "{e}");
+        let e = "0:1K,1K".parse::<Sizes>().unwrap_err();
+        assert!(e.contains("1K comes twice"), "{e}");
+        let e = format!("{}X", "9".repeat(500))
+            .parse::<Sizes>()
+            .unwrap_err();
+        assert!(e.len() < 300, "{e}");
+        let e = "1µs".parse::<Seconds>().unwrap_err();
+        assert!(e.contains("not a unit") && e.contains("us"), "{e}");
         assert!(parse_bytes("99999999999999999999G").is_err());
     }
 

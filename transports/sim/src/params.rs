@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use ovbench_core::shown::value;
 use ovbench_core::Progress;
 
 /// Picoseconds: the simulator's unit of virtual time.
@@ -69,12 +70,26 @@ impl SimParams {
     /// defaults. Errors name the key and the offending value.
     pub fn parse(s: &str) -> Result<SimParams, String> {
         let mut p = SimParams::default();
+        let mut given: Vec<&str> = Vec::new();
         for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
             let (key, val) = item
                 .split_once('=')
-                .ok_or_else(|| format!("--sim: `{item}` is not KEY=VALUE"))?;
+                .ok_or_else(|| format!("--sim: `{}` is not KEY=VALUE", value(item)))?;
             let (key, val) = (key.trim(), val.trim());
-            let bad = |e: String| format!("--sim {key}={val}: {e}");
+            let bad = |e: String| format!("--sim {}={}: {e}", value(key), value(val));
+            // Which of two values was meant? Refused, not the last kept.
+            let canonical = match key {
+                "os" => "o_s",
+                "or" => "o_r",
+                k => k,
+            };
+            if given.contains(&canonical) {
+                return Err(format!(
+                    "--sim: {} is given twice: give each key once",
+                    value(canonical)
+                ));
+            }
+            given.push(canonical);
             match key {
                 "L" => p.l = parse_duration_ps(val).map_err(bad)?,
                 "os" | "o_s" => p.o_s = parse_duration_ps(val).map_err(bad)?,
@@ -99,7 +114,8 @@ impl SimParams {
                         p.drift.insert(rank, parse_drift(val).map_err(bad)?);
                     } else {
                         return Err(format!(
-                            "--sim: unknown key `{key}` (keys are case-sensitive: L, os, o_s, or, o_r, g, G, offload, progress, jitter, seed, skew.R, drift.R, truth)"
+                            "--sim: unknown key `{}` (keys are case-sensitive: L, os, o_s, or, o_r, g, G, offload, progress, jitter, seed, skew.R, drift.R, truth)",
+                            value(key)
                         ));
                     }
                 }
@@ -184,7 +200,8 @@ fn parse_drift(s: &str) -> Result<f64, String> {
     Ok(v * scale)
 }
 
-/// Split `12.5ns` into its decimal number and its unit in picoseconds.
+/// Split `12.5ns` into its decimal number and its unit in picoseconds; an
+/// unknown unit (`µs`, `sec`) is named with the spellings accepted.
 fn split_unit(s: &str) -> Result<(&str, u128), String> {
     const UNITS: [(&str, u128); 5] = [
         ("ps", 1),
@@ -193,18 +210,23 @@ fn split_unit(s: &str) -> Result<(&str, u128), String> {
         ("ms", 1_000_000_000),
         ("s", 1_000_000_000_000),
     ];
-    for (u, ps) in UNITS {
-        if let Some(n) = s.strip_suffix(u) {
-            // `ps`, `ns`, … also end in `s`: the longer units come first.
-            if u == "s" && n.ends_with(|c: char| c.is_ascii_alphabetic()) {
-                continue;
-            }
-            return Ok((n, ps));
-        }
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    if unit.is_empty() {
+        return Err(format!(
+            "`{}` needs a unit: ps, ns, us, ms or s (e.g. 300ns)",
+            value(s)
+        ));
     }
-    Err(format!(
-        "`{s}` needs a unit: ps, ns, us, ms or s (e.g. 300ns)"
-    ))
+    match UNITS.iter().find(|(u, _)| *u == unit) {
+        Some(&(_, ps)) => Ok((num, ps)),
+        None => Err(format!(
+            "`{}` is not a unit: use ps, ns, us, ms or s (µs is written us), e.g. 300ns",
+            value(unit)
+        )),
+    }
 }
 
 /// Exact decimal × scale → integer, refusing anything finer than 1.
@@ -308,6 +330,14 @@ mod tests {
         assert!(e.contains("g=0.0001ns") && e.contains("finer"), "{e}");
         let e = SimParams::parse("offload=maybe").unwrap_err();
         assert!(e.contains("offload=maybe"), "{e}");
+        let e = SimParams::parse("L=1µs").unwrap_err();
+        assert!(e.contains("not a unit") && e.contains("us"), "{e}");
+        let e = SimParams::parse("L=1us,g=2ns,L=2us").unwrap_err();
+        assert!(e.contains("L is given twice"), "{e}");
+        let e = SimParams::parse("os=1ns,o_s=2ns").unwrap_err();
+        assert!(e.contains("o_s is given twice"), "{e}");
+        let e = SimParams::parse(&format!("L={}sec", "1".repeat(300))).unwrap_err();
+        assert!(e.len() < 400, "{e}");
         let e = SimParams::parse("os=-3ns").unwrap_err();
         assert!(e.contains("os=-3ns"), "{e}");
         let e = SimParams::parse("skew.x=1ns").unwrap_err();
