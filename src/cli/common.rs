@@ -233,15 +233,25 @@ pub struct CommonArgs {
 pub struct NpList(pub Vec<u32>);
 
 fn parse_np(s: &str) -> Result<NpList, String> {
-    let v: Vec<u32> = s
-        .split(',')
-        .map(|t| match t.trim().parse::<u32>() {
-            Ok(n) if n >= 1 => Ok(n),
-            _ => Err(format!(
-                "`{t}` is no rank count: write --np N, or a list such as 4,8,16"
-            )),
-        })
-        .collect::<Result<_, _>>()?;
+    let mut v: Vec<u32> = Vec::new();
+    for t in s.split(',') {
+        let n = match t.trim().parse::<u32>() {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                return Err(format!(
+                    "`{}` is no rank count: write --np N, or a list such as 4,8,16",
+                    ovbench_core::shown::value(t)
+                ))
+            }
+        };
+        // Each count is one run: a count twice would run it twice.
+        if v.contains(&n) {
+            return Err(format!(
+                "{n} is listed twice: give each rank count once, e.g. 4,8,16"
+            ));
+        }
+        v.push(n);
+    }
     Ok(NpList(v))
 }
 

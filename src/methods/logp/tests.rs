@@ -391,7 +391,7 @@ fn l_not_positive_is_unknown_null_and_flagged() {
 #[test]
 fn a_negative_overhead_is_flagged() {
     // A clock said to cost more than the isend call: os < 0.
-    let (out, rows) = go(150.0, linear, &["--max-size", "1", "--send-mode", "isend"]);
+    let (out, rows) = go(150.0, linear, &["--max-size", "2", "--send-mode", "isend"]);
     assert!(out.sizes.iter().all(|r| r.os.mean < 0.0));
     for j in &rows.json {
         assert_eq!(j["valid"], false, "{j}");
@@ -408,6 +408,7 @@ fn bad_options_are_one_line_errors() {
         &["--conf-int", "1"],
         &["--min-size", "2K", "--max-size", "1K"],
         &["--max-size", "1G"],
+        &["--max-size", "1"],
     ] {
         let args = Cli::try_parse_from(std::iter::once("logp").chain(flags.iter().copied()))
             .unwrap()

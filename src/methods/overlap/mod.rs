@@ -121,6 +121,19 @@ impl Args {
 /// the run moves is known only to the ranks), the output is no directory
 /// and its directory exists.
 pub fn check_args(args: &Args) -> anyhow::Result<()> {
+    if let Some((i, p)) = args
+        .pair
+        .iter()
+        .enumerate()
+        .find(|(i, p)| args.pair[..*i].contains(p))
+    {
+        let name = clap::ValueEnum::to_possible_value(p)
+            .map_or(String::new(), |v| v.get_name().to_string());
+        anyhow::bail!("--pair {name} is listed twice (item {}): give each pair once, e.g. --pair isend-irecv,send-recv", i + 1);
+    }
+    if args.max_comp == 0.0 {
+        anyhow::bail!("--max-comp 0: every step would compute nothing, so no overlap can show: give a multiple of xfer_time above 0 (the default is 2)");
+    }
     if let (Some(r), Some(w)) = (&args.xfer_table, &args.write_xfer_table) {
         anyhow::bail!(
             "--write-xfer-table {} measures the table and --xfer-table {} reads one: give one of them (measure with --proto raw --write-xfer-table, then run with --xfer-table)",

@@ -3,6 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The longest transfer time a table file may give: an hour, in ns (a
+/// longer one is a unit slip, and would overflow the run's plan).
+pub const MAX_TABLE_NS: f64 = 3.6e12;
+
 /// Measured (size, nanoseconds) points, sorted by size.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct XferTable {
@@ -34,8 +38,13 @@ impl XferTable {
     }
 
     /// Read `size bytes, ns` lines (comments with `#`) as written by ovbench.
+    /// A file, unlike a measurement, is refused where it gives a size twice
+    /// (which line is meant?) or a time of 0 (overlap's computation is a
+    /// multiple of it: every step would compute nothing) or above
+    /// [`MAX_TABLE_NS`].
     pub fn parse(text: &str) -> Result<XferTable, String> {
         let mut pts = Vec::new();
+        let mut first_line = std::collections::HashMap::new();
         for (i, line) in text.lines().enumerate() {
             let l = line.split('#').next().unwrap_or("").trim();
             if l.is_empty() {
@@ -56,6 +65,24 @@ impl XferTable {
             let ns = b
                 .parse::<f64>()
                 .map_err(|e| format!("line {}: time `{b}`: {e}", i + 1))?;
+            if let Some(first) = first_line.insert(size, i + 1) {
+                return Err(format!(
+                    "line {}: size {size} is given again (first on line {first}): give each size once",
+                    i + 1
+                ));
+            }
+            if ns == 0.0 {
+                return Err(format!(
+                    "line {}: size {size} takes 0 ns: a transfer takes some time, and overlap's computation is a multiple of it (measure the table with --write-xfer-table)",
+                    i + 1
+                ));
+            }
+            if ns > MAX_TABLE_NS {
+                return Err(format!(
+                    "line {}: size {size} takes {b} ns, above an hour ({MAX_TABLE_NS} ns): give the time in nanoseconds",
+                    i + 1
+                ));
+            }
             pts.push((size, ns));
         }
         XferTable::new(pts)
@@ -118,6 +145,15 @@ mod tests {
         assert!(XferTable::parse("8").unwrap_err().contains("line 1"));
         assert!(XferTable::parse("").is_err());
         assert!(XferTable::new(vec![(1, f64::NAN)]).is_err());
+        let twice = XferTable::parse("8 1500\n16 1600\n8 1700\n").unwrap_err();
+        assert!(
+            twice.contains("line 3") && twice.contains("line 1"),
+            "{twice}"
+        );
+        let zero = XferTable::parse("8 0\n").unwrap_err();
+        assert!(zero.contains("0 ns"), "{zero}");
+        let huge = XferTable::parse("8 1e308\n").unwrap_err();
+        assert!(huge.contains("above an hour"), "{huge}");
     }
 
     #[test]
