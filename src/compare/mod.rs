@@ -318,6 +318,7 @@ impl Comparison {
 pub fn run(args: &CompareArgs) -> Result<i32> {
     if let Some(o) = &args.output {
         crate::plot::render::Format::of(o).map_err(crate::run::usage)?;
+        crate::files::output::check("-o", o, false).map_err(crate::run::usage)?;
     }
     let runs = read_all(&args.files).map_err(crate::run::usage)?;
     if runs.len() < 2 {

@@ -91,11 +91,17 @@ pub fn check_protocol(cmd: &MethodCommand, comm: &dyn Communicator) -> anyhow::R
 /// What `cmd` needs of the job, checked once before any rank starts (the
 /// methods check again on every rank): the number of ranks.
 pub fn preflight(cmd: &MethodCommand, np: u32) -> anyhow::Result<()> {
+    preflight_given(cmd, np, &format!("--np {np}"))
+}
+
+/// [`preflight`], naming the rank count as `given` (`--np 3`, or the
+/// hosts it came from).
+pub fn preflight_given(cmd: &MethodCommand, np: u32, given: &str) -> anyhow::Result<()> {
     let need = |ok: bool, what: &str| {
         if ok {
             Ok(())
         } else {
-            Err(anyhow::anyhow!("{what}, not --np {np}"))
+            Err(anyhow::anyhow!("{what}, not {given}"))
         }
     };
     match cmd {

@@ -34,6 +34,8 @@ pub struct PlotArgs {
 /// Draw the figure of `args.files` into `args.output`.
 pub fn run(args: &PlotArgs) -> Result<()> {
     render::Format::of(&args.output).map_err(crate::run::usage)?;
+    // A figure that cannot be written is found before any input is read.
+    crate::files::output::check("-o", &args.output, false).map_err(crate::run::usage)?;
     let runs = load::read_all(&args.files).map_err(crate::run::usage)?;
     let fig = kinds::figure(&runs).map_err(crate::run::usage)?;
     render::render(&fig, &args.output)?;

@@ -204,6 +204,15 @@ fn check_flags(cli: &Cli, launch: Option<Launch>) -> Result<()> {
 pub fn preflight(cli: &Cli, np: u32) -> Result<()> {
     check_flags(cli, None)?;
     let c = &cli.common;
+    // Where the rank count came from, as the refusals name it: a host
+    // list sets it where --np was not given.
+    let l = &c.launch;
+    let ranks = if np == 1 { "rank" } else { "ranks" };
+    let given = match (&l.hosts, &l.hostfile) {
+        (Some(_), _) if c.np.is_none() => format!("{np} {ranks} from --hosts, one per host"),
+        (_, Some(_)) if c.np.is_none() => format!("{np} {ranks} from --hostfile, one per host"),
+        _ => format!("--np {np}"),
+    };
     if c.proto == ProtoArg::Native && matches!(c.transport, TransportKind::Tcp | TransportKind::Sim)
     {
         bail!(ovbench_core::engine_comm::native_unavailable(
@@ -230,14 +239,14 @@ pub fn preflight(cli: &Cli, np: u32) -> Result<()> {
                 _ => bail!(crate::methods::raw_refused()),
             }
         }
-        crate::methods::preflight(m, np)?;
+        crate::methods::preflight_given(m, np, &given)?;
     }
     match &cli.command {
         Command::Latency(_) if np < 2 => {
-            bail!("latency runs between ranks 0 and 1: use --np 2 or more (got --np {np})")
+            bail!("latency runs between ranks 0 and 1: use --np 2 or more, or list 2 hosts (got {given})")
         }
         Command::Bw(w) | Command::Bibw(w) | Command::Msgrate(w) if np < 2 * w.pairs => bail!(
-            "{} with --pairs {} needs {} ranks (ranks i and i+{} pair up): use --np {} (got --np {np})",
+            "{} with --pairs {} needs {} ranks (ranks i and i+{} pair up): use --np {} (got {given})",
             cli.command.name(),
             w.pairs,
             2 * w.pairs,
