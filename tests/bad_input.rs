@@ -13,7 +13,8 @@ mod file_kit;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{command, run, Scratch};
+use common::cage::{Cage, Limit};
+use common::{run, Scratch};
 
 /// One run's deadline: a case that hangs fails instead of stalling the suite.
 const LIMIT: Duration = Duration::from_secs(20);
@@ -284,6 +285,66 @@ const CASES: &[Case] = &[
     // Files that do not exist yet: only their canonical paths can meet.
     c("d: output", &["overlap", "--transport", "sim", "--proto", "raw", "--write-xfer-table", "@DIR/w2.txt", "--json", "@DIR/sub/../w2.txt"], "--json", "one output would overwrite the other"),
     c("d: output", &["latency", "--transport", "sim", "--sizes", "8", "--json", "@DIR/dangling.json", "--csv", "@DIR/sub/made.csv"], "--csv", "one output would overwrite the other"),
+    // ---- b: preflights read the limits this process has (the whole ---
+    // ---- table runs in a 4 GiB memory cage: its limit binds) ----------
+    c("b: preflight", &["latency", "--sizes", "2G"], "--sizes", "left under"),
+    c("b: preflight", &["bw", "--sizes", "2G", "--iters", "1"], "--sizes", "left under"),
+    c("b: preflight", &["bibw", "--sizes", "2G", "--iters", "1"], "--sizes", "left under"),
+    c("b: preflight", &["msgrate", "--sizes", "2G"], "--sizes", "left under"),
+    c("b: preflight", &["commtest", "--total", "1G"], "--total", "left under"),
+    c("b: preflight", &["bcast", "--transport", "sim", "--np", "30000"], "--np 30000", "left under"),
+    c("b: preflight", &["latency", "--transport", "sim", "--np", "30000", "--sizes", "8"], "--np 30000", "left under"),
+    c("b: preflight", &["commtest", "--transport", "sim", "--np", "20000", "--total", "8K"], "--np 20000", "left under"),
+    c("b: preflight", &["overlap", "--sizes", "2G"], "--sizes", "left under"),
+    c("b: preflight", &["overhead", "--msgsize", "2G"], "--msgsize", "left under"),
+    c("b: preflight", &["logp", "--max-size", "512M"], "--max-size", "left under"),
+    c("b: preflight", &["bcast", "--msgsize", "2G"], "--msgsize", "left under"),
+    c("b: preflight", &["latency", "--transport", "sim", "--sizes", "2G"], "--sizes", "left under"),
+    // ---- e: options with no effect in this run (src/cli/effects.rs) ---
+    c("e: no effect", &["latency", "--transport", "sim", "--hosts", "a,b"], "--hosts", "drop --hosts"),
+    c("e: no effect", &["latency", "--transport", "sim", "--hostfile", "@DIR/hosts.txt"], "--hostfile", "drop --hostfile"),
+    c("e: no effect", &["latency", "--transport", "sim", "--launcher", "ssh"], "--launcher", "drop --launcher"),
+    c("e: no effect", &["latency", "--transport", "sim", "--bootstrap", "127.0.0.1:5000"], "--bootstrap", "drop --bootstrap"),
+    c("e: no effect", &["bcast", "--transport", "sim", "--oversubscribe"], "--oversubscribe", "drop --oversubscribe"),
+    c("e: no effect", &["latency", "--sizes", "8", "--bootstrap", "127.0.0.1:5000"], "--bootstrap", "mpirun/srun"),
+    c("e: no effect", &["latency", "--transport", "sim", "--proto", "eager", "--reg-cache", "on"], "--reg-cache", "rendezvous"),
+    c("e: no effect", &["overlap", "--transport", "sim", "--xfer-table", "@DIR/t8.txt", "--xfer-reps", "3"], "--xfer-reps", "drop one of them"),
+    c("e: no effect", &["logp", "--transport", "sim", "--launcher", "local"], "--launcher", "drop --launcher"),
+    c("e: no effect", &["overhead", "--transport", "sim", "--hosts", "a,b"], "--hosts", "drop --hosts"),
+    c("e: no effect", &["latency", "--transport", "sim", "--proto", "eager", "--frag-size", "64K"], "--frag-size", "--proto pipelined"),
+    c("e: no effect", &["latency", "--transport", "sim", "--proto", "eager", "--op", "read"], "--op", "--proto raw"),
+    // ---- f: messages name the wrong part and the fix; echoes are -----
+    // ---- cut to 80 characters and escaped ----------------------------
+    c("f: message", &["latency", "--transport", "sim", "--sizes", "8:"], "MAX is missing", "8:4M"),
+    c("f: message", &["latency", "--transport", "sim", "--sizes", ":8"], "MIN is missing", "0:8"),
+    c("f: message", &["latency", "--transport", "sim", "--sizes", "8,16,"], "item 3 is empty", "between the commas"),
+    c("f: message", &["latency", "--transport", "sim", "--sizes", "8,,16"], "item 2 is empty", "between the commas"),
+    c("f: message", &["latency", "--transport", "sim", "--sizes", "16X"], "`X` is not a unit", "K, M, G, T or P"),
+    c("f: message", &["latency", "--transport", "sim", "--sizes", "1.5K"], "whole number of bytes", "1536"),
+    c("f: message", &["latency", "--transport", "sim", "--sim", "L=1µs"], "is not a unit", "µs is written us"),
+    c("f: message", &["latency", "--transport", "sim", "--sim", "g=5sec"], "`sec` is not a unit", "ps, ns, us, ms or s"),
+    c("f: message", &["latency", "--timeout", "1µs"], "is not a unit", "µs is written us"),
+    c("f: message", &["latency", "--transport", "sim", "--sizes", "@HUGE"], "--sizes", "more characters)"),
+    c("f: message", &["latency", "--transport", "sim", "--sim", "@HUGE"], "--sim", "more characters)"),
+    c("f: message", &["latency", "--transport", "sim", "--sizes", "8\u{1b}[2J"], "\\u{1b}", "is not a unit"),
+    c("f: message", &["latency", "--transport", "sim", "--np", "2\u{7}"], "\\u{7}", "rank count"),
+    c("f: message", &["latency", "--hosts", "localhost", "--sizes", "8"], "from --hosts, one per host", "list 2 hosts"),
+    c("f: message", &["plot", "@DIR/result.json", "-o", "/nonexistent-ovbench-dir/p.png"], "-o /nonexistent-ovbench-dir/p.png", "does not exist"),
+    c("f: message", &["compare", "@DIR/result.json", "@DIR/result.json", "-o", "/nonexistent-ovbench-dir/p.svg"], "-o /nonexistent-ovbench-dir/p.svg", "does not exist"),
+    // ---- g: no silent duplicates, no degenerate values, no late exit --
+    c("g: lenient", &["latency", "--transport", "sim", "--sizes", "8,8,16"], "8 comes twice", "each size once"),
+    c("g: lenient", &["latency", "--transport", "sim", "--sizes", "0:1K,1K"], "1K comes twice", "each size once"),
+    c("g: lenient", &["latency", "--transport", "sim", "--sim", "L=1us,g=2ns,L=2us"], "L is given twice", "each key once"),
+    c("g: lenient", &["latency", "--transport", "sim", "--sim", "os=1ns,o_s=2ns"], "o_s is given twice", "each key once"),
+    c("g: lenient", &["bcast", "--transport", "sim", "--np", "4,4"], "4 is listed twice", "each rank count once"),
+    c("g: lenient", &["overlap", "--transport", "sim", "--pair", "isend-recv,isend-recv"], "--pair isend-recv is listed twice", "each pair once"),
+    c("g: lenient", &["overlap", "--transport", "sim", "--max-comp", "0"], "--max-comp 0", "above 0"),
+    c("g: lenient", &["overlap", "--transport", "sim", "--xfer-table", "@DIR/dup.txt"], "given again", "each size once"),
+    c("g: lenient", &["overlap", "--transport", "sim", "--xfer-table", "@DIR/zero.txt"], "takes 0 ns", "--write-xfer-table"),
+    c("g: lenient", &["overlap", "--transport", "sim", "--xfer-table", "@DIR/huge.txt"], "above an hour", "nanoseconds"),
+    c("g: lenient", &["logp", "--transport", "sim", "--max-size", "1"], "--max-size 1", "--max-size 2"),
+    c("g: lenient", &["latency", "--transport", "sim", "--iters", "5", "--iters", "6"], "--iters", "multiple times"),
+    c("g: lenient", &["commtest", "--transport", "sim", "--distance", "3", "--np", "3"], "--distance 3", "--np 4"),
 ];
 
 /// The ovbench processes still alive (ranks a launcher left behind).
@@ -309,8 +370,33 @@ fn every_bad_input_is_refused_naming_its_flag() {
     std::fs::write(dir.join("garbage.txt"), "8 100\nnot a line\n1K ns\n").unwrap();
     std::fs::write(dir.join("empty.txt"), "").unwrap();
     std::fs::write(dir.join("t16.txt"), "16 100\n").unwrap();
+    std::fs::write(dir.join("dup.txt"), "8 100\n16 200\n8 300\n").unwrap();
+    std::fs::write(dir.join("zero.txt"), "8 0\n16 200\n").unwrap();
+    std::fs::write(dir.join("huge.txt"), "8 100\n16 1e308\n").unwrap();
+    // A real result for plot and compare (their -o cases).
+    let made = run(
+        common::command(&[
+            "latency",
+            "--transport",
+            "sim",
+            "--sizes",
+            "8",
+            "--iters",
+            "20",
+            "--quiet",
+        ])
+        .arg("--json")
+        .arg(dir.join("result.json")),
+        LIMIT,
+    );
+    assert_eq!(made.code, Some(0), "{}", made.stderr);
     file_kit::make(&dir);
     let dir_s = dir.to_str().expect("utf-8 scratch path").to_string();
+    // Every case runs caged: a check that fails to refuse cannot take
+    // the machine's memory, and the b: cases' limit is this one.
+    let cage = Cage::new(Limit::Memory(4 << 30)).expect("a memory cage");
+    eprintln!("cage: {}", cage.describe());
+    let exe = Path::new(env!("CARGO_BIN_EXE_ovbench"));
     let t0 = Instant::now();
     let mut failures = Vec::new();
     let mut kinds: Vec<(&str, usize)> = Vec::new();
@@ -332,12 +418,16 @@ fn every_bad_input_is_refused_naming_its_flag() {
         let args: Vec<std::ffi::OsString> = case
             .args
             .iter()
-            .map(|a| file_kit::expand(a, &dir_s))
+            .map(|a| match *a {
+                // One huge argument: its echo must be cut, not 100 KB.
+                "@HUGE" => format!("L={}", "7".repeat(100_000)).into(),
+                a => file_kit::expand(a, &dir_s),
+            })
             .collect();
         let files_before = file_kit::snapshot(&dir);
         let started = Instant::now();
         // A run past its deadline is killed and reported with the others.
-        let r = match std::panic::catch_unwind(|| run(command(&[]).args(&args), LIMIT)) {
+        let r = match std::panic::catch_unwind(|| run(&mut cage.command(exe, &args), LIMIT)) {
             Ok(r) => r,
             Err(e) => {
                 let why = e.downcast_ref::<String>().map_or("hung".to_string(), |s| {
@@ -378,8 +468,15 @@ fn every_bad_input_is_refused_naming_its_flag() {
             wrong.push("exit 1 without the reason no preflight can find it".into());
         }
         wrong.extend(file_kit::damage(&files_before, &file_kit::snapshot(&dir)));
-        if case.kind.contains(':') && took > Duration::from_secs(5) {
+        if took > Duration::from_secs(5) {
             wrong.push(format!("took {took:.1?}, over 5 s"));
+        }
+        // One line states it, with what it echoes cut (shown::MAX_ECHO).
+        if first.chars().count() > 600 {
+            wrong.push(format!(
+                "first stderr line has {} characters",
+                first.chars().count()
+            ));
         }
         let left = ovbench_processes();
         if !left.is_empty() {

@@ -51,7 +51,7 @@ impl Cage {
 
     /// `program args…`, to run inside the cage (stdio piped as
     /// [`super::command`]'s).
-    pub fn command(&self, program: &Path, args: &[&str]) -> Command {
+    pub fn command<S: AsRef<std::ffi::OsStr>>(&self, program: &Path, args: &[S]) -> Command {
         let mut cmd = match self {
             Cage::Cgroup { dir, .. } => {
                 let mut c = Command::new("sh");
