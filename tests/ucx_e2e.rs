@@ -92,9 +92,11 @@ fn overlap_native_is_call_bounded_and_rdma_read_brackets_its_steps() {
     // inside the computation (a positive lower bound) is the schedule's
     // doing: a loaded machine delays the sender past the receiver's
     // computation (three runs in a row showed none while a VM ran beside
-    // this test). That claim is proved under the sim
-    // (tests/fidelity_overlap.rs, bounds_bracket_the_truth_...); here
-    // every row must be a bracket of its step: every transfer recorded,
+    // this test). That claim is proved under the sim, where the schedule
+    // is the model's (tests/fidelity_overlap.rs,
+    // rdma_read_lower_bound_is_positive_where_the_read_lands_in_the_computation,
+    // and bounds_bracket_the_truth_...); here every row must be a bracket
+    // of its step: every transfer recorded,
     // 0 <= min <= max <= min(computation, transfer time).
     let read = overlap(&dir, "rdma-read");
     for row in &read {
