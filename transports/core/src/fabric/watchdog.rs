@@ -161,11 +161,18 @@ mod tests {
         (w, dog, rx)
     }
 
+    // The deadlines here are 10x and more what a loaded machine's
+    // preemption can add to a call: a short call preempted past the
+    // deadline is truly long to the watchdog, and its report would be
+    // right, so a test that asks for none must leave a margin a schedule
+    // cannot eat (these were 50 ms and 200 ms).
+
     #[test]
     fn a_call_stuck_past_the_deadline_is_reported_with_its_peer_and_size() {
-        let (w, _dog, rx) = watched(Duration::from_millis(50));
-        // Short calls, many of them, are never reported.
-        let until = Instant::now() + Duration::from_millis(150);
+        let (w, _dog, rx) = watched(Duration::from_millis(300));
+        // Short calls, many of them over three deadlines, are never
+        // reported.
+        let until = Instant::now() + Duration::from_millis(900);
         while Instant::now() < until {
             w.enter(1, Some(3), 8);
             w.exit();
@@ -185,11 +192,14 @@ mod tests {
 
     #[test]
     fn a_call_that_returns_in_time_is_not_reported() {
-        let (w, dog, rx) = watched(Duration::from_millis(200));
+        // A call of 0.4 deadlines, sampled a few times: reported by a
+        // watchdog that took a fraction of the deadline for all of it.
+        let (w, dog, rx) = watched(Duration::from_secs(1));
         w.enter(0, None, 0);
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(400));
         w.exit();
-        std::thread::sleep(Duration::from_millis(300));
+        // Past the deadline, so a late report of the ended call would show.
+        std::thread::sleep(Duration::from_millis(1200));
         drop(dog);
         assert!(rx.try_recv().is_err());
     }
