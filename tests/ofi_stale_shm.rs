@@ -105,16 +105,35 @@ fn killed_rank_segment() -> (Vec<u8>, u32) {
     (bytes, rank)
 }
 
-/// Plant `segment` (its creator's pid at `at`) under the next pids' default
-/// names, each recording that pid as its own; run a job over shm; remove
-/// what is left. Whether a rank's pid was among the planted ones.
-fn run_over_planted(segment: &[u8], at: usize, dir: &Path) -> bool {
-    let last: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
-        .expect("ns_last_pid")
-        .trim()
-        .parse()
-        .expect("a pid");
-    let range = last + 1..=last + PLANTED;
+/// Whether this process may start a job in a PID namespace of its own
+/// (`unshare --pid`: root, or CAP_SYS_ADMIN).
+fn pid_namespace_works() -> bool {
+    std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--kill-child", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Plant `segment` (its creator's pid at `at`) under the default names of
+/// the pids the job's ranks can get, each recording that pid as its own;
+/// run a job over shm; remove what is left. Whether a rank's pid was
+/// among the planted ones. In a PID namespace of its own (`own_pids`) the
+/// job's processes and threads are the namespace's first tasks, so its
+/// ranks get pids in 1..=PLANTED on every schedule; otherwise the next
+/// pids after ns_last_pid, which other processes' forks may take first.
+fn run_over_planted(segment: &[u8], at: usize, dir: &Path, own_pids: bool) -> bool {
+    let range = if own_pids {
+        1..=PLANTED
+    } else {
+        let last: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+            .expect("ns_last_pid")
+            .trim()
+            .parse()
+            .expect("a pid");
+        last + 1..=last + PLANTED
+    };
     let planted: Vec<PathBuf> = range
         .clone()
         .filter(|p| !segment_of(*p).exists())
@@ -126,26 +145,46 @@ fn run_over_planted(segment: &[u8], at: usize, dir: &Path) -> bool {
         })
         .collect();
     let out = dir.join("stale.json");
-    let run = common::ovbench(
-        &[
-            "latency",
-            "--transport",
-            "ofi",
-            "--provider",
-            "shm",
-            "--proto",
-            "native",
-            "--sizes",
-            "8",
-            "--iters",
-            "10",
-            "--warmup",
-            "1",
-            "--json",
-            out.to_str().unwrap(),
-        ],
-        Duration::from_secs(60),
-    );
+    let args = [
+        "latency",
+        "--transport",
+        "ofi",
+        "--provider",
+        "shm",
+        "--proto",
+        "native",
+        "--sizes",
+        "8",
+        "--iters",
+        "10",
+        "--warmup",
+        "1",
+        "--json",
+        out.to_str().unwrap(),
+    ];
+    // sh, not ovbench, is the namespace's init (pid 1), so the launcher
+    // keeps its ordinary signal semantics.
+    let mut cmd = if own_pids {
+        let mut c = std::process::Command::new("unshare");
+        c.args([
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "sh",
+            "-c",
+            "\"$@\"; exit $?",
+            "sh",
+        ])
+        .arg(env!("CARGO_BIN_EXE_ovbench"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        c
+    } else {
+        common::command(&args)
+    };
+    let run = common::run(&mut cmd, Duration::from_secs(60));
     for p in &planted {
         let _ = std::fs::remove_file(p);
     }
@@ -167,8 +206,18 @@ fn shm_opens_over_a_dead_ranks_segment_under_a_reused_pid() {
     let (segment, dead) = killed_rank_segment();
     // Where the segment records its creator's pid.
     let at = creator_at(&segment[..64], dead).expect("the creator's pid in the segment's header");
-    // Other processes may take the planted pids first: a few tries, until
+    // In a PID namespace of its own the job's ranks get planted pids on
+    // every schedule: one run decides. Where none can be made (no root),
+    // other processes may take the planted pids first: a few tries, until
     // a rank ran over a planted segment.
-    let hit = (0..3).any(|_| run_over_planted(&segment, at, &dir));
+    if pid_namespace_works() {
+        assert!(
+            run_over_planted(&segment, at, &dir, true),
+            "no rank of a job in its own PID namespace got a pid in 1..={PLANTED}"
+        );
+        return;
+    }
+    println!("no PID namespace (unshare --pid refused): planting after ns_last_pid");
+    let hit = (0..3).any(|_| run_over_planted(&segment, at, &dir, false));
     assert!(hit, "no rank got a pid with a planted segment in 3 runs");
 }
