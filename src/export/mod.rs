@@ -42,12 +42,7 @@ impl FileExports {
     }
     /// Rewrite every file from `doc`; the JSON header lists the CSV files.
     pub fn write(&self, doc: &Document) -> anyhow::Result<()> {
-        let titles: Vec<&str> = doc.tables.iter().map(|t| t.title.as_str()).collect();
-        let csv_paths = self
-            .csv
-            .as_ref()
-            .map(|base| table_paths(base, &titles))
-            .unwrap_or_default();
+        let csv_paths = self.csv_paths(doc);
         for (t, path) in doc.tables.iter().zip(&csv_paths) {
             write_atomic("--csv", path, &CsvExporter.render_table(t))?;
         }
@@ -62,13 +57,16 @@ impl FileExports {
         if !is_stdout(self.json.as_deref()) {
             return None;
         }
+        let csv_paths = self.csv_paths(doc);
+        Some(self.json_text(doc, &csv_paths))
+    }
+    /// The CSV file of each of `doc`'s tables (none without `--csv`).
+    fn csv_paths(&self, doc: &Document) -> Vec<PathBuf> {
         let titles: Vec<&str> = doc.tables.iter().map(|t| t.title.as_str()).collect();
-        let csv_paths = self
-            .csv
+        self.csv
             .as_ref()
             .map(|base| table_paths(base, &titles))
-            .unwrap_or_default();
-        Some(self.json_text(doc, &csv_paths))
+            .unwrap_or_default()
     }
     /// The JSON document, its header listing the CSV files.
     fn json_text(&self, doc: &Document, csv_paths: &[PathBuf]) -> String {
