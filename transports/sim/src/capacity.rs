@@ -5,6 +5,8 @@
 //! half-way through making the ranks. Their memory is checked against
 //! every limit the process has ([`HostLimits`]), not the host's alone.
 
+#![deny(clippy::arithmetic_side_effects)]
+
 use ovbench_core::host_limits::HostLimits;
 
 /// Map entries one rank's stack takes (the stack and its guard page).
@@ -47,14 +49,16 @@ pub fn max_ranks(np: u32) -> Option<(u64, String)> {
     let used = std::fs::read_to_string("/proc/self/maps")
         .map(|m| m.lines().count() as u64)
         .unwrap_or(0);
-    let by_maps = max_maps.saturating_sub(used + MAPS_SPARE) / MAPS_PER_RANK;
+    let by_maps = max_maps.saturating_sub(used.saturating_add(MAPS_SPARE)) / MAPS_PER_RANK;
     let limits = HostLimits::default();
     let memory = [limits.memory(), limits.address_space()]
         .into_iter()
         .flatten()
         .min_by_key(|l| l.left);
     let per_rank = bytes_per_rank(np);
-    let by_mem = memory.as_ref().map_or(u64::MAX, |l| l.left / per_rank);
+    let by_mem = memory.as_ref().map_or(u64::MAX, |l| {
+        l.left.checked_div(per_rank).unwrap_or(u64::MAX)
+    });
     Some(match memory {
         Some(l) if by_mem < by_maps => (
             by_mem,

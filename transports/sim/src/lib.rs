@@ -49,7 +49,10 @@ mod world;
 
 pub use clock::{SimClock, SimWork, WORK_UNIT_PS};
 pub use engine::run;
-pub use params::{parse_duration_ps, parse_per_byte_fs, parse_signed_ps, Ps, SimParams};
+pub use params::{
+    parse_duration_ps, parse_per_byte_fs, parse_signed_ps, Ps, SimParams, CLOCK_BOUND, MAX_G_FS,
+    MAX_PARAM_PS,
+};
 pub use runner::{endpoints, run_raw, RankKit, SimError};
 pub use transport::{SimTransport, EAGER_BUF_SIZE, SPIN_LIMIT};
 pub use truth::{OpTruth, RankTruth, SimReport};

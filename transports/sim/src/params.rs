@@ -4,6 +4,8 @@
 //! exactly. G is kept in femtoseconds per byte so sub-picosecond gaps
 //! (fast links) are not rounded away.
 
+#![deny(clippy::arithmetic_side_effects)]
+
 use std::collections::BTreeMap;
 
 use ovbench_core::shown::value;
@@ -11,6 +13,17 @@ use ovbench_core::Progress;
 
 /// Picoseconds: the simulator's unit of virtual time.
 pub type Ps = u64;
+
+/// The largest duration a model parameter (L, os, or, g, jitter, a skew)
+/// may take: one hour. The virtual clock counts picoseconds in 64 bits
+/// ([`CLOCK_BOUND`]); a longer cost would fill it within a few thousand
+/// messages.
+pub const MAX_PARAM_PS: Ps = 3_600 * 1_000_000_000_000;
+/// The largest per-byte gap G: 1 s/B, in femtoseconds.
+pub const MAX_G_FS: u64 = 1_000_000_000_000_000;
+/// The virtual clock's bound, as refusals name it.
+pub const CLOCK_BOUND: &str =
+    "the virtual clock's bound, 2^64 - 1 ps (about 213 days of virtual time)";
 
 /// LogGP parameters plus the model's switches. Every field is public so a
 /// caller (the CLI's `--progress`) can override one after parsing.
@@ -90,16 +103,27 @@ impl SimParams {
                 ));
             }
             given.push(canonical);
+            let cost = |v: &str| parse_duration_ps(v).and_then(|ps| at_most_an_hour(ps, v));
             match key {
-                "L" => p.l = parse_duration_ps(val).map_err(bad)?,
-                "os" | "o_s" => p.o_s = parse_duration_ps(val).map_err(bad)?,
-                "or" | "o_r" => p.o_r = parse_duration_ps(val).map_err(bad)?,
-                "g" => p.g = parse_duration_ps(val).map_err(bad)?,
-                "G" => p.big_g_fs = parse_per_byte_fs(val).map_err(bad)?,
+                "L" => p.l = cost(val).map_err(bad)?,
+                "os" | "o_s" => p.o_s = cost(val).map_err(bad)?,
+                "or" | "o_r" => p.o_r = cost(val).map_err(bad)?,
+                "g" => p.g = cost(val).map_err(bad)?,
+                "G" => {
+                    p.big_g_fs = parse_per_byte_fs(val)
+                        .and_then(|fs| {
+                            if fs <= MAX_G_FS {
+                                Ok(fs)
+                            } else {
+                                Err(format!("`{val}` is more than 1s/B, the model's largest per-byte gap: give at most 1s/B (e.g. 0.1ns/B)"))
+                            }
+                        })
+                        .map_err(bad)?
+                }
                 "offload" => p.offload = parse_yes_no(val).map_err(bad)?,
                 "truth" => p.truth = parse_yes_no(val).map_err(bad)?,
                 "progress" => p.progress = val.parse().map_err(bad)?,
-                "jitter" => p.jitter = parse_duration_ps(val).map_err(bad)?,
+                "jitter" => p.jitter = cost(val).map_err(bad)?,
                 "seed" => {
                     p.seed = val
                         .parse()
@@ -108,7 +132,10 @@ impl SimParams {
                 _ => {
                     if let Some(r) = key.strip_prefix("skew.") {
                         let rank = parse_rank(r).map_err(bad)?;
-                        p.skew.insert(rank, parse_signed_ps(val).map_err(bad)?);
+                        let skew = parse_signed_ps(val)
+                            .and_then(|ps| at_most_an_hour(ps.unsigned_abs(), val).map(|_| ps))
+                            .map_err(bad)?;
+                        p.skew.insert(rank, skew);
                     } else if let Some(r) = key.strip_prefix("drift.") {
                         let rank = parse_rank(r).map_err(bad)?;
                         p.drift.insert(rank, parse_drift(val).map_err(bad)?);
@@ -121,12 +148,40 @@ impl SimParams {
                 }
             }
         }
+        if p.l == 0 && p.o_s == 0 && p.o_r == 0 && p.g == 0 && p.big_g_fs == 0 {
+            return Err(format!(
+                "--sim {}: every cost of the model is 0 (L, os, or, g and G), so no message takes virtual time and every latency is 0 and every rate infinite: give at least one of them above 0, e.g. L=1us",
+                s.trim()
+            ));
+        }
         Ok(p)
     }
 
-    /// m·G in picoseconds (rounded down).
+    /// m·G in picoseconds (rounded down; [`Ps::MAX`], which the clock
+    /// takes for an overflow, beyond it).
     pub fn bytes_ps(&self, m: u64) -> Ps {
-        ((m as u128 * self.big_g_fs as u128) / 1000) as Ps
+        let fs = u128::from(m).saturating_mul(u128::from(self.big_g_fs));
+        Ps::try_from(fs / 1000).unwrap_or(Ps::MAX)
+    }
+
+    /// An upper bound of the virtual time one message of `m` bytes adds
+    /// to a run: both overheads, the gap, the wire twice (the send's
+    /// completion comes back one L after the arrival), the jitter and
+    /// m·G twice (the injection and the NIC's gap). Saturates.
+    pub fn message_bound_ps(&self, m: u64) -> Ps {
+        let b = self.bytes_ps(m);
+        [
+            self.o_s,
+            self.o_r,
+            self.g,
+            self.l,
+            self.l,
+            self.jitter,
+            b,
+            b,
+        ]
+        .iter()
+        .fold(0, |t: Ps, &d| t.saturating_add(d))
     }
 
     /// Gap a NIC keeps after starting an injection of m bytes: max(g, m·G).
@@ -170,6 +225,17 @@ impl SimParams {
             ("jitter".into(), ns(self.jitter)),
             ("seed".into(), self.seed.to_string()),
         ]
+    }
+}
+
+/// A model cost of `ps` (spelled `val`), refused beyond [`MAX_PARAM_PS`].
+fn at_most_an_hour(ps: Ps, val: &str) -> Result<Ps, String> {
+    if ps <= MAX_PARAM_PS {
+        Ok(ps)
+    } else {
+        Err(format!(
+            "`{val}` is more than 3600s, the model's longest cost (a longer one fills {CLOCK_BOUND} within a few thousand messages): give at most 3600s"
+        ))
     }
 }
 
@@ -248,10 +314,11 @@ fn decimal_times(num: &str, scale: u128, what: &str) -> Result<u128, String> {
     let scaled = mantissa
         .checked_mul(scale)
         .ok_or_else(|| format!("`{num}` is too large"))?;
-    if scaled % pow != 0 {
-        return Err(format!("`{num}` is finer than the model's {what}"));
+    // pow is a power of ten, never 0.
+    match (scaled.checked_rem(pow), scaled.checked_div(pow)) {
+        (Some(0), Some(v)) => Ok(v),
+        _ => Err(format!("`{num}` is finer than the model's {what}")),
     }
-    Ok(scaled / pow)
 }
 
 /// A non-negative duration with a unit → picoseconds.
@@ -268,14 +335,17 @@ pub fn parse_signed_ps(s: &str) -> Result<i64, String> {
         None => (false, s.strip_prefix('+').unwrap_or(s)),
     };
     let v = i64::try_from(parse_duration_ps(body)?).map_err(|_| format!("`{s}` is too large"))?;
-    Ok(if neg { -v } else { v })
+    Ok(if neg { v.saturating_neg() } else { v })
 }
 
 /// A per-byte time (`0.1ns`, optionally `0.1ns/B`) → femtoseconds per byte.
 pub fn parse_per_byte_fs(s: &str) -> Result<u64, String> {
     let body = s.strip_suffix("/B").unwrap_or(s);
     let (num, ps) = split_unit(body)?;
-    let fs = decimal_times(num, ps * 1000, "1 fs/B resolution")?;
+    let scale = ps
+        .checked_mul(1000)
+        .ok_or_else(|| format!("`{s}` is too large"))?;
+    let fs = decimal_times(num, scale, "1 fs/B resolution")?;
     u64::try_from(fs).map_err(|_| format!("`{s}` is too large"))
 }
 
@@ -346,6 +416,42 @@ mod tests {
         assert!(SimParams::parse("seed=abc")
             .unwrap_err()
             .contains("seed=abc"));
+    }
+
+    #[test]
+    fn costs_are_bounded_and_an_all_zero_model_refused() {
+        let p =
+            SimParams::parse("L=3600s,os=3600s,jitter=1h".replace("1h", "3600s").as_str()).unwrap();
+        assert_eq!(p.l, MAX_PARAM_PS);
+        for bad in [
+            "L=3601s",
+            "L=1000000s",
+            "os=18446744ms",
+            "jitter=4000s",
+            "skew.0=-3601s",
+            "g=3600.000000000001s",
+        ] {
+            let e = SimParams::parse(bad).unwrap_err();
+            assert!(e.contains(bad) && e.contains("at most 3600s"), "{bad}: {e}");
+        }
+        let e = SimParams::parse("G=2s/B").unwrap_err();
+        assert!(e.contains("G=2s/B") && e.contains("at most 1s/B"), "{e}");
+        assert_eq!(SimParams::parse("G=1s").unwrap().big_g_fs, MAX_G_FS);
+        let e = SimParams::parse("L=0ns,os=0ns,or=0ns,g=0ns,G=0ns").unwrap_err();
+        assert!(
+            e.contains("every cost of the model is 0") && e.contains("L=1us"),
+            "{e}"
+        );
+        assert!(SimParams::parse("L=0ns,os=0ns,or=0ns,g=0ns,G=1ps").is_ok());
+        // m·G saturates rather than truncates, and so does a message's bound.
+        let q = SimParams::parse("G=1s").unwrap();
+        assert_eq!(q.bytes_ps(u64::MAX), Ps::MAX);
+        assert_eq!(q.message_bound_ps(u64::MAX), Ps::MAX);
+        let d = SimParams::default();
+        assert_eq!(
+            d.message_bound_ps(0),
+            300_000 + 300_000 + 500_000 + 2_000_000
+        );
     }
 
     #[test]

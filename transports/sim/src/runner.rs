@@ -26,6 +26,9 @@ pub enum SimError {
     /// Every live rank waited for something that could never come.
     #[error("simulation deadlock at {} ns: ranks {} are blocked and nothing is in flight", *.at_ps as f64 / 1000.0, list(.ranks))]
     Deadlock { ranks: Vec<Rank>, at_ps: Ps },
+    /// A time passed the virtual clock's bound; every rank was stopped.
+    #[error("{}", crate::sched::clock_overflow(*.rank))]
+    Clock { rank: Rank },
     /// A rank's code panicked; the others were stopped.
     #[error("rank {rank} panicked: {message}")]
     Panicked { rank: Rank, message: String },
@@ -80,6 +83,7 @@ fn run_with<R: Send>(
             rank: *rank,
             message: message.clone(),
         }),
+        Some(Abort::Clock { rank }) => Err(SimError::Clock { rank: *rank }),
         None => {
             let report = SimReport {
                 ranks: g.w.ranks.iter().map(|r| r.truth.clone()).collect(),
@@ -262,5 +266,50 @@ mod tests {
         assert_eq!(ahead, strict);
         let (other_seed, _) = irregular(true, "g=150ns,offload=no,jitter=700ns,seed=12");
         assert_ne!(other_seed, ahead, "the seed matters");
+    }
+
+    /// A run whose virtual time would pass 2^64 ps stops with the clock's
+    /// bound named, whether the work loop or a message passes it; the
+    /// clock never wraps back to small times.
+    #[test]
+    fn the_clock_stops_the_run_at_its_bound_and_never_wraps() {
+        let p = SimParams::default();
+        // The work loop: two halves of the clock, then a call.
+        let e = run_raw(2, &p, |mut k| {
+            k.work.work(u64::MAX / 2_000);
+            k.work.work(u64::MAX / 2_000);
+            k.work.work(u64::MAX / 2_000);
+            let t = k.clock.ticks();
+            let mut out = Vec::new();
+            let polled = k.transport.poll(&mut out, None);
+            (t, polled.is_err())
+        })
+        .unwrap_err();
+        assert!(matches!(e, SimError::Clock { .. }), "{e:?}");
+        let text = e.to_string();
+        assert!(
+            text.contains("2^64 - 1 ps") && text.contains("--sim"),
+            "{text}"
+        );
+        // A message: its arrival passes the bound (one hour of L after
+        // almost the whole clock of work).
+        let p = SimParams::parse("L=3600s").unwrap();
+        let e = run_raw(2, &p, |mut k| {
+            let t = &mut k.transport;
+            let region = t.alloc(8).unwrap();
+            if k.rank == 0 {
+                k.work.work(u64::MAX / 1_000 - 1_000_000_000);
+                let _ = t.post_send(1, Msg::new(b"h", Some(LocalSlice::new(region, 0, 8))), 0);
+            }
+            let mut out = Vec::new();
+            for _ in 0..4 {
+                if t.poll(&mut out, None).is_err() {
+                    break;
+                }
+            }
+            k.clock.ticks()
+        })
+        .unwrap_err();
+        assert!(matches!(e, SimError::Clock { .. }), "{e:?}");
     }
 }

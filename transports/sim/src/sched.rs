@@ -21,8 +21,26 @@ use crate::{Ps, SimParams};
 /// Why a run stopped early; copied into every rank's later errors.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Abort {
-    Deadlock { ranks: Vec<Rank>, at: Ps },
-    Panic { rank: Rank, message: String },
+    Deadlock {
+        ranks: Vec<Rank>,
+        at: Ps,
+    },
+    Panic {
+        rank: Rank,
+        message: String,
+    },
+    /// A rank's time would have passed the clock's bound.
+    Clock {
+        rank: Rank,
+    },
+}
+
+/// Why a run stopped at the clock's bound, with the fix.
+pub(crate) fn clock_overflow(rank: Rank) -> String {
+    format!(
+        "the run's virtual time passed {} at rank {rank}; the clock never wraps, so the run stops here: give fewer iterations or sizes, or a model with smaller costs (--sim)",
+        crate::params::CLOCK_BOUND
+    )
 }
 
 impl Abort {
@@ -36,6 +54,7 @@ impl Abort {
             Abort::Panic { rank, message } => {
                 format!("simulation stopped: rank {rank} panicked: {message}")
             }
+            Abort::Clock { rank } => format!("simulation stopped: {}", clock_overflow(*rank)),
         };
         TransportError::Local {
             op: OpKind::Poll,
@@ -191,22 +210,34 @@ impl Shared {
     /// Set a rank's time (in the world and in its clock's mirror).
     pub(crate) fn set_now(&self, g: &mut Guard<'_>, r: Rank, t: Ps) {
         g.w.ranks[r as usize].now = t;
+        g.w.overflowed |= t == Ps::MAX;
         self.times[r as usize].store(t, Ordering::Relaxed);
     }
 
     /// Mirror the world's time of `r` into its clock after a cost was charged.
-    pub(crate) fn publish(&self, g: &Guard<'_>, r: Rank) {
-        self.times[r as usize].store(g.w.ranks[r as usize].now, Ordering::Relaxed);
+    pub(crate) fn publish(&self, g: &mut Guard<'_>, r: Rank) {
+        let t = g.w.ranks[r as usize].now;
+        g.w.overflowed |= t == Ps::MAX;
+        self.times[r as usize].store(t, Ordering::Relaxed);
+    }
+
+    /// Stop the run if a time reached the clock's bound (`r` acting).
+    fn check_clock(&self, g: &mut Guard<'_>, r: Rank) {
+        if g.w.overflowed {
+            self.set_abort(g, Abort::Clock { rank: r });
+        }
     }
 
     /// Advance `r`'s CPU by `d` outside any library call (work, delay).
     pub(crate) fn advance(&self, r: Rank, d: Ps, compute: bool) {
         let mut g = self.lock();
         let t0 = g.w.ranks[r as usize].now;
+        let t1 = crate::world::later(t0, d);
         if compute && self.params.truth {
-            g.w.ranks[r as usize].truth.add_compute(t0, t0 + d);
+            g.w.ranks[r as usize].truth.add_compute(t0, t1);
         }
-        self.set_now(&mut g, r, t0 + d);
+        self.set_now(&mut g, r, t1);
+        self.check_clock(&mut g, r);
     }
 
     /// Yield to the runner (which resumes the baton's holder) until the
@@ -241,6 +272,7 @@ impl Shared {
         mut g: Guard<'a>,
         r: Rank,
     ) -> Result<Guard<'a>, TransportError> {
+        self.check_clock(&mut g, r);
         if let Some(a) = &g.abort {
             return Err(a.error());
         }
@@ -311,6 +343,10 @@ impl Shared {
     /// Give the baton to the next rank in time order (processing events
     /// on the way) and wait until it comes back to `r`.
     fn switch<'a>(&'a self, mut g: Guard<'a>, r: Rank) -> Result<Guard<'a>, TransportError> {
+        self.check_clock(&mut g, r);
+        if let Some(a) = &g.abort {
+            return Err(a.error());
+        }
         match self.pick(&mut g) {
             Some(n) if n == r => {}
             Some(_) => {
@@ -371,6 +407,7 @@ impl Shared {
         if let Some(message) = panic {
             self.set_abort(&mut g, Abort::Panic { rank: r, message });
         }
+        self.check_clock(&mut g, r);
         if g.abort.is_some() {
             return;
         }

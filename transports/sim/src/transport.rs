@@ -153,7 +153,7 @@ impl SimTransport {
         };
         g.w.post_rma(self.rank, peer, req);
         self.empty_polls = 0;
-        self.shared.publish(&g, self.rank);
+        self.shared.publish(&mut g, self.rank);
         Ok(())
     }
 }
@@ -248,7 +248,7 @@ impl Transport for SimTransport {
         }
         g.w.post_send(self.rank, peer, data, plen as u64, ctx);
         self.empty_polls = 0;
-        self.shared.publish(&g, self.rank);
+        self.shared.publish(&mut g, self.rank);
         Ok(Posted::Queued)
     }
 
@@ -303,7 +303,7 @@ impl Transport for SimTransport {
         // One-sided requests waiting for this library call (offload=no).
         let served = !g.w.ranks[r].rma.is_empty();
         while let Some(req) = g.w.ranks[r].rma.pop_front() {
-            g.w.ranks[r].now += o_r;
+            g.w.ranks[r].now = crate::world::later(g.w.ranks[r].now, o_r);
             let t = g.w.ranks[r].now;
             g.w.serve(self.rank, t, req);
         }
@@ -311,7 +311,7 @@ impl Transport for SimTransport {
         let arrived = !st.inbox.is_empty();
         while let Some((peer, data)) = st.inbox.pop_front() {
             if charge {
-                st.now += o_r;
+                st.now = crate::world::later(st.now, o_r);
             }
             out.push(Completion::Recv { peer, data });
         }
@@ -335,7 +335,7 @@ impl Transport for SimTransport {
         if quiet_only {
             (self.spin_at, self.empty_polls) = (st.now, 1);
         }
-        self.shared.publish(&g, self.rank);
+        self.shared.publish(&mut g, self.rank);
         Ok(out.len() - start)
     }
 

@@ -193,6 +193,16 @@ pub(crate) struct World {
     /// Where the message last delivered to each rank lies (a prefetch
     /// hint, see [`crate::prefetch`]; never dereferenced).
     pub last_msg: Vec<usize>,
+    /// A time passed the virtual clock's bound (every sum of times
+    /// saturates at [`Ps::MAX`] and is noted here, never wraps): the
+    /// scheduler stops the run at the next call.
+    pub overflowed: bool,
+}
+
+/// `t + d` in virtual time, [`Ps::MAX`] (the clock's bound, which the
+/// scheduler takes for an overflow) where the sum would pass it.
+pub(crate) fn later(t: Ps, d: Ps) -> Ps {
+    t.saturating_add(d)
 }
 
 impl World {
@@ -224,6 +234,7 @@ impl World {
             spare: Vec::new(),
             free,
             last_msg: vec![0; np as usize],
+            overflowed: false,
         }
     }
 
@@ -242,6 +253,7 @@ impl World {
     }
 
     fn push(&mut self, at: Ps, ev: Ev) {
+        self.overflowed |= at == Ps::MAX;
         self.seq += 1;
         let owner = match &ev {
             Ev::Deliver(d) => d.dst,
@@ -276,7 +288,7 @@ impl World {
                 ^ pair.wrapping_mul(0xD6E8_FEB8_6659_FD93)
                 ^ k.wrapping_mul(0xA076_1D64_78BD_642F),
         );
-        g.next() % (j + 1)
+        g.next() % j.saturating_add(1)
     }
 
     /// Start an injection of `m` bytes at `rank`'s NIC, bound for `to`, no
@@ -285,8 +297,12 @@ impl World {
         let gap = self.p.inject_gap(m);
         let nic = &mut self.ranks[rank as usize].nic_free;
         let start = t.max(*nic);
-        *nic = start + gap;
-        start + self.p.l + self.jitter(rank, to) + self.p.bytes_ps(m)
+        *nic = later(start, gap);
+        let (l, bytes) = (self.p.l, self.p.bytes_ps(m));
+        let j = self.jitter(rank, to);
+        let at = later(later(later(start, l), j), bytes);
+        self.overflowed |= at == Ps::MAX;
+        at
     }
 
     /// Note when operation `op` of `rank` began to move data.
@@ -326,7 +342,7 @@ impl World {
     ) {
         let t = self.ranks[src as usize].now;
         let op = self.record(src, OpKind::Send, dst, payload, t);
-        let t1 = t + self.p.o_s;
+        let t1 = later(t, self.p.o_s);
         self.ranks[src as usize].now = t1;
         self.started(src, op, t1.max(self.ranks[src as usize].nic_free));
         let mut arrive = self.inject(src, dst, t1, payload);
@@ -339,7 +355,7 @@ impl World {
         // it comes. That spares an event per message.
         let early = !self.free && ctx & QUIET_CTX != 0;
         if early {
-            let at = arrive + self.p.l;
+            let at = later(arrive, self.p.l);
             let r = &mut self.ranks[src as usize];
             if let Some(o) = r.truth.ops.get_mut(op) {
                 o.complete_ps = Some(at);
@@ -367,7 +383,7 @@ impl World {
             RmaKind::Read { len, .. } => (OpKind::Read, *len, 0),
         };
         req.op = self.record(from, kind, target, bytes, t);
-        let t1 = t + self.p.o_s;
+        let t1 = later(t, self.p.o_s);
         self.ranks[from as usize].now = t1;
         self.started(from, req.op, t1.max(self.ranks[from as usize].nic_free));
         let arrive = self.inject(from, target, t1, wire);
@@ -426,7 +442,7 @@ impl World {
         }
         let l = self.p.l;
         self.push(
-            at + l,
+            later(at, l),
             Ev::Complete {
                 rank: d.src,
                 c,
@@ -446,7 +462,7 @@ impl World {
                 };
                 let l = self.p.l;
                 self.push(
-                    at + l,
+                    later(at, l),
                     Ev::Complete {
                         rank: req.from,
                         c: left(target, op_kind, req.ctx),
@@ -536,7 +552,7 @@ impl World {
                     ),
                 };
                 self.push(
-                    at + l,
+                    later(at, l),
                     Ev::Complete {
                         rank: req.from,
                         c,
@@ -554,7 +570,7 @@ impl World {
                 // A target spinning on its memory (raw writes) sees it now.
                 self.wake(target, at);
                 self.push(
-                    at + l,
+                    later(at, l),
                     Ev::Complete {
                         rank: req.from,
                         c: Completion::Write { ctx: req.ctx },
