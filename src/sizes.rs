@@ -2,6 +2,8 @@
 //! Units): bytes with `K`/`M`/`G` suffixes (powers of 1024), `MIN:MAX` for
 //! MIN then the powers of two up to MAX, and comma lists such as `8,1K,1M`.
 
+#![deny(clippy::arithmetic_side_effects)]
+
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;

@@ -77,6 +77,7 @@ pub fn needed(shape: &EngineShape, sizes: &[usize]) -> Vec<(RawOp, usize)> {
 }
 
 /// `--xfer-table FILE`, read ([`crate::files::input`]) and parsed.
+#[deny(clippy::arithmetic_side_effects)]
 pub fn read_table(path: &Path) -> anyhow::Result<XferTable> {
     let text = crate::files::input::read_text("--xfer-table", path, crate::files::input::TEXT_CAP)?;
     XferTable::parse(&text).map_err(|e| {

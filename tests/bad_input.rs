@@ -341,7 +341,7 @@ const CASES: &[Case] = &[
     c("g: lenient", &["overlap", "--transport", "sim", "--max-comp", "0"], "--max-comp 0", "above 0"),
     c("g: lenient", &["overlap", "--transport", "sim", "--xfer-table", "@DIR/dup.txt"], "given again", "each size once"),
     c("g: lenient", &["overlap", "--transport", "sim", "--xfer-table", "@DIR/zero.txt"], "takes 0 ns", "--write-xfer-table"),
-    c("g: lenient", &["overlap", "--transport", "sim", "--xfer-table", "@DIR/huge.txt"], "above an hour", "nanoseconds"),
+    c("g: lenient", &["overlap", "--transport", "sim", "--xfer-table", "@DIR/huge.txt"], "at most 1e12 ns", "1e308"),
     c("g: lenient", &["logp", "--transport", "sim", "--max-size", "1"], "--max-size 1", "--max-size 2"),
     c("g: lenient", &["latency", "--transport", "sim", "--iters", "5", "--iters", "6"], "--iters", "multiple times"),
     c("g: lenient", &["commtest", "--transport", "sim", "--distance", "3", "--np", "3"], "--distance 3", "--np 4"),

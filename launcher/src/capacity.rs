@@ -3,6 +3,8 @@
 //! thousands of them before the kernel said no, and leave the host
 //! starved while it tore them down.
 
+#![deny(clippy::arithmetic_side_effects)]
+
 use std::os::unix::fs::MetadataExt;
 
 use nix::sys::resource::{getrlimit, Resource};
@@ -52,7 +54,7 @@ pub fn max_local_ranks() -> Option<(u64, String)> {
         }
     }
     let (limit, why) = limits.into_iter().min_by_key(|l| l.0)?;
-    let free = limit.saturating_sub(now + SPARE_TASKS);
+    let free = limit.saturating_sub(now.saturating_add(SPARE_TASKS));
     let host = (
         free / THREADS_PER_RANK,
         format!("{why}, {now} tasks running"),
@@ -87,7 +89,7 @@ pub const MAX_RANKS_PER_CORE: u64 = 64;
 /// on each of `cpus` cores and the user did not say `--oversubscribe`.
 pub fn check_per_core(np: u32, cpus: usize, oversubscribe: bool) -> Result<(), String> {
     let cpus = cpus.max(1) as u64;
-    if oversubscribe || u64::from(np) <= MAX_RANKS_PER_CORE * cpus {
+    if oversubscribe || u64::from(np) <= MAX_RANKS_PER_CORE.saturating_mul(cpus) {
         return Ok(());
     }
     Err(format!(

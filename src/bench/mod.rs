@@ -77,10 +77,10 @@ pub struct SweepArgs {
     #[arg(long, default_value = "0:4M")]
     pub sizes: Sizes,
     /// Timed iterations per size (default: by size, fewer for large messages).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_parser = crate::cli::counts::iters)]
     pub iters: Option<u64>,
     /// Untimed iterations before the timed ones (default: by size).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli::counts::warmup)]
     pub warmup: Option<u64>,
     /// Check received bytes outside the timed region: after each size's timed loop, the last timed message, then an untimed pass of min(iters, 1000) messages (bw, msgrate, bibw: min(iters × window, 1000)), each checked before the next arrives; a mismatch names the size, the iteration and the offset, and exits 1.
     #[arg(long)]

@@ -45,7 +45,7 @@ pub struct WindowArgs {
     #[command(flatten)]
     pub sweep: SweepArgs,
     /// Messages in flight per window.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 64, value_parser = crate::cli::counts::window)]
     pub window: u32,
     /// Post each message of a window only once the one before it has
     /// completed (NetPIPE's streaming mode, `NPmpi -s`: one blocking send

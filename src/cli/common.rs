@@ -2,6 +2,8 @@
 //! flattened into each subcommand with `#[command(flatten)]`. Methods in
 //! `src/methods` reuse [`CommonArgs`] as it is: keep its fields stable.
 
+#![deny(clippy::arithmetic_side_effects)]
+
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};

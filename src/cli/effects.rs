@@ -4,6 +4,8 @@
 //! ignore, and the refusals are generated from this table alone; a test
 //! walks clap's command tree and fails on an option without an entry.
 
+#![deny(clippy::arithmetic_side_effects)]
+
 use super::common::{ProtoArg, TransportKind};
 use super::Cli;
 

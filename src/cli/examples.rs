@@ -1,6 +1,8 @@
 //! The examples at the end of every subcommand's `--help`, in one place
 //! (the flag tables of docs/cli.md name the same spellings).
 
+#![deny(clippy::arithmetic_side_effects)]
+
 /// `(subcommand, examples)`; each example one line, the command and
 /// what it shows.
 pub const EXAMPLES: &[(&str, &str)] = &[

@@ -5,6 +5,8 @@
 //! so the defaults live in one place (the crate) and the help says what
 //! they are.
 
+#![deny(clippy::arithmetic_side_effects)]
+
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use ovbench_core::Progress;

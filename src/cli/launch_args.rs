@@ -1,6 +1,8 @@
 //! How the ranks start and find each other: `--launcher`, `--hosts`,
 //! `--hostfile` and `--bootstrap` (docs/launching.md).
 
+#![deny(clippy::arithmetic_side_effects)]
+
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};

@@ -3,7 +3,10 @@
 //! before or after the subcommand, and one subcommand per benchmark and
 //! method.
 
+#![deny(clippy::arithmetic_side_effects)]
+
 pub mod common;
+pub mod counts;
 pub mod effects;
 pub mod examples;
 pub mod fabric_args;

@@ -90,6 +90,7 @@ pub fn check_protocol(cmd: &MethodCommand, comm: &dyn Communicator) -> anyhow::R
 
 /// What `cmd` needs of the job, checked once before any rank starts (the
 /// methods check again on every rank): the number of ranks.
+#[deny(clippy::arithmetic_side_effects)]
 pub fn preflight(cmd: &MethodCommand, np: u32) -> anyhow::Result<()> {
     preflight_given(cmd, np, &format!("--np {np}"))
 }
@@ -124,7 +125,7 @@ pub fn preflight_given(cmd: &MethodCommand, np: u32, given: &str) -> anyhow::Res
                 anyhow::bail!(
                     "commtest --distance {d}: rank 0's partner is rank {d}, which --np {np} does not have: use --np {} or more, or --distance {} or less",
                     u64::from(a.distance) + 1,
-                    np - 1,
+                    np.saturating_sub(1),
                     d = a.distance
                 );
             }

@@ -3,6 +3,8 @@
 //! Everything wrong with that choice is found here, before any rank
 //! starts, and reported as a usage error (exit 2).
 
+#![deny(clippy::arithmetic_side_effects)]
+
 use anyhow::{bail, Result};
 use ovbench_launcher::{BootstrapUse, JobSource, LauncherChoice, RankEnv, Role};
 

@@ -80,7 +80,8 @@ pub fn run(cli: &Cli) -> Result<i32> {
     }
     #[cfg(feature = "sim")]
     if cli.common.transport == TransportKind::Sim {
-        sim::params(cli).map_err(usage)?;
+        let model = sim::params(cli).map_err(usage)?;
+        sim::check_clock(cli, &model).map_err(usage)?;
         for &np in &nps {
             preflight(cli, np).map_err(usage)?;
             ovbench_sim::capacity::check(np).map_err(|e| usage(anyhow::anyhow!(e)))?;
@@ -134,6 +135,7 @@ pub fn run(cli: &Cli) -> Result<i32> {
 /// What a rank of `cmd` allocates for its messages, and the option that
 /// sets it: the largest message's send and receive buffers (logp: eight
 /// times --max-size, its k_max may go that far; bcast and overlap: one).
+#[deny(clippy::arithmetic_side_effects)]
 fn message_memory(cmd: &Command) -> (&'static str, usize, usize) {
     let two = |flag, b: usize| (flag, b, b.saturating_mul(2));
     match cmd {
@@ -164,6 +166,7 @@ fn message_memory(cmd: &Command) -> (&'static str, usize, usize) {
 /// failed (or, under sim, aborting) allocation or the OOM killer. The
 /// limits are the host's MemAvailable, the memory cgroups' and RLIMIT_AS
 /// (per process: every simulated rank shares this one).
+#[deny(clippy::arithmetic_side_effects)]
 fn check_memory(cli: &Cli, np: u32) -> Result<()> {
     let (flag, largest, per_rank) = message_memory(&cli.command);
     let need = per_rank.saturating_mul(np as usize) as u64;
@@ -201,6 +204,7 @@ fn check_flags(cli: &Cli, launch: Option<Launch>) -> Result<()> {
 }
 
 /// Errors that need no rank to find, reported once before any starts.
+#[deny(clippy::arithmetic_side_effects)]
 pub fn preflight(cli: &Cli, np: u32) -> Result<()> {
     check_flags(cli, None)?;
     let c = &cli.common;
@@ -245,14 +249,17 @@ pub fn preflight(cli: &Cli, np: u32) -> Result<()> {
         Command::Latency(_) if np < 2 => {
             bail!("latency runs between ranks 0 and 1: use --np 2 or more, or list 2 hosts (got {given})")
         }
-        Command::Bw(w) | Command::Bibw(w) | Command::Msgrate(w) if np < 2 * w.pairs => bail!(
-            "{} with --pairs {} needs {} ranks (ranks i and i+{} pair up): use --np {} (got {given})",
-            cli.command.name(),
-            w.pairs,
-            2 * w.pairs,
-            w.pairs,
-            2 * w.pairs
-        ),
+        Command::Bw(w) | Command::Bibw(w) | Command::Msgrate(w)
+            if u64::from(np) < u64::from(w.pairs).saturating_mul(2) =>
+        {
+            let need = u64::from(w.pairs).saturating_mul(2);
+            bail!(
+                "{} with --pairs {} needs {need} ranks (ranks i and i+{} pair up): use --np {need} (got {given})",
+                cli.command.name(),
+                w.pairs,
+                w.pairs,
+            )
+        }
         _ => Ok::<(), anyhow::Error>(()),
     }?;
     check_memory(cli, np)?;
@@ -265,6 +272,7 @@ const OFI_SHM_SEGMENT: u64 = 16 << 20;
 
 /// `np` ranks fit this host: processes (RLIMIT_NPROC, free tasks), ranks
 /// per core, and /dev/shm for libfabric's shm provider.
+#[deny(clippy::arithmetic_side_effects)]
 fn local_capacity(cli: &Cli, np: u32) -> Result<()> {
     use ovbench_launcher::capacity;
     capacity::check_local(np).map_err(|e| anyhow::anyhow!(e))?;
@@ -283,6 +291,7 @@ fn local_capacity(cli: &Cli, np: u32) -> Result<()> {
 
 /// Verbs registers every message buffer: they must fit under the
 /// locked-memory limit.
+#[deny(clippy::arithmetic_side_effects)]
 fn check_locked_memory(cli: &Cli) -> Result<()> {
     if cli.common.transport != TransportKind::Verbs {
         return Ok(());
@@ -444,6 +453,35 @@ mod tests {
             assert!(e.starts_with(flag), "{args:?}: {e}");
         }
         assert!(check(&["latency", "--sizes", "0:64K"], 2).is_ok());
+    }
+
+    #[test]
+    fn counts_past_their_bounds_are_refused_by_the_parser_naming_the_flag() {
+        let refused = |args: &[&str]| {
+            let v = std::iter::once("ovbench").chain(args.iter().copied());
+            Cli::try_parse_from(v).unwrap_err().to_string()
+        };
+        for (args, flag) in [
+            (
+                &["latency", "--iters", "18446744073709551615"][..],
+                "--iters",
+            ),
+            (&["bw", "--warmup", "4294967295"][..], "--warmup"),
+            (&["bw", "--window", "100000000"][..], "--window"),
+            (&["overlap", "--max-comp", "1e12"][..], "--max-comp"),
+            (&["overlap", "--steps", "4294967295"][..], "--steps"),
+            (&["bcast", "--reps", "9223372036854775808"][..], "--reps"),
+            (&["logp", "--max-its", "4294967295"][..], "--max-its"),
+            (&["commtest", "--iters", "4294967295"][..], "--iters"),
+        ] {
+            let e = refused(args);
+            assert!(e.contains(flag) && e.contains("give "), "{args:?}: {e}");
+        }
+        // --pairs near u32::MAX asks for more ranks than a u32 holds: no overflow.
+        let e = check(&["bw", "--pairs", "4294967295"], 4)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("needs 8589934590 ranks"), "{e}");
     }
 
     #[test]

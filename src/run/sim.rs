@@ -26,6 +26,72 @@ pub fn params(cli: &Cli) -> Result<SimParams> {
     Ok(p)
 }
 
+/// The virtual time a benchmark's messages take at most, where the model
+/// and the arguments fix it (latency, bw, bibw, msgrate: fixed counts a
+/// size), in picoseconds, saturating; `None` for the methods, whose
+/// repetitions adapt to what they measure (their clock is checked as they
+/// run).
+#[deny(clippy::arithmetic_side_effects)]
+fn virtual_span_ps(cli: &Cli, p: &SimParams) -> Option<u128> {
+    use crate::bench::{latency, window};
+    let (sweep, per_iter): (_, Box<dyn Fn(u128) -> u128>) = match &cli.command {
+        // A round trip: two messages.
+        Command::Latency(a) => (&a.sweep, Box::new(|m: u128| m.saturating_mul(2))),
+        // A window of messages and its acknowledgement (bibw: both ways).
+        Command::Bw(w) | Command::Bibw(w) | Command::Msgrate(w) => {
+            let ways: u128 = if matches!(cli.command, Command::Bibw(_)) {
+                2
+            } else {
+                1
+            };
+            let ack = u128::from(p.message_bound_ps(0));
+            let window = u128::from(w.window);
+            (
+                &w.sweep,
+                Box::new(move |m: u128| {
+                    m.saturating_mul(window)
+                        .saturating_add(ack)
+                        .saturating_mul(ways)
+                }),
+            )
+        }
+        _ => return None,
+    };
+    let defaults = match &cli.command {
+        Command::Latency(_) => latency::default_counts,
+        _ => window::default_counts,
+    };
+    let mut total: u128 = 0;
+    for &size in sweep.sizes.as_slice() {
+        let c = sweep.counts(size, defaults);
+        let msg = u128::from(p.message_bound_ps(size as u64));
+        // --verify adds an untimed pass of at most 1000 iterations.
+        let iters = u128::from(c.warmup)
+            .saturating_add(u128::from(c.iters))
+            .saturating_add(if sweep.verify { 1_001 } else { 0 });
+        total = total.saturating_add(iters.saturating_mul(per_iter(msg)));
+    }
+    Some(total)
+}
+
+/// A benchmark whose messages would pass the virtual clock's bound is
+/// refused before it starts, naming the bound (the methods' clocks are
+/// checked as they run: the run stops with exit 1).
+pub fn check_clock(cli: &Cli, p: &SimParams) -> Result<()> {
+    let Some(span) = virtual_span_ps(cli, p) else {
+        return Ok(());
+    };
+    if span < u128::from(u64::MAX) {
+        return Ok(());
+    }
+    let days = span as f64 / 1e12 / 86_400.0;
+    Err(anyhow!(
+        "--sim: {} needs up to {days:.3e} days of virtual time with these --sizes, --iters and --warmup and this model, past {}: give fewer --iters or --warmup, smaller --sizes, or smaller costs in --sim",
+        cli.command.name(),
+        ovbench_sim::CLOCK_BOUND
+    ))
+}
+
 /// Run the whole job in this process (a bcast sweep: once per `--np`).
 pub fn run(cli: &Cli) -> Result<()> {
     let mut p = params(cli)?;
@@ -206,4 +272,47 @@ fn rank_main(cli: &Cli, p: &SimParams, controls: &[SharedControl], kit: RankKit)
 /// Rank 0's header under sim: one process, the model's parameters.
 fn sim_header(cli: &Cli, comm: &dyn Communicator, np: u32, p: &SimParams) -> (Value, Vec<String>) {
     rank0_header(cli, vec![RankFacts::here(0)], comm, np, &p.describe(), true)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn check(args: &[&str]) -> Result<()> {
+        let cli =
+            Cli::try_parse_from(std::iter::once("ovbench").chain(args.iter().copied())).unwrap();
+        check_clock(&cli, &params(&cli).unwrap())
+    }
+
+    #[test]
+    fn a_benchmark_past_the_clock_is_refused_naming_the_bound() {
+        assert!(check(&["latency", "--transport", "sim"]).is_ok());
+        assert!(check(&["bw", "--transport", "sim", "--window", "65536"]).is_ok());
+        for args in [
+            &[
+                "latency",
+                "--sizes",
+                "8",
+                "--iters",
+                "100000000",
+                "--warmup",
+                "1000000000",
+                "--sim",
+                "L=3600s",
+            ][..],
+            &[
+                "bibw", "--sizes", "1G", "--iters", "1000", "--window", "65536", "--sim", "G=1s",
+            ][..],
+        ] {
+            let e = check(args).unwrap_err().to_string();
+            assert!(
+                e.starts_with("--sim:") && e.contains("2^64 - 1 ps"),
+                "{args:?}: {e}"
+            );
+        }
+        // The methods adapt their repetitions: their clock is checked as they run.
+        assert!(check(&["overhead", "--sim", "L=3600s,os=3600s"]).is_ok());
+    }
 }

@@ -102,7 +102,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "dissemination")]
     pub barrier: BarrierKind,
     /// Broadcasts per measurement (the reference's M).
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = crate::cli::counts::reps)]
     pub reps: u64,
     /// Broadcast message size (the reference uses 256 bytes and 64K).
     #[arg(
@@ -113,10 +113,10 @@ pub struct Args {
     )]
     pub msgsize: ByteSize,
     /// Fewest measurements per figure (the reference: 8).
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = crate::cli::counts::measurements)]
     pub min_measurements: usize,
     /// Most measurements per figure (the reference: 30).
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = 30, value_parser = crate::cli::counts::measurements)]
     pub max_measurements: usize,
     /// Stop once the standard deviation is below this fraction of the mean.
     #[arg(long, default_value_t = 0.03)]
@@ -240,6 +240,7 @@ fn ol_stddev(rtl: &Measured, e: &Measured) -> f64 {
 
 /// The options' own limits, checked before any rank starts (and again on
 /// every rank): each error names its option and a value that works.
+#[deny(clippy::arithmetic_side_effects)]
 pub fn check_args(args: &Args) -> anyhow::Result<()> {
     if args.reps == 0 {
         bail!("--reps 0: give at least 1 broadcast per measurement, e.g. --reps 100");

@@ -100,7 +100,8 @@ pub struct Args {
         long = "iters",
         visible_alias = "iterations",
         value_name = "N",
-        default_value_t = 5
+        default_value_t = 5,
+        value_parser = crate::cli::counts::repetitions
     )]
     pub iterations: u32,
 }
@@ -346,6 +347,7 @@ fn chosen(args: &Args) -> anyhow::Result<Vec<&'static Protocol>> {
 }
 
 /// What can be checked before any rank starts.
+#[deny(clippy::arithmetic_side_effects)]
 pub fn check_args(args: &Args) -> anyhow::Result<()> {
     let (total, min_packet) = (args.total.bytes(), args.min_packet.bytes());
     if total == 0 {

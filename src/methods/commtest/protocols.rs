@@ -155,6 +155,7 @@ pub(super) fn send_op(p: &Protocol) -> Option<Op> {
 }
 
 /// `U,N` or `(U,N)` as a protocol of the table.
+#[deny(clippy::arithmetic_side_effects)]
 pub(super) fn parse_protocol(s: &str) -> anyhow::Result<&'static Protocol> {
     let t = s.trim().trim_start_matches('(').trim_end_matches(')');
     let parsed = t

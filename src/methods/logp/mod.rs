@@ -68,6 +68,7 @@ pub enum RecvKind {
 }
 
 /// `--sizes MIN:MAX` of logp: its two ends.
+#[deny(clippy::arithmetic_side_effects)]
 fn parse_size_range(s: &str) -> Result<(ByteSize, ByteSize), String> {
     let (lo, hi) = s
         .split_once(':')
@@ -101,7 +102,7 @@ pub struct Args {
     #[arg(long, default_value_t = 0.9)]
     pub conf_int: f64,
     /// Base repetition cap, ×4 up to 1 KiB, ×2 up to 64 KiB (logp_test: -max-its).
-    #[arg(long, default_value_t = 18)]
+    #[arg(long, default_value_t = 18, value_parser = crate::cli::counts::max_its)]
     pub max_its: usize,
     /// Smallest size measured besides 0 (logp_test: -min-size).
     #[arg(long, default_value = "0")]
@@ -324,6 +325,7 @@ fn sweep(min_size: usize, max_size: usize) -> Vec<usize> {
 
 /// The options' own limits, checked before any rank starts (and again on
 /// every rank): each error names its option and a value that works.
+#[deny(clippy::arithmetic_side_effects)]
 pub fn check_args(args: &Args) -> anyhow::Result<()> {
     let positive = |flag: &str, v: f64| {
         if v.is_finite() && v > 0.0 {

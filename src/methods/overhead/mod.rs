@@ -72,7 +72,7 @@ pub struct Args {
     pub recv: bool,
     /// Iterations per work value; default: 1000 below 64 KiB, 100 below
     /// 8 MiB, 10 above (mpi_overhead: -i, --iterations).
-    #[arg(long = "iters", visible_alias = "iterations", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long = "iters", visible_alias = "iterations", value_name = "N", value_parser = crate::cli::counts::iters)]
     pub iterations: Option<u64>,
     /// One message size in bytes (mpi_overhead: -m, --msgsize) [default: 8].
     #[arg(long, conflicts_with = "sizes")]

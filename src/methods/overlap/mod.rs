@@ -79,22 +79,22 @@ pub struct Args {
     /// Transfers per step [default: the paper's 1000 for sizes up to
     /// 64 KiB, 500 above: with 1000 at 1 MiB a default run over tcp took
     /// 17 s on a 2-core host, with 500 it takes 7-10 s].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_parser = crate::cli::counts::iters)]
     pub iters: Option<u64>,
     /// Message sizes (the paper: 10K eager, 1M rendezvous).
     #[arg(long, default_value = "10K,1M")]
     pub sizes: Sizes,
     /// Computation steps after the zero step.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 16, value_parser = crate::cli::counts::steps)]
     pub steps: u32,
     /// Largest computation, as a multiple of xfer_time(size).
-    #[arg(long, default_value_t = 2.0, value_parser = non_negative)]
+    #[arg(long, default_value_t = 2.0, value_parser = max_comp)]
     pub max_comp: f64,
     /// xfer_time per size: lines `SIZE_BYTES NS` (e.g. from --proto raw runs).
     #[arg(long, value_name = "FILE")]
     pub xfer_table: Option<PathBuf>,
     /// Repetitions per size when measuring xfer_time without a table.
-    #[arg(long, default_value_t = 21, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 21, value_parser = crate::cli::counts::reps_u32)]
     pub xfer_reps: u32,
     /// Measure xfer_time per size, write it to FILE (rank 0) and stop: run
     /// it with `--proto raw --op read|write|send` for the bare operation's
@@ -120,6 +120,7 @@ impl Args {
 /// rank starts: the table is read and parsed (whether it holds every size
 /// the run moves is known only to the ranks), the output is no directory
 /// and its directory exists.
+#[deny(clippy::arithmetic_side_effects)]
 pub fn check_args(args: &Args) -> anyhow::Result<()> {
     if let Some((i, p)) = args
         .pair
@@ -149,10 +150,18 @@ pub fn check_args(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A finite number, 0 or more.
-fn non_negative(s: &str) -> Result<f64, String> {
+/// The largest `--max-comp`: a step computes up to this many times
+/// xfer_time (itself at most 1000 s, `MAX_XFER_NS`).
+pub const MAX_COMP: f64 = 1000.0;
+
+/// `--max-comp`: a finite number from 0 to [`MAX_COMP`].
+#[deny(clippy::arithmetic_side_effects)]
+fn max_comp(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        Ok(v) if v.is_finite() && (0.0..=MAX_COMP).contains(&v) => Ok(v),
+        Ok(v) if v > MAX_COMP => Err(format!(
+            "`{s}` is more than {MAX_COMP} (the largest computation, as a multiple of xfer_time): give 0 to {MAX_COMP}, e.g. the paper's 2"
+        )),
         _ => Err(format!("`{s}` is not a number of 0 or more")),
     }
 }
