@@ -2,6 +2,8 @@
 //! cores"): its own physical core while there are any, then the SMT
 //! siblings, then round-robin with a warning so waits turn into yields.
 
+#![deny(clippy::arithmetic_side_effects)]
+
 use std::fmt;
 use std::fs;
 
@@ -29,7 +31,8 @@ impl PinPlan {
     /// Whether ranks plus `progress_threads_per_rank` threads each
     /// outnumber the available CPUs (then waits must yield or block).
     pub fn oversubscribed_with(&self, progress_threads_per_rank: u32) -> bool {
-        let threads = self.cpus.len() as u64 * (1 + u64::from(progress_threads_per_rank));
+        let threads = (self.cpus.len() as u64)
+            .saturating_mul(u64::from(progress_threads_per_rank).saturating_add(1));
         threads > self.available.len() as u64
     }
 }
@@ -55,7 +58,9 @@ fn plan(np_local: u32, available: &[usize], siblings: &dyn Fn(usize) -> Vec<usiz
     order.sort_unstable();
     let order: Vec<usize> = order.into_iter().map(|(_, c)| c).collect();
     let n = np_local as usize;
-    let cpus: Vec<usize> = (0..n).map(|i| order[i % order.len()]).collect();
+    let cpus: Vec<usize> = (0..n)
+        .filter_map(|i| i.checked_rem(order.len()).map(|k| order[k]))
+        .collect();
     let oversubscribed = n > order.len();
     let mut warnings = Vec::new();
     if oversubscribed {
@@ -134,7 +139,7 @@ pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
         match part.split_once('-') {
             Some((a, b)) => {
                 let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
-                if b < a || b - a > 1 << 16 {
+                if b < a || b.saturating_sub(a) > 1 << 16 {
                     return None;
                 }
                 out.extend(a..=b);
@@ -187,7 +192,7 @@ mod tests {
     /// 4 cores with 2 threads each, Linux's usual numbering: cpu i and i+4.
     fn smt(cpu: usize) -> Vec<usize> {
         let c = cpu % 4;
-        vec![c, c + 4]
+        vec![c, c.saturating_add(4)]
     }
 
     #[test]

@@ -24,6 +24,8 @@
 //! secret is derived from the job id: it then only keeps stray connections
 //! out, so export a random `OVBENCH_SECRET` on shared clusters.
 
+#![deny(clippy::arithmetic_side_effects)]
+
 use std::env;
 
 use anyhow::{bail, Context, Result};
@@ -111,7 +113,7 @@ impl RankEnv {
         let threads = 1 + u64::from(progress_threads_per_rank);
         self.launcher_oversubscribed
             || match (self.local_size, self.ncpus) {
-                (Some(n), Some(cpus)) => u64::from(n) * threads > u64::from(cpus),
+                (Some(n), Some(cpus)) => u64::from(n).saturating_mul(threads) > u64::from(cpus),
                 _ => false,
             }
             || self
@@ -394,10 +396,11 @@ pub fn tasks_on_node(list: &str, node: usize) -> Option<u32> {
             None => (item, 1),
         };
         let count: u32 = count.trim().parse().ok()?;
-        if node < seen + repeat {
+        // SLURM_TASKS_PER_NODE comes from the environment: `2(x18446744073709551615)` must not wrap.
+        seen = seen.saturating_add(repeat);
+        if node < seen {
             return Some(count);
         }
-        seen += repeat;
     }
     None
 }
@@ -452,7 +455,7 @@ pub(crate) fn bootstrap_address(
 
 /// A port in 20000..50000 that every rank of the job computes alike.
 pub fn derive_port(job_id: &str) -> u16 {
-    20000 + (fnv1a(job_id.as_bytes()) % 30000) as u16
+    20000u16.saturating_add((fnv1a(job_id.as_bytes()) % 30000) as u16)
 }
 
 fn fnv1a(bytes: &[u8]) -> u64 {
@@ -467,8 +470,8 @@ pub fn first_host(list: &str) -> Option<String> {
     let mut end = list.len();
     for (i, c) in list.char_indices() {
         match c {
-            '[' => depth += 1,
-            ']' => depth -= 1,
+            '[' => depth = i32::saturating_add(depth, 1),
+            ']' => depth = i32::saturating_sub(depth, 1),
             ',' if depth == 0 => {
                 end = i;
                 break;
@@ -622,5 +625,21 @@ pub(crate) mod tests {
         assert_eq!(first_host(""), None);
         assert_eq!(derive_port("j"), derive_port("j"));
         assert!((20000..50000).contains(&derive_port("anything")));
+        // Unbalanced brackets: no host, no underflow.
+        assert_eq!(first_host("]]]a,b"), None);
+    }
+
+    /// SLURM_TASKS_PER_NODE is read from the environment: a repeat count
+    /// at u64::MAX saturates, never wraps.
+    #[test]
+    fn tasks_per_node_counts_saturate() {
+        assert_eq!(tasks_on_node("2(x3),1", 0), Some(2));
+        assert_eq!(tasks_on_node("2(x3),1", 2), Some(2));
+        assert_eq!(tasks_on_node("2(x3),1", 3), Some(1));
+        assert_eq!(tasks_on_node("2(x3),1", 4), None);
+        let huge = "2(x18446744073709551615),5(x18446744073709551615)";
+        assert_eq!(tasks_on_node(huge, usize::MAX - 1), Some(2));
+        assert_eq!(tasks_on_node(huge, usize::MAX), None);
+        assert_eq!(tasks_on_node("4294967296", 0), None);
     }
 }

@@ -10,6 +10,8 @@
 //! the cgroup files, `/proc/self/limits`), below a root that tests point
 //! at fixture trees.
 
+#![deny(clippy::arithmetic_side_effects)]
+
 use std::path::{Path, PathBuf};
 
 /// A limit and where it comes from, for the message that names it.
