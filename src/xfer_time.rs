@@ -135,7 +135,9 @@ pub(crate) fn measure(
             samples: u64::from(reps),
         })
         .collect();
-    let table = XferTable::new(shared).map_err(anyhow::Error::msg)?;
+    let table = XferTable::new(shared).map_err(|e| {
+        anyhow::anyhow!("xfer_time as measured in this run: {e}: under --transport sim, give the model smaller costs (--sim)")
+    })?;
     Ok((
         table,
         XferSource {
