@@ -5,8 +5,6 @@
 //! instead of the round trip. A row overstated either way stays out of
 //! max OL_i.
 
-#![deny(clippy::arithmetic_side_effects)]
-
 use ovbench_core::Rank;
 use serde::Serialize;
 
