@@ -8,7 +8,9 @@
 //! it starts (exit 2), so the huge ones cost no more than a parse.
 //!
 //! The cases run on a few threads; the test prints how many it ran and
-//! how long they took.
+//! how long they took. A second test holds the simulator's clock bound
+//! end to end: refused up front (exit 2) or named where it is reached
+//! (exit 1).
 
 use std::any::TypeId;
 use std::path::{Path, PathBuf};
@@ -333,4 +335,36 @@ fn every_integer_flag_takes_the_edge_values() {
         all.len(),
         failures.join("\n")
     );
+}
+
+/// The virtual clock's bound, end to end: a benchmark whose messages
+/// could pass it is refused before it starts (exit 2); a method, whose
+/// repetitions adapt, stops at it (exit 1). Both name it; neither panics.
+#[test]
+fn the_virtual_clock_bound_is_named_before_or_when_it_is_reached() {
+    let hour = "L=3600s,os=3600s,or=3600s,g=3600s,jitter=3600s";
+    for (cmd, code) in [
+        (
+            &[
+                "latency",
+                "--sizes",
+                "8",
+                "--iters",
+                "1000000000",
+                "--sim",
+                hour,
+            ][..],
+            2,
+        ),
+        (&["overhead", "--sim", hour][..], 1),
+    ] {
+        let mut args: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
+        args.extend(["--transport", "sim", "-q"].map(String::from));
+        let (got, stderr, _) = run(&args);
+        assert_eq!(got, Some(code), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("2^64 - 1 ps") && !stderr.contains("panicked"),
+            "{args:?}: {stderr}"
+        );
+    }
 }
