@@ -116,11 +116,10 @@ impl FromStr for Sizes {
     fn from_str(s: &str) -> Result<Self, String> {
         let list = value(s);
         let mut out: Vec<usize> = Vec::new();
-        for (i, part) in s.split(',').enumerate() {
+        for (part, n) in s.split(',').zip(1usize..) {
             if part.trim().is_empty() {
                 return Err(format!(
-                    "bad size list `{list}`: item {} is empty: give sizes between the commas, e.g. 8,1K,1M",
-                    i + 1
+                    "bad size list `{list}`: item {n} is empty: give sizes between the commas, e.g. 8,1K,1M"
                 ));
             }
             let sizes = match part.split_once(':') {

@@ -122,15 +122,16 @@ impl Args {
 /// and its directory exists.
 #[deny(clippy::arithmetic_side_effects)]
 pub fn check_args(args: &Args) -> anyhow::Result<()> {
-    if let Some((i, p)) = args
+    if let Some((p, n)) = args
         .pair
         .iter()
-        .enumerate()
-        .find(|(i, p)| args.pair[..*i].contains(p))
+        .zip(1usize..)
+        .find(|(p, n)| args.pair.iter().take(n.saturating_sub(1)).any(|q| q == *p))
     {
-        let name = clap::ValueEnum::to_possible_value(p)
-            .map_or(String::new(), |v| v.get_name().to_string());
-        anyhow::bail!("--pair {name} is listed twice (item {}): give each pair once, e.g. --pair isend-irecv,send-recv", i + 1);
+        bail!(
+            "--pair {} is listed twice (item {n}): give each pair once, e.g. --pair isend-irecv,send-irecv",
+            p.name()
+        );
     }
     if args.max_comp == 0.0 {
         anyhow::bail!("--max-comp 0: every step would compute nothing, so no overlap can show: give a multiple of xfer_time above 0 (the default is 2)");

@@ -240,7 +240,7 @@ fn tsc_at_host_ns(anchor: Instant) -> (i128, u64, i128) {
 
 impl TscClock {
     /// Calibrate the TSC against the monotonic clock over `span` (each
-    /// end a bracketed pair of reads: see [`tsc_at_host_ns`]).
+    /// end a bracketed pair of reads: see `tsc_at_host_ns`).
     /// Returns `None` where the TSC is missing or not invariant.
     #[cfg(target_arch = "x86_64")]
     pub fn calibrate(span: Duration) -> Option<TscClock> {
