@@ -43,7 +43,9 @@ fn overlap(p: &LogGp, extra: &str, proto: Protocol, pair: &str, size: &str) -> R
         "--xfer-reps",
         "5",
     ]);
-    let params = SimParams::parse(&format!("{},{extra}", p.sim_arg())).expect("sim parameters");
+    // `extra` names the progress mode itself: a key given twice is refused.
+    let base = p.sim_arg().replace(",progress=poll", "");
+    let params = SimParams::parse(&format!("{base},{extra}")).expect("sim parameters");
     let cfg = EngineConfig::with_protocol(proto);
     let (mut outs, truth) = ovbench_sim::run(2, &params, &cfg, |comm| {
         let mut sink = MemSink::default();
