@@ -134,9 +134,13 @@ fn probe(p: &Path) -> std::io::Result<()> {
     std::fs::remove_file(p)
 }
 
-/// Before any rank starts: `path` resolves ([`resolve`]) and both its
-/// temporary name and (where it does not exist yet) its own name can be
-/// created.
+/// Before any rank starts: `path` resolves ([`resolve`], which also
+/// keeps its name within NAME_MAX) and its temporary name can be created.
+/// The file's own name is never created to try it: every rank of a job
+/// runs this check, and one killed between making and removing a probe
+/// under that name left an empty file where the results go. The
+/// temporary name's success answers for it: the same directory, the same
+/// characters, and at least as long unless cut to NAME_MAX.
 pub fn check(flag: &str, path: &Path, stdout_ok: bool) -> Result<Target> {
     let t = resolve(flag, path, stdout_ok)?;
     if let Target::File(p) = &t {
@@ -147,12 +151,6 @@ pub fn check(flag: &str, path: &Path, stdout_ok: bool) -> Result<Target> {
             )
         };
         probe(&temp_name(p)).map_err(fail)?;
-        // Every rank of a job checks too: one that finds the name made by
-        // another (rank 0's file, or its probe) has its answer.
-        match probe(p) {
-            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(fail(e)),
-            _ => {}
-        }
     }
     Ok(t)
 }
