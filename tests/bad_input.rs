@@ -285,6 +285,20 @@ const CASES: &[Case] = &[
     // Files that do not exist yet: only their canonical paths can meet.
     c("d: output", &["overlap", "--transport", "sim", "--proto", "raw", "--write-xfer-table", "@DIR/w2.txt", "--json", "@DIR/sub/../w2.txt"], "--json", "one output would overwrite the other"),
     c("d: output", &["latency", "--transport", "sim", "--sizes", "8", "--json", "@DIR/dangling.json", "--csv", "@DIR/sub/made.csv"], "--csv", "one output would overwrite the other"),
+    // ---- a: arithmetic on user values: bounded, never wrapped --------
+    c("a: arithmetic", &["latency", "--transport", "sim", "--iters", "18446744073709551615"], "--iters", ""),
+    c("a: arithmetic", &["bw", "--transport", "sim", "--iters", "18446744073709551615"], "--iters", ""),
+    c("a: arithmetic", &["overlap", "--transport", "sim", "--iters", "18446744073709551615"], "--iters", ""),
+    c("a: arithmetic", &["latency", "--transport", "sim", "--warmup", "18446744073709551614"], "--warmup", ""),
+    c("a: arithmetic", &["bw", "--transport", "sim", "--window", "100000000"], "--window", ""),
+    c("a: arithmetic", &["overlap", "--transport", "sim", "--max-comp", "1e12"], "--max-comp", ""),
+    c("a: arithmetic", &["latency", "--transport", "sim", "--sim", "L=1000000s"], "--sim", ""),
+    c("a: arithmetic", &["latency", "--transport", "sim", "--sim", "L=0ps,os=0ps,or=0ps,g=0ps,G=0ps"], "--sim", ""),
+    c("a: arithmetic", &["latency", "--transport", "sim", "--sim", "G=2s"], "--sim", ""),
+    c("a: arithmetic", &["bw", "--transport", "sim", "--pairs", "4294967295"], "--pairs", ""),
+    c("a: arithmetic", &["logp", "--transport", "sim", "--max-its", "18446744073709551615"], "--max-its", ""),
+    c("a: arithmetic", &["bcast", "--transport", "sim", "--reps", "18446744073709551615"], "--reps", ""),
+    c("a: arithmetic", &["overlap", "--transport", "sim", "--steps", "4294967295"], "--steps", ""),
     // ---- b: preflights read the limits this process has (the whole ---
     // ---- table runs in a 4 GiB memory cage: its limit binds) ----------
     c("b: preflight", &["latency", "--sizes", "2G"], "--sizes", "left under"),
