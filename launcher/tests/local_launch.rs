@@ -22,8 +22,15 @@ struct Job {
 
 impl Job {
     fn start(np: u32, env: &[(&str, &str)]) -> Job {
-        let mut cmd = Command::new(PROBE);
-        cmd.args(["--np", &np.to_string()])
+        // SIGINT back to its default first: a test run started in the
+        // background by a script without job control inherits it ignored
+        // (as POSIX has asynchronous commands do), and the launcher, like
+        // any program, keeps an ignored SIGINT; the interrupt test then
+        // failed on how the suite was started. env execs the probe (same pid).
+        let mut cmd = Command::new("env");
+        cmd.arg("--default-signal=INT")
+            .arg(PROBE)
+            .args(["--np", &np.to_string()])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         for (k, v) in env {
