@@ -453,9 +453,20 @@ pub(crate) fn bootstrap_address(
     Ok(format!("{host}:{port}"))
 }
 
-/// A port in 20000..50000 that every rank of the job computes alike.
+/// The ports a job id maps to: below Linux's default ephemeral range
+/// (32768..60999), where the kernel hands out client and port-0 sockets,
+/// so a connection another program has open on the host does not hold the
+/// port rank 0 must listen on.
+pub const DERIVED_PORTS: std::ops::Range<u16> = 20000..32768;
+
+/// A port in [`DERIVED_PORTS`] that every rank of the job computes alike.
 pub fn derive_port(job_id: &str) -> u16 {
-    20000u16.saturating_add((fnv1a(job_id.as_bytes()) % 30000) as u16)
+    const SPAN: u16 = DERIVED_PORTS.end - DERIVED_PORTS.start;
+    // SPAN is not 0, and the remainder below it fits in u16 and keeps the sum in range.
+    let offset = fnv1a(job_id.as_bytes())
+        .checked_rem(u64::from(SPAN))
+        .unwrap_or(0) as u16;
+    DERIVED_PORTS.start.saturating_add(offset)
 }
 
 fn fnv1a(bytes: &[u8]) -> u64 {
@@ -624,7 +635,20 @@ pub(crate) mod tests {
         assert_eq!(first_host("x[1-"), None);
         assert_eq!(first_host(""), None);
         assert_eq!(derive_port("j"), derive_port("j"));
-        assert!((20000..50000).contains(&derive_port("anything")));
+        // Below 32768, where Linux's default ephemeral range starts: a port
+        // there can be held by any client socket on the host.
+        let ports: std::collections::BTreeSet<u16> = (0..1000)
+            .map(|i| derive_port(&format!("slurm:{i}.0")))
+            .collect();
+        assert!(
+            ports.iter().all(|p| (20000..32768).contains(p)),
+            "{ports:?}"
+        );
+        assert!(
+            ports.len() > 900,
+            "job ids crowd onto {} ports",
+            ports.len()
+        );
         // Unbalanced brackets: no host, no underflow.
         assert_eq!(first_host("]]]a,b"), None);
     }
