@@ -68,5 +68,7 @@ fn instrument_adds_a_recorded_pass_that_costs_no_virtual_time() {
 #[test]
 fn an_eager_ping_pong_takes_the_fast_path() {
     let dir = Scratch::new("fast-sim");
-    common::fast_path_ping_pong(&["--transport", "sim"], &dir.join("fast.json"), LIMIT);
+    let row = common::fast_path_ping_pong(&["--transport", "sim"], &dir.join("fast.json"), LIMIT);
+    // Virtual time and a fixed schedule: no ping comes early.
+    assert_eq!(common::ops(&row, "fast_recvs"), 2 * (200 + 20), "{row}");
 }

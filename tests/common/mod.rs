@@ -213,9 +213,16 @@ pub fn fabric_latency_rows(
 }
 
 /// An 8 B eager ping-pong over `fabric` (200 timed round trips after 20
-/// of warm-up) into `out`: every message it timed, both ways, took the
-/// engine's fast path (`ops.fast_sends` and `ops.fast_recvs` are all of
-/// `ops.sends`). Returns the row.
+/// of warm-up) into `out`: every send took the engine's fast path
+/// (`ops.fast_sends` is all of `ops.sends`), and every arrival but at
+/// most the first ping (`ops.fast_recvs`). Returns the row.
+///
+/// The first ping may come before rank 1's receive: a rank descheduled in
+/// the barrier before the ping-pong can take the barrier's last message
+/// and the ping in one poll (one read of a TCP stream, one UCX progress),
+/// and the ping then waits as unexpected. After it, no message can come
+/// early: each waits for the other side's reply, and no send hands
+/// arrivals to the engine. Under the sim (virtual time) the count is exact.
 pub fn fast_path_ping_pong(fabric: &[&str], out: &Path, limit: Duration) -> serde_json::Value {
     let mut args = vec!["latency"];
     args.extend_from_slice(fabric);
@@ -227,7 +234,11 @@ pub fn fast_path_ping_pong(fabric: &[&str], out: &Path, limit: Duration) -> serd
     let messages = 2 * (200 + 20);
     assert_eq!(ops(&row, "sends"), messages, "{fabric:?}: {row}");
     assert_eq!(ops(&row, "fast_sends"), messages, "{fabric:?}: {row}");
-    assert_eq!(ops(&row, "fast_recvs"), messages, "{fabric:?}: {row}");
+    let fast_recvs = ops(&row, "fast_recvs");
+    assert!(
+        (messages - 1..=messages).contains(&fast_recvs),
+        "{fabric:?}: {fast_recvs} of {messages} arrivals on the fast path: {row}"
+    );
     row
 }
 
