@@ -79,12 +79,17 @@ pub fn build(env: &Environment, f: &RunFacts<'_>) -> Header {
         // The line the transports printed before this became a capability.
         lines.push("transport completion_timestamps: nic".into());
     }
+    let eager = &f.comm.eager_limit;
     lines.push(format!(
-        "protocol: {} (eager limit {}, registration cache {})",
+        "protocol: {} (eager limit {} {}, registration cache {})",
         f.comm.protocol,
-        format_bytes(f.comm.plan.eager_limit()),
+        format_bytes(eager.bytes),
+        eager.source,
         if c.reg_cache.is_on() { "on" } else { "off" },
     ));
+    if let Some(i) = &eager.inputs {
+        lines.push(format!("eager limit {}: {i}", eager.source));
+    }
     lines.push(axes(&f.comm.caps));
     lines.push(format!(
         "clock: {} at {:.3} GHz, resolution {:.1} ns, call cost {:.1} ns; work unit {:.2} ns",
@@ -113,7 +118,7 @@ pub fn build(env: &Environment, f: &RunFacts<'_>) -> Header {
             "np": f.np,
             "proto": c.proto,
             "op": c.op,
-            "eager_limit": c.eager_limit.bytes(),
+            "eager_limit": c.eager_limit,
             "frag_size": c.frag_size.map(|b| b.bytes()),
             "reg_cache": c.reg_cache,
             "progress": c.progress,
@@ -153,6 +158,7 @@ mod tests {
             eager_buf_size: 65536,
             native_sync_send: false,
             completion_stamps: CompletionStamps::Host,
+            eager_copies: 0,
         };
         let comm = CommInfo {
             transport: TransportInfo {
@@ -167,6 +173,7 @@ mod tests {
             caps,
             protocol: ovbench_core::CommPath::Engine(ovbench_core::engine_comm::Protocol::Auto),
             plan: ovbench_core::engine_comm::Plan::default(),
+            eager_limit: ovbench_core::EagerLimit::forced(16384),
         };
         let clock = ClockInfo {
             source: "tsc".into(),

@@ -25,6 +25,9 @@ fn bw(dir: &Scratch, name: &str, transport: &str, extra: &[&str]) -> Vec<serde_j
         "1",
         "--window",
         "8",
+        // 1 MiB by rendezvous: auto's default under sim is eager throughout.
+        "--eager-limit",
+        "16K",
     ];
     args.extend_from_slice(extra);
     let (_, rows) = ovbench_rows(&args, &out, LIMIT);

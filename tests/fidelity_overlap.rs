@@ -327,6 +327,9 @@ fn report_splits_eager_and_rendezvous_and_spreads_the_waits() {
             "2",
             "--xfer-reps",
             "3",
+            // 1M by rendezvous: auto's default under the model is eager throughout.
+            "--eager-limit",
+            "16K",
         ],
     );
     let steps = sim_truth::rows(&doc, "overlap, protocol");

@@ -162,6 +162,12 @@ fn schema_refuses_real_mistakes() {
     refused(&v, &doc, "a pid as a string", |d| {
         d["header"]["environment"]["ranks"][0]["pid"] = json!("42")
     });
+    refused(&v, &doc, "an eager limit of unknown source", |d| {
+        d["header"]["communicator"]["eager_limit"]["source"] = json!("guessed")
+    });
+    refused(&v, &doc, "an eager limit as a bare number", |d| {
+        d["header"]["communicator"]["eager_limit"] = json!(16384)
+    });
     refused(&v, &doc, "other units", |d| {
         d["header"]["units"]["time"] = json!("us")
     });

@@ -105,6 +105,42 @@ fn operation_counts_show_what_each_protocol_did() {
     );
 }
 
+/// The default run has no cliff at 32 KiB: auto's eager limit is measured
+/// at start, and over TCP (an eager message costs a few copies, a
+/// rendezvous four more trips of several µs) it lies far above 32 KiB, so
+/// each message is one send and nothing is written. The old fixed default,
+/// forced back, sends 32 KiB by emulated rdma-write.
+#[test]
+fn the_default_sends_32k_eagerly_in_one_send() {
+    let dir = Scratch::new("no-cliff");
+    let run = |name: &str, extra: &[&str]| {
+        let out = dir.join(format!("{name}.json"));
+        let mut args = words("latency --sizes 32K --iters 20 --warmup 2 --verify");
+        args.extend_from_slice(extra);
+        let (_, rows) = ovbench_rows(&args, &out, LIMIT);
+        (json(&out), rows[0]["ops"].clone())
+    };
+    let (doc, auto) = run("auto", &[]);
+    let limit = &doc["header"]["communicator"]["eager_limit"];
+    assert_eq!(limit["source"], "measured", "{limit}");
+    assert!(
+        limit["inputs"]["one_way_ns"].as_f64().unwrap() > 0.0,
+        "{limit}"
+    );
+    assert_eq!(
+        auto["sends"].as_u64(),
+        Some(2 * 22),
+        "one send per message: {auto} ({limit})"
+    );
+    assert_eq!(
+        (auto["writes"].as_u64(), auto["reads"].as_u64()),
+        (Some(0), Some(0)),
+        "{auto} ({limit})"
+    );
+    let (_, forced) = run("forced", &["--eager-limit", "16K"]);
+    assert_eq!(forced["writes"].as_u64(), Some(2 * 22), "{forced}");
+}
+
 #[test]
 fn bw_json_has_one_entry_per_size_with_samples() {
     let dir = Scratch::new("bw");

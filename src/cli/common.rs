@@ -163,6 +163,44 @@ impl OnOff {
     }
 }
 
+/// `--eager-limit`: chosen per transport (`auto`), or forced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EagerLimitArg {
+    Auto,
+    Bytes(ByteSize),
+}
+
+impl std::str::FromStr for EagerLimitArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.trim() == "auto" {
+            return Ok(EagerLimitArg::Auto);
+        }
+        s.parse::<ByteSize>()
+            .map(EagerLimitArg::Bytes)
+            .map_err(|e| format!("{e}; or auto, the default, to have it chosen per transport"))
+    }
+}
+
+impl EagerLimitArg {
+    /// The forced limit (`None` for auto).
+    pub fn forced(self) -> Option<usize> {
+        match self {
+            EagerLimitArg::Auto => None,
+            EagerLimitArg::Bytes(b) => Some(b.bytes()),
+        }
+    }
+}
+
+impl serde::Serialize for EagerLimitArg {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            EagerLimitArg::Auto => s.serialize_str("auto"),
+            EagerLimitArg::Bytes(b) => s.serialize_u64(b.bytes() as u64),
+        }
+    }
+}
+
 /// Options shared by every command.
 #[derive(Clone, Debug, Args)]
 pub struct CommonArgs {
@@ -181,9 +219,17 @@ pub struct CommonArgs {
     /// Operation timed by --proto raw.
     #[arg(long, global = true, value_enum, default_value_t = RawOp::Send, help_heading = "Protocol")]
     pub op: RawOp,
-    /// Largest message sent eagerly by --proto auto (K = 1024).
-    #[arg(long, global = true, default_value = "16K", help_heading = "Protocol")]
-    pub eager_limit: ByteSize,
+    /// Largest message sent eagerly by --proto auto (K = 1024); auto (the
+    /// default) chooses it per transport from a cost model, with figures
+    /// measured at start (docs/architecture.md, "Auto's eager limit").
+    #[arg(
+        long,
+        global = true,
+        default_value = "auto",
+        value_name = "auto|BYTES",
+        help_heading = "Protocol"
+    )]
+    pub eager_limit: EagerLimitArg,
     /// Fragment size of --proto pipelined (default: the engine's).
     #[arg(long, global = true, help_heading = "Protocol")]
     pub frag_size: Option<ByteSize>,
@@ -318,7 +364,7 @@ mod tests {
         assert_eq!(t.c.np, None);
         assert_eq!(t.c.proto, ProtoArg::Auto);
         assert_eq!(t.c.op, RawOp::Send);
-        assert_eq!(t.c.eager_limit.bytes(), 16 * 1024);
+        assert_eq!(t.c.eager_limit, EagerLimitArg::Auto);
         assert_eq!(t.c.progress, Progress::Poll);
         assert_eq!(t.c.timeout.0.as_secs(), 60);
         assert!(!t.c.instrument);
@@ -342,7 +388,7 @@ mod tests {
         .unwrap();
         assert_eq!(t.c.proto, ProtoArg::RdmaRead);
         assert_eq!(t.c.progress, Progress::Thread);
-        assert_eq!(t.c.eager_limit.bytes(), 8192);
+        assert_eq!(t.c.eager_limit.forced(), Some(8192));
         assert!(!t.c.reg_cache.is_on());
         let e = T::try_parse_from(["x", "--progress", "spin"]).unwrap_err();
         assert!(e.to_string().contains("poll"), "{e}");

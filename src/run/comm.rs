@@ -30,8 +30,11 @@ pub fn protocol(common: &CommonArgs) -> Option<Protocol> {
 /// How messages move, from `--proto`, `--eager-limit` and `--frag-size`
 /// (native runs the engine's auto beside the library's path).
 pub fn plan(common: &CommonArgs) -> Plan {
-    let p = Plan::new(protocol(common).unwrap_or(Protocol::Auto))
-        .with_eager_limit(common.eager_limit.bytes());
+    let p = Plan::new(protocol(common).unwrap_or(Protocol::Auto));
+    let p = match common.eager_limit.forced() {
+        Some(b) => p.with_eager_limit(b),
+        None => p,
+    };
     match common.frag_size {
         Some(f) => p.with_frag_size(f.bytes()),
         None => p,

@@ -10,6 +10,7 @@
 
 mod comm;
 mod command;
+mod eager_limit;
 pub mod features;
 pub mod job;
 mod launch_report;

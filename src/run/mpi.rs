@@ -170,6 +170,7 @@ fn run_rank(cli: &Cli, job: &Arc<MpiJob>) -> Result<()> {
         Box::new(work),
         shared,
     )?;
+    super::eager_limit::settle(common, comm.as_mut(), None)?;
     let mut ctl = MpiControl::new(job.gather_channel()?, rank, size);
     deposit_value(&mut ctl, &RankFacts::here(rank))?;
     let facts: Option<Vec<RankFacts>> = collect_values(&mut ctl)

@@ -59,6 +59,7 @@ pub fn run(env: RankEnv, cli: &Cli) -> Result<()> {
     let threads = u32::from(common.progress == Progress::Thread);
     let shared = env.oversubscribed(threads);
     let mut comm = comm::build(common, transport, clock.clone(), Box::new(work), shared)?;
+    super::eager_limit::settle(common, comm.as_mut(), None)?;
 
     watch::set_phase("start-up, gathering the ranks' facts");
     deposit_value(&mut ctl, &RankFacts::here(rank))?;

@@ -128,6 +128,8 @@ fn sweep(cli: &Cli, p: &SimParams, args: &bcast::Args, nps: &[u32]) -> Result<()
                 Box::new(kit.work),
                 false,
             )?;
+            let one_way = super::eager_limit::model_one_way_ns(p);
+            super::eager_limit::settle(&cli.common, comm.as_mut(), Some(one_way))?;
             let cmd = &cli.command;
             if let Command::Method(m) = cmd {
                 crate::methods::check_protocol(m, comm.as_ref())?;
@@ -263,6 +265,8 @@ fn rank_main(cli: &Cli, p: &SimParams, controls: &[SharedControl], kit: RankKit)
         Box::new(kit.work),
         false,
     )?;
+    let one_way = super::eager_limit::model_one_way_ns(p);
+    super::eager_limit::settle(common, comm.as_mut(), Some(one_way))?;
     let sink = (rank == 0)
         .then(|| rank0_sink(cli, sim_header(cli, comm.as_ref(), np, p)))
         .transpose()?;

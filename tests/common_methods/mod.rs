@@ -213,6 +213,9 @@ impl Communicator for MockComm {
     fn clock(&self) -> &dyn Clock {
         &self.clock
     }
+    fn set_eager_limit(&mut self, _: ovbench_core::EagerLimit) -> ovbench_core::Result<()> {
+        unreachable!("the methods under test choose no eager limit")
+    }
     fn work(&mut self, units: u64) {
         spin(units as f64);
     }
@@ -316,6 +319,7 @@ fn mock_info() -> CommInfo {
         eager_buf_size: usize::MAX,
         native_sync_send: false,
         completion_stamps: ovbench_core::CompletionStamps::Host,
+        eager_copies: 0,
     };
     CommInfo {
         transport: ovbench_core::TransportInfo {
@@ -330,6 +334,7 @@ fn mock_info() -> CommInfo {
         caps,
         protocol: ovbench_core::CommPath::Engine(ovbench_core::engine_comm::Protocol::Eager),
         plan: ovbench_core::engine_comm::Plan::new(ovbench_core::engine_comm::Protocol::Eager),
+        eager_limit: ovbench_core::EagerLimit::default_of(16 * 1024),
     }
 }
 

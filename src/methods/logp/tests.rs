@@ -124,6 +124,9 @@ impl Communicator for Script {
     fn clock(&self) -> &dyn Clock {
         &self.clock
     }
+    fn set_eager_limit(&mut self, _: ovbench_core::EagerLimit) -> ovbench_core::Result<()> {
+        unreachable!("logp::run chose no eager limit")
+    }
     fn work(&mut self, units: u64) {
         self.spend(units as f64);
     }

@@ -99,4 +99,10 @@ pub struct Caps {
     pub native_sync_send: bool,
     /// Whether completions carry the NIC's timestamps.
     pub completion_stamps: CompletionStamps,
+    /// Passes over a message's payload in user space (staging and bounce
+    /// buffer copies, zero-fills; both sides together) that an eager
+    /// message to a posted receive makes and a rendezvous does not:
+    /// auto's eager limit weighs them against the rendezvous's trips
+    /// ([`crate::eager_limit`]).
+    pub eager_copies: u32,
 }

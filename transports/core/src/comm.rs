@@ -171,17 +171,12 @@ pub struct CommInfo {
     /// How messages move: an engine protocol (with its raw operation) or
     /// the library's native path.
     pub protocol: CommPath,
-    /// How the engine moves messages (serialized as its eager limit, the
-    /// largest message in bytes auto sends eagerly).
-    #[serde(rename = "eager_limit", serialize_with = "eager_limit_of")]
+    /// How the engine moves messages (in the JSON as `eager_limit`).
+    #[serde(skip)]
     pub plan: crate::engine_comm::Plan,
-}
-
-fn eager_limit_of<S: serde::Serializer>(
-    p: &crate::engine_comm::Plan,
-    s: S,
-) -> std::result::Result<S::Ok, S::Error> {
-    s.serialize_u64(p.eager_limit() as u64)
+    /// Auto's eager limit, where it came from and the cost model's
+    /// inputs: `{bytes, source, inputs}`.
+    pub eager_limit: crate::EagerLimit,
 }
 
 /// The point-to-point API. Errors name the peer; every wait honours the
@@ -215,6 +210,10 @@ pub trait Communicator {
         let _ = (data, room, peer, tag);
         Ok(None)
     }
+    /// Send auto's later messages eagerly up to `limit.bytes`, and report
+    /// `limit` as the run's eager limit (chosen once at start, between
+    /// messages, on every rank alike).
+    fn set_eager_limit(&mut self, limit: crate::EagerLimit) -> Result<()>;
     /// Spend `units` of calibrated computation, calling no communication
     /// function.
     fn work(&mut self, units: u64);

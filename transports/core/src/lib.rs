@@ -40,6 +40,7 @@ mod caps;
 pub mod clock;
 pub mod clock_sync;
 mod comm;
+pub mod eager_limit;
 pub mod engine_comm;
 mod error;
 pub mod fabric;
@@ -63,6 +64,7 @@ pub use comm::{
     Buf, CommInfo, CommPath, Communicator, OpCounts, Req, SendMode, Source, Span, Status, TagSel,
     ANY_SOURCE, ANY_TAG,
 };
+pub use eager_limit::{EagerInputs, EagerLimit, EagerSource};
 pub use engine_comm::{Comm, EngineConfig};
 pub use error::{OpKind, Result, TransportError};
 pub use instrument::{Instrumentation, OverlapReport, XferTable};

@@ -269,6 +269,9 @@ impl Transport for MpiTransport {
                 eager_buf_size: EAGER_BUF_SIZE,
                 native_sync_send: true,
                 completion_stamps: CompletionStamps::Host,
+                // The send's staging copy and the placement out of the
+                // receive buffer.
+                eager_copies: 2,
             },
             rank: self.rank,
             size: self.size,

@@ -363,6 +363,9 @@ impl Endpoint {
             eager_buf_size: self.eager_size() - SRC_HDR,
             native_sync_send: self.sync_send_flag().is_some(),
             completion_stamps: CompletionStamps::Host,
+            // The send's staging copy and the placement out of the
+            // posted receive buffer.
+            eager_copies: 2,
         }
     }
 

@@ -404,6 +404,8 @@ impl SimTransport {
             eager_buf_size: EAGER_BUF_SIZE,
             native_sync_send: false,
             completion_stamps: CompletionStamps::Nic,
+            // The model charges no time for copies.
+            eager_copies: 0,
         }
     }
 }

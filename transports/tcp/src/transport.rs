@@ -261,6 +261,9 @@ impl Transport for TcpTransport {
                 eager_buf_size: self.opts.eager_buf_size,
                 native_sync_send: false,
                 completion_stamps: CompletionStamps::Host,
+                // The send's copy into an owned buffer; at the receiver
+                // the buffer's zero-fill and the copy into the user's.
+                eager_copies: 3,
             },
             rank: self.rank,
             size: self.size,

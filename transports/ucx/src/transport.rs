@@ -357,6 +357,9 @@ impl Transport for UcxTransport {
                 eager_buf_size: EAGER_BUF_SIZE,
                 native_sync_send: true,
                 completion_stamps: CompletionStamps::Host,
+                // The send's staging copy (am_layout) and the placement
+                // out of the library's buffer.
+                eager_copies: 2,
             },
             rank: self.rank,
             size: self.size,

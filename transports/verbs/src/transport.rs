@@ -354,6 +354,9 @@ impl Transport for VerbsTransport {
                 } else {
                     CompletionStamps::Host
                 },
+                // The copy into a registered send buffer; at the receiver
+                // the copy out of the receive buffer and into the user's.
+                eager_copies: 3,
             },
             rank: self.rank,
             size: self.size,

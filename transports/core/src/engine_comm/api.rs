@@ -8,6 +8,7 @@
 //! result through three of them).
 
 use super::args::{RecvArgs, SendArgs};
+use super::drive::proto_err;
 use super::native::local;
 use super::native::NativeState;
 use super::shared::Shared;
@@ -146,7 +147,15 @@ impl Communicator for Comm {
                 Path::Native(_) => CommPath::Native,
             },
             plan: self.e.plan(&self.s),
+            eager_limit: self.s.eager.clone(),
         }
+    }
+
+    fn set_eager_limit(&mut self, limit: crate::EagerLimit) -> Result<()> {
+        self.e.eng.set_eager_limit(limit.bytes).map_err(proto_err)?;
+        self.s.cfg.plan = self.s.cfg.plan.with_eager_limit(limit.bytes);
+        self.s.eager = limit;
+        Ok(())
     }
 
     fn isend_mode(&mut self, data: Span, dst: Rank, tag: Tag, mode: SendMode) -> Result<Req> {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::EngineConfig;
 use crate::instrument::{Instrumentation, XferTable};
 use crate::{
-    Buf, Caps, Clock, Completion, CompletionTime, Link, Rank, Result, TransportError,
+    Buf, Caps, Clock, Completion, CompletionTime, EagerLimit, Link, Rank, Result, TransportError,
     TransportInfo, Work,
 };
 
@@ -36,6 +36,8 @@ pub(crate) struct Shared {
     pub(crate) barrier_epoch: u32,
     /// Wall nanoseconds the waits spent yielding the CPU ([`Shared::block`]).
     pub(crate) yielded_ns: u64,
+    /// Auto's eager limit and where it came from, for the header.
+    pub(crate) eager: EagerLimit,
 }
 
 impl Shared {
@@ -54,12 +56,13 @@ impl Shared {
             t,
             clock,
             work,
-            cfg,
             comps: Vec::with_capacity(64),
             instr: None,
             scratch: None,
             barrier_epoch: 0,
             yielded_ns: 0,
+            eager: EagerLimit::default_of(cfg.plan.eager_limit()),
+            cfg,
         }
     }
 

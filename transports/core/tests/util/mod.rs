@@ -131,6 +131,7 @@ impl Transport for MemTransport {
                 eager_buf_size: EAGER_BUF,
                 native_sync_send: true,
                 completion_stamps: CompletionStamps::Host,
+                eager_copies: 0,
             },
             rank: self.rank,
             size: self.shared.ranks.len() as u32,

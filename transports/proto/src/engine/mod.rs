@@ -184,6 +184,20 @@ impl Engine {
         Ok(())
     }
 
+    /// Send later messages of auto eagerly up to and including `bytes`
+    /// (the run's chosen eager limit); refused with a request in flight.
+    pub fn set_eager_limit(&mut self, bytes: usize) -> Result<(), ProtoError> {
+        if self.in_flight() != 0 {
+            return Err(ProtoError::Invalid(format!(
+                "eager limit change with {} requests in flight",
+                self.in_flight()
+            )));
+        }
+        self.cfg.plan = self.cfg.plan.with_eager_limit(bytes);
+        self.refresh_fast();
+        Ok(())
+    }
+
     /// Where the fast path applies, after the plan or the recording changed.
     fn refresh_fast(&mut self) {
         let on = self.cfg.fast_path && !self.cfg.instrument;
