@@ -173,27 +173,27 @@ impl Engine {
     /// Run later messages under `p` (xfer_time times the bare operations
     /// through the same engine); refused with a request in flight.
     pub fn set_protocol(&mut self, p: Protocol) -> Result<(), ProtoError> {
-        if self.in_flight() != 0 {
-            return Err(ProtoError::Invalid(format!(
-                "protocol change with {} requests in flight",
-                self.in_flight()
-            )));
-        }
-        self.cfg.plan = self.cfg.plan.with_protocol(p);
-        self.refresh_fast();
-        Ok(())
+        let plan = self.cfg.plan.with_protocol(p);
+        self.replan("protocol", plan)
     }
 
     /// Send later messages of auto eagerly up to and including `bytes`
     /// (the run's chosen eager limit); refused with a request in flight.
     pub fn set_eager_limit(&mut self, bytes: usize) -> Result<(), ProtoError> {
+        let plan = self.cfg.plan.with_eager_limit(bytes);
+        self.replan("eager limit", plan)
+    }
+
+    /// Move later messages to `plan` (`what` changed, for the refusal):
+    /// a message in flight keeps the route it was given.
+    fn replan(&mut self, what: &str, plan: Plan) -> Result<(), ProtoError> {
         if self.in_flight() != 0 {
             return Err(ProtoError::Invalid(format!(
-                "eager limit change with {} requests in flight",
+                "{what} change with {} requests in flight",
                 self.in_flight()
             )));
         }
-        self.cfg.plan = self.cfg.plan.with_eager_limit(bytes);
+        self.cfg.plan = plan;
         self.refresh_fast();
         Ok(())
     }
